@@ -1,0 +1,84 @@
+"""Rotation helpers shared by the sim, the controllers and the hardware bridges.
+
+Conventions: rotation matrices map vectors from the child frame to the parent frame,
+quaternions are (w, x, y, z), rotation vectors are axis * angle in radians.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def skew(v: np.ndarray) -> np.ndarray:
+    """The 3x3 matrix [v]x with [v]x @ u == cross(v, u)."""
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+
+
+def matrix_from_rotvec(rotvec: np.ndarray) -> np.ndarray:
+    """Rodrigues' formula: the rotation of ``|rotvec|`` radians about ``rotvec``."""
+    angle = float(np.linalg.norm(rotvec))
+    if angle < 1e-12:
+        return np.eye(3) + skew(rotvec)
+    k = skew(np.asarray(rotvec) / angle)
+    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
+
+
+def rotvec_from_matrix(rot: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`matrix_from_rotvec`, angle in [0, pi]."""
+    cos_angle = np.clip((np.trace(rot) - 1.0) / 2.0, -1.0, 1.0)
+    angle = np.arccos(cos_angle)
+    axis_times_sin = 0.5 * np.array([rot[2, 1] - rot[1, 2], rot[0, 2] - rot[2, 0], rot[1, 0] - rot[0, 1]])
+    if angle < 1e-6:
+        return axis_times_sin
+    if np.pi - angle < 1e-4:
+        # sin(angle) ~ 0: read the axis off the symmetric part R = 2 a a^T - I.
+        sym = (rot + np.eye(3)) / 2.0
+        axis = sym[np.argmax(np.diag(sym))]
+        axis = axis / np.linalg.norm(axis)
+        if np.dot(axis, axis_times_sin) < 0:
+            axis = -axis
+        return axis * angle
+    return axis_times_sin * (angle / np.sin(angle))
+
+
+def orientation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """Rotation vector (world frame) that turns ``current`` into ``target`` (both 3x3)."""
+    return rotvec_from_matrix(target @ current.T)
+
+
+def quat_from_matrix(rot: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) with w >= 0."""
+    m = rot
+    trace = np.trace(m)
+    if trace > 0:
+        s = 2.0 * np.sqrt(trace + 1.0)
+        q = np.array([0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s])
+    else:
+        i = int(np.argmax(np.diag(m)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + m[i, i] - m[j, j] - m[k, k])
+        q = np.empty(4)
+        q[0] = (m[k, j] - m[j, k]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (m[j, i] + m[i, j]) / s
+        q[1 + k] = (m[k, i] + m[i, k]) / s
+    q = q / np.linalg.norm(q)
+    return q if q[0] >= 0 else -q
+
+
+def matrix_from_quat(quat: np.ndarray) -> np.ndarray:
+    """Rotation matrix of a (w, x, y, z) quaternion (normalised first)."""
+    w, x, y, z = np.asarray(quat, dtype=float) / np.linalg.norm(quat)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def yaw_matrix(yaw: float) -> np.ndarray:
+    """Rotation of ``yaw`` radians about +z."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])

@@ -1,0 +1,1 @@
+"""MuJoCo tasks, controllers and scripted experts for robot_rl."""

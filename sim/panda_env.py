@@ -1,0 +1,303 @@
+"""The base gymnasium env of the robot_rl MuJoCo tasks: a Panda under operational-space control.
+
+Action (float32, [-1, 1]^D): D = 7 is (dx, dy, dz, drx, dry, drz, gripper) with the pose delta in
+the TCP frame, scaled by ``pos_step`` metres and ``rot_step`` radians per policy step; D = 4 is
+(dx, dy, dz, gripper) with the orientation held at the reset orientation. Gripper -1 opens,
++1 closes. The new target pose is the measured TCP pose plus the delta, clipped to the
+workspace box (metres, base frame); the controller tracks it at physics rate.
+
+Observation dict: ``state`` (float32, layout in :attr:`PandaTaskEnv.state_layout`) and one
+uint8 HxWx3 image per requested camera. ``info["success"]`` is set on every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from robot_rl import config as check
+from robot_rl.geometry import matrix_from_rotvec, orientation_error, rotvec_from_matrix
+
+from .controller import ControllerGains, OperationalSpaceController
+from .scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
+
+HOME_QPOS = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])  # radians, Franka "ready" pose
+# TCP pointing down, fingers opening along the world y axis.
+DOWN = np.diag([1.0, -1.0, -1.0])
+
+
+class PandaTaskEnv(gym.Env):
+    """Shared physics, action mapping, observations and cameras; tasks fill in the hooks."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+    #: default TCP position at reset (m, base frame); tasks override
+    home_tcp_pos = np.array([0.45, 0.0, 0.25])
+
+    def __init__(
+        self,
+        control_rate_hz: float = 10.0,
+        physics_rate_hz: float = 500.0,
+        action_dim: int = 4,
+        pos_step: float = 0.02,
+        rot_step: float = 0.1,
+        cameras: Sequence[str] = (),
+        image_size: int | Sequence[int] = 64,
+        reward: str = "dense",
+        force_torque: bool = False,
+        object_state: bool = True,
+        episode_steps: int = 100,
+        terminate_on_success: bool = True,
+        workspace: Sequence[Sequence[float]] = ((0.25, -0.35, 0.005), (0.75, 0.35, 0.45)),
+        tcp_init_noise: float = 0.02,
+        controller: dict[str, float] | None = None,
+        mesh_visuals: bool = True,
+        render_mode: str | None = "rgb_array",
+    ):
+        check.positive("control_rate_hz", control_rate_hz)
+        check.positive("physics_rate_hz", physics_rate_hz)
+        substeps = physics_rate_hz / control_rate_hz
+        if abs(substeps - round(substeps)) > 1e-6 or round(substeps) < 1:
+            raise check.ConfigError(
+                "physics_rate_hz", physics_rate_hz, f"an integer multiple of control_rate_hz={control_rate_hz}"
+            )
+        self.action_dim = check.choice("action_dim", action_dim, (4, 7))
+        self.pos_step = check.positive("pos_step", pos_step)
+        self.rot_step = check.positive("rot_step", rot_step)
+        self.cameras = check.subset("cameras", list(cameras), CAMERA_NAMES)
+        self.image_size = check.image_size("image_size", image_size)
+        self.reward_type = check.choice("reward", reward, ("dense", "sparse"))
+        self.episode_steps = check.positive("episode_steps", episode_steps, integer=True)
+        self.tcp_init_noise = check.non_negative("tcp_init_noise", tcp_init_noise)
+        self.workspace = np.asarray(workspace, dtype=float)
+        if self.workspace.shape != (2, 3) or np.any(self.workspace[0] >= self.workspace[1]):
+            raise check.ConfigError("workspace", workspace, "[[x_min, y_min, z_min], [x_max, y_max, z_max]] with min < max")
+        try:
+            gains = ControllerGains(**(controller or {}))
+        except TypeError:
+            raise check.ConfigError("controller", controller, "keys of " + ", ".join(ControllerGains.__annotations__)) from None
+        self.force_torque, self.object_state = bool(force_torque), bool(object_state)
+        self.terminate_on_success = bool(terminate_on_success)
+        self.render_mode = render_mode
+        self.control_dt = 1.0 / control_rate_hz
+        self.n_substeps = int(round(substeps))
+
+        spec = self.scene()
+        spec.image_size, spec.mesh_visuals = self.image_size, mesh_visuals
+        self.model = mujoco.MjModel.from_xml_string(scene_xml(spec, 1.0 / physics_rate_hz))
+        self.data = mujoco.MjData(self.model)
+        self._tcp = self.model.site("tcp").id
+        self._fingers = [self.model.joint(n).qposadr[0] for n in ("finger_left", "finger_right")]
+        self._finger_act = [self.model.actuator(n).id for n in ("finger_left", "finger_right")]
+        self._arm_qpos = np.arange(7)
+        self._sensor_adr = [self.model.sensor(n).adr[0] for n in ("wrist_force", "wrist_torque")]
+        self.home_rot = DOWN.copy()
+        self.home_qpos = self.solve_ik(self.home_tcp_pos, self.home_rot, HOME_QPOS)
+        self.controller = OperationalSpaceController(self.model, gains, self.home_qpos)
+        self.bind_model()
+        self._renderer: mujoco.Renderer | None = None
+        self._ft_tare = np.zeros(6)
+        self._steps = 0
+        self.clipped_actions_total = 0
+
+        self.state_layout = self._state_layout()
+        state_dim = sum(size for _, size in self.state_layout.values())
+        spaces = {"state": gym.spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)}
+        for camera in self.cameras:
+            spaces[camera] = gym.spaces.Box(0, 255, (*self.image_size, 3), np.uint8)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.action_dim,), np.float32)
+
+    # ----------------------------------------------------------------- task hooks
+    def scene(self) -> SceneSpec:
+        """MJCF the task adds to the table scene."""
+        return SceneSpec()
+
+    def bind_model(self) -> None:
+        """Look up the task's ids in the compiled model (called once, before the first reset)."""
+
+    def reset_task(self, rng: np.random.Generator) -> None:
+        """Place the task's objects (positions in metres, base frame)."""
+
+    def task_state(self) -> dict[str, np.ndarray]:
+        """Privileged task features appended to ``state`` when ``object_state`` is on."""
+        return {}
+
+    def is_success(self) -> bool:
+        raise NotImplementedError
+
+    def dense_reward(self) -> float:
+        raise NotImplementedError
+
+    def task_info(self) -> dict[str, Any]:
+        return {}
+
+    # ----------------------------------------------------------------- robot state
+    @property
+    def tcp_pos(self) -> np.ndarray:
+        """TCP position (m, base frame)."""
+        return self.data.site_xpos[self._tcp].copy()
+
+    @property
+    def tcp_rot(self) -> np.ndarray:
+        """TCP orientation, 3x3 matrix from the TCP frame to the base frame."""
+        return self.data.site_xmat[self._tcp].reshape(3, 3).copy()
+
+    @property
+    def gripper_opening(self) -> float:
+        """Distance between the finger pads (m), 0 closed to 0.08 open."""
+        return float(self.data.qpos[self._fingers].sum())
+
+    def tcp_velocity(self) -> np.ndarray:
+        """(linear m/s, angular rad/s) of the TCP in the base frame."""
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_SITE, self._tcp, vel, 0)
+        return np.concatenate([vel[3:], vel[:3]])
+
+    def wrench(self) -> np.ndarray:
+        """Force (N) and torque (N m) at the wrist in the hand frame, tared at reset."""
+        force_adr, torque_adr = self._sensor_adr
+        raw = np.concatenate([self.data.sensordata[force_adr : force_adr + 3], self.data.sensordata[torque_adr : torque_adr + 3]])
+        return raw - self._ft_tare
+
+    # ----------------------------------------------------------------- gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        mujoco.mj_resetData(self.model, self.data)
+        noise = self.np_random.uniform(-self.tcp_init_noise, self.tcp_init_noise, 3)
+        self.data.qpos[self._arm_qpos] = self.solve_ik(self.home_tcp_pos + noise, self.home_rot, self.home_qpos)
+        self.set_gripper_command(-1.0)
+        self.data.qpos[self._fingers] = FINGER_TRAVEL
+        self.reset_task(self.np_random)
+        mujoco.mj_forward(self.model, self.data)
+        self.controller.set_target(self.tcp_pos, self.home_rot)
+        self._ft_tare = np.zeros(6)
+        self._ft_tare = self.wrench()
+        self._steps = 0
+        self.clipped_actions_total = 0
+        return self._observation(), self._info(clipped=0)
+
+    def step(self, action):
+        action = self._validate_action(action)
+        clipped = int(np.count_nonzero(np.abs(action) > 1.0))
+        self.clipped_actions_total += clipped
+        action = np.clip(action, -1.0, 1.0)
+
+        pos, rot = self.tcp_pos, self.tcp_rot
+        target_pos = np.clip(pos + rot @ (action[:3] * self.pos_step), self.workspace[0], self.workspace[1])
+        if self.action_dim == 7:
+            target_rot = rot @ matrix_from_rotvec(action[3:6] * self.rot_step)
+        else:
+            target_rot = self.home_rot
+        self.controller.set_target(target_pos, target_rot)
+        self.set_gripper_command(float(action[-1]))
+        self.simulate(self.n_substeps)
+        self._steps += 1
+
+        success = self.is_success()
+        reward = float(success) if self.reward_type == "sparse" else self.dense_reward()
+        terminated = success and self.terminate_on_success
+        truncated = self._steps >= self.episode_steps and not terminated
+        return self._observation(), reward, terminated, truncated, self._info(clipped, success)
+
+    def render(self):
+        return self._render_camera(self.cameras[0] if self.cameras else "front")
+
+    def close(self):
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    # ----------------------------------------------------------------- helpers
+    def simulate(self, n_physics_steps: int) -> None:
+        """Advance physics with the controller closing the loop at every physics step."""
+        for _ in range(n_physics_steps):
+            mujoco.mj_step1(self.model, self.data)
+            self.controller.apply(self.data)
+            mujoco.mj_step2(self.model, self.data)
+
+    def set_gripper_command(self, command: float) -> None:
+        """Gripper command in [-1, 1]: -1 fully open, +1 fully closed."""
+        self.data.ctrl[self._finger_act] = FINGER_TRAVEL * (1.0 - command) / 2.0
+
+    def solve_ik(self, pos: np.ndarray, rot: np.ndarray, q_init: np.ndarray, iterations: int = 200) -> np.ndarray:
+        """Arm joint angles (rad) that put the TCP at ``pos`` with orientation ``rot``.
+
+        Damped least squares on a scratch copy of the state; raises if it does not converge.
+        """
+        data = mujoco.MjData(self.model)
+        data.qpos[self._arm_qpos] = q_init
+        jacp, jacr = np.zeros((3, self.model.nv)), np.zeros((3, self.model.nv))
+        lo, hi = np.array(ARM_JOINT_RANGES).T
+        for _ in range(iterations):
+            mujoco.mj_kinematics(self.model, data)
+            mujoco.mj_comPos(self.model, data)
+            error = np.concatenate(
+                [pos - data.site_xpos[self._tcp], orientation_error(rot, data.site_xmat[self._tcp].reshape(3, 3))]
+            )
+            if np.linalg.norm(error[:3]) < 1e-5 and np.linalg.norm(error[3:]) < 1e-4:
+                return data.qpos[self._arm_qpos].copy()
+            mujoco.mj_jacSite(self.model, data, jacp, jacr, self._tcp)
+            jac = np.vstack([jacp[:, :7], jacr[:, :7]])
+            step = jac.T @ np.linalg.solve(jac @ jac.T + 1e-4 * np.eye(6), error)
+            data.qpos[self._arm_qpos] = np.clip(data.qpos[self._arm_qpos] + step, lo, hi)
+        raise RuntimeError(f"inverse kinematics did not reach TCP position {pos} (m, base frame)")
+
+    def _validate_action(self, action) -> np.ndarray:
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (self.action_dim,):
+            raise ValueError(f"action has shape {action.shape}; this env expects ({self.action_dim},)")
+        bad = np.flatnonzero(~np.isfinite(action))
+        if bad.size:
+            raise ValueError(f"action has non-finite values at indices {bad.tolist()}: {action.tolist()}")
+        return action
+
+    def _state_layout(self) -> dict[str, tuple[int, int]]:
+        """name -> (offset, size) of each field of ``state``."""
+        fields = [("tcp_pos", 3), ("tcp_rotvec", 3), ("tcp_linvel", 3), ("tcp_angvel", 3), ("gripper", 1)]
+        if self.force_torque:
+            fields += [("force", 3), ("torque", 3)]
+        if self.object_state:
+            mujoco.mj_forward(self.model, self.data)
+            fields += [(name, np.size(value)) for name, value in self.task_state().items()]
+        layout, offset = {}, 0
+        for name, size in fields:
+            layout[name] = (offset, size)
+            offset += size
+        return layout
+
+    def _state(self) -> np.ndarray:
+        parts = [
+            self.tcp_pos,
+            rotvec_from_matrix(self.home_rot.T @ self.tcp_rot),
+            self.tcp_velocity(),
+            [self.gripper_opening / (2 * FINGER_TRAVEL)],
+        ]
+        if self.force_torque:
+            parts.append(self.wrench())
+        if self.object_state:
+            parts.extend(self.task_state().values())
+        return np.concatenate([np.ravel(p) for p in parts]).astype(np.float32)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        obs = {"state": self._state()}
+        for camera in self.cameras:
+            obs[camera] = self._render_camera(camera)
+        return obs
+
+    def _render_camera(self, camera: str) -> np.ndarray:
+        if self._renderer is None:
+            self._renderer = mujoco.Renderer(self.model, *self.image_size)
+        self._renderer.update_scene(self.data, camera=camera)
+        return self._renderer.render().copy()
+
+    def _info(self, clipped: int, success: bool | None = None) -> dict[str, Any]:
+        return {
+            "success": bool(self.is_success() if success is None else success),
+            "action_clipped": clipped,
+            "clipped_actions_total": self.clipped_actions_total,
+            **self.task_info(),
+        }

@@ -1,0 +1,7 @@
+"""The robot_rl MuJoCo tasks."""
+
+from .peg_insert import PegInsertEnv
+from .pick_cube import PickCubeEnv
+from .reach import ReachEnv
+
+__all__ = ["ReachEnv", "PickCubeEnv", "PegInsertEnv"]
