@@ -95,7 +95,7 @@ def panda_xml(meshes: bool) -> tuple[str, str]:
         + _visual("hand", 'type="box" size="0.025 0.1 0.03" pos="0 0 0.03"', meshes)
         + '<geom class="collision" type="box" size="0.025 0.1 0.028" pos="0 0 0.03"/>'
         f'<site name="tcp" pos="0 0 {TCP_OFFSET}" size="0.004" rgba="1 0 0 0.5" group="4"/>'
-        '<camera name="wrist" pos="0.05 0 0.0" xyaxes="0 -1 0 -0.8 0 0.6" fovy="75"/>'
+        '<camera name="wrist" pos="0.075 0 0.04" xyaxes="0 1 0 0.772 0 0.635" fovy="70"/>'
         f'<body name="left_finger" pos="0 0 0.0584"><joint name="finger_left" class="finger"/>{finger_body}</body>'
         f'<body name="right_finger" pos="0 0 0.0584" quat="0 0 0 1"><joint name="finger_right" class="finger"/>'
         f"{finger_body}</body>"
@@ -167,7 +167,7 @@ def scene_xml(spec: SceneSpec, physics_timestep: float) -> str:
   <asset>
     <texture name="grid" type="2d" builtin="checker" width="256" height="256" rgb1="0.55 0.45 0.35"
         rgb2="0.5 0.4 0.3"/>
-    <material name="table" texture="grid" texrepeat="4 4" reflectance="0.05"/>
+    <material name="table" texture="grid" texrepeat="4 4"/>
     <texture name="sky" type="skybox" builtin="gradient" rgb1="0.6 0.7 0.8" rgb2="0.2 0.2 0.25" width="64"
         height="64"/>
     {robot_assets}
@@ -177,7 +177,7 @@ def scene_xml(spec: SceneSpec, physics_timestep: float) -> str:
     <light name="key" pos="0.5 -0.5 1.5" dir="-0.2 0.3 -1" diffuse="0.7 0.7 0.7" castshadow="true"/>
     <light name="fill" pos="1.0 0.8 1.2" dir="-0.5 -0.4 -1" diffuse="0.3 0.3 0.3" castshadow="false"/>
     <geom name="table" type="box" size="0.6 0.6 0.02" pos="0.45 0 -0.02" material="table"/>
-    <camera name="front" pos="1.25 0 0.55" xyaxes="0 1 0 -0.45 0 0.89" fovy="50"/>
+    <camera name="front" pos="1.05 0 0.5" xyaxes="0 1 0 -0.6 0 0.8" fovy="55"/>
     {robot_body}
     {spec.worldbody}
   </worldbody>
