@@ -4,7 +4,8 @@ Action (float32, [-1, 1]^D): D = 7 is (dx, dy, dz, drx, dry, drz, gripper) with 
 the TCP frame, scaled by ``pos_step`` metres and ``rot_step`` radians per policy step; D = 4 is
 (dx, dy, dz, gripper) with the orientation held at the reset orientation. Gripper -1 opens,
 +1 closes. The new target pose is the measured TCP pose plus the delta, clipped to the
-workspace box (metres, base frame); the controller tracks it at physics rate.
+workspace box (metres, base frame); a Cartesian impedance controller tracks it at physics
+rate (:mod:`sim.controller`).
 
 Observation dict: ``state`` (float32, layout in :attr:`PandaTaskEnv.state_layout`) and one
 uint8 HxWx3 image per requested camera. ``info["success"]`` is set on every step.
@@ -22,7 +23,7 @@ import numpy as np
 from robot_rl import config as check
 from robot_rl.geometry import matrix_from_rotvec, orientation_error, rotvec_from_matrix
 
-from .controller import ControllerGains, OperationalSpaceController
+from .controller import CartesianImpedanceController, ImpedanceGains
 from .scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
 
 HOME_QPOS = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])  # radians, Franka "ready" pose
@@ -76,9 +77,11 @@ class PandaTaskEnv(gym.Env):
         if self.workspace.shape != (2, 3) or np.any(self.workspace[0] >= self.workspace[1]):
             raise check.ConfigError("workspace", workspace, "[[x_min, y_min, z_min], [x_max, y_max, z_max]] with min < max")
         try:
-            gains = ControllerGains(**(controller or {}))
+            gains = ImpedanceGains(**(controller or {}))
         except TypeError:
-            raise check.ConfigError("controller", controller, "keys of " + ", ".join(ControllerGains.__annotations__)) from None
+            raise check.ConfigError("controller", controller, "keys of " + ", ".join(ImpedanceGains.__annotations__)) from None
+        for key, value in vars(gains).items():
+            check.non_negative(f"controller.{key}", value)
         self.force_torque, self.object_state = bool(force_torque), bool(object_state)
         self.terminate_on_success = bool(terminate_on_success)
         self.render_mode = render_mode
@@ -96,7 +99,7 @@ class PandaTaskEnv(gym.Env):
         self._sensor_adr = [self.model.sensor(n).adr[0] for n in ("wrist_force", "wrist_torque")]
         self.home_rot = DOWN.copy()
         self.home_qpos = self.solve_ik(self.home_tcp_pos, self.home_rot, HOME_QPOS)
-        self.controller = OperationalSpaceController(self.model, gains, self.home_qpos)
+        self.controller = CartesianImpedanceController(self.model, self.data, gains)
         self.bind_model()
         self._renderer: mujoco.Renderer | None = None
         self._ft_tare = np.zeros(6)
@@ -213,11 +216,8 @@ class PandaTaskEnv(gym.Env):
 
     # ----------------------------------------------------------------- helpers
     def simulate(self, n_physics_steps: int) -> None:
-        """Advance physics with the controller closing the loop at every physics step."""
-        for _ in range(n_physics_steps):
-            mujoco.mj_step1(self.model, self.data)
-            self.controller.apply(self.data)
-            mujoco.mj_step2(self.model, self.data)
+        """Advance physics; the impedance law is evaluated inside every physics step."""
+        mujoco.mj_step(self.model, self.data, n_physics_steps)
 
     def set_gripper_command(self, command: float) -> None:
         """Gripper command in [-1, 1]: -1 fully open, +1 fully closed."""

@@ -3,6 +3,11 @@
 World frame = robot base frame: origin at the base of link0, z up, x pointing away from the
 robot over the table. The table top is the plane z = 0. Lengths are metres.
 
+The arm is driven by six Cartesian actuators (site transmission from the TCP site to the
+``tcp_target`` mocap frame), which is how MuJoCo evaluates a Cartesian impedance law inside
+every physics step; see :mod:`sim.controller`. Gravity is compensated on every robot body
+(``gravcomp``) and each joint's summed actuator torque is clamped to the Panda's limits.
+
 Collision geometry is primitive (capsules and boxes) so that physics stays fast; visual
 geometry uses the Panda meshes that ship with robosuite when it is installed, and the same
 primitives otherwise. Robot geoms use contype=2 / conaffinity=1: they collide with the world
@@ -29,6 +34,11 @@ ARM_TORQUE_LIMITS = (87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0)  # N m
 FINGER_TRAVEL = 0.04  # m per finger; the gripper opens to 0.08 m
 TCP_OFFSET = 0.1034  # m from the hand flange to the point between the fingertips
 CAMERA_NAMES = ("front", "wrist")
+#: Cartesian actuators: name and gear (force x y z, torque x y z in the tcp_target frame)
+CARTESIAN_ACTUATORS = tuple(
+    (name, " ".join("1" if i == axis else "0" for i in range(6)))
+    for axis, name in enumerate(("move_x", "move_y", "move_z", "turn_x", "turn_y", "turn_z"))
+)
 
 
 def _robosuite_mesh_dirs() -> tuple[Path, Path] | None:
@@ -56,10 +66,12 @@ class SceneSpec:
 
 def _link(name: str, pos: str, quat: str, joint: int, mass: float, com: str, inertia: str, body: str) -> str:
     lo, hi = ARM_JOINT_RANGES[joint - 1]
+    limit = ARM_TORQUE_LIMITS[joint - 1]
     return (
-        f'<body name="{name}" pos="{pos}" quat="{quat}">'
+        f'<body name="{name}" pos="{pos}" quat="{quat}" gravcomp="1">'
         f'<inertial pos="{com}" mass="{mass}" diaginertia="{inertia}"/>'
-        f'<joint name="joint{joint}" range="{lo} {hi}" class="arm"/>{body}</body>'
+        f'<joint name="joint{joint}" range="{lo} {hi}" actuatorfrcrange="{-limit} {limit}" class="arm"/>'
+        f"{body}</body>"
     )
 
 
@@ -89,15 +101,15 @@ def panda_xml(meshes: bool) -> tuple[str, str]:
         + '<geom class="pad" type="box" size="0.0085 0.004 0.0185" pos="0 0.004 0.0355"/>'
     )
     hand = (
-        f'<body name="hand" pos="0 0 0.107" quat="0.9238795 0 0 -0.3826834">'
+        f'<body name="hand" pos="0 0 0.107" quat="0.9238795 0 0 -0.3826834" gravcomp="1">'
         '<inertial pos="0 0 0.03" mass="0.73" diaginertia="0.0025 0.0005 0.0025"/>'
         '<site name="ft_sensor" pos="0 0 0" size="0.005"/>'
         + _visual("hand", 'type="box" size="0.025 0.1 0.03" pos="0 0 0.03"', meshes)
         + '<geom class="collision" type="box" size="0.025 0.1 0.028" pos="0 0 0.03"/>'
         f'<site name="tcp" pos="0 0 {TCP_OFFSET}" size="0.004" rgba="1 0 0 0.5" group="4"/>'
         '<camera name="wrist" pos="0.075 0 0.04" xyaxes="0 1 0 0.772 0 0.635" fovy="70"/>'
-        f'<body name="left_finger" pos="0 0 0.0584"><joint name="finger_left" class="finger"/>{finger_body}</body>'
-        f'<body name="right_finger" pos="0 0 0.0584" quat="0 0 0 1"><joint name="finger_right" class="finger"/>'
+        f'<body name="left_finger" pos="0 0 0.0584" gravcomp="1"><joint name="finger_left" class="finger"/>{finger_body}</body>'
+        f'<body name="right_finger" pos="0 0 0.0584" quat="0 0 0 1" gravcomp="1"><joint name="finger_right" class="finger"/>'
         f"{finger_body}</body>"
         "</body>"
     )
@@ -133,6 +145,8 @@ def panda_xml(meshes: bool) -> tuple[str, str]:
         vis(1, 'type="capsule" fromto="0 0 -0.2 0 0 0" size="0.06"') + link2,
     )
     body = (
+        '<body name="tcp_target" mocap="true" pos="0.45 0 0.25">'
+        '<site name="tcp_target" size="0.006" rgba="0 0.6 1 0.4" group="4"/></body>'
         '<body name="link0" childclass="panda">'
         + _visual("link0", 'type="cylinder" size="0.07 0.07" pos="0 0 0.07"', meshes)
         + link1
@@ -155,7 +169,7 @@ def scene_xml(spec: SceneSpec, physics_timestep: float) -> str:
   </visual>
   <default>
     <default class="panda">
-      <default class="arm"><joint axis="0 0 1" armature="0.1" damping="1.0"/></default>
+      <default class="arm"><joint axis="0 0 1" armature="0.1" damping="5.0"/></default>
       <default class="finger"><joint type="slide" axis="0 1 0" range="0 {FINGER_TRAVEL}" armature="0.01"
           damping="10"/></default>
       <default class="visual"><geom contype="0" conaffinity="0" group="1" rgba="0.95 0.95 0.95 1" mass="0"/></default>
@@ -183,8 +197,8 @@ def scene_xml(spec: SceneSpec, physics_timestep: float) -> str:
   </worldbody>
   <contact>{spec.contacts}</contact>
   <actuator>
-    {"".join(f'<motor name="torque{i + 1}" joint="joint{i + 1}" ctrlrange="{-t} {t}"/>'
-             for i, t in enumerate(ARM_TORQUE_LIMITS))}
+    {"".join(f'<position name="{name}" site="tcp" refsite="tcp_target" gear="{gear}" kp="1" kv="1"/>'
+             for name, gear in CARTESIAN_ACTUATORS)}
     <position name="finger_left" joint="finger_left" kp="800" ctrlrange="0 {FINGER_TRAVEL}" forcerange="-40 40"/>
     <position name="finger_right" joint="finger_right" kp="800" ctrlrange="0 {FINGER_TRAVEL}" forcerange="-40 40"/>
   </actuator>
