@@ -1,0 +1,1 @@
+"""Learning algorithms of robot_rl (agents, encoders, critics); filled by the learning issues."""

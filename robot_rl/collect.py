@@ -1,0 +1,72 @@
+"""``robot-rl collect``: record scripted-expert episodes into an episode store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from .config import positive
+from .data import EpisodeStore
+from .envs import make_env, make_expert
+
+
+def run_episode(env, expert, writer, seed: int) -> dict[str, Any]:
+    """Roll out one expert episode into ``writer`` (not committed); returns its summary."""
+    obs, info = env.reset(seed=seed)
+    expert.reset()
+    writer.start(obs)
+    ret, start = 0.0, time.monotonic()
+    while True:
+        action = np.asarray(expert.act(obs), dtype=np.float32)
+        obs, reward, terminated, truncated, info = env.step(action)
+        ret += reward
+        writer.add(obs, action, reward, terminated, truncated, success=info["success"],
+                   intervened=True, timestamp=time.monotonic() - start)
+        if terminated or truncated:
+            return {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed}
+
+
+def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """Record ``collect.episodes`` expert episodes of ``task`` into ``collect.out``."""
+    cfg = OmegaConf.create(cfg) if not isinstance(cfg, DictConfig) else cfg
+    episodes = positive("collect.episodes", cfg.collect.episodes, integer=True)
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    env = make_env(task)
+    expert = make_expert(task, env)
+    observation_shapes = {key: list(space.shape) for key, space in env.observation_space.spaces.items()}
+    store = EpisodeStore.create(
+        cfg.collect.out,
+        {"task": task["name"], "robot": "panda", "observation_shapes": observation_shapes,
+         "action_dim": int(env.action_space.shape[0]), "control_rate_hz": task.get("control_rate_hz")},
+    )
+    writer = store.writer()
+    results: list[dict[str, Any]] = []
+    interrupted = False
+    progress = tqdm(range(episodes), desc=f"collect {task['name']}", unit="ep")
+    try:
+        for index in progress:
+            summary = run_episode(env, expert, writer, seed=int(cfg.seed) + index)
+            writer.commit(source="demo", task=task["name"], config=task, **summary)
+            results.append(summary)
+            progress.set_postfix(success=f"{np.mean([r['success'] for r in results]):.2f}")
+    except KeyboardInterrupt:
+        writer.discard()
+        interrupted = True
+    finally:
+        progress.close()
+        env.close()
+    report = {
+        "task": task["name"],
+        "out": str(store.path),
+        "episodes": len(results),
+        "success_rate": float(np.mean([r["success"] for r in results])) if results else 0.0,
+        "mean_length": float(np.mean([r["length"] for r in results])) if results else 0.0,
+        "episodes_in_store": len(store),
+        "interrupted": interrupted,
+    }
+    return report

@@ -1,0 +1,82 @@
+"""Task registry: gymnasium ids for the robot_rl tasks and construction from a task config.
+
+The core names the sim tasks only by entry-point strings, so importing ``robot_rl`` never
+imports MuJoCo or robosuite. A task config (``configs/task/*.yaml``) holds ``name``, the
+gymnasium ``id``, an optional ``expert`` entry point and the env's keyword arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from .config import ConfigError
+
+ENTRY_POINTS = {
+    "robot_rl/Reach-v0": "sim.tasks.reach:ReachEnv",
+    "robot_rl/PickCube-v0": "sim.tasks.pick_cube:PickCubeEnv",
+    "robot_rl/PegInsert-v0": "sim.tasks.peg_insert:PegInsertEnv",
+    "robot_rl/Robosuite-v0": "sim.robosuite_env:RobosuiteEnv",
+}
+#: task-config keys that are not env keyword arguments
+TASK_KEYS = ("name", "id", "expert")
+
+for _env_id, _entry_point in ENTRY_POINTS.items():
+    if _env_id not in gym.registry:
+        gym.register(_env_id, entry_point=_entry_point, disable_env_checker=True)
+
+
+def load_entry_point(entry_point: str) -> Any:
+    """Import ``"package.module:attribute"``."""
+    module, _, attribute = entry_point.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def env_kwargs(task: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in task.items() if key not in TASK_KEYS}
+
+
+def make_env(task: Mapping[str, Any], **overrides: Any) -> gym.Env:
+    """Build the env a task config describes; a bad value raises ConfigError naming ``task.<key>``."""
+    env_id = task.get("id")
+    if env_id not in gym.registry:
+        known = ", ".join(sorted(ENTRY_POINTS))
+        raise ConfigError("task.id", env_id, f"a registered gymnasium id such as {known}")
+    kwargs = {**env_kwargs(task), **overrides}
+    entry_point = gym.registry[env_id].entry_point
+    if isinstance(entry_point, str):
+        known = _accepted_keywords(load_entry_point(entry_point))
+        for key in kwargs:
+            if key not in known:
+                raise ConfigError(f"task.{key}", kwargs[key], "one of the task's keys: " + ", ".join(sorted(known)))
+    try:
+        return gym.make(env_id, **kwargs)
+    except ConfigError as error:
+        raise error.under("task") from None
+
+
+def _accepted_keywords(env_class: type) -> set[str]:
+    """Keyword arguments of ``env_class.__init__`` and of the base classes it forwards to."""
+    names: set[str] = set()
+    for cls in env_class.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None or cls is object:
+            continue
+        for name, parameter in inspect.signature(init).parameters.items():
+            if name != "self" and parameter.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
+                names.add(name)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
+            break
+    return names
+
+
+def make_expert(task: Mapping[str, Any], env: gym.Env):
+    """The task's scripted expert (the sim's stand-in for a human), or a ConfigError."""
+    entry_point = task.get("expert")
+    if not entry_point:
+        raise ConfigError("task.expert", entry_point, f"an expert entry point; task {task.get('name')!r} has none")
+    return load_entry_point(entry_point)(env)

@@ -1,0 +1,33 @@
+"""Shared test helpers.
+
+Tests that need an optional heavy dependency (rclpy, robosuite, an OpenGL context for MuJoCo
+rendering) call :func:`require`: it skips on a developer machine without the dependency but
+fails under CI (``CI=true``), where everything must be installed and exercised for real.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def require(module: str):
+    try:
+        return importlib.import_module(module)
+    except Exception as error:  # ImportError, or a wheel whose native libraries are missing
+        if IN_CI:
+            pytest.fail(f"{module} must be installed in CI: {error!r}")
+        pytest.skip(f"{module} not available: {error!r}")
+
+
+def missing_capability(what: str, error: Exception):
+    """Skip locally, fail in CI, when a system capability (e.g. rendering) is missing."""
+    if IN_CI:
+        pytest.fail(f"{what} must work in CI: {error!r}")
+    pytest.skip(f"{what} not available: {error!r}")
