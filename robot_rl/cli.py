@@ -9,6 +9,7 @@ Verbs:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import resources
 
@@ -20,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from .config import ConfigError
 
 VERBS = ("collect", "tasks", "config")
+os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
 
 def task_names() -> list[str]:

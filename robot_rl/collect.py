@@ -13,6 +13,7 @@ from tqdm import tqdm
 from .config import positive
 from .data import EpisodeStore
 from .envs import make_env, make_expert
+from .interrupts import deferred_interrupt
 
 
 def run_episode(env, expert, writer, seed: int) -> dict[str, Any]:
@@ -51,8 +52,9 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     try:
         for index in progress:
             summary = run_episode(env, expert, writer, seed=int(cfg.seed) + index)
-            writer.commit(source="demo", task=task["name"], config=task, **summary)
-            results.append(summary)
+            with deferred_interrupt():
+                writer.commit(source="demo", task=task["name"], config=task, **summary)
+                results.append(summary)
             progress.set_postfix(success=f"{np.mean([r['success'] for r in results]):.2f}")
     except KeyboardInterrupt:
         writer.discard()

@@ -56,6 +56,7 @@ class PandaTaskEnv(gym.Env):
         tcp_init_noise: float = 0.02,
         controller: dict[str, float] | None = None,
         mesh_visuals: bool = True,
+        render_shadows: bool = False,
         render_mode: str | None = "rgb_array",
     ):
         check.positive("control_rate_hz", control_rate_hz)
@@ -85,6 +86,7 @@ class PandaTaskEnv(gym.Env):
         self.force_torque, self.object_state = bool(force_torque), bool(object_state)
         self.terminate_on_success = bool(terminate_on_success)
         self.render_mode = render_mode
+        self.render_shadows = bool(render_shadows)
         self.control_dt = 1.0 / control_rate_hz
         self.n_substeps = int(round(substeps))
 
@@ -291,6 +293,7 @@ class PandaTaskEnv(gym.Env):
     def _render_camera(self, camera: str) -> np.ndarray:
         if self._renderer is None:
             self._renderer = mujoco.Renderer(self.model, *self.image_size)
+            self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = self.render_shadows
         self._renderer.update_scene(self.data, camera=camera)
         return self._renderer.render().copy()
 

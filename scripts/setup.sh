@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up robot_rl on Debian/Ubuntu with Python >= 3.10: system libraries for headless MuJoCo
+# rendering and pyrealsense2 (installed when run as root, named otherwise), a virtualenv in
+# .venv and robot-rl with all extras. Safe to run again: it skips what is already done.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+APT_PACKAGES=(libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6 libusb-1.0-0)
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}   # the CPU wheel on the lab's machines; any torch >= 2.2 works
+
+missing=()
+for package in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) == 0 ]]; then
+    echo "robot-rl setup: apt-get install ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "robot-rl setup: not root, so these system packages were not installed: ${missing[*]}" >&2
+    echo "robot-rl setup: run 'sudo apt-get install ${missing[*]}' for camera rendering and RealSense" >&2
+  fi
+fi
+
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
+  echo "robot-rl setup: Python >= 3.10 is required, $PYTHON is $("$PYTHON" --version 2>&1)" >&2
+  exit 1
+}
+[[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
+
+stamp=$VENV/.robot_rl_installed
+fingerprint=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  "$VENV/bin/python" -m pip install -q -e ".[robosuite,ros,realsense,dev]"
+  echo "$fingerprint" > "$stamp"
+fi
+echo "robot-rl setup: ready ($VENV, $("$VENV/bin/python" --version))"
