@@ -14,15 +14,14 @@ uint8 HxWx3 image per requested camera. ``info["success"]`` is set on every step
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-import gymnasium as gym
 import mujoco
 import numpy as np
 
 from robot_rl import config as check
 from robot_rl.geometry import matrix_from_rotvec, orientation_error, rotvec_from_matrix
 
+from .arm_env import PROPRIO_FIELDS, ArmEnv
 from .controller import CartesianImpedanceController, ImpedanceGains
 from .scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
 
@@ -31,10 +30,9 @@ HOME_QPOS = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])  # radians, 
 DOWN = np.diag([1.0, -1.0, -1.0])
 
 
-class PandaTaskEnv(gym.Env):
+class PandaTaskEnv(ArmEnv):
     """Shared physics, action mapping, observations and cameras; tasks fill in the hooks."""
 
-    metadata = {"render_modes": ["rgb_array"]}
     #: default TCP position at reset (m, base frame); tasks override
     home_tcp_pos = np.array([0.45, 0.0, 0.25])
 
@@ -59,20 +57,17 @@ class PandaTaskEnv(gym.Env):
         render_shadows: bool = False,
         render_mode: str | None = "rgb_array",
     ):
-        check.positive("control_rate_hz", control_rate_hz)
+        super().__init__(
+            camera_names=CAMERA_NAMES, control_rate_hz=control_rate_hz, action_dim=action_dim, pos_step=pos_step,
+            rot_step=rot_step, cameras=cameras, image_size=image_size, reward=reward, object_state=object_state,
+            episode_steps=episode_steps, terminate_on_success=terminate_on_success, render_mode=render_mode,
+        )
         check.positive("physics_rate_hz", physics_rate_hz)
         substeps = physics_rate_hz / control_rate_hz
         if abs(substeps - round(substeps)) > 1e-6 or round(substeps) < 1:
             raise check.ConfigError(
                 "physics_rate_hz", physics_rate_hz, f"an integer multiple of control_rate_hz={control_rate_hz}"
             )
-        self.action_dim = check.choice("action_dim", action_dim, (4, 7))
-        self.pos_step = check.positive("pos_step", pos_step)
-        self.rot_step = check.positive("rot_step", rot_step)
-        self.cameras = check.subset("cameras", list(cameras), CAMERA_NAMES)
-        self.image_size = check.image_size("image_size", image_size)
-        self.reward_type = check.choice("reward", reward, ("dense", "sparse"))
-        self.episode_steps = check.positive("episode_steps", episode_steps, integer=True)
         self.tcp_init_noise = check.non_negative("tcp_init_noise", tcp_init_noise)
         self.workspace = np.asarray(workspace, dtype=float)
         if self.workspace.shape != (2, 3) or np.any(self.workspace[0] >= self.workspace[1]):
@@ -83,9 +78,7 @@ class PandaTaskEnv(gym.Env):
             raise check.ConfigError("controller", controller, "keys of " + ", ".join(ImpedanceGains.__annotations__)) from None
         for key, value in vars(gains).items():
             check.non_negative(f"controller.{key}", value)
-        self.force_torque, self.object_state = bool(force_torque), bool(object_state)
-        self.terminate_on_success = bool(terminate_on_success)
-        self.render_mode = render_mode
+        self.force_torque = bool(force_torque)
         self.render_shadows = bool(render_shadows)
         self.control_dt = 1.0 / control_rate_hz
         self.n_substeps = int(round(substeps))
@@ -105,16 +98,8 @@ class PandaTaskEnv(gym.Env):
         self.bind_model()
         self._renderer: mujoco.Renderer | None = None
         self._ft_tare = np.zeros(6)
-        self._steps = 0
-        self.clipped_actions_total = 0
-
-        self.state_layout = self._state_layout()
-        state_dim = sum(size for _, size in self.state_layout.values())
-        spaces = {"state": gym.spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)}
-        for camera in self.cameras:
-            spaces[camera] = gym.spaces.Box(0, 255, (*self.image_size, 3), np.uint8)
-        self.observation_space = gym.spaces.Dict(spaces)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.action_dim,), np.float32)
+        mujoco.mj_forward(self.model, self.data)
+        self.build_spaces()
 
     # ----------------------------------------------------------------- task hooks
     def scene(self) -> SceneSpec:
@@ -129,15 +114,6 @@ class PandaTaskEnv(gym.Env):
 
     def task_state(self) -> dict[str, np.ndarray]:
         """Privileged task features appended to ``state`` when ``object_state`` is on."""
-        return {}
-
-    def is_success(self) -> bool:
-        raise NotImplementedError
-
-    def dense_reward(self) -> float:
-        raise NotImplementedError
-
-    def task_info(self) -> dict[str, Any]:
         return {}
 
     # ----------------------------------------------------------------- robot state
@@ -181,16 +157,9 @@ class PandaTaskEnv(gym.Env):
         self.controller.set_target(self.tcp_pos, self.home_rot)
         self._ft_tare = np.zeros(6)
         self._ft_tare = self.wrench()
-        self._steps = 0
-        self.clipped_actions_total = 0
-        return self._observation(), self._info(clipped=0)
+        return self.begin_episode()
 
-    def step(self, action):
-        action = self._validate_action(action)
-        clipped = int(np.count_nonzero(np.abs(action) > 1.0))
-        self.clipped_actions_total += clipped
-        action = np.clip(action, -1.0, 1.0)
-
+    def apply_action(self, action: np.ndarray) -> None:
         pos, rot = self.tcp_pos, self.tcp_rot
         target_pos = np.clip(pos + rot @ (action[:3] * self.pos_step), self.workspace[0], self.workspace[1])
         if self.action_dim == 7:
@@ -200,13 +169,6 @@ class PandaTaskEnv(gym.Env):
         self.controller.set_target(target_pos, target_rot)
         self.set_gripper_command(float(action[-1]))
         self.simulate(self.n_substeps)
-        self._steps += 1
-
-        success = self.is_success()
-        reward = float(success) if self.reward_type == "sparse" else self.dense_reward()
-        terminated = success and self.terminate_on_success
-        truncated = self._steps >= self.episode_steps and not terminated
-        return self._observation(), reward, terminated, truncated, self._info(clipped, success)
 
     def render(self):
         return self._render_camera(self.cameras[0] if self.cameras else "front")
@@ -248,28 +210,13 @@ class PandaTaskEnv(gym.Env):
             data.qpos[self._arm_qpos] = np.clip(data.qpos[self._arm_qpos] + step, lo, hi)
         raise RuntimeError(f"inverse kinematics did not reach TCP position {pos} (m, base frame)")
 
-    def _validate_action(self, action) -> np.ndarray:
-        action = np.asarray(action, dtype=np.float64)
-        if action.shape != (self.action_dim,):
-            raise ValueError(f"action has shape {action.shape}; this env expects ({self.action_dim},)")
-        bad = np.flatnonzero(~np.isfinite(action))
-        if bad.size:
-            raise ValueError(f"action has non-finite values at indices {bad.tolist()}: {action.tolist()}")
-        return action
-
-    def _state_layout(self) -> dict[str, tuple[int, int]]:
-        """name -> (offset, size) of each field of ``state``."""
-        fields = [("tcp_pos", 3), ("tcp_rotvec", 3), ("tcp_linvel", 3), ("tcp_angvel", 3), ("gripper", 1)]
+    def state_fields(self) -> list[tuple[str, int]]:
+        fields = list(PROPRIO_FIELDS)
         if self.force_torque:
             fields += [("force", 3), ("torque", 3)]
         if self.object_state:
-            mujoco.mj_forward(self.model, self.data)
-            fields += [(name, np.size(value)) for name, value in self.task_state().items()]
-        layout, offset = {}, 0
-        for name, size in fields:
-            layout[name] = (offset, size)
-            offset += size
-        return layout
+            fields += [(name, int(np.size(value))) for name, value in self.task_state().items()]
+        return fields
 
     def _state(self) -> np.ndarray:
         parts = [
@@ -284,7 +231,7 @@ class PandaTaskEnv(gym.Env):
             parts.extend(self.task_state().values())
         return np.concatenate([np.ravel(p) for p in parts]).astype(np.float32)
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def observation(self) -> dict[str, np.ndarray]:
         obs = {"state": self._state()}
         for camera in self.cameras:
             obs[camera] = self._render_camera(camera)
@@ -296,11 +243,3 @@ class PandaTaskEnv(gym.Env):
             self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = self.render_shadows
         self._renderer.update_scene(self.data, camera=camera)
         return self._renderer.render().copy()
-
-    def _info(self, clipped: int, success: bool | None = None) -> dict[str, Any]:
-        return {
-            "success": bool(self.is_success() if success is None else success),
-            "action_clipped": clipped,
-            "clipped_actions_total": self.clipped_actions_total,
-            **self.task_info(),
-        }

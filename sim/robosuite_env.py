@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import mujoco
 import numpy as np
 
 from robot_rl import config as check
 from robot_rl.geometry import orientation_error, rotvec_from_matrix
+
+from .arm_env import PROPRIO_FIELDS, ArmEnv
 
 #: robot_rl camera name -> robosuite camera name
 CAMERAS = {"front": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -24,9 +25,7 @@ TASKS = ("Lift", "Stack", "Door")
 PANDA_GRIPPER_TRAVEL = 0.08  # m, both fingers together
 
 
-class RobosuiteEnv(gym.Env):
-    metadata = {"render_modes": ["rgb_array"]}
-
+class RobosuiteEnv(ArmEnv):
     def __init__(
         self,
         env_name: str = "Lift",
@@ -48,16 +47,11 @@ class RobosuiteEnv(gym.Env):
         from robosuite.controllers import load_composite_controller_config
 
         check.choice("env_name", env_name, TASKS)
-        check.positive("control_rate_hz", control_rate_hz)
-        self.action_dim = check.choice("action_dim", action_dim, (4, 7))
-        self.pos_step = check.positive("pos_step", pos_step)
-        self.rot_step = check.positive("rot_step", rot_step)
-        self.cameras = check.subset("cameras", list(cameras), CAMERAS)
-        self.image_size = check.image_size("image_size", image_size)
-        self.reward_type = check.choice("reward", reward, ("dense", "sparse"))
-        self.episode_steps = check.positive("episode_steps", episode_steps, integer=True)
-        self.object_state, self.terminate_on_success = bool(object_state), bool(terminate_on_success)
-        self.render_mode = render_mode
+        super().__init__(
+            camera_names=tuple(CAMERAS), control_rate_hz=control_rate_hz, action_dim=action_dim, pos_step=pos_step,
+            rot_step=rot_step, cameras=cameras, image_size=image_size, reward=reward, object_state=object_state,
+            episode_steps=episode_steps, terminate_on_success=terminate_on_success, render_mode=render_mode,
+        )
 
         controller = load_composite_controller_config(controller="BASIC", robot=robot)
         arm = controller["body_parts"]["right"]
@@ -85,18 +79,9 @@ class RobosuiteEnv(gym.Env):
         self._robot = self.env.robots[0]
         self._eef_site = self._robot.eef_site_id["right"]
         self._base_body = self.env.sim.model.body_name2id(self._robot.robot_model.root_body)
-        self._steps = 0
-        self.clipped_actions_total = 0
         self._raw_obs = self.env.reset()
         self.home_rot = self.tcp_rot
-
-        self.state_layout = self._state_layout()
-        state_dim = sum(size for _, size in self.state_layout.values())
-        spaces = {"state": gym.spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)}
-        for camera in self.cameras:
-            spaces[camera] = gym.spaces.Box(0, 255, (*self.image_size, 3), np.uint8)
-        self.observation_space = gym.spaces.Dict(spaces)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (self.action_dim,), np.float32)
+        self.build_spaces()
 
     # ----------------------------------------------------------------- robot state
     def _base_pose(self) -> tuple[np.ndarray, np.ndarray]:
@@ -131,21 +116,10 @@ class RobosuiteEnv(gym.Env):
             self.env.rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
         self._raw_obs = self.env.reset()
         self.home_rot = self.tcp_rot
-        self._steps = 0
-        self.clipped_actions_total = 0
-        return self._observation(), self._info(0, self.is_success())
+        return self.begin_episode()
 
-    def step(self, action):
-        action = np.asarray(action, dtype=np.float64)
-        if action.shape != (self.action_dim,):
-            raise ValueError(f"action has shape {action.shape}; this env expects ({self.action_dim},)")
-        bad = np.flatnonzero(~np.isfinite(action))
-        if bad.size:
-            raise ValueError(f"action has non-finite values at indices {bad.tolist()}: {action.tolist()}")
-        clipped = int(np.count_nonzero(np.abs(action) > 1.0))
-        self.clipped_actions_total += clipped
-        action = np.clip(action, -1.0, 1.0)
-
+    def apply_action(self, action: np.ndarray) -> float:
+        """Returns robosuite's shaped reward (used when ``reward=dense``)."""
         rot = self.tcp_rot
         if self.action_dim == 7:
             turn = rot @ action[3:6]
@@ -153,13 +127,7 @@ class RobosuiteEnv(gym.Env):
             turn = np.clip(orientation_error(self.home_rot, rot) / self.rot_step, -1.0, 1.0)
         command = np.concatenate([rot @ action[:3], turn, action[-1:]])
         self._raw_obs, shaped_reward, _, _ = self.env.step(command)
-        self._steps += 1
-
-        success = self.is_success()
-        reward = float(success) if self.reward_type == "sparse" else float(shaped_reward)
-        terminated = success and self.terminate_on_success
-        truncated = self._steps >= self.episode_steps and not terminated
-        return self._observation(), reward, terminated, truncated, self._info(clipped, success)
+        return shaped_reward
 
     def is_success(self) -> bool:
         return bool(self.env._check_success())
@@ -173,17 +141,13 @@ class RobosuiteEnv(gym.Env):
         self.env.close()
 
     # ----------------------------------------------------------------- helpers
-    def _state_layout(self) -> dict[str, tuple[int, int]]:
-        fields = [("tcp_pos", 3), ("tcp_rotvec", 3), ("tcp_linvel", 3), ("tcp_angvel", 3), ("gripper", 1)]
+    def state_fields(self) -> list[tuple[str, int]]:
+        fields = list(PROPRIO_FIELDS)
         if self.object_state:
             fields.append(("object_state", int(np.size(self._raw_obs["object-state"]))))
-        layout, offset = {}, 0
-        for name, size in fields:
-            layout[name] = (offset, size)
-            offset += size
-        return layout
+        return fields
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def observation(self) -> dict[str, np.ndarray]:
         gripper = np.abs(self._raw_obs["robot0_gripper_qpos"]).sum() / PANDA_GRIPPER_TRAVEL
         parts = [self.tcp_pos, rotvec_from_matrix(self.home_rot.T @ self.tcp_rot), self.tcp_velocity(), [gripper]]
         if self.object_state:
@@ -192,8 +156,3 @@ class RobosuiteEnv(gym.Env):
         for camera in self.cameras:
             obs[camera] = self._raw_obs[f"{CAMERAS[camera]}_image"][::-1].copy()  # OpenGL rows bottom-up
         return obs
-
-    def _info(self, clipped: int, success: bool) -> dict[str, Any]:
-        return {"success": success, "action_clipped": clipped, "clipped_actions_total": self.clipped_actions_total}
-
-
