@@ -39,7 +39,7 @@ def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:
     record = {
         "benchmark": name,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join(["python", "-m", f"benchmarks.{Path(sys.argv[0]).stem}", *sys.argv[1:]]),
         "machine": machine(),
         **extra,
         "figures": figures,

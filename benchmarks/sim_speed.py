@@ -4,7 +4,7 @@ Every configuration steps with uniform random actions at the same control rate (
 500 Hz physics). Each is timed in ``--blocks`` blocks of steps; the median block rate is
 reported, and the ratio of each state-only task to robosuite Lift (state-only).
 
-    python benchmarks/sim_speed.py [--steps 1000] [--camera-steps 200] [--blocks 5]
+    python -m benchmarks.sim_speed [--steps 1000] [--camera-steps 200] [--blocks 5]
 """
 
 from __future__ import annotations

@@ -155,6 +155,7 @@ class PandaTaskEnv(ArmEnv):
         self.reset_task(self.np_random)
         mujoco.mj_forward(self.model, self.data)
         self.controller.set_target(self.tcp_pos, self.home_rot)
+        mujoco.mj_forward(self.model, self.data)  # sensors with the impedance holding this pose
         self._ft_tare = np.zeros(6)
         self._ft_tare = self.wrench()
         return self.begin_episode()

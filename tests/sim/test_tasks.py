@@ -182,3 +182,17 @@ def test_bad_settings_raise_config_error_naming_the_key(kwargs, key):
         PickCubeEnv(**kwargs)
     assert error.value.key == key
     assert "\n" not in str(error.value)
+
+
+def test_wrist_force_reads_contact_with_the_table():
+    env = ReachEnv(force_torque=True, tcp_init_noise=0.0)
+    obs, _ = env.reset(seed=0)
+    offset, _ = env.state_layout["force"]
+    np.testing.assert_allclose(obs["state"][offset : offset + 3], 0.0, atol=1e-3)  # tared at reset
+    forces = []
+    for _ in range(30):  # TCP z points down: +z moves the TCP down until the fingers touch the table
+        obs, *_ = env.step(np.array([0.0, 0.0, 1.0, -1.0], dtype=np.float32))
+        forces.append(obs["state"][offset : offset + 3].copy())
+    forces = np.array(forces)
+    assert np.all(np.linalg.norm(forces[:10], axis=1) < 1.0)  # free motion: ~0 N
+    assert env.tcp_pos[2] < 0.015 and forces[-1][2] > 5.0  # pushing on the table: N along hand +z
