@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,13 +20,12 @@ def run_episode(env, expert, writer, seed: int) -> dict[str, Any]:
     obs, info = env.reset(seed=seed)
     expert.reset()
     writer.start(obs)
-    ret, start = 0.0, time.monotonic()
+    ret = 0.0
     while True:
         action = np.asarray(expert.act(obs), dtype=np.float32)
         obs, reward, terminated, truncated, info = env.step(action)
         ret += reward
-        writer.add(obs, action, reward, terminated, truncated, success=info["success"],
-                   intervened=True, timestamp=time.monotonic() - start)
+        writer.add(obs, action, reward, terminated, truncated, success=info["success"], intervened=True)
         if terminated or truncated:
             return {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed}
 
@@ -42,8 +40,9 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     observation_shapes = {key: list(space.shape) for key, space in env.observation_space.spaces.items()}
     store = EpisodeStore.create(
         cfg.collect.out,
-        {"task": task["name"], "robot": "panda", "observation_shapes": observation_shapes,
-         "action_dim": int(env.action_space.shape[0]), "control_rate_hz": task.get("control_rate_hz")},
+        {"task": task["name"], "robot": task.get("robot", "panda"), "observation_shapes": observation_shapes,
+         "action_dim": int(env.action_space.shape[0]), "control_rate_hz": task.get("control_rate_hz"),
+         "state_layout": getattr(env.unwrapped, "state_layout", None)},
     )
     writer = store.writer()
     results: list[dict[str, Any]] = []
@@ -53,7 +52,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
         for index in progress:
             summary = run_episode(env, expert, writer, seed=int(cfg.seed) + index)
             with deferred_interrupt():
-                writer.commit(source="demo", task=task["name"], config=task, **summary)
+                writer.commit("demo", task=task["name"], config=task, **summary)
                 results.append(summary)
             progress.set_postfix(success=f"{np.mean([r['success'] for r in results]):.2f}")
     except KeyboardInterrupt:

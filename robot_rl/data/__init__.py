@@ -1,5 +1,6 @@
 """Episode storage and replay for robot_rl."""
 
-from .episode_store import EpisodeStore, EpisodeWriter
+from .episode_store import EpisodeStore, EpisodeStoreError, EpisodeWriter
+from .replay_buffer import MixedSampler, ReplayBuffer, load_episode_store
 
-__all__ = ["EpisodeStore", "EpisodeWriter"]
+__all__ = ["EpisodeStore", "EpisodeStoreError", "EpisodeWriter", "MixedSampler", "ReplayBuffer", "load_episode_store"]

@@ -3,58 +3,96 @@
 Layout::
 
     store.zarr/
-      zarr.json                  root group; attrs: format, schema_version, store metadata
+      zarr.json                  root group; attrs: format, schema_version, software_version, metadata
       episodes/
-        episode_000000/          attrs: episode metadata (length, success, source, seed, ...)
-          obs/state              (T + 1, state_dim) float32: initial observation, then one per step
-          obs/<camera>           (T + 1, H, W, 3) uint8, one frame per chunk, lz4 (blosc)
-          action                 (T, action_dim) float32: the action executed
-          reward, terminated, truncated, success ...   (T,) per-step arrays
-      .staging/                  episodes being written; never read
+        episode_000000/          attrs: episode metadata (length, source, success, return, seed, ...)
+          obs/state              (T + 1, D) float32: reset observation, then one per step
+          obs/<camera>           (T + 1, H, W, 3) uint8: one frame per chunk, blosc-lz4
+          action                 (T, A) float32: the action executed (human or policy)
+          policy_action          (T, A) float32: what the policy proposed (= action for demos)
+          reward (float32), terminated, truncated, success, intervened (bool),
+          safety_flags (uint32 bit mask), timestamp (float64, s since the epoch)   all (T,)
+          streams/<name>/data, streams/<name>/timestamp   optional sensor streams at their own rate
+      .staging/                  the episode being written; never read
 
-An episode is written under ``.staging`` and moved into ``episodes/`` with one directory
-rename once complete, so a crash or SIGKILL while writing loses only that episode and a
-reader never sees a partial one.
+Every chunk carries a CRC32C checksum. An episode is written under ``.staging`` (camera frames
+as they arrive, so a long episode never sits in memory) and moved into ``episodes/`` with one
+directory rename once complete: a crash or SIGKILL loses only the episode in flight, and a
+reader, even one that opened the store while a writer appends, never sees a partial episode.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec, BloscShuffle
+from zarr.codecs import BloscCodec, BloscShuffle, Crc32cCodec
 
 import robot_rl
 
 FORMAT = "robot_rl.episodes"
 SCHEMA_VERSION = 1
-IMAGE_COMPRESSOR = BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.bitshuffle)
+SOURCES = ("demo", "online", "intervention", "eval")
+IMAGE_CODECS = [BloscCodec(cname="lz4", clevel=1, shuffle=BloscShuffle.noshuffle), Crc32cCodec()]
+ARRAY_CODECS = [BloscCodec(cname="zstd", clevel=3, shuffle=BloscShuffle.shuffle), Crc32cCodec()]
+ARRAY_CONFIG = {"write_empty_chunks": True}  # every chunk exists on disk, so a missing one is an error
+#: per-step arrays every episode has: name -> dtype
+STEP_FIELDS = {
+    "action": np.float32,
+    "policy_action": np.float32,
+    "reward": np.float32,
+    "terminated": np.bool_,
+    "truncated": np.bool_,
+    "success": np.bool_,
+    "intervened": np.bool_,
+    "safety_flags": np.uint32,
+    "timestamp": np.float64,
+}
+
+
+class EpisodeStoreError(ValueError):
+    """A store, episode or field does not match what was expected; names where."""
+
+
+def is_image(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    return np.dtype(dtype) == np.uint8 and len(shape) == 3 and shape[-1] in (1, 3, 4)
 
 
 class EpisodeStore:
-    """A directory of episodes. Open with :meth:`open` (reading) or :meth:`create` (writing)."""
+    """A directory of episodes. :meth:`create` to write (or append), :meth:`open` to read."""
 
     def __init__(self, path: str | os.PathLike, root: zarr.Group):
         self.path = Path(path)
         self.root = root
 
+    # ----------------------------------------------------------------- opening
     @classmethod
-    def create(cls, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> "EpisodeStore":
-        """Create a store, or open an existing one for appending (its metadata must match)."""
+    def create(cls, path: str | os.PathLike, metadata: Mapping[str, Any]) -> "EpisodeStore":
+        """Create a store, or open an existing one for appending.
+
+        ``metadata`` must hold ``observation_shapes`` ({key: shape}) and ``action_dim``; these
+        and ``task`` must equal an existing store's. Leftovers of a crashed writer are removed.
+        """
+        metadata = _jsonable(dict(metadata))
+        for key in ("observation_shapes", "action_dim"):
+            if key not in metadata:
+                raise EpisodeStoreError(f"{path}: store metadata needs {key!r}")
         path = Path(path)
         if (path / "zarr.json").exists():
             store = cls.open(path)
-            old = store.metadata
-            for key, value in (metadata or {}).items():
-                if key in old and _jsonable(old[key]) != _jsonable(value):
-                    raise ValueError(f"{path}: store metadata {key}={old[key]!r} differs from {value!r}")
-            shutil.rmtree(path / ".staging", ignore_errors=True)  # leftovers of a crashed writer
+            for key in ("observation_shapes", "action_dim", "task"):
+                old, new = store.metadata.get(key), metadata.get(key)
+                if old != new:
+                    raise EpisodeStoreError(f"{path}: store has {key}={old!r}, the new episodes {new!r}")
+            shutil.rmtree(path / ".staging", ignore_errors=True)
             return store
         path.mkdir(parents=True, exist_ok=True)
         root = zarr.open_group(str(path), mode="w")
@@ -63,7 +101,8 @@ class EpisodeStore:
                 "format": FORMAT,
                 "schema_version": SCHEMA_VERSION,
                 "software_version": robot_rl.__version__,
-                "metadata": _jsonable(dict(metadata or {})),
+                "created": time.time(),
+                "metadata": metadata,
             }
         )
         root.create_group("episodes")
@@ -74,37 +113,60 @@ class EpisodeStore:
         path = Path(path)
         if not (path / "zarr.json").exists():
             raise FileNotFoundError(f"{path}: no robot_rl episode store here")
-        root = zarr.open_group(str(path), mode="r+" if os.access(path, os.W_OK) else "r")
+        root = zarr.open_group(str(path), mode="r")
         if root.attrs.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a robot_rl episode store (format={root.attrs.get('format')!r})")
+            raise EpisodeStoreError(f"{path}: not a robot_rl episode store (format={root.attrs.get('format')!r})")
         version = root.attrs.get("schema_version")
         if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise ValueError(f"{path}: schema_version={version!r}; this robot_rl reads up to {SCHEMA_VERSION}")
+            raise EpisodeStoreError(
+                f"{path}: schema_version={version!r} was written by a newer robot_rl "
+                f"({root.attrs.get('software_version')}); this one ({robot_rl.__version__}) reads up to {SCHEMA_VERSION}"
+            )
         return cls(path, root)
 
+    # ----------------------------------------------------------------- reading
     @property
     def metadata(self) -> dict[str, Any]:
         return dict(self.root.attrs["metadata"])
 
+    @property
+    def observation_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {key: tuple(shape) for key, shape in self.metadata["observation_shapes"].items()}
+
+    @property
+    def cameras(self) -> list[str]:
+        return [key for key, shape in self.observation_shapes.items() if len(shape) == 3]
+
     def episode_names(self) -> list[str]:
-        """Names of the complete episodes, in the order they were written."""
+        """Names of the complete episodes, in the order they were written (re-listed each call)."""
         folder = self.path / "episodes"
         return sorted(p.name for p in folder.iterdir() if p.name.startswith("episode_") and (p / "zarr.json").exists())
 
     def __len__(self) -> int:
         return len(self.episode_names())
 
-    def episode(self, name: str) -> zarr.Group:
-        return zarr.open_group(str(self.path / "episodes" / name), mode="r")
+    def episode_attrs(self, name: str) -> dict[str, Any]:
+        return dict(self._group(name).attrs)
 
-    def read_episode(self, name: str) -> dict[str, Any]:
-        """All arrays of an episode as numpy (``obs`` as a dict) plus ``attrs``."""
-        group = self.episode(name)
-        out: dict[str, Any] = {"attrs": dict(group.attrs), "obs": {}}
-        for key, array in group["obs"].arrays():
-            out["obs"][key] = array[:]
-        for key, array in group.arrays():
-            out[key] = array[:]
+    def read_episode(self, name: str, keys: set[str] | None = None) -> dict[str, Any]:
+        """Arrays of an episode as numpy (``obs`` and ``streams`` as dicts) plus ``attrs``.
+
+        ``keys`` limits what is read (e.g. ``{"action", "reward"}``; ``"obs/front"``). Every
+        chunk is checked: a missing or corrupt one raises EpisodeStoreError naming the field.
+        """
+        group = self._group(name)
+        out: dict[str, Any] = {"attrs": dict(group.attrs), "obs": {}, "streams": {}}
+        for field, array in _arrays(group):
+            if keys is not None and field not in keys and field.split("/")[0] not in keys:
+                continue
+            data = self._read_checked(name, field, array)
+            if field.startswith("obs/"):
+                out["obs"][field[4:]] = data
+            elif field.startswith("streams/"):
+                _, stream, leaf = field.split("/")
+                out["streams"].setdefault(stream, {})[leaf] = data
+            else:
+                out[field] = data
         return out
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -119,69 +181,182 @@ class EpisodeStore:
         index = int(names[-1].split("_")[1]) + 1 if names else 0
         return f"episode_{index:06d}"
 
+    def _group(self, name: str) -> zarr.Group:
+        path = self.path / "episodes" / name
+        if not (path / "zarr.json").exists():
+            raise EpisodeStoreError(f"{self.path}: no complete episode {name!r}")
+        return zarr.open_group(str(path), mode="r")
+
+    def _read_checked(self, name: str, field: str, array: zarr.Array) -> np.ndarray:
+        chunk_dir = self.path / "episodes" / name / field / "c"
+        expected = math.prod(math.ceil(s / c) for s, c in zip(array.shape, array.chunks)) if array.size else 0
+        found = sum(1 for p in chunk_dir.rglob("*") if p.is_file()) if chunk_dir.exists() else 0
+        if found != expected:
+            raise EpisodeStoreError(f"{self.path}: episode {name}, field {field}: {expected - found} chunk(s) missing")
+        try:
+            return array[:]
+        except Exception as error:  # checksum or codec failure
+            raise EpisodeStoreError(f"{self.path}: episode {name}, field {field}: corrupt chunk ({error})") from None
+
 
 class EpisodeWriter:
-    """Collects one episode step by step and commits it atomically.
+    """Writes one episode at a time: ``start(obs)``, ``add(...)`` per step, ``commit()``.
 
-    ``start(obs)`` with the reset observation, ``add(obs, action, reward, terminated,
-    truncated, **extras)`` after each step, ``commit(**attrs)`` at the end; ``discard()``
-    drops an unfinished episode.
+    Camera frames go to disk as they arrive; per-step scalars are kept in memory (small) and
+    written at commit. ``discard()`` drops an episode in progress.
     """
+
+    growth = 64  # frames allocated at a time in an image array
 
     def __init__(self, store: EpisodeStore):
         self.store = store
-        self._obs: dict[str, list[np.ndarray]] = {}
-        self._steps: dict[str, list[Any]] = {}
+        self.shapes = store.observation_shapes
+        self.action_dim = int(store.metadata["action_dim"])
+        self._staging: Path | None = None
+        self._group: zarr.Group | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._group is not None
 
     def start(self, obs: Mapping[str, np.ndarray]) -> None:
-        self._obs = {key: [np.asarray(value)] for key, value in obs.items()}
-        self._steps = {}
-
-    def add(self, obs: Mapping[str, np.ndarray], action: np.ndarray, reward: float, terminated: bool,
-            truncated: bool, **extras: Any) -> None:
-        if not self._obs:
-            raise RuntimeError("EpisodeWriter.add before start")
-        if obs.keys() != self._obs.keys():
-            raise ValueError(f"observation keys {sorted(obs)} differ from the episode's {sorted(self._obs)}")
+        """Begin an episode with its reset observation (discarding any unfinished one)."""
+        self.discard()
+        self._check_obs(obs)
+        name = self.store._next_name()
+        self._staging = self.store.path / ".staging" / name
+        shutil.rmtree(self._staging, ignore_errors=True)
+        self._staging.parent.mkdir(exist_ok=True)
+        self._group = zarr.open_group(str(self._staging), mode="w")
+        obs_group = self._group.create_group("obs")
+        self._frames: dict[str, zarr.Array] = {}
+        self._small_obs: dict[str, list[np.ndarray]] = {}
         for key, value in obs.items():
-            self._obs[key].append(np.asarray(value))
-        step = {"action": np.asarray(action, dtype=np.float32), "reward": float(reward),
-                "terminated": bool(terminated), "truncated": bool(truncated), **extras}
+            value = np.asarray(value)
+            if is_image(value.shape, value.dtype):
+                self._frames[key] = obs_group.create_array(
+                    key, shape=(self.growth, *value.shape), chunks=(1, *value.shape), dtype=np.uint8,
+                    compressors=IMAGE_CODECS, config=ARRAY_CONFIG,
+                )
+            else:
+                self._small_obs[key] = []
+        self._n_obs = 0
+        self._steps: dict[str, list[Any]] = {}
+        self._streams: dict[str, tuple[list[np.ndarray], list[float]]] = {}
+        self._append_obs(obs)
+
+    def add(
+        self,
+        obs: Mapping[str, np.ndarray],
+        action: np.ndarray,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        *,
+        policy_action: np.ndarray | None = None,
+        success: bool = False,
+        intervened: bool = False,
+        safety_flags: int = 0,
+        timestamp: float | None = None,
+        **extras: float,
+    ) -> None:
+        """Record one step: the action executed and what it led to."""
+        if not self.active:
+            raise RuntimeError("EpisodeWriter.add before start")
+        self._check_obs(obs)
+        action = np.asarray(action, dtype=np.float32)
+        if action.shape != (self.action_dim,):
+            raise EpisodeStoreError(f"{self._staging.name}: action has shape {action.shape}, the store ({self.action_dim},)")
+        step = {
+            "action": action,
+            "policy_action": action if policy_action is None else np.asarray(policy_action, dtype=np.float32),
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "success": success,
+            "intervened": intervened,
+            "safety_flags": safety_flags,
+            "timestamp": time.time() if timestamp is None else timestamp,
+            **extras,
+        }
         for key, value in step.items():
             self._steps.setdefault(key, []).append(value)
+        self._append_obs(obs)
+
+    def add_stream(self, name: str, value: np.ndarray, timestamp: float) -> None:
+        """Record a sample of a sensor stream with its own rate (e.g. wrist F/T at 1 kHz)."""
+        data, stamps = self._streams.setdefault(name, ([], []))
+        data.append(np.asarray(value))
+        stamps.append(float(timestamp))
 
     def __len__(self) -> int:
-        return len(self._steps.get("action", []))
+        return len(self._steps.get("action", [])) if self.active else 0
 
     def discard(self) -> None:
-        self._obs, self._steps = {}, {}
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+        self._staging, self._group = None, None
 
-    def commit(self, **attrs: Any) -> str:
-        """Write the episode under ``.staging``, then rename it into ``episodes/``; returns its name."""
-        if not len(self):
+    def commit(self, source: str, **attrs: Any) -> str:
+        """Finish the episode and make it visible; returns its name."""
+        if not self.active or not len(self):
             raise RuntimeError("cannot commit an episode with no steps")
-        name = self.store._next_name()
-        staging = self.store.path / ".staging" / name
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.parent.mkdir(exist_ok=True)
-        group = zarr.open_group(str(staging), mode="w")
-        group.attrs.update(_jsonable({"length": len(self), **attrs}))
-        obs_group = group.create_group("obs")
-        for key, frames in self._obs.items():
-            data = np.stack(frames)
-            if data.dtype == np.uint8 and data.ndim == 4:  # camera frames: one per chunk
-                array = obs_group.create_array(key, shape=data.shape, dtype=data.dtype,
-                                               chunks=(1, *data.shape[1:]), compressors=IMAGE_COMPRESSOR)
-            else:
-                array = obs_group.create_array(key, shape=data.shape, dtype=data.dtype)
-            array[:] = data
+        if source not in SOURCES:
+            raise EpisodeStoreError(f"source={source!r}; expected one of {', '.join(SOURCES)}")
+        group, length = self._group, len(self)
+        for key, array in self._frames.items():
+            array.resize((self._n_obs, *array.shape[1:]))
+        for key, values in self._small_obs.items():
+            _write(group["obs"], key, np.stack(values))
         for key, values in self._steps.items():
-            data = np.asarray(values)
-            group.create_array(key, shape=data.shape, dtype=data.dtype)[:] = data
-        _fsync_tree(staging)
-        os.rename(staging, self.store.path / "episodes" / name)
-        self.discard()
+            _write(group, key, np.asarray(values, dtype=STEP_FIELDS.get(key)))
+        if self._streams:
+            streams = group.create_group("streams")
+            for name, (data, stamps) in self._streams.items():
+                stream = streams.create_group(name)
+                _write(stream, "data", np.stack(data))
+                _write(stream, "timestamp", np.asarray(stamps, dtype=np.float64))
+        group.attrs.update(_jsonable({"length": length, "source": source, **attrs}))
+        _fsync_tree(self._staging)
+        name = self._staging.name
+        os.rename(self._staging, self.store.path / "episodes" / name)
+        self._staging, self._group = None, None
         return name
+
+    def _append_obs(self, obs: Mapping[str, np.ndarray]) -> None:
+        index = self._n_obs
+        for key, array in self._frames.items():
+            if index >= array.shape[0]:
+                array.resize((array.shape[0] + self.growth, *array.shape[1:]))
+            array[index] = np.asarray(obs[key])
+        for key, values in self._small_obs.items():
+            values.append(np.asarray(obs[key]))
+        self._n_obs += 1
+
+    def _check_obs(self, obs: Mapping[str, np.ndarray]) -> None:
+        where = self._staging.name if self._staging is not None else self.store._next_name()
+        if set(obs) != set(self.shapes):
+            raise EpisodeStoreError(
+                f"{where}: observation keys {sorted(obs)} differ from the store's {sorted(self.shapes)}"
+            )
+        for key, value in obs.items():
+            if tuple(np.shape(value)) != self.shapes[key]:
+                raise EpisodeStoreError(
+                    f"{where}: obs/{key} has shape {tuple(np.shape(value))}, the store {self.shapes[key]}"
+                )
+
+
+def _arrays(group: zarr.Group, prefix: str = "") -> Iterator[tuple[str, zarr.Array]]:
+    for key, member in group.members():
+        if isinstance(member, zarr.Array):
+            yield prefix + key, member
+        else:
+            yield from _arrays(member, f"{prefix}{key}/")
+
+
+def _write(group: zarr.Group, key: str, data: np.ndarray) -> None:
+    array = group.create_array(key, shape=data.shape, dtype=data.dtype, compressors=ARRAY_CODECS, config=ARRAY_CONFIG)
+    array[...] = data
 
 
 def _fsync_tree(path: Path) -> None:
@@ -202,9 +377,8 @@ def _json_default(value: Any) -> Any:
         return value.item()
     if isinstance(value, np.ndarray):
         return value.tolist()
-    try:
-        from omegaconf import OmegaConf
+    from omegaconf import OmegaConf
 
+    if OmegaConf.is_config(value):
         return OmegaConf.to_container(value, resolve=True)
-    except (ImportError, ValueError):
-        return str(value)
+    raise TypeError(f"cannot store {type(value).__name__} in episode metadata")

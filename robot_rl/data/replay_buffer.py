@@ -1,0 +1,294 @@
+"""Replay buffers for off-policy learning: episode-aware ring buffer and demo/online mixing.
+
+Every observation is stored once. Slot ``i`` holds the observation at some step t and, when a
+transition starts there, the action taken, the reward and the end flags; the next
+observation is slot ``i + 1`` (modulo capacity). An episode's last observation occupies a
+slot of its own with no transition, so each episode costs one extra slot, and images are
+never duplicated between ``obs`` and ``next_obs``.
+
+Sampling returns n-step returns (bootstrapping through truncation, not through termination)
+and, for action-sequence critics (CQN-AS), the next K actions with a validity mask that is
+False past the end of the episode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BUFFER_FORMAT = "robot_rl.replay"
+_STEP_ARRAYS = ("action", "reward", "terminated", "truncated", "intervened", "has_transition", "episode")
+
+
+class ReplayBuffer:
+    """Ring buffer of transitions grouped in episodes.
+
+    Args:
+        capacity: number of observation slots (transitions + one per episode end).
+        observation_space: {key: (shape, dtype)} of the observation dict.
+        action_dim: size of the action vector.
+    """
+
+    def __init__(self, capacity: int, observation_space: Mapping[str, tuple[tuple[int, ...], Any]], action_dim: int):
+        if capacity < 2:
+            raise ValueError(f"capacity={capacity}; expected at least 2")
+        self.capacity = int(capacity)
+        self.observation_space = {key: (tuple(shape), np.dtype(dtype)) for key, (shape, dtype) in observation_space.items()}
+        self.action_dim = int(action_dim)
+        self.obs = {key: np.zeros((capacity, *shape), dtype) for key, (shape, dtype) in self.observation_space.items()}
+        self.action = np.zeros((capacity, action_dim), np.float32)
+        self.reward = np.zeros(capacity, np.float32)
+        self.terminated = np.zeros(capacity, bool)
+        self.truncated = np.zeros(capacity, bool)
+        self.intervened = np.zeros(capacity, bool)
+        self.has_transition = np.zeros(capacity, bool)
+        self.episode = np.full(capacity, -1, np.int64)
+        self.cursor = 0  # next slot to write
+        self.filled = 0  # slots written so far, up to capacity
+        self.episodes_started = 0
+        self._episode_open = False
+        self._episode_length = 0
+        self._valid: np.ndarray | None = None
+
+    # ----------------------------------------------------------------- writing
+    def add(
+        self,
+        obs: Mapping[str, np.ndarray],
+        action: np.ndarray,
+        reward: float,
+        next_obs: Mapping[str, np.ndarray],
+        terminated: bool,
+        truncated: bool,
+        intervened: bool = False,
+    ) -> None:
+        """Add one transition; ``obs`` is only stored when it starts an episode."""
+        if not self._episode_open:
+            self._write_obs(obs, new_episode=True)
+        slot = (self.cursor - 1) % self.capacity
+        self.action[slot] = action
+        self.reward[slot] = reward
+        self.terminated[slot] = terminated
+        self.truncated[slot] = truncated
+        self.intervened[slot] = intervened
+        self.has_transition[slot] = True
+        self._episode_length += 1
+        if self._episode_length >= self.capacity - 1:
+            raise ValueError(f"an episode of {self._episode_length} steps does not fit a buffer of {self.capacity} slots")
+        self._write_obs(next_obs, new_episode=False)
+        if terminated or truncated:
+            self._episode_open = False
+
+    def add_episode(self, episode: Mapping[str, Any]) -> None:
+        """Add a whole episode as read from an EpisodeStore (obs with T + 1 entries)."""
+        steps = len(episode["action"])
+        intervened = episode.get("intervened", np.zeros(steps, bool))
+        for t in range(steps):
+            self.add(
+                {key: episode["obs"][key][t] for key in self.obs},
+                episode["action"][t],
+                episode["reward"][t],
+                {key: episode["obs"][key][t + 1] for key in self.obs},
+                bool(episode["terminated"][t]),
+                bool(episode["truncated"][t]) or t == steps - 1,
+                bool(intervened[t]),
+            )
+
+    def _write_obs(self, obs: Mapping[str, np.ndarray], new_episode: bool) -> None:
+        if new_episode:
+            self.episodes_started += 1
+            self._episode_open = True
+            self._episode_length = 0
+        slot = self.cursor
+        for key, array in self.obs.items():
+            array[slot] = obs[key]
+        self.has_transition[slot] = False
+        self.episode[slot] = self.episodes_started - 1
+        self.cursor = (slot + 1) % self.capacity
+        self.filled = min(self.filled + 1, self.capacity)
+        self._valid = None
+
+    # ----------------------------------------------------------------- sampling
+    def __len__(self) -> int:
+        """Number of transitions that can be sampled."""
+        return len(self.valid_indices())
+
+    def valid_indices(self) -> np.ndarray:
+        if self._valid is None:
+            self._valid = np.flatnonzero(self.has_transition)
+        return self._valid
+
+    def sample(
+        self,
+        batch_size: int,
+        rng: np.random.Generator,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        sequence_length: int = 1,
+    ) -> dict[str, Any]:
+        """A batch of transitions.
+
+        Returns a dict with ``obs`` and ``next_obs`` (dicts of arrays), ``action``,
+        ``reward`` (n-step discounted sum), ``discount`` (gamma^m, 0 if the episode terminated
+        within the m <= n steps taken), ``terminated``, ``intervened``, ``index`` and, when
+        ``sequence_length`` K > 1, ``action_sequence`` (B, K, A) with ``sequence_mask`` (B, K).
+        """
+        valid = self.valid_indices()
+        if not len(valid):
+            raise ValueError("cannot sample from an empty replay buffer")
+        index = valid[rng.integers(0, len(valid), batch_size)]
+        reward, steps, terminated = self.n_step_returns(index, n_step, gamma)
+        next_index = (index + steps) % self.capacity
+        batch = {
+            "obs": {key: array[index] for key, array in self.obs.items()},
+            "next_obs": {key: array[next_index] for key, array in self.obs.items()},
+            "action": self.action[index],
+            "reward": reward,
+            "discount": np.where(terminated, 0.0, gamma ** steps).astype(np.float32),
+            "terminated": terminated,
+            "intervened": self.intervened[index],
+            "index": index,
+        }
+        if sequence_length > 1:
+            batch["action_sequence"], batch["sequence_mask"] = self.action_sequences(index, sequence_length)
+        return batch
+
+    def n_step_returns(self, index: np.ndarray, n_step: int, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(discounted reward sum, steps taken m, terminated within them) from each index."""
+        if n_step < 1:
+            raise ValueError(f"n_step={n_step}; expected >= 1")
+        ret = np.zeros(len(index), np.float64)
+        steps = np.zeros(len(index), np.int64)
+        terminated = np.zeros(len(index), bool)
+        alive = np.ones(len(index), bool)
+        for k in range(n_step):
+            slot = (index + k) % self.capacity
+            take = alive & self.has_transition[slot] & (self.episode[slot] == self.episode[index])
+            ret += np.where(take, gamma**k * self.reward[slot], 0.0)
+            steps += take
+            terminated |= take & self.terminated[slot]
+            alive = take & ~self.terminated[slot] & ~self.truncated[slot]
+        return ret.astype(np.float32), steps, terminated
+
+    def action_sequences(self, index: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``length`` actions from each index (zeros past the episode end) and their mask."""
+        if length < 1:
+            raise ValueError(f"sequence length={length}; expected >= 1")
+        actions = np.zeros((len(index), length, self.action_dim), np.float32)
+        mask = np.zeros((len(index), length), bool)
+        alive = np.ones(len(index), bool)
+        for k in range(length):
+            slot = (index + k) % self.capacity
+            take = alive & self.has_transition[slot] & (self.episode[slot] == self.episode[index])
+            actions[take, k] = self.action[slot[take]]
+            mask[:, k] = take
+            alive = take & ~self.terminated[slot] & ~self.truncated[slot]
+        return actions, mask
+
+    # ----------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the buffer to a directory (replaced atomically if it exists)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for key, array in self.obs.items():
+            np.save(tmp / f"obs.{key}.npy", array)
+        for name in _STEP_ARRAYS:
+            np.save(tmp / f"{name}.npy", getattr(self, name))
+        meta = {
+            "format": BUFFER_FORMAT,
+            "capacity": self.capacity,
+            "action_dim": self.action_dim,
+            "observation_space": {k: [list(shape), dtype.str] for k, (shape, dtype) in self.observation_space.items()},
+            "cursor": self.cursor,
+            "filled": self.filled,
+            "episodes_started": self.episodes_started,
+            "episode_open": self._episode_open,
+            "episode_length": self._episode_length,
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        old = path.with_name(path.name + ".old")
+        if path.exists():
+            os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
+        path = Path(path)
+        meta = json.loads((path / "meta.json").read_text())
+        if meta.get("format") != BUFFER_FORMAT:
+            raise ValueError(f"{path}: not a robot_rl replay buffer")
+        space = {key: (tuple(shape), np.dtype(dtype)) for key, (shape, dtype) in meta["observation_space"].items()}
+        buffer = cls(meta["capacity"], space, meta["action_dim"])
+        for key in buffer.obs:
+            buffer.obs[key] = np.load(path / f"obs.{key}.npy")
+        for name in _STEP_ARRAYS:
+            setattr(buffer, name, np.load(path / f"{name}.npy"))
+        buffer.cursor, buffer.filled = meta["cursor"], meta["filled"]
+        buffer.episodes_started = meta["episodes_started"]
+        buffer._episode_open, buffer._episode_length = meta["episode_open"], meta["episode_length"]
+        return buffer
+
+
+class MixedSampler:
+    """Draws a fixed expected fraction of every batch from the demo buffer (RLPD / HIL-SERL).
+
+    With ``demo_fraction`` f and batch size B, a batch takes floor(f B) demo rows plus one more
+    with probability frac(f B), so the long-run fraction is exactly f. If one buffer is empty
+    the whole batch comes from the other. ``is_demo`` marks the demo rows.
+    """
+
+    def __init__(self, online: ReplayBuffer, demo: ReplayBuffer, demo_fraction: float = 0.5, seed: int | None = None):
+        if not 0.0 <= demo_fraction <= 1.0:
+            raise ValueError(f"demo_fraction={demo_fraction}; expected a number in [0, 1]")
+        self.online, self.demo, self.demo_fraction = online, demo, demo_fraction
+        self.rng = np.random.default_rng(seed)
+
+    def sample(self, batch_size: int, **kwargs: Any) -> dict[str, Any]:
+        n_online, n_demo = len(self.online), len(self.demo)
+        if not n_online and not n_demo:
+            raise ValueError("both replay buffers are empty")
+        exact = self.demo_fraction * batch_size
+        take_demo = int(exact) + int(self.rng.random() < exact - int(exact))
+        if not n_demo:
+            take_demo = 0
+        elif not n_online:
+            take_demo = batch_size
+        parts = []
+        if batch_size - take_demo:
+            parts.append(self.online.sample(batch_size - take_demo, self.rng, **kwargs))
+        if take_demo:
+            parts.append(self.demo.sample(take_demo, self.rng, **kwargs))
+        batch = _concatenate(parts)
+        batch["is_demo"] = np.arange(batch_size) >= batch_size - take_demo
+        return batch
+
+
+def _concatenate(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(parts) == 1:
+        return parts[0]
+    out: dict[str, Any] = {}
+    for key, value in parts[0].items():
+        if isinstance(value, dict):
+            out[key] = {k: np.concatenate([p[key][k] for p in parts]) for k in value}
+        else:
+            out[key] = np.concatenate([p[key] for p in parts])
+    return out
+
+
+def load_episode_store(store, buffer: ReplayBuffer, sources: tuple[str, ...] | None = None) -> int:
+    """Add the store's episodes (optionally only some sources) to ``buffer``; returns how many."""
+    added = 0
+    for name in store.episode_names():
+        if sources is not None and store.episode_attrs(name).get("source") not in sources:
+            continue
+        buffer.add_episode(store.read_episode(name))
+        added += 1
+    return added

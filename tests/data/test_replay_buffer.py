@@ -1,0 +1,165 @@
+"""Replay buffer and mixing sampler against hand-computed cases."""
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.data import MixedSampler, ReplayBuffer
+from robot_rl.data.augment import random_shift
+
+SPACE = {"state": ((1,), np.float32)}
+
+
+def fill(buffer, rewards, terminated_last, truncated_last, start_marker):
+    """One episode; obs 'state' = slot marker so next_obs can be checked; action = [reward]."""
+    for t, reward in enumerate(rewards):
+        last = t == len(rewards) - 1
+        buffer.add({"state": [start_marker + t]}, [reward], reward, {"state": [start_marker + t + 1]},
+                   terminated=last and terminated_last, truncated=last and truncated_last, intervened=t == 0)
+
+
+@pytest.fixture
+def two_episodes():
+    buffer = ReplayBuffer(20, SPACE, action_dim=1)
+    fill(buffer, [1.0, 2.0, 3.0, 4.0], terminated_last=True, truncated_last=False, start_marker=0)  # slots 0-4
+    fill(buffer, [10.0, 20.0, 30.0], terminated_last=False, truncated_last=True, start_marker=100)  # slots 5-8
+    return buffer
+
+
+def test_every_observation_is_stored_once(two_episodes):
+    np.testing.assert_array_equal(two_episodes.obs["state"][:9, 0], [0, 1, 2, 3, 4, 100, 101, 102, 103])
+    np.testing.assert_array_equal(two_episodes.valid_indices(), [0, 1, 2, 3, 5, 6, 7])
+    assert len(two_episodes) == 7
+
+
+@pytest.mark.parametrize(
+    "index, reward, discount, next_marker",
+    [
+        (0, 1 + 0.5 * 2 + 0.25 * 3, 0.125, 3),  # three full steps
+        (2, 3 + 0.5 * 4, 0.0, 4),  # terminates after two steps: no bootstrap
+        (3, 4.0, 0.0, 4),
+        (5, 10 + 0.5 * 20 + 0.25 * 30, 0.125, 103),
+        (6, 20 + 0.5 * 30, 0.25, 103),  # truncated after two steps: bootstrap from the last obs
+        (7, 30.0, 0.5, 103),
+    ],
+)
+def test_n_step_returns_match_hand_computation(two_episodes, index, reward, discount, next_marker):
+    ret, steps, terminated = two_episodes.n_step_returns(np.array([index]), n_step=3, gamma=0.5)
+    assert ret[0] == pytest.approx(reward)
+    assert (0.5 ** steps[0]) * (not terminated[0]) == pytest.approx(discount)
+    next_slot = (index + steps[0]) % two_episodes.capacity
+    assert two_episodes.obs["state"][next_slot, 0] == next_marker
+
+
+def test_sampled_batches_carry_the_same_values(two_episodes):
+    batch = two_episodes.sample(64, np.random.default_rng(0), n_step=3, gamma=0.5)
+    for i, index in enumerate(batch["index"]):
+        ret, steps, terminated = two_episodes.n_step_returns(np.array([index]), 3, 0.5)
+        assert batch["reward"][i] == pytest.approx(ret[0])
+        assert batch["discount"][i] == pytest.approx(0.0 if terminated[0] else 0.5 ** steps[0])
+        assert batch["next_obs"]["state"][i, 0] == two_episodes.obs["state"][(index + steps[0]) % 20, 0]
+        assert batch["intervened"][i] == (index in (0, 5))
+
+
+@pytest.mark.parametrize(
+    "index, actions, mask",
+    [
+        (0, [1, 2, 3], [True, True, True]),
+        (2, [3, 4, 0], [True, True, False]),
+        (3, [4, 0, 0], [True, False, False]),
+        (6, [20, 30, 0], [True, True, False]),
+        (7, [30, 0, 0], [True, False, False]),
+    ],
+)
+def test_action_sequences_are_masked_at_episode_ends(two_episodes, index, actions, mask):
+    sequence, valid = two_episodes.action_sequences(np.array([index]), 3)
+    np.testing.assert_array_equal(sequence[0, :, 0], actions)
+    np.testing.assert_array_equal(valid[0], mask)
+
+
+def test_wrap_around_never_mixes_episodes():
+    buffer = ReplayBuffer(6, SPACE, action_dim=1)
+    fill(buffer, [1.0, 2.0, 3.0], True, False, start_marker=0)  # slots 0-3
+    fill(buffer, [10.0, 20.0, 30.0], True, False, start_marker=100)  # slots 4, 5, 0, 1
+    np.testing.assert_array_equal(buffer.obs["state"][:, 0], [102, 103, 2, 3, 100, 101])
+    np.testing.assert_array_equal(buffer.valid_indices(), [0, 2, 4, 5])
+    ret, steps, terminated = buffer.n_step_returns(np.array([4, 5, 2]), 3, 1.0)
+    np.testing.assert_array_equal(ret, [60.0, 50.0, 3.0])
+    np.testing.assert_array_equal(steps, [3, 2, 1])
+    assert terminated.all()
+    sequence, mask = buffer.action_sequences(np.array([5]), 3)
+    np.testing.assert_array_equal(sequence[0, :, 0], [20, 30, 0])
+    np.testing.assert_array_equal(mask[0], [True, True, False])
+
+
+def test_episode_longer_than_the_buffer_is_rejected():
+    buffer = ReplayBuffer(5, SPACE, action_dim=1)
+    with pytest.raises(ValueError, match="does not fit a buffer of 5 slots"):
+        fill(buffer, [1.0] * 6, True, False, start_marker=0)
+
+
+@pytest.mark.parametrize("fraction", [0.5, 0.3, 0.9])
+def test_mixed_sampler_draws_the_configured_demo_fraction(two_episodes, fraction):
+    demo = ReplayBuffer(20, SPACE, action_dim=1)
+    fill(demo, [7.0, 7.0], True, False, start_marker=500)
+    sampler = MixedSampler(two_episodes, demo, demo_fraction=fraction, seed=1)
+    singles = np.mean([sampler.sample(1)["is_demo"][0] for _ in range(10_000)])
+    assert abs(singles - fraction) < 0.02
+    batch = sampler.sample(256)
+    demo_rows = batch["is_demo"]
+    assert abs(demo_rows.sum() - fraction * 256) <= 1
+    assert np.all(batch["obs"]["state"][demo_rows, 0] >= 500) and np.all(batch["obs"]["state"][~demo_rows, 0] < 500)
+
+
+def test_mixed_sampler_uses_the_other_buffer_when_one_is_empty(two_episodes):
+    empty = ReplayBuffer(20, SPACE, action_dim=1)
+    assert not MixedSampler(two_episodes, empty, 0.5, seed=0).sample(32)["is_demo"].any()
+    assert MixedSampler(empty, two_episodes, 0.5, seed=0).sample(32)["is_demo"].all()
+
+
+def test_save_and_restore_round_trip_exactly(tmp_path):
+    space = {"state": ((3,), np.float32), "front": ((8, 8, 3), np.uint8)}
+    rng = np.random.default_rng(0)
+    original = ReplayBuffer(30, space, action_dim=2)
+    for episode in range(4):
+        for t in range(5):
+            obs = {"state": rng.normal(size=3), "front": rng.integers(0, 255, (8, 8, 3))}
+            nxt = {"state": rng.normal(size=3), "front": rng.integers(0, 255, (8, 8, 3))}
+            original.add(obs, rng.normal(size=2), rng.normal(), nxt, terminated=t == 4, truncated=False)
+    original.add({"state": np.ones(3), "front": np.ones((8, 8, 3))}, [0.5, 0.5], 1.0,
+                 {"state": np.zeros(3), "front": np.zeros((8, 8, 3))}, False, False)  # an open episode
+    original.save(tmp_path / "buffer")
+    restored = ReplayBuffer.load(tmp_path / "buffer")
+    for key in space:
+        np.testing.assert_array_equal(restored.obs[key], original.obs[key])
+    for name in ("action", "reward", "terminated", "truncated", "intervened", "has_transition", "episode"):
+        np.testing.assert_array_equal(getattr(restored, name), getattr(original, name))
+    assert (restored.cursor, restored.filled, restored.episodes_started) == (
+        original.cursor, original.filled, original.episodes_started)
+    a = original.sample(16, np.random.default_rng(5), n_step=3, sequence_length=2)
+    b = restored.sample(16, np.random.default_rng(5), n_step=3, sequence_length=2)
+    for key in ("action", "reward", "discount", "action_sequence", "sequence_mask", "index"):
+        np.testing.assert_array_equal(a[key], b[key])
+    # the open episode continues identically in both
+    for buffer in (original, restored):
+        buffer.add({"state": np.zeros(3), "front": np.zeros((8, 8, 3))}, [0.1, 0.1], 2.0,
+                   {"state": np.full(3, 2.0), "front": np.zeros((8, 8, 3))}, True, False)
+    np.testing.assert_array_equal(original.episode, restored.episode)
+    original.save(tmp_path / "buffer")  # overwriting an existing save
+    assert ReplayBuffer.load(tmp_path / "buffer").cursor == original.cursor
+
+
+def test_random_shift_is_a_replicate_padded_integer_crop():
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 255, (16, 3, 12, 10), dtype=torch.uint8)
+    shifted = random_shift(images, pad=4, generator=generator)
+    assert shifted.shape == images.shape and shifted.dtype == torch.uint8
+    padded = torch.nn.functional.pad(images.float(), (4, 4, 4, 4), mode="replicate")
+    offsets = set()
+    for b in range(16):
+        matches = [(dy, dx) for dy in range(9) for dx in range(9)
+                   if torch.equal(padded[b, :, dy:dy + 12, dx:dx + 10].to(torch.uint8), shifted[b])]
+        assert matches, "every output is a crop of the padded input"
+        offsets.add(matches[0])
+    assert len(offsets) > 4  # offsets differ between samples
+    assert torch.equal(random_shift(images, pad=0), images)
