@@ -1,9 +1,13 @@
 """The ``robot-rl`` command: ``robot-rl <verb> key=value ...`` (Hydra overrides).
 
 Verbs:
-  collect   record scripted-expert episodes to an episode store
-  tasks     list the task configs
-  config    print the composed config
+  collect                record scripted-expert episodes to an episode store
+  data info              summary table of an episode store          (store=PATH)
+  data show              render an episode to mp4 with a plot       (store=PATH episode=N out=FILE.mp4)
+  data export            episodes to a rosbag2 MCAP folder          (store=PATH out=DIR [episodes=[0,2]])
+  data merge             combine stores after schema checks         (inputs=[A,B] out=PATH)
+  tasks                  list the task configs
+  config                 print the composed config
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import os
 import sys
 from importlib import resources
+from pathlib import Path
 
 from hydra import compose, initialize_config_module
 from hydra.errors import HydraException
@@ -19,8 +24,10 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .config import ConfigError
+from .data.episode_store import EpisodeStoreError
 
-VERBS = ("collect", "tasks", "config")
+VERBS = ("collect", "data", "tasks", "config")
+DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
 
@@ -52,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if verb not in VERBS:
             raise ConfigError("verb", verb, "one of " + ", ".join(VERBS))
+        if verb == "data":
+            command = overrides[0] if overrides else None
+            if command not in DATA_COMMANDS:
+                raise ConfigError("data command", command, "one of " + ", ".join(DATA_COMMANDS))
+            overrides = [_data_key(override) for override in overrides[1:]]
         cfg = load_config(overrides)
         if verb == "tasks":
             for name in task_names():
@@ -64,10 +76,44 @@ def main(argv: list[str] | None = None) -> int:
             report = collect(cfg)
             print(json.dumps(report, indent=2))
             return 130 if report["interrupted"] else 0
+        elif verb == "data":
+            run_data_command(command, cfg.data)
     except ConfigError as error:
         print(f"robot-rl: error: {error}", file=sys.stderr)
         return 2
+    except (EpisodeStoreError, FileNotFoundError, FileExistsError) as error:
+        print(f"robot-rl: error: {error}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _data_key(override: str) -> str:
+    """``store=x`` -> ``data.store=x`` for the data commands."""
+    key = override.partition("=")[0]
+    return override if "." in key or key.lstrip("+~") not in ("store", "episode", "episodes", "out", "inputs") else f"data.{override}"
+
+
+def run_data_command(command: str, cfg: DictConfig) -> None:
+    from .data import tools
+
+    if command == "info":
+        print(tools.format_info(tools.info(cfg.store)))
+        return
+    if command == "merge":
+        if not cfg.out:
+            raise ConfigError("data.out", cfg.out, "the path of the merged store")
+        report = tools.merge(list(cfg.inputs), cfg.out)
+    elif command == "show":
+        out = cfg.out or f"{Path(cfg.store).stem}_episode{cfg.episode}.mp4"
+        report = tools.render_episode(cfg.store, int(cfg.episode), out)
+    else:
+        from .data.mcap_export import export_mcap
+
+        if not cfg.out:
+            raise ConfigError("data.out", cfg.out, "a new folder for the rosbag2 MCAP export")
+        episodes = None if cfg.episodes is None else [int(i) for i in cfg.episodes]
+        report = export_mcap(cfg.store, cfg.out, episodes)
+    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -298,7 +298,11 @@ class EpisodeWriter:
         self._staging, self._group = None, None
 
     def commit(self, source: str, **attrs: Any) -> str:
-        """Finish the episode and make it visible; returns its name."""
+        """Finish the episode and make it visible; returns its name.
+
+        ``attrs`` become episode metadata; ``success`` (any step succeeded) and ``return``
+        (sum of rewards) are filled in unless given.
+        """
         if not self.active or not len(self):
             raise RuntimeError("cannot commit an episode with no steps")
         if source not in SOURCES:
@@ -316,7 +320,8 @@ class EpisodeWriter:
                 stream = streams.create_group(name)
                 _write(stream, "data", np.stack(data))
                 _write(stream, "timestamp", np.asarray(stamps, dtype=np.float64))
-        group.attrs.update(_jsonable({"length": length, "source": source, **attrs}))
+        summary = {"success": bool(np.any(self._steps["success"])), "return": float(np.sum(self._steps["reward"]))}
+        group.attrs.update(_jsonable({**summary, **attrs, "length": length, "source": source}))
         _fsync_tree(self._staging)
         name = self._staging.name
         os.rename(self._staging, self.store.path / "episodes" / name)

@@ -1,0 +1,101 @@
+"""``robot-rl data export``: episodes to a rosbag2 (MCAP) with standard ROS 2 message types.
+
+Written with ``rosbags`` (pure Python, Jazzy type store), readable by ``ros2 bag`` and rosbags.
+Topics, one message per observation / step, stamped with the recorded step times:
+
+    /camera/<name>/color/image_raw   sensor_msgs/msg/Image (rgb8), the realsense2_camera names
+    /robot_rl/state                  std_msgs/msg/Float32MultiArray
+    /robot_rl/action                 std_msgs/msg/Float32MultiArray (executed)
+    /robot_rl/policy_action          std_msgs/msg/Float32MultiArray
+    /robot_rl/reward                 std_msgs/msg/Float32
+    /robot_rl/intervened             std_msgs/msg/Bool
+    /robot_rl/episode                std_msgs/msg/String (episode name, at its first step)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .episode_store import EpisodeStore, EpisodeStoreError
+
+TOPIC_STATE = "/robot_rl/state"
+TOPIC_ACTION = "/robot_rl/action"
+TOPIC_POLICY_ACTION = "/robot_rl/policy_action"
+TOPIC_REWARD = "/robot_rl/reward"
+TOPIC_INTERVENED = "/robot_rl/intervened"
+TOPIC_EPISODE = "/robot_rl/episode"
+
+
+def camera_topic(name: str) -> str:
+    return f"/camera/{name}/color/image_raw"
+
+
+def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[int] | None = None) -> dict[str, Any]:
+    """Write the chosen episodes (indices; all by default) of a store to a rosbag2 MCAP folder."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = EpisodeStore.open(path)
+    names = store.episode_names()
+    chosen = range(len(names)) if episodes is None else episodes
+    for index in chosen:
+        if not 0 <= index < len(names):
+            raise EpisodeStoreError(f"{store.path}: episode index {index} out of range (0..{len(names) - 1})")
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"{out} exists; rosbag2 writes a new folder")
+    period = 1.0 / float(store.metadata.get("control_rate_hz") or 10)
+    types = get_typestore(Stores.ROS2_JAZZY)
+    msg = types.types
+    Time = msg["builtin_interfaces/msg/Time"]
+    Header = msg["std_msgs/msg/Header"]
+    Image = msg["sensor_msgs/msg/Image"]
+    Array = msg["std_msgs/msg/Float32MultiArray"]
+    Layout = msg["std_msgs/msg/MultiArrayLayout"]
+    Dimension = msg["std_msgs/msg/MultiArrayDimension"]
+    Float32, Bool, String = msg["std_msgs/msg/Float32"], msg["std_msgs/msg/Bool"], msg["std_msgs/msg/String"]
+
+    def array(values: np.ndarray, label: str):
+        values = np.asarray(values, dtype=np.float32)
+        layout = Layout(dim=[Dimension(label=label, size=values.size, stride=values.size)], data_offset=0)
+        return Array(layout=layout, data=values)
+
+    written = 0
+    with Writer(out, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        connections: dict[str, Any] = {}
+
+        def write(topic: str, message, stamp: float) -> None:
+            nonlocal written
+            if topic not in connections:
+                connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=types)
+            writer.write(connections[topic], int(round(stamp * 1e9)), types.serialize_cdr(message, message.__msgtype__))
+            written += 1
+
+        for index in chosen:
+            data = store.read_episode(names[index])
+            step_times = np.asarray(data["timestamp"], dtype=np.float64)
+            obs_times = np.concatenate([[step_times[0] - period], step_times])
+            write(TOPIC_EPISODE, String(data=names[index]), obs_times[0])
+            for t, stamp in enumerate(obs_times):
+                seconds = int(np.floor(stamp))
+                header = Header(stamp=Time(sec=seconds, nanosec=int(round((stamp - seconds) * 1e9)) % 1_000_000_000),
+                                frame_id="base")
+                for key, values in data["obs"].items():
+                    frame = values[t]
+                    if values.ndim == 4:
+                        height, width, channels = frame.shape
+                        image = Image(header=header, height=height, width=width, encoding="rgb8" if channels == 3 else "mono8",
+                                      is_bigendian=0, step=width * channels, data=np.ascontiguousarray(frame).reshape(-1))
+                        write(camera_topic(key), image, stamp)
+                    else:
+                        write(TOPIC_STATE if key == "state" else f"/robot_rl/obs/{key}", array(frame, key), stamp)
+                if t < len(step_times):
+                    write(TOPIC_ACTION, array(data["action"][t], "action"), step_times[t])
+                    write(TOPIC_POLICY_ACTION, array(data["policy_action"][t], "policy_action"), step_times[t])
+                    write(TOPIC_REWARD, Float32(data=float(data["reward"][t])), step_times[t])
+                    write(TOPIC_INTERVENED, Bool(data=bool(data["intervened"][t])), step_times[t])
+    return {"out": str(out), "episodes": len(chosen), "messages": written}

@@ -1,0 +1,206 @@
+"""Episode store: atomic episodes, crash safety, concurrent reading, schema and corruption errors."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robot_rl.data import EpisodeStore, EpisodeStoreError
+
+META = {"task": "unit", "observation_shapes": {"state": [4], "front": [16, 20, 3]}, "action_dim": 2}
+
+
+def synthetic_episode(seed: int, steps: int = 6):
+    rng = np.random.default_rng(seed)
+    return {
+        "obs": {"state": rng.normal(size=(steps + 1, 4)).astype(np.float32),
+                "front": rng.integers(0, 255, (steps + 1, 16, 20, 3), dtype=np.uint8)},
+        "action": rng.uniform(-1, 1, (steps, 2)).astype(np.float32),
+        "reward": rng.normal(size=steps).astype(np.float32),
+        "timestamp": 1000.0 + 100.0 * seed + np.arange(steps) / 10,
+    }
+
+
+def write_episode(store, episode, source="demo"):
+    writer = store.writer()
+    writer.start({key: value[0] for key, value in episode["obs"].items()})
+    steps = len(episode["action"])
+    for t in range(steps):
+        writer.add({key: value[t + 1] for key, value in episode["obs"].items()}, episode["action"][t],
+                   episode["reward"][t], terminated=t == steps - 1, truncated=False, success=t == steps - 1,
+                   timestamp=episode["timestamp"][t], safety_flags=t % 3)
+    return writer.commit(source, seed=1)
+
+
+def tree_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def test_round_trip_is_bit_identical(tmp_path):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    episode = synthetic_episode(0)
+    name = write_episode(store, episode)
+    back = EpisodeStore.open(tmp_path / "s.zarr").read_episode(name)
+    for key in ("state", "front"):
+        np.testing.assert_array_equal(back["obs"][key], episode["obs"][key])
+        assert back["obs"][key].dtype == episode["obs"][key].dtype
+    np.testing.assert_array_equal(back["action"], episode["action"])
+    np.testing.assert_array_equal(back["policy_action"], episode["action"])
+    np.testing.assert_array_equal(back["reward"], episode["reward"])
+    np.testing.assert_array_equal(back["timestamp"], episode["timestamp"])
+    np.testing.assert_array_equal(back["safety_flags"], [0, 1, 2, 0, 1, 2])
+    assert back["terminated"].tolist() == [False] * 5 + [True] and not back["intervened"].any()
+    assert back["attrs"]["length"] == 6 and back["attrs"]["source"] == "demo"
+    chunks = tmp_path / "s.zarr" / "episodes" / name / "obs" / "front" / "c"
+    assert sum(p.is_file() for p in chunks.rglob("*")) == 7  # one chunk per camera frame
+
+
+def test_streams_at_their_own_rate(tmp_path):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    episode = synthetic_episode(1, steps=2)
+    writer = store.writer()
+    writer.start({key: value[0] for key, value in episode["obs"].items()})
+    for i in range(25):
+        writer.add_stream("wrench", np.full(6, i, np.float32), timestamp=i / 100)
+    for t in range(2):
+        writer.add({key: value[t + 1] for key, value in episode["obs"].items()}, episode["action"][t], 0.0, t == 1, False)
+    name = writer.commit("online")
+    streams = store.read_episode(name)["streams"]
+    assert streams["wrench"]["data"].shape == (25, 6) and streams["wrench"]["timestamp"][-1] == pytest.approx(0.24)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time, numpy as np
+    sys.path.insert(0, {tests!r})
+    from robot_rl.data import EpisodeStore
+    from data.test_episode_store import META, synthetic_episode, write_episode
+    store = EpisodeStore.create({path!r}, META)
+    for seed in range(3):
+        write_episode(store, synthetic_episode(seed))
+    partial = synthetic_episode(99, steps=50)
+    writer = store.writer()
+    writer.start({{k: v[0] for k, v in partial["obs"].items()}})
+    for t in range(20):
+        writer.add({{k: v[t + 1] for k, v in partial["obs"].items()}}, partial["action"][t], 0.0, False, False)
+    print("PARTIAL", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_sigkill_mid_episode_keeps_finished_episodes_and_drops_the_partial(tmp_path):
+    path = tmp_path / "s.zarr"
+    script = WRITER.format(tests=str(Path(__file__).parent.parent), path=str(path))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "PARTIAL"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (path / ".staging").exists()  # the partial episode was on disk when the writer died
+
+    store = EpisodeStore.open(path)
+    assert store.episode_names() == ["episode_000000", "episode_000001", "episode_000002"]
+    for seed, episode in enumerate(store):
+        expected = synthetic_episode(seed)
+        for key in ("state", "front"):
+            np.testing.assert_array_equal(episode["obs"][key], expected["obs"][key])
+        np.testing.assert_array_equal(episode["action"], expected["action"])
+        np.testing.assert_array_equal(episode["reward"], expected["reward"])
+    # a new writer cleans up and continues the numbering
+    store = EpisodeStore.create(path, META)
+    assert not (path / ".staging").exists()
+    assert write_episode(store, synthetic_episode(3)) == "episode_000003"
+
+
+def test_a_reader_sees_new_episodes_while_a_writer_appends(tmp_path):
+    writer_store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    write_episode(writer_store, synthetic_episode(0))
+    reader = EpisodeStore.open(tmp_path / "s.zarr")
+    assert len(reader) == 1
+    writer = writer_store.writer()
+    episode = synthetic_episode(1)
+    writer.start({key: value[0] for key, value in episode["obs"].items()})
+    writer.add({key: value[1] for key, value in episode["obs"].items()}, episode["action"][0], 0.0, False, False)
+    assert len(reader) == 1  # the episode in flight is invisible
+    writer.add({key: value[2] for key, value in episode["obs"].items()}, episode["action"][1], 0.0, True, False)
+    writer.commit("online")
+    assert len(reader) == 2 and reader.read_episode("episode_000001")["attrs"]["length"] == 2
+
+
+@pytest.mark.parametrize(
+    "obs_change, message",
+    [
+        (lambda obs: {"state": obs["state"], "wrist": obs["front"]}, "observation keys"),
+        (lambda obs: {"state": obs["state"], "front": obs["front"][:8]}, "obs/front has shape (8, 20, 3)"),
+        (lambda obs: {"state": obs["state"][:3], "front": obs["front"]}, "obs/state has shape (3,)"),
+    ],
+)
+def test_mismatched_cameras_or_shapes_are_rejected_and_nothing_changes(tmp_path, obs_change, message):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    write_episode(store, synthetic_episode(0))
+    before = tree_digest(tmp_path / "s.zarr")
+    episode = synthetic_episode(1)
+    with pytest.raises(EpisodeStoreError, match="episode_000001") as error:
+        store.writer().start(obs_change({key: value[0] for key, value in episode["obs"].items()}))
+    assert message in str(error.value)
+    assert tree_digest(tmp_path / "s.zarr") == before
+
+
+def test_appending_with_other_metadata_is_rejected(tmp_path):
+    EpisodeStore.create(tmp_path / "s.zarr", META)
+    with pytest.raises(EpisodeStoreError, match="observation_shapes"):
+        EpisodeStore.create(tmp_path / "s.zarr", {**META, "observation_shapes": {"state": [5]}})
+
+
+def test_missing_chunk_names_episode_and_field(tmp_path):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    name = write_episode(store, synthetic_episode(0))
+    chunk_dir = tmp_path / "s.zarr" / "episodes" / name / "obs" / "front" / "c"
+    victim = sorted(p for p in chunk_dir.rglob("*") if p.is_file())[3]
+    victim.unlink()
+    with pytest.raises(EpisodeStoreError, match=f"episode {name}, field obs/front: 1 chunk\\(s\\) missing"):
+        store.read_episode(name)
+    assert store.read_episode(name, keys={"action"})["action"].shape == (6, 2)  # the rest still reads
+
+
+def test_corrupt_chunk_names_episode_and_field(tmp_path):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    name = write_episode(store, synthetic_episode(0))
+    chunk = next(p for p in (tmp_path / "s.zarr" / "episodes" / name / "reward" / "c").rglob("*") if p.is_file())
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(EpisodeStoreError, match=f"episode {name}, field reward: corrupt chunk"):
+        store.read_episode(name)
+
+
+def test_store_from_a_newer_schema_is_refused(tmp_path):
+    EpisodeStore.create(tmp_path / "s.zarr", META)
+    meta_file = tmp_path / "s.zarr" / "zarr.json"
+    document = json.loads(meta_file.read_text())
+    document["attributes"]["schema_version"] = 99
+    meta_file.write_text(json.dumps(document))
+    with pytest.raises(EpisodeStoreError, match="schema_version=99 was written by a newer robot_rl"):
+        EpisodeStore.open(tmp_path / "s.zarr")
+
+
+def test_bad_source_is_rejected(tmp_path):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    episode = synthetic_episode(0, steps=1)
+    writer = store.writer()
+    writer.start({key: value[0] for key, value in episode["obs"].items()})
+    writer.add({key: value[1] for key, value in episode["obs"].items()}, episode["action"][0], 0.0, True, False)
+    with pytest.raises(EpisodeStoreError, match="source='teleop'"):
+        writer.commit("teleop")
+    assert len(store) == 0

@@ -1,0 +1,107 @@
+"""robot-rl data info / show / export / merge."""
+
+import numpy as np
+import pytest
+
+from robot_rl.cli import main
+from robot_rl.data import EpisodeStore, EpisodeStoreError
+from robot_rl.data import tools
+from robot_rl.data.mcap_export import TOPIC_ACTION, TOPIC_INTERVENED, TOPIC_REWARD, TOPIC_STATE, camera_topic, export_mcap
+from tests.data.test_episode_store import META, synthetic_episode, tree_digest, write_episode
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    store = EpisodeStore.create(tmp_path / "a.zarr", {**META, "control_rate_hz": 10})
+    for seed in range(3):
+        write_episode(store, synthetic_episode(seed), source="demo" if seed < 2 else "online")
+    return tmp_path / "a.zarr"
+
+
+def test_info_summarises_sources_and_steps(store_path):
+    summary = tools.info(store_path)
+    assert summary["episodes"] == 3 and summary["steps"] == 18 and summary["success_rate"] == 1.0
+    assert summary["by_source"]["demo"]["episodes"] == 2 and summary["by_source"]["online"]["steps"] == 6
+    table = tools.format_info(summary)
+    assert "demo" in table and "online" in table and "front (16, 20, 3)" in table
+
+
+def test_show_writes_an_mp4_with_one_frame_per_observation(store_path, tmp_path):
+    import cv2
+
+    report = tools.render_episode(store_path, 1, tmp_path / "ep.mp4")
+    video = cv2.VideoCapture(str(tmp_path / "ep.mp4"))
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == report["frames"] == 7
+    ok, frame = video.read()
+    assert ok and frame.shape[0] > 240 and frame.std() > 10
+
+
+def test_mcap_export_reads_back_with_rosbags(store_path, tmp_path):
+    from rosbags.highlevel import AnyReader
+
+    export_mcap(store_path, tmp_path / "bag", episodes=[0, 2])
+    assert list((tmp_path / "bag").glob("*.mcap")) and (tmp_path / "bag" / "metadata.yaml").exists()
+    store = EpisodeStore.open(store_path)
+    expected = [store.read_episode(name) for name in ("episode_000000", "episode_000002")]
+    got: dict[str, list] = {}
+    with AnyReader([tmp_path / "bag"]) as reader:
+        for connection, stamp, raw in reader.messages():
+            got.setdefault(connection.topic, []).append((stamp, reader.deserialize(raw, connection.msgtype)))
+    states = np.array([m.data for _, m in got[TOPIC_STATE]])
+    np.testing.assert_array_equal(states, np.concatenate([e["obs"]["state"] for e in expected]))
+    frames = got[camera_topic("front")]
+    assert frames[0][1].encoding == "rgb8" and (frames[0][1].height, frames[0][1].width) == (16, 20)
+    images = np.array([m.data.reshape(m.height, m.width, 3) for _, m in frames])
+    np.testing.assert_array_equal(images, np.concatenate([e["obs"]["front"] for e in expected]))
+    np.testing.assert_array_equal(np.array([m.data for _, m in got[TOPIC_ACTION]]),
+                                  np.concatenate([e["action"] for e in expected]))
+    np.testing.assert_array_equal(np.array([m.data for _, m in got[TOPIC_REWARD]], np.float32),
+                                  np.concatenate([e["reward"] for e in expected]))
+    assert [m.data for _, m in got[TOPIC_INTERVENED]] == [False] * 12
+    stamps = [stamp for stamp, _ in got[TOPIC_ACTION]]
+    assert stamps[:6] == [int(round(t * 1e9)) for t in expected[0]["timestamp"]]
+
+
+def test_merge_copies_episodes_bit_identically(store_path, tmp_path):
+    other = EpisodeStore.create(tmp_path / "b.zarr", {**META, "control_rate_hz": 10})
+    write_episode(other, synthetic_episode(7))
+    report = tools.merge([store_path, tmp_path / "b.zarr"], tmp_path / "merged.zarr")
+    assert report["copied"] == 4
+    merged = EpisodeStore.open(tmp_path / "merged.zarr")
+    np.testing.assert_array_equal(merged.read_episode("episode_000003")["obs"]["front"],
+                                  synthetic_episode(7)["obs"]["front"])
+    assert merged.episode_attrs("episode_000002")["source"] == "online"
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [({"observation_shapes": {"state": [4], "wrist": [16, 20, 3]}}, "observation_shapes"),
+     ({"observation_shapes": {"state": [4], "front": [32, 20, 3]}}, "observation_shapes"),
+     ({"action_dim": 7}, "action_dim"),
+     ({"task": "other"}, "task")],
+)
+def test_merge_rejects_mismatched_schemas_and_modifies_nothing(store_path, tmp_path, change, field):
+    bad = EpisodeStore.create(tmp_path / "bad.zarr", {**META, **change})
+    shapes = {k: tuple(v) for k, v in bad.metadata["observation_shapes"].items()}
+    rng = np.random.default_rng(0)
+    writer = bad.writer()
+    obs = {k: rng.integers(0, 255, s).astype(np.uint8 if len(s) == 3 else np.float32) for k, s in shapes.items()}
+    writer.start(obs)
+    writer.add(obs, np.zeros(bad.metadata["action_dim"]), 0.0, True, False)
+    writer.commit("demo")
+    before = tree_digest(store_path), tree_digest(tmp_path / "bad.zarr")
+    with pytest.raises(EpisodeStoreError, match=f"bad.zarr: {field}="):
+        tools.merge([store_path, tmp_path / "bad.zarr"], tmp_path / "merged.zarr")
+    assert not (tmp_path / "merged.zarr").exists()
+    assert (tree_digest(store_path), tree_digest(tmp_path / "bad.zarr")) == before
+
+
+def test_data_commands_through_the_cli(store_path, tmp_path, capsys):
+    assert main(["data", "info", f"store={store_path}"]) == 0
+    assert "episodes       3" in capsys.readouterr().out
+    assert main(["data", "export", f"store={store_path}", f"out={tmp_path / 'bag'}", "episodes=[1]"]) == 0
+    assert '"episodes": 1' in capsys.readouterr().out
+    assert main(["data", "info", f"store={tmp_path / 'missing.zarr'}"]) == 1
+    assert "no robot_rl episode store" in capsys.readouterr().err
+    assert main(["data", "show", f"store={store_path}", "episode=9"]) == 1
+    assert "episode index 9 out of range" in capsys.readouterr().err
