@@ -28,7 +28,9 @@ import math
 import os
 import shutil
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,7 @@ import robot_rl
 FORMAT = "robot_rl.episodes"
 SCHEMA_VERSION = 1
 SOURCES = ("demo", "online", "intervention", "eval")
-IMAGE_CODECS = [BloscCodec(cname="lz4", clevel=1, shuffle=BloscShuffle.noshuffle), Crc32cCodec()]
+IMAGE_CODECS = [BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.bitshuffle), Crc32cCodec()]
 ARRAY_CODECS = [BloscCodec(cname="zstd", clevel=3, shuffle=BloscShuffle.shuffle), Crc32cCodec()]
 ARRAY_CONFIG = {"write_empty_chunks": True}  # every chunk exists on disk, so a missing one is an error
 #: per-step arrays every episode has: name -> dtype
@@ -202,11 +204,14 @@ class EpisodeStore:
 class EpisodeWriter:
     """Writes one episode at a time: ``start(obs)``, ``add(...)`` per step, ``commit()``.
 
-    Camera frames go to disk as they arrive; per-step scalars are kept in memory (small) and
-    written at commit. ``discard()`` drops an episode in progress.
+    Camera frames are compressed and written by background threads as they arrive (at most
+    ``max_in_flight`` frames queued, so memory stays bounded and the control loop is not held
+    up by the disk); per-step scalars are kept in memory (small) and written at commit.
+    ``discard()`` drops an episode in progress.
     """
 
     growth = 64  # frames allocated at a time in an image array
+    max_in_flight = 32
 
     def __init__(self, store: EpisodeStore):
         self.store = store
@@ -214,6 +219,8 @@ class EpisodeWriter:
         self.action_dim = int(store.metadata["action_dim"])
         self._staging: Path | None = None
         self._group: zarr.Group | None = None
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episode-writer")
+        self._in_flight: deque[Future] = deque()
 
     @property
     def active(self) -> bool:
@@ -293,9 +300,19 @@ class EpisodeWriter:
         return len(self._steps.get("action", [])) if self.active else 0
 
     def discard(self) -> None:
+        self._drain(raise_errors=False)
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
         self._staging, self._group = None, None
+
+    def _drain(self, raise_errors: bool = True) -> None:
+        """Wait for the queued frame writes."""
+        while self._in_flight:
+            future = self._in_flight.popleft()
+            error = future.exception()
+            if error is not None and raise_errors:
+                self._drain(raise_errors=False)
+                raise error
 
     def commit(self, source: str, **attrs: Any) -> str:
         """Finish the episode and make it visible; returns its name.
@@ -308,6 +325,7 @@ class EpisodeWriter:
         if source not in SOURCES:
             raise EpisodeStoreError(f"source={source!r}; expected one of {', '.join(SOURCES)}")
         group, length = self._group, len(self)
+        self._drain()
         for key, array in self._frames.items():
             array.resize((self._n_obs, *array.shape[1:]))
         for key, values in self._small_obs.items():
@@ -332,8 +350,10 @@ class EpisodeWriter:
         index = self._n_obs
         for key, array in self._frames.items():
             if index >= array.shape[0]:
-                array.resize((array.shape[0] + self.growth, *array.shape[1:]))
-            array[index] = np.asarray(obs[key])
+                array.resize((array.shape[0] + self.growth, *array.shape[1:]))  # metadata only
+            while len(self._in_flight) >= self.max_in_flight:
+                self._in_flight.popleft().result()
+            self._in_flight.append(self._pool.submit(array.__setitem__, index, np.array(obs[key], copy=True)))
         for key, values in self._small_obs.items():
             values.append(np.asarray(obs[key]))
         self._n_obs += 1
@@ -365,11 +385,15 @@ def _write(group: zarr.Group, key: str, data: np.ndarray) -> None:
 
 
 def _fsync_tree(path: Path) -> None:
-    """Flush the files of a finished episode to disk before it is made visible."""
-    for file in path.rglob("*"):
-        if file.is_file():
-            with open(file, "rb") as handle:
-                os.fsync(handle.fileno())
+    """Flush the files of a finished episode to disk before it is made visible (in parallel:
+    fsync releases the GIL and the device serves several requests at once)."""
+
+    def flush(file: Path) -> None:
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(flush, [file for file in path.rglob("*") if file.is_file()]))
 
 
 def _jsonable(value: Any) -> Any:
