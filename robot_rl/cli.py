@@ -1,6 +1,8 @@
 """The ``robot-rl`` command: ``robot-rl <verb> key=value ...`` (Hydra overrides).
 
 Verbs:
+  train                  HIL-SERL training with the scripted human (the main job)
+  eval                   evaluate a checkpoint: success rate, episode length, optional mp4
   collect                record scripted-expert episodes to an episode store
   data info              summary table of an episode store          (store=PATH)
   data show              render an episode to mp4 with a plot       (store=PATH episode=N out=FILE.mp4)
@@ -26,7 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 from .config import ConfigError
 from .data.episode_store import EpisodeStoreError
 
-VERBS = ("collect", "data", "tasks", "config")
+VERBS = ("train", "eval", "collect", "data", "tasks", "config")
 DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
@@ -78,6 +80,16 @@ def main(argv: list[str] | None = None) -> int:
             return 130 if report["interrupted"] else 0
         elif verb == "data":
             run_data_command(command, cfg.data)
+        elif verb == "train":
+            from .train import train
+
+            summary = train(cfg)
+            print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
+            return 130 if summary["interrupted"] else 0
+        elif verb == "eval":
+            from .train import evaluate_checkpoint
+
+            print(json.dumps(evaluate_checkpoint(cfg), indent=2))
     except ConfigError as error:
         print(f"robot-rl: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,69 @@
+"""Deterministic evaluation of a policy, shared by ``robot-rl train`` and ``robot-rl eval``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def task_progress(env, reward: float) -> float:
+    """How far along the task is: the sim task's dense reward when it has one, else the reward."""
+    dense = getattr(env.unwrapped, "dense_reward", None)
+    try:
+        return float(dense()) if callable(dense) else float(reward)
+    except NotImplementedError:
+        return float(reward)
+
+
+def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = None) -> dict[str, Any]:
+    """Run ``episodes`` episodes with the policy's mode (no exploration), seeds ``seed + i``.
+
+    Returns success rate, mean episode length (cycle time in steps), mean return, and the
+    continuity cost of the executed actions; with ``video`` an mp4 of all episodes.
+    """
+    frames: list[np.ndarray] = []
+    successes, lengths, returns, continuity = [], [], [], []
+    for index in range(episodes):
+        obs, info = env.reset(seed=seed + index)
+        actions, ret = [], 0.0
+        while True:
+            action = agent.act(obs, explore=False)
+            obs, reward, terminated, truncated, info = env.step(action)
+            actions.append(action)
+            ret += reward
+            if video is not None:
+                frames.append(env.render())
+            if terminated or truncated:
+                break
+        successes.append(bool(info["success"]))
+        lengths.append(len(actions))
+        returns.append(ret)
+        continuity.append(continuity_cost(np.asarray(actions)))
+    if video is not None and frames:
+        write_video(video, frames, fps=10)
+    return {
+        "episodes": episodes,
+        "success_rate": float(np.mean(successes)),
+        "mean_length": float(np.mean(lengths)),
+        "mean_return": float(np.mean(returns)),
+        "continuity_cost": float(np.mean(continuity)),
+    }
+
+
+def continuity_cost(actions: np.ndarray) -> float:
+    """100 * mean squared step-to-step change of actions in [-1, 1] (gSDE paper), 0 if < 2 steps."""
+    if len(actions) < 2:
+        return 0.0
+    return float(100.0 * np.mean((np.diff(actions, axis=0) / 2.0) ** 2))
+
+
+def write_video(path: str | Path, frames: list[np.ndarray], fps: float) -> None:
+    import cv2
+
+    height, width = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height))
+    for frame in frames:
+        writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    writer.release()

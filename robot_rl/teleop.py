@@ -1,0 +1,94 @@
+"""Human-in-the-loop teleoperation sources.
+
+A teleop source is called every control step with the observation and the policy's proposed
+action and answers ``(active, action)``: when active, the env executes the human's action and
+the transition is flagged ``intervened``. Real devices (SpaceMouse, gamepad, keyboard) implement
+the same call; in sim a :class:`ScriptedHuman` built on a task expert plays the human.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+
+class TeleopSource(Protocol):
+    def begin_episode(self, demo: bool) -> None: ...
+
+    def __call__(self, obs: dict[str, np.ndarray], policy_action: np.ndarray) -> tuple[bool, np.ndarray | None]: ...
+
+    def observe(self, progress: float) -> None: ...
+
+
+@dataclass
+class InterventionRules:
+    """When the scripted human takes over from the policy.
+
+    Progress is the task's dense reward (privileged in sim). The human takes over for
+    ``takeover_steps`` steps when progress has not improved by ``min_progress`` for
+    ``stall_steps`` steps (the policy stalls), or dropped more than ``drop_tolerance`` below the
+    episode's best (it heads for failure); at most ``max_takeovers`` times per episode.
+    """
+
+    enabled: bool = True
+    stall_steps: int = 10
+    takeover_steps: int = 15
+    min_progress: float = 0.02
+    drop_tolerance: float = 0.3
+    max_takeovers: int = 3
+
+
+class ScriptedHuman:
+    """Full demonstrations on request, then interventions by the rules."""
+
+    def __init__(self, expert: Callable[[dict[str, np.ndarray]], np.ndarray], rules: InterventionRules):
+        self.expert, self.rules = expert, rules
+        self.begin_episode(demo=False)
+
+    def begin_episode(self, demo: bool) -> None:
+        if hasattr(self.expert, "reset"):
+            self.expert.reset()
+        self.demo = demo
+        self.best = -np.inf
+        self.since_improvement = 0
+        self.takeover_left = 0
+        self.takeovers = 0
+
+    def __call__(self, obs: dict[str, np.ndarray], policy_action: np.ndarray) -> tuple[bool, np.ndarray | None]:
+        if self.demo or self.takeover_left > 0:
+            self.takeover_left = max(self.takeover_left - 1, 0)
+            return True, np.asarray(self.expert.act(obs), dtype=np.float32)
+        return False, None
+
+    def observe(self, progress: float) -> None:
+        """Progress after the step; may start a takeover for the next steps."""
+        rules = self.rules
+        if self.demo or self.takeover_left > 0 or not rules.enabled:
+            self.best, self.since_improvement = progress, 0  # judge the policy from here on
+            return
+        if progress > self.best + rules.min_progress:
+            self.best, self.since_improvement = progress, 0
+        else:
+            self.since_improvement += 1
+        stalled = self.since_improvement >= rules.stall_steps
+        failing = progress < self.best - rules.drop_tolerance
+        if (stalled or failing) and self.takeovers < rules.max_takeovers:
+            self.takeover_left = rules.takeover_steps
+            self.takeovers += 1
+            self.since_improvement = 0
+
+
+class NoHuman:
+    """No teleoperation: the policy acts alone."""
+
+    def begin_episode(self, demo: bool) -> None:
+        if demo:
+            raise ValueError("demonstrations need a teleop source; this task has none")
+
+    def __call__(self, obs, policy_action):
+        return False, None
+
+    def observe(self, progress: float) -> None:
+        pass

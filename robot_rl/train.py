@@ -1,0 +1,418 @@
+"""``robot-rl train``: human-in-the-loop off-policy RL with an actor and a learner.
+
+The actor (main thread) steps the env with the latest policy weights, lets the teleop source
+take over, records every episode to the run's episode store and sends transitions to the
+learner. The learner (its own thread) fills the replay buffers (demos -> demo buffer,
+interventions -> both, policy steps -> online), updates the agent on mixed batches and
+publishes weights. They only talk through a :class:`~robot_rl.transport.Transport`.
+
+Run folder: ``tb/`` (TensorBoard), ``episodes.zarr``, ``checkpoint/`` (agent, buffers,
+counters; ``train.resume=true`` continues from it), ``summary.json``, ``learning_curve.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from .config import ConfigError, positive
+from .data import EpisodeStore, MixedSampler, ReplayBuffer
+from .envs import load_entry_point, make_env, make_expert
+from .evaluate import evaluate, task_progress
+from .interrupts import deferred_interrupt
+from .teleop import InterventionRules, NoHuman, ScriptedHuman
+from .transport import LocalTransport, Transport
+
+
+@dataclass
+class TrainSettings:
+    run_dir: str = "runs/default"
+    resume: bool = False
+    env_steps: int = 12_000  # online env steps (demos not counted)
+    demo_episodes: int = 20
+    start_training: int = 200  # online transitions before the first update
+    batch_size: int = 256
+    demo_fraction: float = 0.5
+    n_step: int = 1
+    buffer_capacity: int = 200_000
+    weights_every: int = 20  # learner update calls between weight publications
+    sync: bool = True  # sim: the actor waits for the learner so the update-to-data ratio holds
+    max_lag: int = 20  # env steps the actor may run ahead of the learner when sync
+    eval_every: int = 2_000
+    eval_episodes: int = 20
+    checkpoint_every: int = 4_000
+    record_episodes: bool = True
+    torch_threads: int = 1
+
+
+@dataclass
+class Counters:
+    env_steps: int = 0
+    episodes: int = 0
+    demo_episodes_done: int = 0
+    intervention_steps: int = 0
+    wall_seconds: float = 0.0
+    history: list[dict[str, Any]] = field(default_factory=list)  # per evaluation
+    episode_log: list[dict[str, Any]] = field(default_factory=list)  # per online episode
+
+
+def settings_from(cfg: DictConfig) -> TrainSettings:
+    values = OmegaConf.to_container(cfg, resolve=True)
+    known = {f.name for f in fields(TrainSettings)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(f"train.{key}", values[key], "one of " + ", ".join(sorted(known)))
+    settings = TrainSettings(**values)
+    for key in ("env_steps", "batch_size", "n_step", "buffer_capacity", "weights_every", "eval_every",
+                "eval_episodes", "checkpoint_every", "torch_threads", "max_lag"):
+        positive(f"train.{key}", getattr(settings, key), integer=True)
+    if not 0.0 <= settings.demo_fraction <= 1.0:
+        raise ConfigError("train.demo_fraction", settings.demo_fraction, "a number in [0, 1]")
+    return settings
+
+
+def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int):
+    """The agent named by ``cfg.agent`` (entry point + its config dataclass)."""
+    agent_cfg = OmegaConf.to_container(cfg.agent, resolve=True)
+    entry_point, config_entry_point = agent_cfg.pop("entry_point"), agent_cfg.pop("config")
+    agent_cfg.pop("name", None)
+    config_class = load_entry_point(config_entry_point)
+    known = {f.name for f in fields(config_class)}
+    for key in agent_cfg:
+        if key not in known:
+            raise ConfigError(f"agent.{key}", agent_cfg[key], "one of " + ", ".join(sorted(known)))
+    return load_entry_point(entry_point)(observation_shapes, action_dim, config_class(**agent_cfg), seed=seed)
+
+
+def observation_shapes(env) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(space.shape) for key, space in env.observation_space.spaces.items()}
+
+
+class Learner:
+    """Replay buffers + agent updates; runs in its own thread."""
+
+    def __init__(self, agent, settings: TrainSettings, shapes: dict[str, tuple[int, ...]], action_dim: int,
+                 transport: Transport, seed: int):
+        self.agent, self.settings, self.transport = agent, settings, transport
+        space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
+        self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim)
+        self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim)
+        self.sampler = MixedSampler(self.online, self.demo, settings.demo_fraction, seed=seed)
+        self.online_received = 0
+        self.update_calls = 0
+        self.metrics: dict[str, float] = {}
+        self.lock = threading.Lock()  # held during updates and checkpointing
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.updates_per_second = 0.0
+
+    def ingest(self, transitions: list[dict[str, Any]]) -> None:
+        for t in transitions:
+            args = (t["obs"], t["action"], t["reward"], t["next_obs"], t["terminated"], t["truncated"], t["intervened"])
+            if t["demo"]:
+                self.demo.add(*args)
+                continue
+            self.online.add(*args)
+            self.online_received += 1
+            if t["intervened"]:
+                self.demo.add(*args)
+
+    def due_updates(self) -> int:
+        return max(self.online_received - self.settings.start_training, 0) - self.update_calls
+
+    def sample(self) -> dict[str, Any]:
+        return self.sampler.sample(self.settings.batch_size, n_step=self.settings.n_step,
+                                   gamma=self.agent.config.discount)
+
+    def run(self) -> None:
+        try:
+            torch.set_num_threads(self.settings.torch_threads)
+            started, calls_at_start = time.monotonic(), self.update_calls
+            while not self.stop.is_set():
+                self.ingest(self.transport.receive_transitions(timeout=0.01))
+                while self.due_updates() > 0 and not self.stop.is_set():
+                    with self.lock:
+                        self.metrics = self.agent.update(self.sample)
+                        self.update_calls += 1
+                    if self.update_calls % self.settings.weights_every == 0:
+                        self.transport.publish_weights(self.update_calls, self.agent.policy_state())
+                    self.ingest(self.transport.receive_transitions(timeout=0.0))
+                elapsed = time.monotonic() - started
+                self.updates_per_second = (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
+        except BaseException as error:  # surfaced by the actor
+            self.error = error
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    settings = settings_from(cfg.train)
+    seed = int(cfg.seed)
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    run_dir = Path(settings.run_dir)
+    checkpoint_dir = run_dir / "checkpoint"
+    if run_dir.exists() and any(run_dir.iterdir()) and not settings.resume:
+        raise ConfigError("train.run_dir", str(run_dir), "a new folder (or train.resume=true to continue that run)")
+    if settings.resume and not (checkpoint_dir / "counters.json").exists():
+        raise ConfigError("train.resume", True, f"a run folder with a checkpoint; {checkpoint_dir} has none")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+
+    env = make_env(task)
+    eval_env = make_env(task)
+    shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
+    learner_agent = make_agent(cfg, shapes, action_dim, seed)
+    actor_agent = make_agent(cfg, shapes, action_dim, seed)
+    rules = InterventionRules(**OmegaConf.to_container(cfg.human, resolve=True))
+    if settings.demo_episodes or rules.enabled:
+        human = ScriptedHuman(make_expert(task, env), rules)
+    else:
+        human = NoHuman()
+    transport = LocalTransport()
+    learner = Learner(learner_agent, settings, shapes, action_dim, transport, seed)
+    counters = Counters()
+    if settings.resume:
+        counters = restore(checkpoint_dir, learner, cfg)
+    else:
+        OmegaConf.save(cfg, run_dir / "config.yaml")
+    actor_agent.load_policy_state(learner_agent.policy_state())
+    weights_version = learner.update_calls
+
+    store = None
+    if settings.record_episodes:
+        store = EpisodeStore.create(run_dir / "episodes.zarr", {
+            "task": task.get("name"), "observation_shapes": {k: list(v) for k, v in shapes.items()},
+            "action_dim": action_dim, "control_rate_hz": task.get("control_rate_hz"),
+            "config": OmegaConf.to_container(cfg, resolve=True)})
+    writer = store.writer() if store is not None else None
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    tb = SummaryWriter(str(run_dir / "tb"))
+    thread = threading.Thread(target=learner.run, name="learner", daemon=True)
+    thread.start()
+    rng = np.random.default_rng(seed + counters.episodes)
+    started = time.monotonic() - counters.wall_seconds
+    progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"train {task.get('name')}", unit="step",
+                    mininterval=1.0)
+    last_eval = counters.history[-1]["env_steps"] if counters.history else 0
+    last_checkpoint = counters.env_steps
+    interrupted = False
+    try:
+        while counters.env_steps < settings.env_steps:
+            demo = counters.demo_episodes_done < settings.demo_episodes
+            episode_seed = int(rng.integers(2**31))
+            stats = run_episode(env, actor_agent, human, transport, writer, learner, settings, demo, episode_seed,
+                                counters, progress)
+            if learner.error is not None:
+                raise RuntimeError("the learner failed") from learner.error
+            latest = transport.latest_weights()
+            if latest is not None and latest[0] != weights_version:
+                weights_version = latest[0]
+                actor_agent.load_policy_state(latest[1])
+            counters.episodes += 1
+            if demo:
+                counters.demo_episodes_done += 1
+            else:
+                log_episode(tb, counters, stats, learner, started)
+            if counters.env_steps - last_eval >= settings.eval_every or counters.env_steps >= settings.env_steps:
+                last_eval = counters.env_steps
+                result = evaluate(actor_agent, eval_env, settings.eval_episodes, seed=10**6)
+                record_eval(tb, counters, result, started)
+                progress.set_postfix(eval_success=f"{result['success_rate']:.2f}",
+                                     interventions=f"{recent_intervention_rate(counters):.2f}")
+            if counters.env_steps - last_checkpoint >= settings.checkpoint_every:
+                last_checkpoint = counters.env_steps
+                counters.wall_seconds = time.monotonic() - started
+                save_checkpoint(checkpoint_dir, learner, counters)
+    except KeyboardInterrupt:
+        interrupted = True
+        if writer is not None:
+            writer.discard()
+    finally:
+        learner.stop.set()
+        thread.join()
+        progress.close()
+        env.close()
+        eval_env.close()
+    counters.wall_seconds = time.monotonic() - started
+    with deferred_interrupt():
+        save_checkpoint(checkpoint_dir, learner, counters)
+    tb.close()
+    summary = write_summary(run_dir, counters, settings, task, interrupted)
+    plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
+    return summary
+
+
+def run_episode(env, agent, human, transport: Transport, writer, learner: Learner, settings: TrainSettings,
+                demo: bool, seed: int, counters: Counters, progress) -> dict[str, Any]:
+    obs, info = env.reset(seed=seed)
+    human.begin_episode(demo)
+    if writer is not None:
+        writer.start(obs)
+    ret, length, interventions = 0.0, 0, 0
+    while True:
+        policy_action = agent.act(obs, explore=True)
+        active, human_action = human(obs, policy_action)
+        action = human_action if active else policy_action
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        human.observe(task_progress(env, reward))
+        transport.send_transitions([{
+            "obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "terminated": terminated,
+            "truncated": truncated, "intervened": bool(active), "demo": demo}])
+        if writer is not None:
+            writer.add(next_obs, action, reward, terminated, truncated, policy_action=policy_action,
+                       success=info["success"], intervened=bool(active))
+        ret += reward
+        length += 1
+        interventions += bool(active)
+        if not demo:
+            counters.env_steps += 1
+            counters.intervention_steps += bool(active)
+            progress.update(1)
+            if settings.sync:
+                while learner.due_updates() > settings.max_lag and learner.error is None:
+                    time.sleep(0.001)
+        obs = next_obs
+        if terminated or truncated or (not demo and counters.env_steps >= settings.env_steps):
+            break
+    stats = {"success": bool(info["success"]), "return": ret, "length": length, "interventions": interventions,
+             "seed": seed}
+    if writer is not None:
+        with deferred_interrupt():
+            writer.commit("demo" if demo else "online", **stats)
+    return stats
+
+
+def recent_intervention_rate(counters: Counters, window: int = 20) -> float:
+    recent = counters.episode_log[-window:]
+    steps = sum(e["length"] for e in recent)
+    return sum(e["interventions"] for e in recent) / steps if steps else 0.0
+
+
+def log_episode(tb, counters: Counters, stats: dict[str, Any], learner: Learner, started: float) -> None:
+    counters.episode_log.append({"env_steps": counters.env_steps, **stats})
+    step = counters.env_steps
+    elapsed = time.monotonic() - started
+    tb.add_scalar("train/success", float(stats["success"]), step)
+    tb.add_scalar("train/return", stats["return"], step)
+    tb.add_scalar("train/episode_length", stats["length"], step)
+    tb.add_scalar("train/intervention_rate", stats["interventions"] / stats["length"], step)
+    tb.add_scalar("speed/env_steps_per_s", step / max(elapsed, 1e-6), step)
+    tb.add_scalar("speed/updates_per_s", learner.updates_per_second, step)
+    for key, value in learner.metrics.items():
+        tb.add_scalar(f"learner/{key}", value, step)
+
+
+def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) -> None:
+    entry = {"env_steps": counters.env_steps, "wall_seconds": time.monotonic() - started,
+             "intervention_rate": recent_intervention_rate(counters), **result}
+    counters.history.append(entry)
+    tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
+    tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
+    tb.add_scalar("eval/return", result["mean_return"], counters.env_steps)
+
+
+def save_checkpoint(folder: Path, learner: Learner, counters: Counters) -> None:
+    """Agent, both buffers and counters, replaced atomically as one folder."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with learner.lock:
+        torch.save(learner.agent.state_dict(), tmp / "agent.pt")
+        learner.online.save(tmp / "online_buffer")
+        learner.demo.save(tmp / "demo_buffer")
+        state = {"counters": asdict(counters), "online_received": learner.online_received,
+                 "update_calls": learner.update_calls, "sampler_rng": learner.sampler.rng.bit_generator.state}
+    (tmp / "counters.json").write_text(json.dumps(state))
+    old = folder.with_name(folder.name + ".old")
+    if folder.exists():
+        os.rename(folder, old)
+    os.rename(tmp, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
+    state = json.loads((folder / "counters.json").read_text())
+    try:
+        learner.agent.load_state_dict(torch.load(folder / "agent.pt", map_location=learner.agent.device, weights_only=False))
+    except ValueError as error:
+        raise ConfigError("train.resume", str(folder), f"a checkpoint of this agent and task ({error})") from None
+    learner.online = ReplayBuffer.load(folder / "online_buffer")
+    learner.demo = ReplayBuffer.load(folder / "demo_buffer")
+    learner.sampler.online, learner.sampler.demo = learner.online, learner.demo
+    learner.sampler.rng.bit_generator.state = state["sampler_rng"]
+    learner.online_received, learner.update_calls = state["online_received"], state["update_calls"]
+    return Counters(**state["counters"])
+
+
+def write_summary(run_dir: Path, counters: Counters, settings: TrainSettings, task: dict, interrupted: bool) -> dict:
+    final = counters.history[-1] if counters.history else {}
+    summary = {
+        "task": task.get("name"),
+        "run_dir": str(run_dir),
+        "env_steps": counters.env_steps,
+        "episodes": counters.episodes,
+        "demo_episodes": counters.demo_episodes_done,
+        "intervention_steps": counters.intervention_steps,
+        "wall_seconds": counters.wall_seconds,
+        "final_eval_success": final.get("success_rate"),
+        "final_eval_mean_length": final.get("mean_length"),
+        "best_eval_success": max((h["success_rate"] for h in counters.history), default=None),
+        "eval_history": counters.history,
+        "interrupted": interrupted,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def plot_learning_curve(path: Path, counters: Counters, title: str | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 3.5), dpi=120)
+    if counters.history:
+        steps = [h["env_steps"] for h in counters.history]
+        axis.plot(steps, [h["success_rate"] for h in counters.history], "o-", label="eval success (deterministic)")
+    if counters.episode_log:
+        steps = [e["env_steps"] for e in counters.episode_log]
+        rates = [e["interventions"] / e["length"] for e in counters.episode_log]
+        window = max(1, len(rates) // 20)
+        smoothed = np.convolve(rates, np.ones(window) / window, mode="same")
+        axis.plot(steps, smoothed, label="intervention rate (train)")
+    axis.set_xlabel("online env steps")
+    axis.set_ylim(-0.02, 1.02)
+    axis.set_title(f"robot_rl: {title}")
+    axis.legend(loc="center right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
+    """``robot-rl eval``: load ``eval.checkpoint`` and run deterministic episodes."""
+    folder = Path(cfg.eval.checkpoint)
+    if not (folder / "agent.pt").exists():
+        raise ConfigError("eval.checkpoint", str(folder), "a checkpoint folder with agent.pt")
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    env = make_env(task)
+    agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), int(cfg.seed))
+    try:
+        agent.load_state_dict(torch.load(folder / "agent.pt", map_location=agent.device, weights_only=False))
+    except ValueError as error:
+        raise ConfigError("eval.checkpoint", str(folder), f"a checkpoint of this agent and task ({error})") from None
+    positive("eval.episodes", cfg.eval.episodes, integer=True)
+    result = evaluate(agent, env, int(cfg.eval.episodes), seed=int(cfg.eval.seed), video=cfg.eval.video)
+    env.close()
+    return {"task": task.get("name"), "checkpoint": str(folder), **result}
