@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -49,6 +50,11 @@ def load_config(overrides: list[str]) -> DictConfig:
             return compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as error:
         message = str(error).strip().splitlines()[0]
+        unknown = re.search(r"Could not override '([^']+)'", message)
+        if unknown:
+            key = unknown.group(1)
+            value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0] == key), None)
+            raise ConfigError(key, value, "an existing config key (`robot-rl config` lists them)") from None
         raise ConfigError("overrides", " ".join(overrides), f"valid Hydra overrides ({message})") from None
 
 

@@ -23,7 +23,7 @@ ENTRY_POINTS = {
     "robot_rl/Robosuite-v0": "sim.robosuite_env:RobosuiteEnv",
 }
 #: task-config keys that are not env keyword arguments
-TASK_KEYS = ("name", "id", "expert")
+TASK_KEYS = ("name", "id", "expert", "kwargs")
 
 for _env_id, _entry_point in ENTRY_POINTS.items():
     if _env_id not in gym.registry:
@@ -41,11 +41,22 @@ def env_kwargs(task: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def make_env(task: Mapping[str, Any], **overrides: Any) -> gym.Env:
-    """Build the env a task config describes; a bad value raises ConfigError naming ``task.<key>``."""
+    """Build the env a task config describes; a bad value raises ConfigError naming ``task.<key>``.
+
+    ``task.name == "gym"``: any registered gymnasium env (``task.id``, ``task.kwargs``) wrapped
+    to the robot_rl contract.
+    """
     env_id = task.get("id")
     if env_id not in gym.registry:
         known = ", ".join(sorted(ENTRY_POINTS))
         raise ConfigError("task.id", env_id, f"a registered gymnasium id such as {known}")
+    if task.get("name") == "gym":
+        from .gym_adapter import ContractWrapper
+
+        try:
+            return ContractWrapper(gym.make(env_id, **dict(task.get("kwargs") or {}), **overrides))
+        except TypeError as error:
+            raise ConfigError("task.kwargs", dict(task.get("kwargs") or {}), f"arguments {env_id} accepts ({error})") from None
     kwargs = {**env_kwargs(task), **overrides}
     entry_point = gym.registry[env_id].entry_point
     if isinstance(entry_point, str):
@@ -78,5 +89,6 @@ def make_expert(task: Mapping[str, Any], env: gym.Env):
     """The task's scripted expert (the sim's stand-in for a human), or a ConfigError."""
     entry_point = task.get("expert")
     if not entry_point:
-        raise ConfigError("task.expert", entry_point, f"an expert entry point; task {task.get('name')!r} has none")
+        raise ConfigError("task.expert", entry_point, f"a scripted expert; task {task.get('name')!r} has none, so run "
+                          "without demos and interventions (train.demo_episodes=0 human.enabled=false)")
     return load_entry_point(entry_point)(env)

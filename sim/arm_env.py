@@ -65,13 +65,15 @@ class ArmEnv(gym.Env):
         raise NotImplementedError
 
     def apply_action(self, action: np.ndarray) -> float | None:
-        """Execute a clipped action for one control period; may return the env's own reward."""
+        """Execute a clipped action for one control period; may return the env's own progress
+        in [0, 1] (used instead of :meth:`dense_reward`)."""
         raise NotImplementedError
 
     def is_success(self) -> bool:
         raise NotImplementedError
 
     def dense_reward(self) -> float:
+        """Task progress in [0, 1] (1 = done); the dense reward is progress - 1, and 0 on success."""
         raise NotImplementedError
 
     def task_info(self) -> dict[str, Any]:
@@ -110,8 +112,9 @@ class ArmEnv(gym.Env):
         success = self.is_success()
         if self.reward_type == "sparse":
             reward = float(success)
-        else:
-            reward = float(own_reward) if own_reward is not None else self.dense_reward()
+        else:  # every step costs (1 - progress) until success, so finishing early pays
+            progress = float(own_reward) if own_reward is not None else self.dense_reward()
+            reward = 0.0 if success else progress - 1.0
         terminated = success and self.terminate_on_success
         truncated = self._steps >= self.episode_steps and not terminated
         return self.observation(), reward, terminated, truncated, self.info(clipped, success)

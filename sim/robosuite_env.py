@@ -119,7 +119,7 @@ class RobosuiteEnv(ArmEnv):
         return self.begin_episode()
 
     def apply_action(self, action: np.ndarray) -> float:
-        """Returns robosuite's shaped reward (used when ``reward=dense``)."""
+        """Returns robosuite's shaped reward in [0, 1] as the progress (used when ``reward=dense``)."""
         rot = self.tcp_rot
         if self.action_dim == 7:
             turn = rot @ action[3:6]

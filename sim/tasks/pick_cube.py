@@ -81,7 +81,7 @@ class PickCubeEnv(PandaTaskEnv):
         reach = 1.0 - np.tanh(10.0 * np.linalg.norm(self.cube_pos - self.tcp_pos))
         grasp = 0.5 if self.grasped() else 0.0
         lift = np.clip(self.lifted() / self.lift_height, 0.0, 1.0) if self.grasped() else 0.0
-        return float(reach + grasp + 2.0 * lift)
+        return float(reach + grasp + 2.0 * lift) / 3.5
 
     def task_info(self) -> dict:
         return {"grasped": self.grasped(), "cube_height": self.lifted()}

@@ -1,0 +1,194 @@
+"""robot-rl train / eval: buffers, interventions, resume, learning, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.cli import load_config, main
+from robot_rl.config import ConfigError
+from robot_rl.train import Learner, TrainSettings, train
+from robot_rl.transport import LocalTransport
+
+
+def transition(marker: float, intervened: bool, demo: bool, done: bool = False):
+    return {"obs": {"state": np.full(3, marker, np.float32)}, "action": np.zeros(2, np.float32), "reward": marker,
+            "next_obs": {"state": np.full(3, marker + 0.5, np.float32)}, "terminated": done, "truncated": False,
+            "intervened": intervened, "demo": demo}
+
+
+class _Agent:
+    class config:
+        discount = 0.9
+
+
+def test_interventions_go_to_both_buffers_policy_steps_only_online():
+    learner = Learner(_Agent(), TrainSettings(buffer_capacity=100), {"state": (3,)}, 2, LocalTransport(), seed=0)
+    learner.ingest([transition(1, intervened=True, demo=True), transition(2, True, True, done=True)])  # a demo
+    learner.ingest([transition(10, intervened=False, demo=False), transition(11, intervened=True, demo=False),
+                    transition(12, intervened=False, demo=False, done=True)])
+    online_rewards = learner.online.reward[learner.online.valid_indices()]
+    demo_rewards = learner.demo.reward[learner.demo.valid_indices()]
+    assert sorted(online_rewards) == [10, 11, 12]
+    assert sorted(demo_rewards) == [1, 2, 11]
+    assert learner.online_received == 3
+
+
+def small_run(tmp_path, *overrides, name="run"):
+    return load_config([
+        "task=reach", f"train.run_dir={tmp_path / name}", "train.env_steps=300", "train.demo_episodes=3",
+        "train.eval_every=300", "train.eval_episodes=5", "train.batch_size=64", "train.start_training=50",
+        "train.checkpoint_every=100", *overrides])
+
+
+def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
+    summary = train(small_run(tmp_path))
+    run = tmp_path / "run"
+    for item in ("summary.json", "learning_curve.png", "config.yaml", "checkpoint/agent.pt", "episodes.zarr", "tb"):
+        assert (run / item).exists(), item
+    assert summary["env_steps"] == 300 and summary["demo_episodes"] == 3
+    assert json.loads((run / "summary.json").read_text())["eval_history"][-1]["env_steps"] == 300
+    from robot_rl.data import EpisodeStore
+
+    store = EpisodeStore.open(run / "episodes.zarr")
+    sources = [store.episode_attrs(n)["source"] for n in store.episode_names()]
+    assert sources[:3] == ["demo"] * 3 and set(sources[3:]) == {"online"}
+    assert main(["eval", "task=reach", f"eval.checkpoint={run / 'checkpoint'}", "eval.episodes=3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["episodes"] == 3 and 0.0 <= report["success_rate"] <= 1.0 and report["mean_length"] > 0
+
+
+def test_learning_on_reach_with_a_tiny_budget(tmp_path):
+    cfg = small_run(tmp_path, "train.env_steps=1500", "train.eval_every=1500", "train.eval_episodes=20",
+                    "train.demo_episodes=10")
+    summary = train(cfg)
+    assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
+
+
+def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "robot_rl.cli", "train", "task=reach", f"train.run_dir={run}",
+               "train.env_steps=5000", "train.demo_episodes=2", "train.checkpoint_every=150", "train.batch_size=32",
+               "train.eval_every=5000", "train.start_training=20"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    counters_file = run / "checkpoint" / "counters.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (counters_file.exists() and
+                                               json.loads(counters_file.read_text())["counters"]["env_steps"] >= 300):
+        time.sleep(0.2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    saved = json.loads(counters_file.read_text())
+    steps_saved = saved["counters"]["env_steps"]
+    assert steps_saved >= 300
+
+    from robot_rl.data import ReplayBuffer
+
+    online_saved = len(ReplayBuffer.load(run / "checkpoint" / "online_buffer"))
+    cfg = load_config(["task=reach", f"train.run_dir={run}", "train.resume=true", f"train.env_steps={steps_saved + 100}",
+                       "train.demo_episodes=2", "train.checkpoint_every=150", "train.batch_size=32",
+                       "train.eval_every=5000", "train.start_training=20"])
+    summary = train(cfg)
+    assert summary["env_steps"] == steps_saved + 100
+    assert summary["demo_episodes"] == 2  # the demos were not collected again
+    resumed = json.loads(counters_file.read_text())
+    assert resumed["update_calls"] > saved["update_calls"]
+    assert len(ReplayBuffer.load(run / "checkpoint" / "online_buffer")) == online_saved + 100
+
+
+def test_pixel_pipeline_runs_end_to_end(tmp_path):
+    cfg = small_run(tmp_path, "task.cameras=[front,wrist]", "task.image_size=32", "task.object_state=false",
+                    "train.env_steps=80", "train.eval_every=80", "train.eval_episodes=2", "train.demo_episodes=1",
+                    "train.batch_size=16", "train.start_training=10")
+    summary = train(cfg)
+    assert summary["env_steps"] == 80
+
+
+def test_pixel_critic_loss_falls_on_demo_data():
+    from policies.sac import SACAgent, SACConfig
+    from robot_rl.data import ReplayBuffer
+    from robot_rl.envs import make_env, make_expert
+
+    task = dict(load_config(["task=reach", "task.cameras=[front]", "task.image_size=32"]).task)
+    env = make_env(task)
+    expert = make_expert(task, env)
+    shapes = {key: space.shape for key, space in env.observation_space.spaces.items()}
+    buffer = ReplayBuffer(2000, {k: (s, np.uint8 if len(s) == 3 else np.float32) for k, s in shapes.items()}, 4)
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        done = False
+        while not done:
+            action = expert.act(obs)
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            buffer.add(obs, action, reward, next_obs, terminated, truncated)
+            obs, done = next_obs, terminated or truncated
+    agent = SACAgent(shapes, 4, SACConfig(utd=1, critic_actor_ratio=1), seed=0)
+    rng = np.random.default_rng(0)
+    losses = [agent.update(lambda: buffer.sample(32, rng))["critic_loss"] for _ in range(150)]
+    assert np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20])
+
+
+def test_resnet_weights_load_from_a_user_file(tmp_path):
+    from policies.encoders import ResNet10
+
+    source = ResNet10((64, 64, 3))
+    torch.save(source.backbone_state_dict(), tmp_path / "resnet10.pt")
+    loaded = ResNet10((64, 64, 3), weights=tmp_path / "resnet10.pt")
+    for key, value in source.backbone_state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value)
+    assert not any(p.requires_grad for p in loaded.stages.parameters())  # frozen by default
+    assert all(p.requires_grad for p in loaded.head.parameters())
+    bad = {k: v for k, v in source.backbone_state_dict().items() if not k.startswith("stages.3")}
+    torch.save(bad, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="missing \\['stages.3"):
+        ResNet10((64, 64, 3), weights=tmp_path / "bad.pt")
+    with pytest.raises(FileNotFoundError, match="nowhere.pt"):
+        ResNet10((64, 64, 3), weights=tmp_path / "nowhere.pt")
+
+
+def test_any_gymnasium_env_trains(tmp_path):
+    cfg = load_config(["task=gym", "task.id=Pendulum-v1", "train.demo_episodes=0", "human.enabled=false",
+                       f"train.run_dir={tmp_path / 'pendulum'}", "train.env_steps=250", "train.eval_every=250",
+                       "train.eval_episodes=1", "train.batch_size=32", "train.start_training=50"])
+    assert train(cfg)["env_steps"] == 250
+
+
+@pytest.mark.parametrize(
+    "overrides, key, expected",
+    [
+        (["task=gym", "task.id=NoSuchEnv-v9"], "task.id", "a registered gymnasium id"),
+        (["task=gym", "task.id=CartPole-v1", "train.demo_episodes=0", "human.enabled=false"], "task.id", "Box actions"),
+        (["task=gym", "task.id=Pendulum-v1"], "task.expert", "train.demo_episodes=0 human.enabled=false"),
+        (["agent.critic_subset=5"], "agent.critic_subset", "<= critic_ensemble=2"),
+        (["agent.learning_rate=1"], "agent.learning_rate", "an existing config key"),
+        (["train.env_steps=0"], "train.env_steps", "a positive integer"),
+    ],
+)
+def test_bad_input_names_what_does_not_match(tmp_path, overrides, key, expected):
+    with pytest.raises(ConfigError) as error:
+        train(load_config([f"train.run_dir={tmp_path / 'r'}", *overrides]))
+    assert error.value.key == key and expected in str(error.value)
+
+
+def test_checkpoint_from_another_task_is_refused(tmp_path):
+    train(small_run(tmp_path, "train.env_steps=60", "train.eval_every=60", "train.eval_episodes=1"))
+    with pytest.raises(ConfigError, match="action_dim: checkpoint 4, this run 7"):
+        from robot_rl.train import evaluate_checkpoint
+
+        evaluate_checkpoint(load_config(["task=reach", "task.action_dim=7", f"eval.checkpoint={tmp_path / 'run' / 'checkpoint'}"]))
+    with pytest.raises(ConfigError, match="observation_shapes"):
+        evaluate_checkpoint(load_config(["task=pick_cube", f"eval.checkpoint={tmp_path / 'run' / 'checkpoint'}"]))
+
+
+def test_existing_run_dir_needs_resume(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "something").write_text("x")
+    with pytest.raises(ConfigError, match="train.resume=true"):
+        train(load_config([f"train.run_dir={tmp_path / 'r'}"]))
