@@ -39,7 +39,7 @@ from .transport import LocalTransport, Transport
 class TrainSettings:
     run_dir: str = "runs/default"
     resume: bool = False
-    env_steps: int = 12_000  # online env steps (demos not counted)
+    env_steps: int = 16_000  # online env steps (demos not counted)
     demo_episodes: int = 20
     start_training: int = 200  # online transitions before the first update
     batch_size: int = 256
@@ -51,6 +51,7 @@ class TrainSettings:
     max_lag: int = 20  # env steps the actor may run ahead of the learner when sync
     eval_every: int = 2_000
     eval_episodes: int = 20
+    final_eval_episodes: int = 50
     checkpoint_every: int = 4_000
     record_episodes: bool = True
     torch_threads: int = 1
@@ -75,7 +76,7 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
             raise ConfigError(f"train.{key}", values[key], "one of " + ", ".join(sorted(known)))
     settings = TrainSettings(**values)
     for key in ("env_steps", "batch_size", "n_step", "buffer_capacity", "weights_every", "eval_every",
-                "eval_episodes", "checkpoint_every", "torch_threads", "max_lag"):
+                "eval_episodes", "final_eval_episodes", "checkpoint_every", "torch_threads", "max_lag"):
         positive(f"train.{key}", getattr(settings, key), integer=True)
     if not 0.0 <= settings.demo_fraction <= 1.0:
         raise ConfigError("train.demo_fraction", settings.demo_fraction, "a number in [0, 1]")
@@ -224,9 +225,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 counters.demo_episodes_done += 1
             else:
                 log_episode(tb, counters, stats, learner, started)
-            if counters.env_steps - last_eval >= settings.eval_every or counters.env_steps >= settings.env_steps:
+            finished = counters.env_steps >= settings.env_steps
+            if counters.env_steps - last_eval >= settings.eval_every or finished:
                 last_eval = counters.env_steps
-                result = evaluate(actor_agent, eval_env, settings.eval_episodes, seed=10**6)
+                episodes = settings.final_eval_episodes if finished else settings.eval_episodes
+                result = evaluate(actor_agent, eval_env, episodes, seed=10**6)
                 record_eval(tb, counters, result, started)
                 progress.set_postfix(eval_success=f"{result['success_rate']:.2f}",
                                      interventions=f"{recent_intervention_rate(counters):.2f}")

@@ -44,7 +44,7 @@ def test_interventions_go_to_both_buffers_policy_steps_only_online():
 def small_run(tmp_path, *overrides, name="run"):
     return load_config([
         "task=reach", f"train.run_dir={tmp_path / name}", "train.env_steps=300", "train.demo_episodes=3",
-        "train.eval_every=300", "train.eval_episodes=5", "train.batch_size=64", "train.start_training=50",
+        "train.eval_every=300", "train.eval_episodes=5", "train.final_eval_episodes=5", "train.batch_size=64", "train.start_training=50",
         "train.checkpoint_every=100", *overrides])
 
 
@@ -66,7 +66,7 @@ def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
 
 
 def test_learning_on_reach_with_a_tiny_budget(tmp_path):
-    cfg = small_run(tmp_path, "train.env_steps=1500", "train.eval_every=1500", "train.eval_episodes=20",
+    cfg = small_run(tmp_path, "train.env_steps=1500", "train.eval_every=1500", "train.final_eval_episodes=20",
                     "train.demo_episodes=10")
     summary = train(cfg)
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
@@ -76,7 +76,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     run = tmp_path / "run"
     command = [sys.executable, "-m", "robot_rl.cli", "train", "task=reach", f"train.run_dir={run}",
                "train.env_steps=5000", "train.demo_episodes=2", "train.checkpoint_every=150", "train.batch_size=32",
-               "train.eval_every=5000", "train.start_training=20"]
+               "train.eval_every=5000", "train.final_eval_episodes=2", "train.start_training=20"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     counters_file = run / "checkpoint" / "counters.json"
     deadline = time.monotonic() + 240
@@ -94,7 +94,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     online_saved = len(ReplayBuffer.load(run / "checkpoint" / "online_buffer"))
     cfg = load_config(["task=reach", f"train.run_dir={run}", "train.resume=true", f"train.env_steps={steps_saved + 100}",
                        "train.demo_episodes=2", "train.checkpoint_every=150", "train.batch_size=32",
-                       "train.eval_every=5000", "train.start_training=20"])
+                       "train.eval_every=5000", "train.final_eval_episodes=2", "train.start_training=20"])
     summary = train(cfg)
     assert summary["env_steps"] == steps_saved + 100
     assert summary["demo_episodes"] == 2  # the demos were not collected again
@@ -105,7 +105,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
 
 def test_pixel_pipeline_runs_end_to_end(tmp_path):
     cfg = small_run(tmp_path, "task.cameras=[front,wrist]", "task.image_size=32", "task.object_state=false",
-                    "train.env_steps=80", "train.eval_every=80", "train.eval_episodes=2", "train.demo_episodes=1",
+                    "train.env_steps=80", "train.eval_every=80", "train.final_eval_episodes=2", "train.demo_episodes=1",
                     "train.batch_size=16", "train.start_training=10")
     summary = train(cfg)
     assert summary["env_steps"] == 80
@@ -156,7 +156,7 @@ def test_resnet_weights_load_from_a_user_file(tmp_path):
 def test_any_gymnasium_env_trains(tmp_path):
     cfg = load_config(["task=gym", "task.id=Pendulum-v1", "train.demo_episodes=0", "human.enabled=false",
                        f"train.run_dir={tmp_path / 'pendulum'}", "train.env_steps=250", "train.eval_every=250",
-                       "train.eval_episodes=1", "train.batch_size=32", "train.start_training=50"])
+                       "train.final_eval_episodes=1", "train.batch_size=32", "train.start_training=50"])
     assert train(cfg)["env_steps"] == 250
 
 
@@ -169,6 +169,7 @@ def test_any_gymnasium_env_trains(tmp_path):
         (["agent.critic_subset=5"], "agent.critic_subset", "<= critic_ensemble=2"),
         (["agent.learning_rate=1"], "agent.learning_rate", "an existing config key"),
         (["train.env_steps=0"], "train.env_steps", "a positive integer"),
+        (["train.final_eval_episodes=-1"], "train.final_eval_episodes", "a positive integer"),
     ],
 )
 def test_bad_input_names_what_does_not_match(tmp_path, overrides, key, expected):
@@ -178,7 +179,7 @@ def test_bad_input_names_what_does_not_match(tmp_path, overrides, key, expected)
 
 
 def test_checkpoint_from_another_task_is_refused(tmp_path):
-    train(small_run(tmp_path, "train.env_steps=60", "train.eval_every=60", "train.eval_episodes=1"))
+    train(small_run(tmp_path, "train.env_steps=60", "train.eval_every=60", "train.final_eval_episodes=1"))
     with pytest.raises(ConfigError, match="action_dim: checkpoint 4, this run 7"):
         from robot_rl.train import evaluate_checkpoint
 
