@@ -13,8 +13,6 @@ counters; ``train.resume=true`` continues from it), ``summary.json``, ``learning
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -30,6 +28,7 @@ from .config import ConfigError, positive
 from .data import EpisodeStore, MixedSampler, ReplayBuffer
 from .envs import load_entry_point, make_env, make_expert
 from .evaluate import evaluate, task_progress
+from .folders import latest, replacing
 from .interrupts import deferred_interrupt
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
 from .transport import LocalTransport, Transport
@@ -163,7 +162,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     checkpoint_dir = run_dir / "checkpoint"
     if run_dir.exists() and any(run_dir.iterdir()) and not settings.resume:
         raise ConfigError("train.run_dir", str(run_dir), "a new folder (or train.resume=true to continue that run)")
-    if settings.resume and not (checkpoint_dir / "counters.json").exists():
+    if settings.resume and not (latest(checkpoint_dir) / "counters.json").exists():
         raise ConfigError("train.resume", True, f"a run folder with a checkpoint; {checkpoint_dir} has none")
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -327,24 +326,18 @@ def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) 
 
 def save_checkpoint(folder: Path, learner: Learner, counters: Counters) -> None:
     """Agent, both buffers and counters, replaced atomically as one folder."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    with learner.lock:
-        torch.save(learner.agent.state_dict(), tmp / "agent.pt")
-        learner.online.save(tmp / "online_buffer")
-        learner.demo.save(tmp / "demo_buffer")
-        state = {"counters": asdict(counters), "online_received": learner.online_received,
-                 "update_calls": learner.update_calls, "sampler_rng": learner.sampler.rng.bit_generator.state}
-    (tmp / "counters.json").write_text(json.dumps(state))
-    old = folder.with_name(folder.name + ".old")
-    if folder.exists():
-        os.rename(folder, old)
-    os.rename(tmp, folder)
-    shutil.rmtree(old, ignore_errors=True)
+    with replacing(folder) as tmp:
+        with learner.lock:
+            torch.save(learner.agent.state_dict(), tmp / "agent.pt")
+            learner.online.save(tmp / "online_buffer")
+            learner.demo.save(tmp / "demo_buffer")
+            state = {"counters": asdict(counters), "online_received": learner.online_received,
+                     "update_calls": learner.update_calls, "sampler_rng": learner.sampler.rng.bit_generator.state}
+        (tmp / "counters.json").write_text(json.dumps(state))
 
 
 def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
+    folder = latest(folder)
     state = json.loads((folder / "counters.json").read_text())
     try:
         learner.agent.load_state_dict(torch.load(folder / "agent.pt", map_location=learner.agent.device, weights_only=False))
@@ -405,7 +398,7 @@ def plot_learning_curve(path: Path, counters: Counters, title: str | None) -> No
 
 def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
     """``robot-rl eval``: load ``eval.checkpoint`` and run deterministic episodes."""
-    folder = Path(cfg.eval.checkpoint)
+    folder = latest(cfg.eval.checkpoint)
     if not (folder / "agent.pt").exists():
         raise ConfigError("eval.checkpoint", str(folder), "a checkpoint folder with agent.pt")
     task = OmegaConf.to_container(cfg.task, resolve=True)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..folders import latest, replacing
 
 BUFFER_FORMAT = "robot_rl.replay"
 _STEP_ARRAYS = ("action", "reward", "terminated", "truncated", "intervened", "has_transition", "episode")
@@ -193,35 +193,27 @@ class ReplayBuffer:
     # ----------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
         """Write the buffer to a directory (replaced atomically if it exists)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for key, array in self.obs.items():
-            np.save(tmp / f"obs.{key}.npy", array)
-        for name in _STEP_ARRAYS:
-            np.save(tmp / f"{name}.npy", getattr(self, name))
-        meta = {
-            "format": BUFFER_FORMAT,
-            "capacity": self.capacity,
-            "action_dim": self.action_dim,
-            "observation_space": {k: [list(shape), dtype.str] for k, (shape, dtype) in self.observation_space.items()},
-            "cursor": self.cursor,
-            "filled": self.filled,
-            "episodes_started": self.episodes_started,
-            "episode_open": self._episode_open,
-            "episode_length": self._episode_length,
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        old = path.with_name(path.name + ".old")
-        if path.exists():
-            os.rename(path, old)
-        os.rename(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        with replacing(path) as tmp:
+            for key, array in self.obs.items():
+                np.save(tmp / f"obs.{key}.npy", array)
+            for name in _STEP_ARRAYS:
+                np.save(tmp / f"{name}.npy", getattr(self, name))
+            meta = {
+                "format": BUFFER_FORMAT,
+                "capacity": self.capacity,
+                "action_dim": self.action_dim,
+                "observation_space": {k: [list(shape), dtype.str] for k, (shape, dtype) in self.observation_space.items()},
+                "cursor": self.cursor,
+                "filled": self.filled,
+                "episodes_started": self.episodes_started,
+                "episode_open": self._episode_open,
+                "episode_length": self._episode_length,
+            }
+            (tmp / "meta.json").write_text(json.dumps(meta))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
-        path = Path(path)
+        path = latest(path)
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != BUFFER_FORMAT:
             raise ValueError(f"{path}: not a robot_rl replay buffer")
