@@ -119,6 +119,9 @@ class Learner:
 
     def ingest(self, transitions: list[dict[str, Any]]) -> None:
         for t in transitions:
+            if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
+                self.online.close_episode()
+                self.demo.close_episode()
             args = (t["obs"], t["action"], t["reward"], t["next_obs"], t["terminated"], t["truncated"], t["intervened"])
             if t["demo"]:
                 self.demo.add(*args)
@@ -215,10 +218,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                                 counters, progress)
             if learner.error is not None:
                 raise RuntimeError("the learner failed") from learner.error
-            latest = transport.latest_weights()
-            if latest is not None and latest[0] != weights_version:
-                weights_version = latest[0]
-                actor_agent.load_policy_state(latest[1])
+            published = transport.latest_weights()
+            if published is not None and published[0] != weights_version:
+                weights_version, weights = published
+                actor_agent.load_policy_state(weights)
             counters.episodes += 1
             if demo:
                 counters.demo_episodes_done += 1
@@ -270,7 +273,7 @@ def run_episode(env, agent, human, transport: Transport, writer, learner: Learne
         human.observe(task_progress(env, reward))
         transport.send_transitions([{
             "obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "terminated": terminated,
-            "truncated": truncated, "intervened": bool(active), "demo": demo}])
+            "truncated": truncated, "intervened": bool(active), "demo": demo, "first": length == 0}])
         if writer is not None:
             writer.add(next_obs, action, reward, terminated, truncated, policy_action=policy_action,
                        success=info["success"], intervened=bool(active))

@@ -18,10 +18,10 @@ from robot_rl.train import Learner, TrainSettings, train
 from robot_rl.transport import LocalTransport
 
 
-def transition(marker: float, intervened: bool, demo: bool, done: bool = False):
+def transition(marker: float, intervened: bool, demo: bool, done: bool = False, first: bool = False):
     return {"obs": {"state": np.full(3, marker, np.float32)}, "action": np.zeros(2, np.float32), "reward": marker,
             "next_obs": {"state": np.full(3, marker + 0.5, np.float32)}, "terminated": done, "truncated": False,
-            "intervened": intervened, "demo": demo}
+            "intervened": intervened, "demo": demo, "first": first}
 
 
 class _Agent:
@@ -31,14 +31,25 @@ class _Agent:
 
 def test_interventions_go_to_both_buffers_policy_steps_only_online():
     learner = Learner(_Agent(), TrainSettings(buffer_capacity=100), {"state": (3,)}, 2, LocalTransport(), seed=0)
-    learner.ingest([transition(1, intervened=True, demo=True), transition(2, True, True, done=True)])  # a demo
-    learner.ingest([transition(10, intervened=False, demo=False), transition(11, intervened=True, demo=False),
+    learner.ingest([transition(1, intervened=True, demo=True, first=True), transition(2, True, True, done=True)])
+    learner.ingest([transition(10, intervened=False, demo=False, first=True), transition(11, intervened=True, demo=False),
                     transition(12, intervened=False, demo=False, done=True)])
     online_rewards = learner.online.reward[learner.online.valid_indices()]
     demo_rewards = learner.demo.reward[learner.demo.valid_indices()]
     assert sorted(online_rewards) == [10, 11, 12]
     assert sorted(demo_rewards) == [1, 2, 11]
     assert learner.online_received == 3
+
+
+def test_an_episode_cut_short_does_not_run_into_the_next():
+    learner = Learner(_Agent(), TrainSettings(buffer_capacity=100), {"state": (3,)}, 2, LocalTransport(), seed=0)
+    learner.ingest([transition(1, False, False, first=True), transition(2, False, False)])  # never ended
+    learner.ingest([transition(10, False, False, first=True), transition(11, False, False, done=True)])
+    buffer = learner.online
+    assert buffer.episode[buffer.valid_indices()].tolist() == [0, 0, 1, 1]
+    assert buffer.obs["state"][:6, 0].tolist() == [1, 1.5, 2.5, 10, 10.5, 11.5]  # the reset obs 10 is stored
+    ret, steps, _ = buffer.n_step_returns(np.array([1]), 3, 1.0)
+    assert ret[0] == 2 and steps[0] == 1  # stops at the cut, never reaches reward 10
 
 
 def small_run(tmp_path, *overrides, name="run"):
@@ -66,8 +77,10 @@ def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
 
 
 def test_learning_on_reach_with_a_tiny_budget(tmp_path):
-    cfg = small_run(tmp_path, "train.env_steps=1500", "train.eval_every=1500", "train.final_eval_episodes=20",
-                    "train.demo_episodes=10")
+    # a coarser reach (4 cm steps, 4 cm success radius, 50-step episodes) learns in ~1,500 steps
+    cfg = small_run(tmp_path, "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50",
+                    "train.env_steps=2000", "train.eval_every=2000", "train.final_eval_episodes=20",
+                    "train.demo_episodes=10", "train.batch_size=256", "train.start_training=200")
     summary = train(cfg)
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
 

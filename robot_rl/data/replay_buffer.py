@@ -84,6 +84,12 @@ class ReplayBuffer:
         if terminated or truncated:
             self._episode_open = False
 
+    def close_episode(self) -> None:
+        """End the open episode without a terminal flag (e.g. a run killed mid-episode): the
+        next :meth:`add` starts a new episode, and the closed one bootstraps nowhere past its
+        last stored observation."""
+        self._episode_open = False
+
     def add_episode(self, episode: Mapping[str, Any]) -> None:
         """Add a whole episode as read from an EpisodeStore (obs with T + 1 entries)."""
         steps = len(episode["action"])
