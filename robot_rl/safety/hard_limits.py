@@ -1,0 +1,209 @@
+"""The hard safety layer: pure functions, no learning, always the last step before an arm.
+
+``enforce(limits, latch, arm, command, previous, now)`` turns whatever was proposed (by a
+policy, a human, a learned safety filter) into a command that is inside every limit, and
+reports each change it made as a :class:`Violation` flag:
+
+1. an e-stop latches until :meth:`EStopLatch.reset`; while latched the arm holds its pose
+2. stale state (older than ``state_timeout``) holds the last command sent; a stale command
+   (older than ``command_timeout``) or any NaN/inf holds the measured pose
+3. force or torque above the limit: stop and retreat ``retreat_distance`` along the force
+4. the target position is clipped to the workspace box, the tool axis to a cone around
+   ``cone_axis``, then the step from the previous command is limited in translation,
+   rotation and gripper change per tick
+
+Frames and units: positions in metres in the robot base frame, orientations as 3x3 matrices
+from the TCP frame to the base frame, forces in N and torques in N m in the base frame,
+times in seconds of one monotonic clock, gripper command in [-1 (open), 1 (closed)].
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
+
+
+class Violation(enum.IntFlag):
+    NONE = 0
+    NONFINITE = enum.auto()
+    STALE_COMMAND = enum.auto()
+    STALE_STATE = enum.auto()
+    ESTOP = enum.auto()
+    FORCE = enum.auto()
+    WORKSPACE = enum.auto()
+    ORIENTATION = enum.auto()
+    TRANSLATION_STEP = enum.auto()
+    ROTATION_STEP = enum.auto()
+    GRIPPER_STEP = enum.auto()
+
+
+@dataclass(frozen=True)
+class SafetyLimits:
+    workspace_low: tuple[float, float, float] = (0.25, -0.35, 0.005)  # m, base frame
+    workspace_high: tuple[float, float, float] = (0.75, 0.35, 0.45)
+    cone_axis: tuple[float, float, float] = (0.0, 0.0, -1.0)  # allowed tool z direction (base frame)
+    cone_half_angle: float = 0.8  # rad
+    max_translation_step: float = 0.002  # m per tick
+    max_rotation_step: float = 0.02  # rad per tick
+    max_gripper_step: float = 0.2  # command units per tick
+    max_force: float = 40.0  # N
+    max_torque: float = 8.0  # N m
+    retreat_distance: float = 0.01  # m
+    command_timeout: float = 0.1  # s
+    state_timeout: float = 0.01  # s
+
+    def __post_init__(self) -> None:
+        low, high = np.asarray(self.workspace_low, float), np.asarray(self.workspace_high, float)
+        checks = {
+            "workspace_low": low.shape == (3,) and np.all(np.isfinite(low)) and np.all(low < high),
+            "cone_axis": np.isfinite(np.linalg.norm(self.cone_axis)) and np.linalg.norm(self.cone_axis) > 0,
+            "cone_half_angle": 0 < self.cone_half_angle < np.pi / 2,
+        }
+        for name in ("max_translation_step", "max_rotation_step", "max_gripper_step", "max_force", "max_torque",
+                     "command_timeout", "state_timeout"):
+            checks[name] = np.isfinite(getattr(self, name)) and getattr(self, name) > 0
+        checks["retreat_distance"] = np.isfinite(self.retreat_distance) and self.retreat_distance >= 0
+        for name, ok in checks.items():
+            if not ok:
+                from robot_rl.config import ConfigError
+
+                raise ConfigError(f"safety.{name}", getattr(self, name), "a finite value in range (see SafetyLimits)")
+
+
+@dataclass
+class ArmState:
+    """Measured TCP pose and wrench, with the time they were measured."""
+
+    pos: np.ndarray
+    rot: np.ndarray
+    stamp: float
+    force: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    torque: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+
+@dataclass
+class Command:
+    """Target TCP pose and gripper command, with the time it was issued."""
+
+    pos: np.ndarray
+    rot: np.ndarray
+    gripper: float
+    stamp: float
+
+    def is_finite(self) -> bool:
+        return bool(np.all(np.isfinite(self.pos)) and np.all(np.isfinite(self.rot)) and np.isfinite(self.gripper)
+                    and np.isfinite(self.stamp))
+
+
+@dataclass
+class EStopLatch:
+    """Once triggered, stays triggered until reset explicitly."""
+
+    latched: bool = False
+
+    def trigger(self) -> None:
+        self.latched = True
+
+    def reset(self) -> None:
+        self.latched = False
+
+
+def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Command, previous: Command,
+            now: float) -> tuple[Command, Violation]:
+    """The command to send (inside every limit) and what was changed. ``previous`` is the last
+    command sent, which must itself satisfy the limits (start from :func:`hold`)."""
+    flags = Violation.NONE
+    if latch.latched:
+        return _hold_pose(arm, previous, now), Violation.ESTOP
+    if not (np.isfinite(arm.stamp) and now - arm.stamp <= limits.state_timeout):
+        return Command(previous.pos.copy(), previous.rot.copy(), previous.gripper, now), Violation.STALE_STATE
+    if not command.is_finite():
+        return _hold_pose(arm, previous, now), Violation.NONFINITE
+    if now - command.stamp > limits.command_timeout:
+        return _hold_pose(arm, previous, now), Violation.STALE_COMMAND
+
+    target_pos, target_rot, gripper = command.pos.astype(float), command.rot.astype(float), float(command.gripper)
+    force, torque = np.nan_to_num(arm.force), np.nan_to_num(arm.torque)
+    if np.linalg.norm(force) > limits.max_force or np.linalg.norm(torque) > limits.max_torque:
+        flags |= Violation.FORCE
+        direction = force / np.linalg.norm(force) if np.linalg.norm(force) > 1e-9 else np.zeros(3)
+        target_pos = arm.pos + limits.retreat_distance * direction  # move with the push, away from contact
+        target_rot = previous.rot
+        gripper = previous.gripper
+
+    clipped = np.clip(target_pos, limits.workspace_low, limits.workspace_high)
+    if not np.allclose(clipped, target_pos):
+        flags |= Violation.WORKSPACE
+    target_pos = clipped
+
+    target_rot, turned = project_to_cone(_orthonormal(target_rot), np.asarray(limits.cone_axis, float),
+                                         limits.cone_half_angle)
+    if turned:
+        flags |= Violation.ORIENTATION
+
+    step = target_pos - previous.pos
+    distance = np.linalg.norm(step)
+    if distance > limits.max_translation_step:
+        flags |= Violation.TRANSLATION_STEP
+        target_pos = previous.pos + step * (limits.max_translation_step / distance)
+
+    turn = rotvec_from_matrix(target_rot @ previous.rot.T)
+    angle = np.linalg.norm(turn)
+    if angle > limits.max_rotation_step:
+        flags |= Violation.ROTATION_STEP
+        target_rot = matrix_from_rotvec(turn * (limits.max_rotation_step / angle)) @ previous.rot
+        if tool_angle(target_rot, np.asarray(limits.cone_axis, float)) > limits.cone_half_angle:
+            target_rot = previous.rot  # the shortest turn left the cone: keep the last orientation
+
+    gripper = float(np.clip(gripper, -1.0, 1.0))
+    change = gripper - previous.gripper
+    if abs(change) > limits.max_gripper_step:
+        flags |= Violation.GRIPPER_STEP
+        gripper = previous.gripper + np.sign(change) * limits.max_gripper_step
+    return Command(target_pos, target_rot, gripper, now), flags
+
+
+def hold(arm: ArmState, gripper: float, now: float) -> Command:
+    """A command that holds the measured pose (a valid ``previous`` to start from)."""
+    return Command(arm.pos.astype(float).copy(), _orthonormal(arm.rot), float(np.clip(gripper, -1, 1)), now)
+
+
+def _hold_pose(arm: ArmState, previous: Command, now: float) -> Command:
+    if np.all(np.isfinite(arm.pos)) and np.all(np.isfinite(arm.rot)):
+        return Command(arm.pos.astype(float).copy(), _orthonormal(arm.rot), previous.gripper, now)
+    return Command(previous.pos.copy(), previous.rot.copy(), previous.gripper, now)
+
+
+def tool_angle(rot: np.ndarray, cone_axis: np.ndarray) -> float:
+    """Angle (rad) between the TCP z axis and the cone axis."""
+    axis = cone_axis / np.linalg.norm(cone_axis)
+    return float(np.arccos(np.clip(rot[:, 2] @ axis, -1.0, 1.0)))
+
+
+def project_to_cone(rot: np.ndarray, cone_axis: np.ndarray, half_angle: float) -> tuple[np.ndarray, bool]:
+    """Turn ``rot`` by the smallest rotation that brings its z axis within ``half_angle`` of the cone axis."""
+    axis = cone_axis / np.linalg.norm(cone_axis)
+    angle = tool_angle(rot, axis)
+    if angle <= half_angle:
+        return rot, False
+    tool_z = rot[:, 2]
+    normal = np.cross(tool_z, axis)
+    if np.linalg.norm(normal) < 1e-9:  # pointing exactly away: any perpendicular works
+        normal = np.cross(axis, [1.0, 0.0, 0.0] if abs(axis[0]) < 0.9 else [0.0, 1.0, 0.0])
+    normal = normal / np.linalg.norm(normal)
+    turned = matrix_from_rotvec(normal * (angle - half_angle + 1e-9)) @ rot
+    return turned, True
+
+
+def _orthonormal(rot: np.ndarray) -> np.ndarray:
+    """The nearest rotation matrix (SVD), so a slightly off matrix never reaches the arm."""
+    u, _, vt = np.linalg.svd(np.asarray(rot, float))
+    fixed = u @ vt
+    if np.linalg.det(fixed) < 0:
+        u[:, -1] *= -1
+        fixed = u @ vt
+    return fixed
