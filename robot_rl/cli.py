@@ -34,17 +34,26 @@ DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
 
-def task_names() -> list[str]:
-    folder = resources.files("configs") / "task"
+CONFIG_GROUPS = ("task", "agent")
+
+
+def group_options(group: str) -> list[str]:
+    """The configs of a Hydra group (files starting with ``_`` are shared parts, not options)."""
+    folder = resources.files("configs") / group
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
+
+
+def task_names() -> list[str]:
+    return group_options("task")
 
 
 def load_config(overrides: list[str]) -> DictConfig:
     """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError."""
     for override in overrides:
         key, _, value = override.partition("=")
-        if key.lstrip("+~") == "task" and value not in task_names():
-            raise ConfigError("task", value, "one of " + ", ".join(task_names()))
+        group = key.lstrip("+~")
+        if group in CONFIG_GROUPS and value not in group_options(group):
+            raise ConfigError(group, value, "one of " + ", ".join(group_options(group)))
     try:
         with initialize_config_module(config_module="configs", version_base=None):
             return compose(config_name="config", overrides=overrides)

@@ -29,6 +29,7 @@ def test_overrides_reach_the_task_config():
         (["task.control_rate_hz=0"], "task.control_rate_hz=0 is not allowed: expected a positive number"),
         (["task.control_rate_hz=-5"], "task.control_rate_hz=-5 is not allowed: expected a positive number"),
         (["collect.episodes=0"], "collect.episodes=0 is not allowed: expected a positive integer"),
+        (["agent=ppo"], "agent='ppo' is not allowed: expected one of sac"),
     ],
 )
 def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides, expected, capsys, tmp_path):
