@@ -22,7 +22,7 @@ def test_overrides_reach_the_task_config():
 @pytest.mark.parametrize(
     "overrides, expected",
     [
-        (["task=stack_blocks"], "task='stack_blocks' is not allowed: expected one of peg_insert, pick_cube, reach"),
+        (["task=stack_blocks"], "task='stack_blocks' is not allowed: expected one of gym, peg_insert, pick_cube, reach"),
         (["task.cameras=[front,top]"], "task.cameras='top' is not allowed: expected names from front, wrist"),
         (["task.image_size=0"], "task.image_size=0 is not allowed: expected a positive integer"),
         (["task.image_size=[64,-8]"], "task.image_size=[64, -8] is not allowed"),
@@ -42,7 +42,7 @@ def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides,
 
 def test_unknown_verb(capsys):
     assert main(["fly"]) == 2
-    assert "verb='fly' is not allowed: expected one of collect" in capsys.readouterr().err
+    assert "verb='fly' is not allowed: expected one of train, eval, collect" in capsys.readouterr().err
 
 
 def test_console_script_runs_as_a_separate_process():
