@@ -37,7 +37,7 @@ class SACConfig:
     init_temperature: float = 0.01
     target_entropy: float | None = None  # default -|A| / 2
     backup_entropy: bool = False
-    utd: int = 2
+    utd: int = 4
     critic_actor_ratio: int = 2
     camera_encoder: str = "cnn"  # cnn | resnet10
     camera_feature_dim: int = 50

@@ -41,7 +41,7 @@ class TrainSettings:
     env_steps: int = 16_000  # online env steps (demos not counted)
     demo_episodes: int = 20
     start_training: int = 200  # online transitions before the first update
-    batch_size: int = 256
+    batch_size: int = 128
     demo_fraction: float = 0.5
     n_step: int = 1
     buffer_capacity: int = 200_000

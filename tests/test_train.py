@@ -80,7 +80,7 @@ def test_learning_on_reach_with_a_tiny_budget(tmp_path):
     # a coarser reach (4 cm steps, 4 cm success radius, 50-step episodes) learns in ~1,500 steps
     cfg = small_run(tmp_path, "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50",
                     "train.env_steps=2000", "train.eval_every=2000", "train.final_eval_episodes=20",
-                    "train.demo_episodes=10", "train.batch_size=256", "train.start_training=200")
+                    "train.demo_episodes=10", "train.batch_size=256", "train.start_training=200", "agent.utd=2")
     summary = train(cfg)
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
 
