@@ -163,3 +163,22 @@ def test_random_shift_is_a_replicate_padded_integer_crop():
         offsets.add(matches[0])
     assert len(offsets) > 4  # offsets differ between samples
     assert torch.equal(random_shift(images, pad=0), images)
+
+
+def test_loading_from_an_episode_store(tmp_path):
+    from robot_rl.data import EpisodeStore, load_episode_store
+    from tests.data.test_episode_store import META, synthetic_episode, write_episode
+
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    episodes = [synthetic_episode(seed) for seed in range(3)]
+    for seed, episode in enumerate(episodes):
+        write_episode(store, episode, source="demo" if seed < 2 else "online")
+    space = {"state": ((4,), np.float32), "front": ((16, 20, 3), np.uint8)}
+    buffer = ReplayBuffer(100, space, action_dim=2)
+    assert load_episode_store(store, buffer, sources=("demo",)) == 2
+    assert len(buffer) == 12  # two demo episodes of 6 steps
+    index = buffer.valid_indices()
+    np.testing.assert_array_equal(buffer.reward[index], np.concatenate([e["reward"] for e in episodes[:2]]))
+    np.testing.assert_array_equal(buffer.obs["front"][index[0] + 1], episodes[0]["obs"]["front"][1])
+    ret, steps, terminated = buffer.n_step_returns(index[5:6], 3, 0.9)  # last step of the first demo
+    assert steps[0] == 1 and terminated[0]
