@@ -71,9 +71,15 @@ def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
     store = EpisodeStore.open(run / "episodes.zarr")
     sources = [store.episode_attrs(n)["source"] for n in store.episode_names()]
     assert sources[:3] == ["demo"] * 3 and set(sources[3:]) == {"online"}
-    assert main(["eval", "task=reach", f"eval.checkpoint={run / 'checkpoint'}", "eval.episodes=3"]) == 0
+    video = tmp_path / "eval.mp4"
+    assert main(["eval", "task=reach", f"eval.checkpoint={run / 'checkpoint'}", "eval.episodes=3",
+                 f"eval.video={video}"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["episodes"] == 3 and 0.0 <= report["success_rate"] <= 1.0 and report["mean_length"] > 0
+    import cv2
+
+    frames = int(cv2.VideoCapture(str(video)).get(cv2.CAP_PROP_FRAME_COUNT))
+    assert frames == round(3 * report["mean_length"])  # one frame per evaluated step
 
 
 def test_learning_on_reach_with_a_tiny_budget(tmp_path):
