@@ -80,7 +80,6 @@ class PandaTaskEnv(ArmEnv):
             check.non_negative(f"controller.{key}", value)
         self.force_torque = bool(force_torque)
         self.render_shadows = bool(render_shadows)
-        self.control_dt = 1.0 / control_rate_hz
         self.n_substeps = int(round(substeps))
 
         spec = self.scene()

@@ -101,7 +101,7 @@ def panda_xml(meshes: bool) -> tuple[str, str]:
         + '<geom class="pad" type="box" size="0.0085 0.004 0.0185" pos="0 0.004 0.0355"/>'
     )
     hand = (
-        f'<body name="hand" pos="0 0 0.107" quat="0.9238795 0 0 -0.3826834" gravcomp="1">'
+        '<body name="hand" pos="0 0 0.107" quat="0.9238795 0 0 -0.3826834" gravcomp="1">'
         '<inertial pos="0 0 0.03" mass="0.73" diaginertia="0.0025 0.0005 0.0025"/>'
         '<site name="ft_sensor" pos="0 0 0" size="0.005"/>'
         + _visual("hand", 'type="box" size="0.025 0.1 0.03" pos="0 0 0.03"', meshes)
