@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from .config import positive
 from .data import EpisodeStore
-from .envs import make_env, make_expert
+from .envs import make_env, make_expert, store_metadata
 from .interrupts import deferred_interrupt
 
 
@@ -37,13 +37,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = make_env(task)
     expert = make_expert(task, env)
-    observation_shapes = {key: list(space.shape) for key, space in env.observation_space.spaces.items()}
-    store = EpisodeStore.create(
-        cfg.collect.out,
-        {"task": task["name"], "robot": task.get("robot", "panda"), "observation_shapes": observation_shapes,
-         "action_dim": int(env.action_space.shape[0]), "control_rate_hz": task.get("control_rate_hz"),
-         "state_layout": getattr(env.unwrapped, "state_layout", None)},
-    )
+    store = EpisodeStore.create(cfg.collect.out, store_metadata(task, env))
     writer = store.writer()
     results: list[dict[str, Any]] = []
     interrupted = False

@@ -92,3 +92,19 @@ def make_expert(task: Mapping[str, Any], env: gym.Env):
         raise ConfigError("task.expert", entry_point, f"a scripted expert; task {task.get('name')!r} has none, so run "
                           "without demos and interventions (train.demo_episodes=0 human.enabled=false)")
     return load_entry_point(entry_point)(env)
+
+
+def observation_shapes(env: gym.Env) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(space.shape) for key, space in env.observation_space.spaces.items()}
+
+
+def store_metadata(task: Mapping[str, Any], env: gym.Env) -> dict[str, Any]:
+    """Episode-store metadata of a task's env: what every episode recorded from it shares."""
+    return {
+        "task": task.get("name"),
+        "robot": task.get("robot") or ("panda" if str(task.get("id", "")).startswith("robot_rl/") else None),
+        "observation_shapes": {key: list(shape) for key, shape in observation_shapes(env).items()},
+        "action_dim": int(env.action_space.shape[0]),
+        "control_rate_hz": task.get("control_rate_hz"),
+        "state_layout": getattr(env.unwrapped, "state_layout", None),
+    }

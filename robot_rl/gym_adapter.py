@@ -19,6 +19,7 @@ from .config import ConfigError
 class ContractWrapper(gym.Wrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
+        name = env.spec.id if env.spec else env
         space = env.observation_space
         if isinstance(space, gym.spaces.Box):
             self._keys = None
@@ -28,20 +29,20 @@ class ContractWrapper(gym.Wrapper):
             spaces = {}
             for key, sub in space.spaces.items():
                 if not isinstance(sub, gym.spaces.Box):
-                    raise ConfigError("task.id", env.spec.id if env.spec else env, f"Box entries only; {key!r} is {sub}")
+                    raise ConfigError("task.id", name, f"Box entries only; {key!r} is {sub}")
                 if sub.dtype == np.uint8 and len(sub.shape) == 3:
                     spaces[key] = sub
                 else:
                     spaces[key] = gym.spaces.Box(-np.inf, np.inf, (int(np.prod(sub.shape)),), np.float32)
                 self._keys[key] = spaces[key]
         else:
-            raise ConfigError("task.id", env.spec.id if env.spec else env,
+            raise ConfigError("task.id", name,
                               f"an env with Box or Dict observations; it has {space}")
         action = env.action_space
         if not isinstance(action, gym.spaces.Box):
-            raise ConfigError("task.id", env.spec.id if env.spec else env, f"an env with Box actions; it has {action}")
+            raise ConfigError("task.id", name, f"an env with Box actions; it has {action}")
         if not (np.all(np.isfinite(action.low)) and np.all(np.isfinite(action.high))):
-            raise ConfigError("task.id", env.spec.id if env.spec else env,
+            raise ConfigError("task.id", name,
                               f"finite action bounds; it has low={action.low}, high={action.high}")
         self._low, self._high = action.low.astype(np.float64), action.high.astype(np.float64)
         self.observation_space = gym.spaces.Dict(spaces)

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from .config import ConfigError, positive
 from .data import EpisodeStore, MixedSampler, ReplayBuffer
-from .envs import load_entry_point, make_env, make_expert
+from .envs import load_entry_point, make_env, make_expert, observation_shapes, store_metadata
 from .evaluate import evaluate, task_progress
 from .folders import latest, replacing
 from .interrupts import deferred_interrupt
@@ -93,10 +93,6 @@ def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], 
         if key not in known:
             raise ConfigError(f"agent.{key}", agent_cfg[key], "one of " + ", ".join(sorted(known)))
     return load_entry_point(entry_point)(observation_shapes, action_dim, config_class(**agent_cfg), seed=seed)
-
-
-def observation_shapes(env) -> dict[str, tuple[int, ...]]:
-    return {key: tuple(space.shape) for key, space in env.observation_space.spaces.items()}
 
 
 class Learner:
@@ -193,9 +189,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     store = None
     if settings.record_episodes:
         store = EpisodeStore.create(run_dir / "episodes.zarr", {
-            "task": task.get("name"), "observation_shapes": {k: list(v) for k, v in shapes.items()},
-            "action_dim": action_dim, "control_rate_hz": task.get("control_rate_hz"),
-            "config": OmegaConf.to_container(cfg, resolve=True)})
+            **store_metadata(task, env), "config": OmegaConf.to_container(cfg, resolve=True)})
     writer = store.writer() if store is not None else None
 
     from torch.utils.tensorboard import SummaryWriter

@@ -171,14 +171,10 @@ class ReplayBuffer:
         ret = np.zeros(len(index), np.float64)
         steps = np.zeros(len(index), np.int64)
         terminated = np.zeros(len(index), bool)
-        alive = np.ones(len(index), bool)
-        for k in range(n_step):
-            slot = (index + k) % self.capacity
-            take = alive & self.has_transition[slot] & (self.episode[slot] == self.episode[index])
+        for k, slot, take in self._steps_ahead(index, n_step):
             ret += np.where(take, gamma**k * self.reward[slot], 0.0)
             steps += take
             terminated |= take & self.terminated[slot]
-            alive = take & ~self.terminated[slot] & ~self.truncated[slot]
         return ret.astype(np.float32), steps, terminated
 
     def action_sequences(self, index: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -187,14 +183,20 @@ class ReplayBuffer:
             raise ValueError(f"sequence length={length}; expected >= 1")
         actions = np.zeros((len(index), length, self.action_dim), np.float32)
         mask = np.zeros((len(index), length), bool)
+        for k, slot, take in self._steps_ahead(index, length):
+            actions[take, k] = self.action[slot[take]]
+            mask[:, k] = take
+        return actions, mask
+
+    def _steps_ahead(self, index: np.ndarray, length: int):
+        """For k < length: (k, slot of step k, whether step k is still a transition of the episode
+        that starts at ``index``, i.e. no episode end before it)."""
         alive = np.ones(len(index), bool)
         for k in range(length):
             slot = (index + k) % self.capacity
             take = alive & self.has_transition[slot] & (self.episode[slot] == self.episode[index])
-            actions[take, k] = self.action[slot[take]]
-            mask[:, k] = take
+            yield k, slot, take
             alive = take & ~self.terminated[slot] & ~self.truncated[slot]
-        return actions, mask
 
     # ----------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
