@@ -46,3 +46,24 @@ def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:
     }
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
+
+
+def to_threshold(history: list[dict], threshold: float = 0.8) -> dict:
+    """Env steps and wall-clock of the first evaluation at or above ``threshold`` success."""
+    for entry in history:
+        if entry["success_rate"] >= threshold:
+            return {"reached": True, "env_steps": entry["env_steps"], "wall_seconds": entry["wall_seconds"]}
+    return {"reached": False, "final_success": history[-1]["success_rate"] if history else None}
+
+
+def run_training(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """``robot-rl train`` in a subprocess (a fresh ``run_dir``); returns its summary.json."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [sys.executable, "-m", "robot_rl.cli", "train", f"train.run_dir={run_dir}", *overrides]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def curve(history: list[dict]) -> list[tuple[int, float, float]]:
+    """(env steps, success rate, wall seconds) per evaluation."""
+    return [(h["env_steps"], h["success_rate"], round(h["wall_seconds"], 1)) for h in history]

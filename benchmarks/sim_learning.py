@@ -14,16 +14,12 @@ seeds; the report gives env steps and wall-clock to 80% success (or the final su
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import write_result
+from benchmarks.common import curve, run_training, to_threshold, write_result
 
 VARIANTS = {
     "a_demos_and_interventions": [],
@@ -32,23 +28,11 @@ VARIANTS = {
 }
 
 
-def to_threshold(history: list[dict], threshold: float = 0.8) -> dict:
-    for entry in history:
-        if entry["success_rate"] >= threshold:
-            return {"reached": True, "env_steps": entry["env_steps"], "wall_seconds": entry["wall_seconds"]}
-    return {"reached": False, "final_success": history[-1]["success_rate"] if history else None}
-
-
 def run_robot_rl(name: str, overrides: list[str], steps: int, eval_every: int, seed: int, runs: Path) -> dict:
-    run_dir = runs / name
-    shutil.rmtree(run_dir, ignore_errors=True)
-    command = [sys.executable, "-m", "robot_rl.cli", "train", f"seed={seed}", f"train.run_dir={run_dir}",
-               f"train.env_steps={steps}", f"train.eval_every={eval_every}", "train.final_eval_episodes=20",
-               *overrides]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    history = json.loads((run_dir / "summary.json").read_text())["eval_history"]
-    return {"history": [(h["env_steps"], h["success_rate"], round(h["wall_seconds"], 1)) for h in history],
-            "to_80": to_threshold(history), "final_success": history[-1]["success_rate"]}
+    summary = run_training(runs / name, [f"seed={seed}", f"train.env_steps={steps}", f"train.eval_every={eval_every}",
+                                         "train.final_eval_episodes=20", *overrides])
+    history = summary["eval_history"]
+    return {"history": curve(history), "to_80": to_threshold(history), "final_success": history[-1]["success_rate"]}
 
 
 def run_sb3(steps: int, eval_every: int, seed: int) -> dict:
@@ -91,8 +75,8 @@ def run_sb3(steps: int, eval_every: int, seed: int) -> dict:
 
     model = SAC("MlpPolicy", env, gamma=0.97, seed=seed, verbose=0, device="cpu")
     model.learn(total_timesteps=steps, callback=Evaluate())
-    return {"history": [(h["env_steps"], h["success_rate"], round(h["wall_seconds"], 1)) for h in history],
-            "to_80": to_threshold(history), "final_success": history[-1]["success_rate"] if history else None}
+    return {"history": curve(history), "to_80": to_threshold(history),
+            "final_success": history[-1]["success_rate"] if history else None}
 
 
 def main() -> None:

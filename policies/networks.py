@@ -9,6 +9,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def squashed_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """log-density of tanh(u) for u ~ N(mean, diag(std^2)): the Gaussian log-density of u summed
+    over the last dimension minus log|d tanh(u)/du| = log(1 - tanh(u)^2), computed stably."""
+    gaussian = (-0.5 * ((pre_tanh - mean) / std) ** 2 - torch.log(std) - 0.5 * math.log(2 * math.pi)).sum(-1)
+    return gaussian - (2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))).sum(-1)
+
+
 def mlp(in_dim: int, hidden: list[int], out_dim: int, layer_norm: bool = True) -> nn.Sequential:
     """Linear -> LayerNorm -> ReLU per hidden layer, then a linear output."""
     layers: list[nn.Module] = []
@@ -45,23 +52,25 @@ class EnsembleLayerNorm(nn.Module):
 
 
 class CriticEnsemble(nn.Module):
-    """E Q-networks Q_e(features, action) with LayerNorm in every hidden layer (RLPD)."""
+    """E Q-networks Q_e(features, action) with LayerNorm in every hidden layer (RLPD); ``outputs``
+    values per member (one Q value, or one per discrete action)."""
 
-    def __init__(self, feature_dim: int, action_dim: int, hidden: list[int], members: int):
+    def __init__(self, feature_dim: int, action_dim: int, hidden: list[int], members: int, outputs: int = 1):
         super().__init__()
-        self.members = members
+        self.members, self.outputs = members, outputs
         layers: list[nn.Module] = []
         in_dim = feature_dim + action_dim
         for width in hidden:
             layers += [EnsembleLinear(in_dim, width, members), EnsembleLayerNorm(width, members), nn.ReLU()]
             in_dim = width
-        layers.append(EnsembleLinear(in_dim, 1, members))
+        layers.append(EnsembleLinear(in_dim, outputs, members))
         self.net = nn.Sequential(*layers)
 
     def forward(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """(E, B) Q values."""
+        """(E, B) Q values, or (E, B, outputs) when ``outputs`` > 1."""
         x = torch.cat([features, action], dim=-1)
-        return self.net(x.unsqueeze(0).expand(self.members, *x.shape)).squeeze(-1)
+        q = self.net(x.unsqueeze(0).expand(self.members, *x.shape))
+        return q.squeeze(-1) if self.outputs == 1 else q
 
 
 class TanhGaussianActor(nn.Module):
@@ -83,10 +92,7 @@ class TanhGaussianActor(nn.Module):
         mean, log_std = self(features)
         std = log_std.exp()
         pre_tanh = mean + std * torch.randn_like(mean)
-        action = torch.tanh(pre_tanh)
-        log_prob = (-0.5 * ((pre_tanh - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        log_prob = log_prob - (2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))).sum(-1)
-        return action, log_prob
+        return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, std)
 
     def mode(self, features: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(features)[0])

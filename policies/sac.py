@@ -8,21 +8,27 @@
   ``backup_entropy``
 - cameras: a CNN per camera trained by the critic loss (the actor sees detached features),
   DrQ random shift on sampled images
+- ``exploration: gsde``: state-dependent exploration (:mod:`policies.gsde`), noise held for
+  ``sde_sample_freq`` steps (-1: one draw per episode), also during warm-up
+- ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
+  {open, stay, close} with a grasp penalty (:mod:`policies.gripper`)
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.data.augment import random_shift
+from robot_rl.config import ConfigError, choice
 
-from .encoders import ObservationEncoder
+from .base import OffPolicyAgent, soft_update
+from .gripper import GripperCritic, GripperPolicy, gripper_loss
+from .gsde import GSDEActor, NoiseSchedule
 from .networks import CriticEnsemble, TanhGaussianActor
 
 
@@ -39,6 +45,15 @@ class SACConfig:
     backup_entropy: bool = False
     utd: int = 4
     critic_actor_ratio: int = 2
+    exploration: str = "gaussian"  # gaussian | gsde
+    sde_sample_freq: int = -1  # gSDE: env steps per noise draw, -1 = once per episode
+    sde_log_std_init: float = -3.0
+    sde_full_std: bool = True
+    sde_use_expln: bool = False
+    gripper_critic: bool = False
+    grasp_penalty: float = 0.02
+    gripper_epsilon: float = 0.1  # random gripper class while exploring
+    gripper_initial_command: float = -1.0  # the command an episode starts with (-1 open)
     camera_encoder: str = "cnn"  # cnn | resnet10
     camera_feature_dim: int = 50
     pretrained_weights: str | None = None
@@ -46,77 +61,89 @@ class SACConfig:
     device: str = "auto"
 
     def validate(self) -> None:
-        from robot_rl.config import ConfigError
-
+        choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
         checks = {
-            "critic_ensemble": self.critic_ensemble >= 1,
-            "critic_subset": 1 <= self.critic_subset <= self.critic_ensemble,
-            "utd": self.utd >= 1,
-            "critic_actor_ratio": self.critic_actor_ratio >= 1,
-            "discount": 0.0 < self.discount <= 1.0,
-            "lr": self.lr > 0,
-            "tau": 0.0 < self.tau <= 1.0,
-            "init_temperature": self.init_temperature > 0,
+            "critic_ensemble": (self.critic_ensemble >= 1, "an integer >= 1"),
+            "critic_subset": (1 <= self.critic_subset <= self.critic_ensemble,
+                              f"<= critic_ensemble={self.critic_ensemble} and >= 1"),
+            "utd": (self.utd >= 1, "an integer >= 1"),
+            "critic_actor_ratio": (self.critic_actor_ratio >= 1, "an integer >= 1"),
+            "discount": (0.0 < self.discount <= 1.0, "a number in (0, 1]"),
+            "lr": (self.lr > 0, "a positive number"),
+            "tau": (0.0 < self.tau <= 1.0, "a number in (0, 1]"),
+            "init_temperature": (self.init_temperature > 0, "a positive number"),
+            "sde_sample_freq": (self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
+                                "-1 (once per episode) or a positive number of steps"),
+            "grasp_penalty": (self.grasp_penalty >= 0, "a number >= 0"),
+            "gripper_epsilon": (0.0 <= self.gripper_epsilon <= 1.0, "a number in [0, 1]"),
         }
-        for key, ok in checks.items():
+        for key, (ok, expected) in checks.items():
             if not ok:
-                expected = f"<= critic_ensemble={self.critic_ensemble} and >= 1" if key == "critic_subset" else "a valid value"
                 raise ConfigError(f"agent.{key}", getattr(self, key), expected)
 
 
-class SACAgent:
+class SACAgent(OffPolicyAgent):
     """act(obs, explore) -> action; update(batch) -> metrics; weights and full state in/out."""
 
     name = "sac"
+    optimizers = ("critic_optimizer", "actor_optimizer", "alpha_optimizer")
 
     def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config: SACConfig | None = None,
                  seed: int = 0):
-        self.config = config or SACConfig()
-        self.config.validate()
+        super().__init__(observation_shapes, action_dim, config or SACConfig(), seed)
         cfg = self.config
-        self.observation_shapes = {key: tuple(shape) for key, shape in observation_shapes.items()}
-        self.action_dim = action_dim
-        self.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device)
-        torch.manual_seed(seed)
-        self.rng = np.random.default_rng(seed)
-
-        self.encoder = ObservationEncoder(self.observation_shapes, cfg.camera_encoder, cfg.camera_feature_dim,
-                                          cfg.pretrained_weights).to(self.device)
+        if cfg.gripper_critic and action_dim < 2:
+            raise ConfigError("agent.gripper_critic", True, "an action with arm dimensions before the gripper")
+        self.continuous_dim = action_dim - 1 if cfg.gripper_critic else action_dim
+        self.encoder = self.make_encoder()
         features = self.encoder.output_dim
-        self.critic = CriticEnsemble(features, action_dim, cfg.hidden, cfg.critic_ensemble).to(self.device)
-        self.actor = TanhGaussianActor(features, action_dim, cfg.hidden).to(self.device)
+        self.critic = CriticEnsemble(features, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(self.device)
+        if cfg.exploration == "gsde":
+            self.actor = GSDEActor(features, self.continuous_dim, cfg.hidden, cfg.sde_log_std_init, cfg.sde_full_std,
+                                   cfg.sde_use_expln).to(self.device)
+            self.noise_schedule = NoiseSchedule(cfg.sde_sample_freq)
+        else:
+            self.actor = TanhGaussianActor(features, self.continuous_dim, cfg.hidden).to(self.device)
         self.target_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(np.log(cfg.init_temperature), device=self.device, requires_grad=True)
-        self.target_entropy = -action_dim / 2 if cfg.target_entropy is None else cfg.target_entropy
+        self.target_entropy = -self.continuous_dim / 2 if cfg.target_entropy is None else cfg.target_entropy
 
-        trainable = [p for p in self.encoder.parameters() if p.requires_grad]
-        self.critic_optimizer = torch.optim.Adam(list(self.critic.parameters()) + trainable, lr=cfg.lr)
+        critic_parameters = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
+        self.modules = ("encoder", "critic", "actor", "target_encoder", "target_critic")
+        self.policy_modules = ("encoder", "actor")
+        if cfg.gripper_critic:
+            self.gripper_critic = GripperCritic(features, cfg.hidden).to(self.device)
+            self.target_gripper_critic = copy.deepcopy(self.gripper_critic).requires_grad_(False)
+            self.gripper_policy = GripperPolicy(cfg.gripper_initial_command, cfg.gripper_epsilon, seed)
+            critic_parameters += list(self.gripper_critic.parameters())
+            self.modules += ("gripper_critic", "target_gripper_critic")
+            self.policy_modules += ("gripper_critic",)
+        self.critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.lr)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.lr)
-        self.updates = 0
 
     # ----------------------------------------------------------------- acting
-    def _obs_tensors(self, obs: dict[str, np.ndarray], augment: bool = False) -> dict[str, torch.Tensor]:
-        out = {}
-        for key, value in obs.items():
-            if key not in self.observation_shapes:
-                continue
-            tensor = torch.as_tensor(value, device=self.device)
-            if len(self.observation_shapes[key]) == 3:
-                tensor = tensor.permute(0, 3, 1, 2).float()
-                if augment and self.config.image_pad:
-                    tensor = random_shift(tensor, self.config.image_pad)
-            out[key] = tensor
-        return out
+    def begin_episode(self) -> None:
+        if self.config.exploration == "gsde":
+            self.noise_schedule.begin_episode()
+        if self.config.gripper_critic:
+            self.gripper_policy.begin_episode()
 
     @torch.no_grad()
     def act(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
         """Action in [-1, 1]^A for one observation (sampled if ``explore``, else the mode)."""
-        batch = self._obs_tensors({key: np.asarray(value)[None] for key, value in obs.items()})
-        features = self.encoder(batch)
-        action = self.actor.sample(features)[0] if explore else self.actor.mode(features)
-        return action[0].cpu().numpy().astype(np.float32)
+        features = self.encoder(self.single_obs(obs))
+        if not explore:
+            action = self.actor.mode(features)
+        elif self.config.exploration == "gsde":
+            action = self.actor.sample(features, self.noise_schedule.current(self.actor))[0]
+        else:
+            action = self.actor.sample(features)[0]
+        action = action[0].cpu().numpy().astype(np.float32)
+        if self.config.gripper_critic:
+            action = np.append(action, np.float32(self.gripper_policy(self.gripper_critic(features), explore)))
+        return action
 
     # ----------------------------------------------------------------- learning
     @property
@@ -136,8 +163,8 @@ class SACAgent:
 
     def _update_critic(self, batch: dict[str, Any]) -> dict[str, float]:
         cfg = self.config
-        obs = self._obs_tensors(batch["obs"], augment=True)
-        next_obs = self._obs_tensors(batch["next_obs"], augment=True)
+        obs = self.obs_tensors(batch["obs"], augment=True)
+        next_obs = self.obs_tensors(batch["next_obs"], augment=True)
         action = torch.as_tensor(batch["action"], device=self.device)
         reward = torch.as_tensor(batch["reward"], device=self.device)
         discount = torch.as_tensor(batch["discount"], device=self.device)  # gamma^n, 0 after termination
@@ -145,23 +172,34 @@ class SACAgent:
             next_features = self.encoder(next_obs)
             next_action, next_log_prob = self.actor.sample(next_features)
             subset = self.rng.choice(cfg.critic_ensemble, cfg.critic_subset, replace=False)
-            target_q = self.target_critic(self.target_encoder(next_obs), next_action)[subset].min(0).values
+            target_next_features = self.target_encoder(next_obs)
+            target_q = self.target_critic(target_next_features, next_action)[subset].min(0).values
             if cfg.backup_entropy:
                 target_q = target_q - self.alpha * next_log_prob
             target = reward + discount * target_q
-        q = self.critic(self.encoder(obs), action)
+        features = self.encoder(obs)
+        q = self.critic(features, action[:, :self.continuous_dim])
         loss = F.mse_loss(q, target.expand_as(q))
+        metrics = {"critic_loss": loss.item(), "q_mean": q.mean().item(), "target_mean": target.mean().item()}
+        if cfg.gripper_critic:
+            previous = torch.as_tensor(np.where(batch["has_previous"], batch["previous_action"][:, -1],
+                                                cfg.gripper_initial_command), device=self.device)
+            gripper, gripper_metrics = gripper_loss(self.gripper_critic, self.target_gripper_critic, features,
+                                                    target_next_features, action[:, -1], previous, reward, discount,
+                                                    cfg.grasp_penalty)
+            loss = loss + gripper
+            metrics.update(gripper_metrics)
         self.critic_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.critic_optimizer.step()
-        with torch.no_grad():
-            for online, target_net in ((self.critic, self.target_critic), (self.encoder, self.target_encoder)):
-                for p, tp in zip(online.parameters(), target_net.parameters()):
-                    tp.lerp_(p, cfg.tau)
-        return {"critic_loss": loss.item(), "q_mean": q.mean().item(), "target_mean": target.mean().item()}
+        soft_update(self.critic, self.target_critic, cfg.tau)
+        soft_update(self.encoder, self.target_encoder, cfg.tau)
+        if cfg.gripper_critic:
+            soft_update(self.gripper_critic, self.target_gripper_critic, cfg.tau)
+        return metrics
 
     def _update_actor(self, batch: dict[str, Any]) -> dict[str, float]:
-        obs = self._obs_tensors(batch["obs"], augment=True)
+        obs = self.obs_tensors(batch["obs"], augment=True)
         with torch.no_grad():
             features = self.encoder(obs)
         action, log_prob = self.actor.sample(features)
@@ -176,49 +214,14 @@ class SACAgent:
         self.alpha_optimizer.step()
         return {"actor_loss": actor_loss.item(), "alpha": self.alpha.item(), "entropy": -log_prob.mean().item()}
 
-    # ----------------------------------------------------------------- weights and state
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        """What an actor needs: encoder and actor weights (CPU tensors)."""
-        return {**{f"encoder.{k}": v.cpu() for k, v in self.encoder.state_dict().items()},
-                **{f"actor.{k}": v.cpu() for k, v in self.actor.state_dict().items()}}
-
-    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
-        self.encoder.load_state_dict({k[8:]: v for k, v in state.items() if k.startswith("encoder.")})
-        self.actor.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("actor.")})
-
+    # ----------------------------------------------------------------- state
     def identity(self) -> dict[str, Any]:
-        """What a checkpoint must match to be loaded into this agent."""
-        return {"agent": self.name, "observation_shapes": {k: list(v) for k, v in self.observation_shapes.items()},
-                "action_dim": self.action_dim}
+        return {**super().identity(), "exploration": self.config.exploration,
+                "gripper_critic": self.config.gripper_critic}
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "identity": self.identity(),
-            "config": asdict(self.config),
-            "modules": {name: getattr(self, name).state_dict() for name in
-                        ("encoder", "critic", "actor", "target_encoder", "target_critic")},
-            "optimizers": {name: getattr(self, name).state_dict() for name in
-                           ("critic_optimizer", "actor_optimizer", "alpha_optimizer")},
-            "log_alpha": self.log_alpha.detach().cpu(),
-            "updates": self.updates,
-            "rng": self.rng.bit_generator.state,
-        }
+    def extra_state(self) -> dict[str, Any]:
+        return {"log_alpha": self.log_alpha.detach().cpu()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_identity(state.get("identity", {}), self.identity())
-        for name, module_state in state["modules"].items():
-            getattr(self, name).load_state_dict(module_state)
-        for name, optimizer_state in state["optimizers"].items():
-            getattr(self, name).load_state_dict(optimizer_state)
+    def load_extra_state(self, state: dict[str, Any]) -> None:
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        self.updates = state["updates"]
-        self.rng.bit_generator.state = state["rng"]
-
-
-def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
-    """Raise a ValueError naming every field where a checkpoint does not fit this agent."""
-    diffs = [f"{key}: checkpoint {saved.get(key)!r}, this run {value!r}" for key, value in current.items()
-             if saved.get(key) != value]
-    if diffs:
-        raise ValueError("checkpoint does not match this run: " + "; ".join(diffs))

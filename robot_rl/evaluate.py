@@ -27,6 +27,7 @@ def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = No
     successes, lengths, returns, continuity = [], [], [], []
     for index in range(episodes):
         obs, info = env.reset(seed=seed + index)
+        agent.begin_episode()
         actions, ret = [], 0.0
         while True:
             action = agent.act(obs, explore=False)

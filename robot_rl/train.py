@@ -27,7 +27,7 @@ from tqdm import tqdm
 from .config import ConfigError, positive
 from .data import EpisodeStore, MixedSampler, ReplayBuffer
 from .envs import load_entry_point, make_env, make_expert, observation_shapes, store_metadata
-from .evaluate import evaluate, task_progress
+from .evaluate import continuity_cost, evaluate, task_progress
 from .folders import latest, replacing
 from .interrupts import deferred_interrupt
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
@@ -132,7 +132,7 @@ class Learner:
 
     def sample(self) -> dict[str, Any]:
         return self.sampler.sample(self.settings.batch_size, n_step=self.settings.n_step,
-                                   gamma=self.agent.config.discount)
+                                   gamma=self.agent.config.discount, sequence_length=self.agent.sequence_length)
 
     def run(self) -> None:
         try:
@@ -255,10 +255,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 def run_episode(env, agent, human, transport: Transport, writer, learner: Learner, settings: TrainSettings,
                 demo: bool, seed: int, counters: Counters, progress) -> dict[str, Any]:
     obs, info = env.reset(seed=seed)
+    agent.begin_episode()
     human.begin_episode(demo)
     if writer is not None:
         writer.start(obs)
-    ret, length, interventions = 0.0, 0, 0
+    ret, length, interventions, actions = 0.0, 0, 0, []
     while True:
         policy_action = agent.act(obs, explore=True)
         active, human_action = human(obs, policy_action)
@@ -274,6 +275,7 @@ def run_episode(env, agent, human, transport: Transport, writer, learner: Learne
         ret += reward
         length += 1
         interventions += bool(active)
+        actions.append(action)
         if not demo:
             counters.env_steps += 1
             counters.intervention_steps += bool(active)
@@ -285,7 +287,7 @@ def run_episode(env, agent, human, transport: Transport, writer, learner: Learne
         if terminated or truncated or (not demo and counters.env_steps >= settings.env_steps):
             break
     stats = {"success": bool(info["success"]), "return": ret, "length": length, "interventions": interventions,
-             "seed": seed}
+             "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed}
     if writer is not None:
         with deferred_interrupt():
             writer.commit("demo" if demo else "online", **stats)
@@ -306,6 +308,7 @@ def log_episode(tb, counters: Counters, stats: dict[str, Any], learner: Learner,
     tb.add_scalar("train/return", stats["return"], step)
     tb.add_scalar("train/episode_length", stats["length"], step)
     tb.add_scalar("train/intervention_rate", stats["interventions"] / stats["length"], step)
+    tb.add_scalar("train/continuity_cost", stats["continuity_cost"], step)
     tb.add_scalar("speed/env_steps_per_s", step / max(elapsed, 1e-6), step)
     tb.add_scalar("speed/updates_per_s", learner.updates_per_second, step)
     for key, value in learner.metrics.items():
@@ -319,6 +322,7 @@ def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) 
     tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
     tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
     tb.add_scalar("eval/return", result["mean_return"], counters.env_steps)
+    tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
 
 
 def save_checkpoint(folder: Path, learner: Learner, counters: Counters) -> None:
@@ -360,6 +364,9 @@ def write_summary(run_dir: Path, counters: Counters, settings: TrainSettings, ta
         "wall_seconds": counters.wall_seconds,
         "final_eval_success": final.get("success_rate"),
         "final_eval_mean_length": final.get("mean_length"),
+        "final_eval_continuity_cost": final.get("continuity_cost"),
+        "train_continuity_cost": float(np.mean([e["continuity_cost"] for e in counters.episode_log]))
+        if counters.episode_log else None,
         "best_eval_success": max((h["success_rate"] for h in counters.history), default=None),
         "eval_history": counters.history,
         "interrupted": interrupted,

@@ -141,7 +141,9 @@ class ReplayBuffer:
 
         Returns a dict with ``obs`` and ``next_obs`` (dicts of arrays), ``action``,
         ``reward`` (n-step discounted sum), ``discount`` (gamma^m, 0 if the episode terminated
-        within the m <= n steps taken), ``terminated``, ``intervened``, ``index`` and, when
+        within the m <= n steps taken), ``terminated``, ``intervened``, ``index``,
+        ``previous_action`` with ``has_previous`` (the action one step earlier in the episode)
+        and, when
         ``sequence_length`` K > 1, ``action_sequence`` (B, K, A) with ``sequence_mask`` (B, K).
         """
         valid = self.valid_indices()
@@ -160,6 +162,7 @@ class ReplayBuffer:
             "intervened": self.intervened[index],
             "index": index,
         }
+        batch["previous_action"], batch["has_previous"] = self.previous_actions(index)
         if sequence_length > 1:
             batch["action_sequence"], batch["sequence_mask"] = self.action_sequences(index, sequence_length)
         return batch
@@ -176,6 +179,13 @@ class ReplayBuffer:
             steps += take
             terminated |= take & self.terminated[slot]
         return ret.astype(np.float32), steps, terminated
+
+    def previous_actions(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The action taken one step before each index in the same episode (zeros at an
+        episode's first step) and whether there was one."""
+        slot = (index - 1) % self.capacity
+        has_previous = self.has_transition[slot] & (self.episode[slot] == self.episode[index])
+        return np.where(has_previous[:, None], self.action[slot], 0.0).astype(np.float32), has_previous
 
     def action_sequences(self, index: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``length`` actions from each index (zeros past the episode end) and their mask."""

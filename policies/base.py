@@ -1,0 +1,129 @@
+"""What every robot_rl agent shares: observation tensors, weights for the actor, checkpoints.
+
+An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and offers
+
+- ``act(obs, explore) -> action`` in [-1, 1]^A for one observation dict,
+- ``begin_episode()`` before the first ``act`` of an episode (noise resampling, action chunks),
+- ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch,
+- ``policy_state()`` / ``load_policy_state()``: the weights an actor needs,
+- ``state_dict()`` / ``load_state_dict()``: everything a resumed learner needs,
+- ``sequence_length``: the K of the action sequences its batches must carry (1 = none).
+
+Subclasses list their modules in ``modules`` / ``policy_modules`` and optimizers in
+``optimizers``; :class:`OffPolicyAgent` does the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.data.augment import random_shift
+
+from .encoders import ObservationEncoder
+
+
+class OffPolicyAgent:
+    name = "agent"
+    modules: tuple[str, ...] = ()  # saved in checkpoints
+    policy_modules: tuple[str, ...] = ()  # sent to the actor
+    optimizers: tuple[str, ...] = ()
+    sequence_length = 1
+
+    def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config, seed: int = 0):
+        config.validate()
+        self.config = config
+        self.observation_shapes = {key: tuple(shape) for key, shape in observation_shapes.items()}
+        self.action_dim = int(action_dim)
+        device = config.device
+        self.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+        torch.manual_seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.updates = 0
+
+    def make_encoder(self) -> ObservationEncoder:
+        cfg = self.config
+        return ObservationEncoder(self.observation_shapes, cfg.camera_encoder, cfg.camera_feature_dim,
+                                  cfg.pretrained_weights).to(self.device)
+
+    def begin_episode(self) -> None:
+        """Called by the actor before the first :meth:`act` of every episode."""
+
+    def obs_tensors(self, obs: dict[str, np.ndarray], augment: bool = False) -> dict[str, torch.Tensor]:
+        """Batched observation arrays -> tensors; images to (B, C, H, W) float, DrQ-shifted if ``augment``."""
+        out = {}
+        for key, value in obs.items():
+            if key not in self.observation_shapes:
+                continue
+            tensor = torch.as_tensor(value, device=self.device)
+            if len(self.observation_shapes[key]) == 3:
+                tensor = tensor.permute(0, 3, 1, 2).float()
+                if augment and self.config.image_pad:
+                    tensor = random_shift(tensor, self.config.image_pad)
+            out[key] = tensor
+        return out
+
+    def single_obs(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        return self.obs_tensors({key: np.asarray(value)[None] for key, value in obs.items()})
+
+    # ----------------------------------------------------------------- weights and state
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """What an actor needs (CPU tensors, keys ``<module>.<parameter>``)."""
+        return {f"{name}.{key}": value.cpu() for name in self.policy_modules
+                for key, value in getattr(self, name).state_dict().items()}
+
+    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
+        for name in self.policy_modules:
+            prefix = name + "."
+            getattr(self, name).load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+
+    def identity(self) -> dict[str, Any]:
+        """What a checkpoint must match to be loaded into this agent."""
+        return {"agent": self.name, "observation_shapes": {k: list(v) for k, v in self.observation_shapes.items()},
+                "action_dim": self.action_dim}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Checkpointed state outside modules and optimizers (e.g. a temperature)."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "identity": self.identity(),
+            "config": asdict(self.config),
+            "modules": {name: getattr(self, name).state_dict() for name in self.modules},
+            "optimizers": {name: getattr(self, name).state_dict() for name in self.optimizers},
+            "extra": self.extra_state(),
+            "updates": self.updates,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_identity(state.get("identity", {}), self.identity())
+        for name, module_state in state["modules"].items():
+            getattr(self, name).load_state_dict(module_state)
+        for name, optimizer_state in state["optimizers"].items():
+            getattr(self, name).load_state_dict(optimizer_state)
+        self.load_extra_state(state["extra"])
+        self.updates = state["updates"]
+        self.rng.bit_generator.state = state["rng"]
+
+
+def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """Raise a ValueError naming every field where a checkpoint does not fit this agent."""
+    diffs = [f"{key}: checkpoint {saved.get(key)!r}, this run {value!r}" for key, value in current.items()
+             if saved.get(key) != value]
+    if diffs:
+        raise ValueError("checkpoint does not match this run: " + "; ".join(diffs))
+
+
+def soft_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
+    """target <- (1 - tau) target + tau online, parameter by parameter."""
+    with torch.no_grad():
+        for p, tp in zip(online.parameters(), target.parameters()):
+            tp.lerp_(p, tau)

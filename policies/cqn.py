@@ -1,0 +1,333 @@
+"""CQN: coarse-to-fine Q-network (Seo et al. 2024), value-based control of continuous actions.
+
+Actions in [-1, 1]^D are chosen by zooming in: at each of ``levels`` levels every dimension's
+current interval is split into ``bins`` bins and the bin with the highest Q value becomes the
+next interval; the final action is the centre of the last interval (bins^levels cells per
+dimension). One critic serves all levels: its input is the observation features, the previous
+level's interval centres and a one-hot of the level.
+
+- critic: Linear (no bias) + LayerNorm + SiLU, twice, then dueling C51 heads
+  (value D x 1 x atoms, advantage D x bins x atoms, logits = V + A - mean_bins(A), zero-initialised)
+- Q = sum_z softmax(logits) z over ``atoms`` atoms on [v_min, v_max]; ties (max - min < 1e-4 over
+  the bins) pick a random bin, which matters at initialisation
+- target: a* = coarse-to-fine argmax of the online critic at s' (double Q), distribution from the
+  target critic, C51 projection of r + gamma^n z; loss = ``rl_loss_weight`` x cross-entropy
+  averaged over levels and dimensions + ``margin_loss_weight`` x a margin loss on demo rows
+  (every other bin must be ``margin`` below the demo action's bin)
+- acting uses the target critic; exploration adds N(0, ``explore_std``) and snaps to the grid
+- batches are 50/50 demo/online (the learner's sampler); AdamW
+
+Targets outside [v_min, v_max] are clipped: the ``target_clipped`` metric reports how often.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from robot_rl.config import ConfigError
+
+from .base import OffPolicyAgent, soft_update
+
+TIE_TOLERANCE = 1e-4
+
+
+# --------------------------------------------------------------------- grid math
+def encode_action(action: torch.Tensor, levels: int, bins: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The bin of ``action`` (B, M) in [-1, 1] at every level.
+
+    Returns (indices (B, levels, M) long, interval centres of the previous level (B, levels, M),
+    zeros at level 0).
+    """
+    low, high = -torch.ones_like(action), torch.ones_like(action)
+    indices, centres = [], []
+    for _ in range(levels):
+        centres.append((low + high) / 2)
+        width = (high - low) / bins
+        index = torch.floor((action - low) / width).clamp(0, bins - 1)
+        low = low + width * index
+        high = low + width
+        indices.append(index.long())
+    return torch.stack(indices, 1), torch.stack(centres, 1)
+
+
+def snap_to_grid(action: torch.Tensor, levels: int, bins: int) -> torch.Tensor:
+    """The centre of the finest cell that contains ``action``."""
+    indices, _ = encode_action(action, levels, bins)
+    return decode_indices(indices, bins)
+
+
+def decode_indices(indices: torch.Tensor, bins: int) -> torch.Tensor:
+    """Centre of the cell that the per-level bin ``indices`` (B, levels, M) select."""
+    low = -torch.ones(indices.shape[0], indices.shape[2], device=indices.device)
+    high = torch.ones_like(low)
+    for level in range(indices.shape[1]):
+        width = (high - low) / bins
+        low = low + width * indices[:, level]
+        high = low + width
+    return (low + high) / 2
+
+
+def coarse_to_fine(q_values: Callable[[torch.Tensor, int], torch.Tensor], batch: int, dims: int, levels: int,
+                   bins: int, generator: torch.Generator | None = None, device=None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Greedy coarse-to-fine selection.
+
+    ``q_values(centres (B, M), level)`` returns Q (B, M, bins) for the intervals around
+    ``centres``. Returns (action (B, M), indices (B, levels, M), previous centres (B, levels, M)).
+    """
+    low = -torch.ones(batch, dims, device=device)
+    high = torch.ones_like(low)
+    indices, centres = [], []
+    for level in range(levels):
+        centre = (low + high) / 2
+        q = q_values(centre, level)
+        index = q.argmax(-1)
+        tied = (q.max(-1).values - q.min(-1).values) < TIE_TOLERANCE
+        if tied.any():
+            random_index = torch.randint(0, bins, index.shape, generator=generator, device="cpu").to(index.device)
+            index = torch.where(tied, random_index, index)
+        width = (high - low) / bins
+        low = low + width * index
+        high = low + width
+        indices.append(index)
+        centres.append(centre)
+    return (low + high) / 2, torch.stack(indices, 1), torch.stack(centres, 1)
+
+
+def categorical_projection(probs: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
+                           support: torch.Tensor) -> torch.Tensor:
+    """C51: project the distribution of r + discount * z (z on ``support``, probabilities
+    ``probs`` (N, atoms)) back onto ``support``; values outside are clipped to its ends."""
+    v_min, v_max = support[0].item(), support[-1].item()
+    delta = (v_max - v_min) / (len(support) - 1)
+    shifted = (reward[:, None] + discount[:, None] * support[None]).clamp(v_min, v_max)
+    position = (shifted - v_min) / delta
+    lower, upper = position.floor().long(), position.ceil().long()
+    exact = lower == upper
+    projected = torch.zeros_like(probs)
+    projected.scatter_add_(1, lower, probs * (upper.float() - position + exact.float()))
+    projected.scatter_add_(1, upper, probs * (position - lower.float()))
+    return projected
+
+
+def margin_loss(q: torch.Tensor, demo_index: torch.Tensor, margin: float) -> torch.Tensor:
+    """sum over bins b != demo of max(0, margin - (Q(demo) - Q(b))), for Q (..., bins); (...)."""
+    demo_q = q.gather(-1, demo_index[..., None])
+    violation = F.relu(margin - (demo_q - q))
+    others = torch.ones_like(q).scatter_(-1, demo_index[..., None], 0.0)
+    return (violation * others).sum(-1)
+
+
+# --------------------------------------------------------------------- networks
+class DuelingC51Head(nn.Module):
+    """logits (..., M, bins, atoms) = V + A - mean_bins(A), both heads zero-initialised."""
+
+    def __init__(self, hidden: int, dims: int, bins: int, atoms: int):
+        super().__init__()
+        self.dims, self.bins, self.atoms = dims, bins, atoms
+        self.value = nn.Linear(hidden, dims * atoms)
+        self.advantage = nn.Linear(hidden, dims * bins * atoms)
+        for layer in (self.value, self.advantage):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        value = self.value(x).unflatten(-1, (self.dims, 1, self.atoms))
+        advantage = self.advantage(x).unflatten(-1, (self.dims, self.bins, self.atoms))
+        return value + advantage - advantage.mean(-2, keepdim=True)
+
+
+def trunk(in_dim: int, hidden: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(in_dim, hidden, bias=False), nn.LayerNorm(hidden), nn.SiLU(),
+                         nn.Linear(hidden, hidden, bias=False), nn.LayerNorm(hidden), nn.SiLU())
+
+
+class CoarseToFineCritic(nn.Module):
+    """logits (B, D, bins, atoms) for features (B, F), previous centres (B, D) and a level."""
+
+    def __init__(self, feature_dim: int, action_dim: int, levels: int, bins: int, atoms: int, hidden: int):
+        super().__init__()
+        self.levels = levels
+        self.trunk = trunk(feature_dim + action_dim + levels, hidden)
+        self.head = DuelingC51Head(hidden, action_dim, bins, atoms)
+
+    def forward(self, features: torch.Tensor, centres: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
+        onehot = F.one_hot(level, self.levels).float()
+        return self.head(self.trunk(torch.cat([features, centres, onehot], -1)))
+
+
+# --------------------------------------------------------------------- agent
+@dataclass
+class CQNConfig:
+    levels: int = 3
+    bins: int = 5
+    atoms: int = 51
+    v_min: float = -35.0  # dense rewards in [-1, 0] with discount 0.97: returns >= -33.3
+    v_max: float = 1.0
+    hidden: int = 256
+    discount: float = 0.97
+    lr: float = 1e-4
+    weight_decay: float = 0.1
+    tau: float = 0.02
+    utd: int = 2
+    rl_loss_weight: float = 0.1
+    margin_loss_weight: float = 1.0
+    margin: float = 0.01
+    explore_std: float = 0.01
+    camera_encoder: str = "cnn"  # cnn | resnet10
+    camera_feature_dim: int = 50
+    pretrained_weights: str | None = None
+    image_pad: int = 4
+    device: str = "auto"
+
+    def validate(self) -> None:
+        checks = {
+            "levels": (self.levels >= 2, "an integer >= 2"),
+            "bins": (self.bins >= 2, "an integer >= 2"),
+            "atoms": (self.atoms >= 2, "an integer >= 2"),
+            "v_max": (self.v_max > self.v_min, f"greater than v_min={self.v_min}"),
+            "hidden": (self.hidden >= 1, "a positive integer"),
+            "discount": (0.0 < self.discount <= 1.0, "a number in (0, 1]"),
+            "lr": (self.lr > 0, "a positive number"),
+            "weight_decay": (self.weight_decay >= 0, "a number >= 0"),
+            "tau": (0.0 < self.tau <= 1.0, "a number in (0, 1]"),
+            "utd": (self.utd >= 1, "an integer >= 1"),
+            "margin": (self.margin >= 0, "a number >= 0"),
+            "explore_std": (self.explore_std >= 0, "a number >= 0"),
+        }
+        for key, (ok, expected) in checks.items():
+            if not ok:
+                raise ConfigError(f"agent.{key}", getattr(self, key), expected)
+
+
+class CQNAgent(OffPolicyAgent):
+    """Coarse-to-fine distributional Q-learning over [-1, 1]^A (see the module docstring)."""
+
+    name = "cqn"
+    modules = ("encoder", "critic", "target_critic")
+    policy_modules = ("encoder", "target_critic")
+    optimizers = ("optimizer",)
+
+    def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config: CQNConfig | None = None,
+                 seed: int = 0):
+        super().__init__(observation_shapes, action_dim, config or CQNConfig(), seed)
+        cfg = self.config
+        self.encoder = self.make_encoder()
+        self.critic = self.make_critic(self.encoder.output_dim).to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.atoms, device=self.device)
+        self.generator = torch.Generator().manual_seed(seed)
+        parameters = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    def make_critic(self, feature_dim: int) -> nn.Module:
+        cfg = self.config
+        return CoarseToFineCritic(feature_dim, self.action_dim, cfg.levels, cfg.bins, cfg.atoms, cfg.hidden)
+
+    # ----------------------------------------------------------------- critic evaluation
+    def logits(self, critic: nn.Module, features: torch.Tensor, centres: torch.Tensor, level: int | torch.Tensor
+               ) -> torch.Tensor:
+        """(B, M, bins, atoms) for flat centres (B, M), M = the controlled numbers per decision."""
+        if isinstance(level, int):
+            level = torch.full((features.shape[0],), level, dtype=torch.long, device=self.device)
+        return critic(features, centres, level).flatten(1, -3)
+
+    def q_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        return (logits.softmax(-1) * self.support).sum(-1)
+
+    def greedy(self, critic: nn.Module, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Coarse-to-fine argmax of ``critic``: (flat action (B, M), indices, previous centres)."""
+        dims = self.action_dim * self.sequence_length
+        return coarse_to_fine(lambda centres, level: self.q_from_logits(self.logits(critic, features, centres, level)),
+                              features.shape[0], dims, self.config.levels, self.config.bins, self.generator,
+                              self.device)
+
+    def all_levels(self, critic: nn.Module, features: torch.Tensor, centres: torch.Tensor) -> torch.Tensor:
+        """logits (B, levels, M, bins, atoms) for previous centres (B, levels, M), in one pass."""
+        batch, levels = centres.shape[:2]
+        level = torch.arange(levels, device=self.device).repeat(batch)
+        logits = self.logits(critic, features.repeat_interleave(levels, 0), centres.flatten(0, 1), level)
+        return logits.unflatten(0, (batch, levels))
+
+    # ----------------------------------------------------------------- acting
+    def explore_noise(self, action: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        noisy = (action + cfg.explore_std * torch.randn(action.shape, generator=self.generator)).clamp(-1, 1)
+        return snap_to_grid(noisy, cfg.levels, cfg.bins)
+
+    @torch.no_grad()
+    def act(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+        features = self.encoder(self.single_obs(obs))
+        action = self.greedy(self.target_critic, features)[0].cpu()
+        if explore:
+            action = self.explore_noise(action)
+        return action[0].numpy().astype(np.float32)
+
+    # ----------------------------------------------------------------- learning
+    def update(self, sample_batch) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for _ in range(self.config.utd):
+            metrics = self._update_critic(sample_batch())
+            self.updates += 1
+        return metrics
+
+    def executed_actions(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Flat actions (B, M) the critic scores and a mask (B, M) of the entries that count."""
+        action = torch.as_tensor(batch["action"], device=self.device)
+        return action, torch.ones_like(action, dtype=torch.bool)
+
+    def _update_critic(self, batch: dict[str, Any]) -> dict[str, float]:
+        cfg = self.config
+        features = self.encoder(self.obs_tensors(batch["obs"], augment=True))
+        action, mask = self.executed_actions(batch)
+        reward = torch.as_tensor(batch["reward"], device=self.device)
+        discount = torch.as_tensor(batch["discount"], device=self.device)
+        indices, centres = encode_action(action, cfg.levels, cfg.bins)
+        with torch.no_grad():
+            next_features = self.encoder(self.obs_tensors(batch["next_obs"], augment=True))
+            _, next_indices, next_centres = self.greedy(self.critic, next_features)
+            next_logits = self.all_levels(self.target_critic, next_features, next_centres)
+            next_probs = pick(next_logits, next_indices).softmax(-1)  # (B, L, M, atoms)
+            entries = next_probs.shape[1] * next_probs.shape[2]
+            target = categorical_projection(next_probs.flatten(0, 2), reward.repeat_interleave(entries),
+                                            discount.repeat_interleave(entries), self.support).view_as(next_probs)
+            expected = reward[:, None, None] + discount[:, None, None] * (next_probs * self.support).sum(-1)
+            clipped = (expected < cfg.v_min) | (expected > cfg.v_max)
+        logits = self.all_levels(self.critic, features, centres)  # (B, L, M, bins, atoms)
+        log_probs = pick(logits, indices).log_softmax(-1)
+        weight = mask[:, None].expand(-1, cfg.levels, -1).float()
+        rl_loss = (-(target * log_probs).sum(-1) * weight).sum() / weight.sum()
+        loss = cfg.rl_loss_weight * rl_loss
+        metrics = {"critic_loss": rl_loss.item()}
+        is_demo = torch.as_tensor(batch.get("is_demo", np.zeros(len(reward), bool)), device=self.device)
+        if cfg.margin_loss_weight and is_demo.any():
+            margins = margin_loss(self.q_from_logits(logits[is_demo]), indices[is_demo], cfg.margin)
+            demo_weight = weight[is_demo]
+            demo_loss = (margins * demo_weight).sum() / demo_weight.sum()
+            loss = loss + cfg.margin_loss_weight * demo_loss
+            metrics["margin_loss"] = demo_loss.item()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        soft_update(self.critic, self.target_critic, cfg.tau)
+        with torch.no_grad():
+            q = (pick(logits, indices).softmax(-1) * self.support).sum(-1)
+        metrics.update(q_mean=q.mean().item(), target_clipped=clipped.float().mean().item())
+        return metrics
+
+    def identity(self) -> dict[str, Any]:
+        cfg = self.config
+        return {**super().identity(), "levels": cfg.levels, "bins": cfg.bins, "atoms": cfg.atoms}
+
+
+def pick(logits: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """logits (..., bins, atoms) at bin ``indices`` (...) -> (..., atoms)."""
+    index = indices[..., None, None].expand(*indices.shape, 1, logits.shape[-1])
+    return logits.gather(-2, index).squeeze(-2)
