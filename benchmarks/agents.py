@@ -18,7 +18,7 @@ import argparse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.common import RESULTS, curve, run_training, to_threshold, write_result
+from benchmarks.common import RESULTS, curve, run_training, to_threshold, save_figure, write_result
 
 AGENTS = {
     "sac": ["agent=sac"],
@@ -88,10 +88,7 @@ def plot(results: dict, path: Path) -> None:
     smoothness.set_ylabel("continuity cost (lower = smoother)")
     smoothness.legend(fontsize=7)
     figure.suptitle("pick_cube: agents side by side (same 20 demos, same budget)")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 if __name__ == "__main__":

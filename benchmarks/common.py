@@ -67,3 +67,13 @@ def run_training(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
 def curve(history: list[dict]) -> list[tuple[int, float, float]]:
     """(env steps, success rate, wall seconds) per evaluation."""
     return [(h["env_steps"], h["success_rate"], round(h["wall_seconds"], 1)) for h in history]
+
+
+def save_figure(figure, path: Path) -> None:
+    """Lay out, write and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import curve, run_training, to_threshold, write_result
+from benchmarks.common import curve, run_training, to_threshold, save_figure, write_result
 
 VARIANTS = {
     "a_demos_and_interventions": [],
@@ -114,10 +114,7 @@ def plot(results: dict, path: Path) -> None:
     axis.set_ylim(-0.02, 1.02)
     axis.set_title("pick_cube: robot_rl ablations vs SB3 SAC")
     axis.legend(fontsize=7)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 if __name__ == "__main__":

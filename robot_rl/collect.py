@@ -13,11 +13,13 @@ from .config import positive
 from .data import EpisodeStore
 from .envs import make_env, make_expert, store_metadata
 from .interrupts import deferred_interrupt
+from .robustness import randomized
 
 
 def run_episode(env, expert, writer, seed: int) -> dict[str, Any]:
     """Roll out one expert episode into ``writer`` (not committed); returns its summary."""
     obs, info = env.reset(seed=seed)
+    randomization = info.get("randomization")
     expert.reset()
     writer.start(obs)
     ret = 0.0
@@ -27,7 +29,8 @@ def run_episode(env, expert, writer, seed: int) -> dict[str, Any]:
         ret += reward
         writer.add(obs, action, reward, terminated, truncated, success=info["success"], intervened=True)
         if terminated or truncated:
-            return {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed}
+            summary = {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed}
+            return summary if randomization is None else {**summary, "randomization": randomization}
 
 
 def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     cfg = OmegaConf.create(cfg) if not isinstance(cfg, DictConfig) else cfg
     episodes = positive("collect.episodes", cfg.collect.episodes, integer=True)
     task = OmegaConf.to_container(cfg.task, resolve=True)
-    env = make_env(task)
+    env = randomized(make_env(task), cfg.get("randomization"), int(cfg.seed))
     expert = make_expert(task, env)
     store = EpisodeStore.create(cfg.collect.out, store_metadata(task, env))
     writer = store.writer()

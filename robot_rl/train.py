@@ -30,6 +30,7 @@ from .envs import load_entry_point, make_env, make_expert, observation_shapes, s
 from .evaluate import continuity_cost, evaluate, task_progress
 from .folders import latest, replacing
 from .interrupts import deferred_interrupt
+from .robustness import randomized, robustness_sweep, write_sweep
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
 from .transport import LocalTransport, Transport
 
@@ -166,7 +167,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
 
-    env = make_env(task)
+    env = randomized(make_env(task), cfg.get("randomization"), seed)  # evaluation stays nominal
     eval_env = make_env(task)
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     learner_agent = make_agent(cfg, shapes, action_dim, seed)
@@ -255,6 +256,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 def run_episode(env, agent, human, transport: Transport, writer, learner: Learner, settings: TrainSettings,
                 demo: bool, seed: int, counters: Counters, progress) -> dict[str, Any]:
     obs, info = env.reset(seed=seed)
+    randomization = info.get("randomization")
     agent.begin_episode()
     human.begin_episode(demo)
     if writer is not None:
@@ -290,7 +292,8 @@ def run_episode(env, agent, human, transport: Transport, writer, learner: Learne
              "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed}
     if writer is not None:
         with deferred_interrupt():
-            writer.commit("demo" if demo else "online", **stats)
+            extra = {} if randomization is None else {"randomization": randomization}
+            writer.commit("demo" if demo else "online", **stats, **extra)
     return stats
 
 
@@ -412,7 +415,18 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
         agent.load_state_dict(torch.load(folder / "agent.pt", map_location=agent.device, weights_only=False))
     except ValueError as error:
         raise ConfigError("eval.checkpoint", str(folder), f"a checkpoint of this agent and task ({error})") from None
-    positive("eval.episodes", cfg.eval.episodes, integer=True)
-    result = evaluate(agent, env, int(cfg.eval.episodes), seed=int(cfg.eval.seed), video=cfg.eval.video)
+    episodes = positive("eval.episodes", cfg.eval.episodes, integer=True)
+    randomization = cfg.get("randomization")
+    if randomization:
+        env.close()
+        points = positive("eval.grid_points", cfg.eval.grid_points, integer=True)
+        rows = robustness_sweep(agent, task, OmegaConf.to_container(randomization, resolve=True), points, episodes,
+                                int(cfg.eval.seed))
+        name = randomization.get("name", "randomization")
+        files = write_sweep(Path(cfg.eval.report_dir or folder.parent / f"robustness_{name}"), rows,
+                            f"{task.get('name')}: success under {name} perturbations")
+        return {"task": task.get("name"), "checkpoint": str(folder), "randomization": name, "files": files,
+                "table": [{k: row[k] for k in ("entry", "value", "success_rate", "mean_length")} for row in rows]}
+    result = evaluate(agent, env, episodes, seed=int(cfg.eval.seed), video=cfg.eval.video)
     env.close()
     return {"task": task.get("name"), "checkpoint": str(folder), **result}

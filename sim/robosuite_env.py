@@ -74,7 +74,7 @@ class RobosuiteEnv(ArmEnv):
             horizon=episode_steps,
             ignore_done=True,
             reward_shaping=self.reward_type == "dense",
-            **(env_kwargs or {}),
+            **{"hard_reset": False, **(env_kwargs or {})},  # keep one model: domain randomization edits it
         )
         self._robot = self.env.robots[0]
         self._eef_site = self._robot.eef_site_id["right"]
@@ -82,6 +82,14 @@ class RobosuiteEnv(ArmEnv):
         self._raw_obs = self.env.reset()
         self.home_rot = self.tcp_rot
         self.build_spaces()
+
+    @property
+    def mj_model(self):
+        """The MuJoCo model robosuite simulates (edited in place by domain randomization)."""
+        if self.env.hard_reset:
+            raise RuntimeError("robosuite rebuilds its model on every reset with hard_reset=True; "
+                               "leave task.env_kwargs.hard_reset unset to randomize it")
+        return self.env.sim.model._model
 
     # ----------------------------------------------------------------- robot state
     def _base_pose(self) -> tuple[np.ndarray, np.ndarray]:

@@ -51,15 +51,16 @@ class PegInsertEnv(PandaTaskEnv):
         wall = 0.015  # wall half thickness (m)
         off = hole + wall
         span = hole + 2 * wall
+        sides = ((wall, span, off, 0), (wall, span, -off, 0), (hole, wall, 0, off), (hole, wall, 0, -off))
         walls = "".join(
-            f'<geom type="box" size="{sx} {sy} {h}" pos="{px} {py} {h}" rgba="0.2 0.35 0.8 1"/>'
-            for sx, sy, px, py in ((wall, span, off, 0), (wall, span, -off, 0), (hole, wall, 0, off), (hole, wall, 0, -off))
+            f'<geom name="socket_wall{i}" type="box" size="{sx} {sy} {h}" pos="{px} {py} {h}" rgba="0.2 0.35 0.8 1"/>'
+            for i, (sx, sy, px, py) in enumerate(sides)
         )
         return SceneSpec(
             worldbody=(
                 f'<body name="socket" pos="0.5 0 0">{walls}</body>'
                 f'<body name="peg" pos="0.45 0 0.2"><freejoint name="peg"/>'
-                f'<geom type="box" size="{w} {w} {l}" rgba="0.9 0.75 0.1 1" mass="0.03" friction="1 0.01 0.0001"'
+                f'<geom name="peg" type="box" size="{w} {w} {l}" rgba="0.9 0.75 0.1 1" mass="0.03" friction="1 0.01 0.0001"'
                 ' condim="4"/></body>'
             )
         )

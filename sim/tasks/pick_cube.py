@@ -41,7 +41,7 @@ class PickCubeEnv(PandaTaskEnv):
         return SceneSpec(
             worldbody=(
                 f'<body name="cube" pos="0.5 0 {h}"><freejoint name="cube"/>'
-                f'<geom type="box" size="{h} {h} {h}" rgba="0.85 0.15 0.1 1" mass="0.05" '
+                f'<geom name="cube" type="box" size="{h} {h} {h}" rgba="0.85 0.15 0.1 1" mass="0.05" '
                 'friction="1 0.01 0.0001" condim="4"/></body>'
             )
         )

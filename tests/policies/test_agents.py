@@ -1,0 +1,141 @@
+"""CQN, CQN-AS, SAC + gSDE and the gripper critic inside the training loop: learning, state, bad input."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from policies.cqn import CQNAgent, CQNConfig
+from policies.cqn_as import CQNASAgent, CQNASConfig
+from policies.gripper import CLOSE, OPEN, STAY, GripperCritic, GripperPolicy, gripper_labels, gripper_loss
+from policies.sac import SACAgent, SACConfig
+from robot_rl.cli import load_config
+from robot_rl.config import ConfigError
+from robot_rl.train import train
+from tests.test_train import small_run
+
+# the coarse reach of tests/test_train.py: 4 cm steps, 4 cm success radius, 50-step episodes
+EASY_REACH = ["task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50", "train.demo_episodes=10",
+              "train.start_training=200", "train.final_eval_episodes=20"]
+
+
+@pytest.mark.parametrize("agent, steps, batch", [
+    (["agent=cqn"], 1000, 128),
+    (["agent=cqn_as"], 1000, 128),
+    (["exploration=gsde", "agent.utd=2"], 2000, 256),
+])
+def test_learning_on_reach_with_a_tiny_budget(tmp_path, agent, steps, batch):
+    cfg = small_run(tmp_path, *EASY_REACH, *agent, f"train.env_steps={steps}", f"train.eval_every={steps}",
+                    f"train.batch_size={batch}")
+    summary = train(cfg)
+    assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
+    assert summary["final_eval_continuity_cost"] >= 0 and summary["train_continuity_cost"] > 0
+
+
+@pytest.mark.parametrize("agent_class, config", [(CQNAgent, CQNConfig()), (CQNASAgent, CQNASConfig(horizon=3))])
+def test_state_round_trip_reproduces_the_policy(agent_class, config):
+    shapes = {"state": (6,)}
+    agent = agent_class(shapes, 3, config, seed=0)
+    rng = np.random.default_rng(0)
+    batch = {"obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+             "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+             "action": rng.uniform(-1, 1, (16, 3)).astype(np.float32), "reward": -np.ones(16, np.float32),
+             "discount": np.full(16, 0.97, np.float32), "is_demo": np.arange(16) < 8,
+             "action_sequence": rng.uniform(-1, 1, (16, 3, 3)).astype(np.float32),
+             "sequence_mask": np.ones((16, 3), bool)}
+    metrics = agent.update(lambda: batch)
+    assert np.isfinite(metrics["critic_loss"]) and "margin_loss" in metrics
+    clone = agent_class(shapes, 3, config, seed=1)
+    clone.load_state_dict(agent.state_dict())
+    obs = {"state": rng.normal(size=6).astype(np.float32)}
+    agent.begin_episode()
+    clone.begin_episode()
+    np.testing.assert_array_equal(agent.act(obs, explore=False), clone.act(obs, explore=False))
+    actor = agent_class(shapes, 3, config, seed=2)
+    actor.load_policy_state(agent.policy_state())
+    actor.begin_episode()
+    np.testing.assert_array_equal(actor.act(obs, explore=False), clone.act(obs, explore=False))
+
+
+def test_a_checkpoint_of_another_agent_is_refused():
+    sac = SACAgent({"state": (6,)}, 3, seed=0)
+    with pytest.raises(ValueError, match="agent: checkpoint 'sac', this run 'cqn'"):
+        CQNAgent({"state": (6,)}, 3, seed=0).load_state_dict(sac.state_dict())
+
+
+def test_cqn_exploration_stays_on_the_grid():
+    agent = CQNAgent({"state": (4,)}, 2, CQNConfig(levels=2, bins=3, explore_std=0.2), seed=0)
+    cells = np.linspace(-1, 1, 10)[:-1] + 1 / 9  # centres of the 9 finest cells per dimension
+    for _ in range(20):
+        action = agent.act({"state": np.zeros(4, np.float32)}, explore=True)
+        assert np.abs(action[:, None] - cells[None]).min(1).max() < 1e-5
+
+
+@pytest.mark.parametrize("overrides, key, expected", [
+    (["agent=cqn_as", "agent.horizon=0"], "agent.horizon", "an integer K >= 1"),
+    (["agent=cqn", "agent.levels=1"], "agent.levels", "an integer >= 2"),
+    (["agent=cqn", "agent.bins=1"], "agent.bins", "an integer >= 2"),
+    (["agent=cqn", "agent.v_max=-40"], "agent.v_max", "greater than v_min"),
+    (["exploration=gsde", "agent.sde_sample_freq=0"], "agent.sde_sample_freq", "-1 (once per episode)"),
+    (["agent.exploration=ou"], "agent.exploration", "one of gaussian, gsde"),
+])
+def test_bad_agent_settings_name_the_key(tmp_path, overrides, key, expected):
+    with pytest.raises(ConfigError) as error:
+        train(load_config(["task=reach", f"train.run_dir={tmp_path / 'r'}", *overrides]))
+    assert error.value.key == key and expected in str(error.value)
+
+
+class _Unbounded(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+
+def test_an_env_with_infinite_action_bounds_is_refused(tmp_path):
+    gym.register("robot_rl_test/Unbounded-v0", entry_point=_Unbounded)
+    with pytest.raises(ConfigError, match="finite action bounds") as error:
+        train(load_config(["task=gym", "task.id=robot_rl_test/Unbounded-v0", "agent=cqn", "train.demo_episodes=0",
+                           "human.enabled=false", f"train.run_dir={tmp_path / 'r'}"]))
+    assert error.value.key == "task.id"
+
+
+# --------------------------------------------------------------------- gripper critic
+def test_gripper_labels_toggle_only_on_a_change():
+    command = torch.tensor([1.0, 1.0, -1.0, 0.2, -1.0, -0.7])
+    previous = torch.tensor([-1.0, 1.0, 1.0, -1.0, -1.0, 0.0])
+    assert gripper_labels(command, previous).tolist() == [CLOSE, STAY, OPEN, STAY, STAY, OPEN]
+
+
+def test_gripper_policy_holds_its_command_on_stay():
+    policy = GripperPolicy(initial_command=-1.0, epsilon=0.0)
+    q = torch.zeros(2, 1, 3)
+    assert policy(q.index_fill(-1, torch.tensor([STAY]), 1.0), explore=True) == -1.0
+    assert policy(q.index_fill(-1, torch.tensor([CLOSE]), 1.0), explore=True) == 1.0
+    assert policy(q.index_fill(-1, torch.tensor([STAY]), 1.0), explore=True) == 1.0  # stays closed
+    policy.begin_episode()
+    assert policy(q.index_fill(-1, torch.tensor([STAY]), 1.0), explore=False) == -1.0
+
+
+def test_gripper_target_subtracts_the_grasp_penalty_per_toggle():
+    critic, target = GripperCritic(4, [8]), GripperCritic(4, [8])
+    for net in (critic, target):  # Q = 0 everywhere: the TD target is the penalised reward
+        torch.nn.init.zeros_(net.net.net[-1].weight)
+        torch.nn.init.zeros_(net.net.net[-1].bias)
+    reward = torch.tensor([-0.5, -0.5, 0.0])
+    command, previous = torch.tensor([1.0, 1.0, -1.0]), torch.tensor([-1.0, 1.0, 1.0])  # toggle, stay, toggle
+    loss, metrics = gripper_loss(critic, target, torch.randn(3, 4), torch.randn(3, 4), command, previous, reward,
+                                 torch.full((3,), 0.9), grasp_penalty=0.02)
+    expected = torch.tensor([-0.52, -0.5, -0.02]).pow(2).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert metrics["gripper_toggle_rate"] == pytest.approx(2 / 3)
+
+
+def test_sac_with_the_gripper_critic_trains_end_to_end(tmp_path):
+    summary = train(small_run(tmp_path, "task=pick_cube", "agent.gripper_critic=true", "train.env_steps=150",
+                              "train.eval_every=150", "train.final_eval_episodes=2", "train.demo_episodes=2",
+                              "train.start_training=50", "train.batch_size=32"))
+    assert summary["env_steps"] == 150
+    agent = SACAgent({"state": (6,)}, 4, SACConfig(gripper_critic=True, gripper_epsilon=0.0), seed=0)
+    agent.begin_episode()
+    actions = np.array([agent.act({"state": np.full(6, 0.1 * i, np.float32)}) for i in range(10)])
+    assert set(np.unique(actions[:, -1])) <= {-1.0, 1.0}
+    assert agent.actor.net[-1].out_features == 2 * 3  # the actor drives the three arm dimensions only
