@@ -31,6 +31,7 @@ from .evaluate import continuity_cost, evaluate, task_progress
 from .folders import latest, replacing
 from .interrupts import deferred_interrupt
 from .robustness import randomized, robustness_sweep, write_sweep
+from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
 from .transport import LocalTransport, Transport
 
@@ -100,8 +101,9 @@ class Learner:
     """Replay buffers + agent updates; runs in its own thread."""
 
     def __init__(self, agent, settings: TrainSettings, shapes: dict[str, tuple[int, ...]], action_dim: int,
-                 transport: Transport, seed: int):
+                 transport: Transport, seed: int, safety=None, safety_penalty: float = 0.0):
         self.agent, self.settings, self.transport = agent, settings, transport
+        self.safety, self.safety_penalty = safety, safety_penalty  # SafetyLearner or None
         space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
         self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim)
         self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim)
@@ -119,7 +121,9 @@ class Learner:
             if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
                 self.online.close_episode()
                 self.demo.close_episode()
-            args = (t["obs"], t["action"], t["reward"], t["next_obs"], t["terminated"], t["truncated"], t["intervened"])
+            reward = t["reward"] - self.safety_penalty * t.get("filtered", False)
+            args = (t["obs"], t["action"], reward, t["next_obs"], t["terminated"], t["truncated"], t["intervened"],
+                    t.get("cost", 0.0))
             if t["demo"]:
                 self.demo.add(*args)
                 continue
@@ -127,6 +131,13 @@ class Learner:
             self.online_received += 1
             if t["intervened"]:
                 self.demo.add(*args)
+
+    def published_weights(self) -> dict[str, Any]:
+        """The actor's policy weights, plus the safety filter's risk model once it is trained enough."""
+        weights = self.agent.policy_state()
+        if self.safety is not None:
+            weights.update(self.safety.weights(self.online_received))
+        return weights
 
     def due_updates(self) -> int:
         return max(self.online_received - self.settings.start_training, 0) - self.update_calls
@@ -144,9 +155,11 @@ class Learner:
                 while self.due_updates() > 0 and not self.stop.is_set():
                     with self.lock:
                         self.metrics = self.agent.update(self.sample)
+                        if self.safety is not None:
+                            self.metrics.update(self.safety.update(self.online))
                         self.update_calls += 1
                     if self.update_calls % self.settings.weights_every == 0:
-                        self.transport.publish_weights(self.update_calls, self.agent.policy_state())
+                        self.transport.publish_weights(self.update_calls, self.published_weights())
                     self.ingest(self.transport.receive_transitions(timeout=0.0))
                 elapsed = time.monotonic() - started
                 self.updates_per_second = (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
@@ -156,6 +169,7 @@ class Learner:
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     settings = settings_from(cfg.train)
+    safety = safety_settings(cfg.get("safety"))
     seed = int(cfg.seed)
     task = OmegaConf.to_container(cfg.task, resolve=True)
     run_dir = Path(settings.run_dir)
@@ -178,7 +192,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     else:
         human = NoHuman()
     transport = LocalTransport()
-    learner = Learner(learner_agent, settings, shapes, action_dim, transport, seed)
+    learner = Learner(learner_agent, settings, shapes, action_dim, transport, seed,
+                      make_safety_learner(safety, shapes, action_dim, seed), safety.penalty if safety.enabled else 0.0)
+    safety_actor = SafetyActor(safety)
     counters = Counters()
     if settings.resume:
         counters = restore(checkpoint_dir, learner, cfg)
@@ -209,14 +225,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         while counters.env_steps < settings.env_steps:
             demo = counters.demo_episodes_done < settings.demo_episodes
             episode_seed = int(rng.integers(2**31))
-            stats = run_episode(env, actor_agent, human, transport, writer, learner, settings, demo, episode_seed,
-                                counters, progress)
+            stats = run_episode(env, actor_agent, human, safety_actor, transport, writer, learner, settings, demo,
+                                episode_seed, counters, progress)
             if learner.error is not None:
                 raise RuntimeError("the learner failed") from learner.error
             published = transport.latest_weights()
             if published is not None and published[0] != weights_version:
                 weights_version, weights = published
                 actor_agent.load_policy_state(weights)
+                safety_actor.load(weights)
             counters.episodes += 1
             if demo:
                 counters.demo_episodes_done += 1
@@ -253,27 +270,31 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
-def run_episode(env, agent, human, transport: Transport, writer, learner: Learner, settings: TrainSettings,
-                demo: bool, seed: int, counters: Counters, progress) -> dict[str, Any]:
+def run_episode(env, agent, human, safety: SafetyActor, transport: Transport, writer, learner: Learner,
+                settings: TrainSettings, demo: bool, seed: int, counters: Counters, progress) -> dict[str, Any]:
     obs, info = env.reset(seed=seed)
     randomization = info.get("randomization")
     agent.begin_episode()
     human.begin_episode(demo)
+    safety.begin_episode()
     if writer is not None:
         writer.start(obs)
     ret, length, interventions, actions = 0.0, 0, 0, []
     while True:
         policy_action = agent.act(obs, explore=True)
         active, human_action = human(obs, policy_action)
-        action = human_action if active else policy_action
+        action, filtered = (human_action, False) if active else safety(obs, policy_action)
         next_obs, reward, terminated, truncated, info = env.step(action)
         human.observe(task_progress(env, reward))
+        violation = int(info.get("violation", 0))
+        safety.observe(violation)
         transport.send_transitions([{
             "obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "terminated": terminated,
-            "truncated": truncated, "intervened": bool(active), "demo": demo, "first": length == 0}])
+            "truncated": truncated, "intervened": bool(active), "demo": demo, "first": length == 0,
+            "cost": float(violation != 0), "filtered": filtered}])
         if writer is not None:
             writer.add(next_obs, action, reward, terminated, truncated, policy_action=policy_action,
-                       success=info["success"], intervened=bool(active))
+                       success=info["success"], intervened=bool(active), safety_flags=violation)
         ret += reward
         length += 1
         interventions += bool(active)
@@ -289,7 +310,7 @@ def run_episode(env, agent, human, transport: Transport, writer, learner: Learne
         if terminated or truncated or (not demo and counters.env_steps >= settings.env_steps):
             break
     stats = {"success": bool(info["success"]), "return": ret, "length": length, "interventions": interventions,
-             "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed}
+             "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed, **safety.stats()}
     if writer is not None:
         with deferred_interrupt():
             extra = {} if randomization is None else {"randomization": randomization}
@@ -312,6 +333,8 @@ def log_episode(tb, counters: Counters, stats: dict[str, Any], learner: Learner,
     tb.add_scalar("train/episode_length", stats["length"], step)
     tb.add_scalar("train/intervention_rate", stats["interventions"] / stats["length"], step)
     tb.add_scalar("train/continuity_cost", stats["continuity_cost"], step)
+    for key in ("violations", "filter_interventions", "filter_bypasses"):
+        tb.add_scalar(f"safety/{key}", stats[key], step)
     tb.add_scalar("speed/env_steps_per_s", step / max(elapsed, 1e-6), step)
     tb.add_scalar("speed/updates_per_s", learner.updates_per_second, step)
     for key, value in learner.metrics.items():
@@ -333,6 +356,8 @@ def save_checkpoint(folder: Path, learner: Learner, counters: Counters) -> None:
     with replacing(folder) as tmp:
         with learner.lock:
             torch.save(learner.agent.state_dict(), tmp / "agent.pt")
+            if learner.safety is not None:
+                torch.save(learner.safety.critic.state_dict(), tmp / "safety_critic.pt")
             learner.online.save(tmp / "online_buffer")
             learner.demo.save(tmp / "demo_buffer")
             state = {"counters": asdict(counters), "online_received": learner.online_received,
@@ -347,6 +372,8 @@ def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
         learner.agent.load_state_dict(torch.load(folder / "agent.pt", map_location=learner.agent.device, weights_only=False))
     except ValueError as error:
         raise ConfigError("train.resume", str(folder), f"a checkpoint of this agent and task ({error})") from None
+    if learner.safety is not None and (folder / "safety_critic.pt").exists():
+        learner.safety.critic.load_state_dict(torch.load(folder / "safety_critic.pt", weights_only=False))
     learner.online = ReplayBuffer.load(folder / "online_buffer")
     learner.demo = ReplayBuffer.load(folder / "demo_buffer")
     learner.sampler.online, learner.sampler.demo = learner.online, learner.demo
@@ -368,14 +395,21 @@ def write_summary(run_dir: Path, counters: Counters, settings: TrainSettings, ta
         "final_eval_success": final.get("success_rate"),
         "final_eval_mean_length": final.get("mean_length"),
         "final_eval_continuity_cost": final.get("continuity_cost"),
-        "train_continuity_cost": float(np.mean([e["continuity_cost"] for e in counters.episode_log]))
-        if counters.episode_log else None,
+        "train_continuity_cost": per_episode(counters, "continuity_cost"),
+        "violations_per_100_episodes": per_episode(counters, "violations", 100),
+        "filter_interventions_per_100_episodes": per_episode(counters, "filter_interventions", 100),
         "best_eval_success": max((h["success_rate"] for h in counters.history), default=None),
         "eval_history": counters.history,
         "interrupted": interrupted,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def per_episode(counters: Counters, key: str, scale: float = 1.0) -> float | None:
+    """Mean of ``key`` over the online episodes, times ``scale`` (None before the first)."""
+    values = [e[key] for e in counters.episode_log if key in e]
+    return float(scale * np.mean(values)) if values else None
 
 
 def plot_learning_curve(path: Path, counters: Counters, title: str | None) -> None:

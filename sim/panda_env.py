@@ -22,6 +22,7 @@ from robot_rl import config as check
 from robot_rl.geometry import matrix_from_rotvec, orientation_error, rotvec_from_matrix
 
 from .arm_env import PROPRIO_FIELDS, ArmEnv
+from .constraints import ConstraintMonitor, Constraints
 from .controller import CartesianImpedanceController, ImpedanceGains
 from .scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
 
@@ -53,6 +54,7 @@ class PandaTaskEnv(ArmEnv):
         workspace: Sequence[Sequence[float]] = ((0.25, -0.35, 0.005), (0.75, 0.35, 0.45)),
         tcp_init_noise: float = 0.02,
         controller: dict[str, float] | None = None,
+        constraints: dict | None = None,
         mesh_visuals: bool = True,
         render_shadows: bool = False,
         render_mode: str | None = "rgb_array",
@@ -82,8 +84,13 @@ class PandaTaskEnv(ArmEnv):
         self.render_shadows = bool(render_shadows)
         self.n_substeps = int(round(substeps))
 
+        try:
+            self.constraints = Constraints.from_config(constraints)
+        except check.ConfigError as error:
+            raise check.ConfigError(error.key, error.value, error.expected) from None
         spec = self.scene()
         spec.image_size, spec.mesh_visuals = self.image_size, mesh_visuals
+        spec.worldbody += self.constraints.keep_out_mjcf()
         self.model = mujoco.MjModel.from_xml_string(scene_xml(spec, 1.0 / physics_rate_hz))
         self.data = mujoco.MjData(self.model)
         self._tcp = self.model.site("tcp").id
@@ -91,6 +98,8 @@ class PandaTaskEnv(ArmEnv):
         self._finger_act = [self.model.actuator(n).id for n in ("finger_left", "finger_right")]
         self._arm_qpos = np.arange(7)
         self._sensor_adr = [self.model.sensor(n).adr[0] for n in ("wrist_force", "wrist_torque")]
+        robot = {b for b in range(self.model.nbody) if self._descends_from(b, self.model.body("link0").id)}
+        self.constraint_monitor = ConstraintMonitor(self.constraints, self.model, robot, np.array(ARM_JOINT_RANGES))
         self.home_rot = DOWN.copy()
         self.home_qpos = self.solve_ik(self.home_tcp_pos, self.home_rot, HOME_QPOS)
         self.controller = CartesianImpedanceController(self.model, self.data, gains)
@@ -99,6 +108,11 @@ class PandaTaskEnv(ArmEnv):
         self._ft_tare = np.zeros(6)
         mujoco.mj_forward(self.model, self.data)
         self.build_spaces()
+
+    def _descends_from(self, body: int, ancestor: int) -> bool:
+        while body != ancestor and body != 0:
+            body = self.model.body_parentid[body]
+        return body == ancestor
 
     # ----------------------------------------------------------------- task hooks
     def scene(self) -> SceneSpec:
@@ -230,6 +244,14 @@ class PandaTaskEnv(ArmEnv):
         if self.object_state:
             parts.extend(self.task_state().values())
         return np.concatenate([np.ravel(p) for p in parts]).astype(np.float32)
+
+    def violation(self) -> int:
+        """Bit mask of the :class:`~sim.constraints.Constraint` flags violated now (0 = none)."""
+        speed = float(np.linalg.norm(self.tcp_velocity()[:3]))
+        return self.constraint_monitor.check(self.data, self.tcp_pos, speed, self.data.qpos[self._arm_qpos])
+
+    def info(self, clipped: int, success: bool) -> dict:
+        return {**super().info(clipped, success), "violation": self.violation()}
 
     def observation(self) -> dict[str, np.ndarray]:
         obs = {"state": self._state()}

@@ -23,7 +23,7 @@ import numpy as np
 from ..folders import latest, replacing
 
 BUFFER_FORMAT = "robot_rl.replay"
-_STEP_ARRAYS = ("action", "reward", "terminated", "truncated", "intervened", "has_transition", "episode")
+_STEP_ARRAYS = ("action", "reward", "cost", "terminated", "truncated", "intervened", "has_transition", "episode")
 
 
 class ReplayBuffer:
@@ -44,6 +44,7 @@ class ReplayBuffer:
         self.obs = {key: np.zeros((capacity, *shape), dtype) for key, (shape, dtype) in self.observation_space.items()}
         self.action = np.zeros((capacity, action_dim), np.float32)
         self.reward = np.zeros(capacity, np.float32)
+        self.cost = np.zeros(capacity, np.float32)  # constraint violations (1 = violated), for the safety critic
         self.terminated = np.zeros(capacity, bool)
         self.truncated = np.zeros(capacity, bool)
         self.intervened = np.zeros(capacity, bool)
@@ -66,13 +67,16 @@ class ReplayBuffer:
         terminated: bool,
         truncated: bool,
         intervened: bool = False,
+        cost: float = 0.0,
     ) -> None:
-        """Add one transition; ``obs`` is only stored when it starts an episode."""
+        """Add one transition; ``obs`` is only stored when it starts an episode. ``cost`` is 1 when
+        the transition violated a safety constraint."""
         if not self._episode_open:
             self._write_obs(obs, new_episode=True)
         slot = (self.cursor - 1) % self.capacity
         self.action[slot] = action
         self.reward[slot] = reward
+        self.cost[slot] = cost
         self.terminated[slot] = terminated
         self.truncated[slot] = truncated
         self.intervened[slot] = intervened
@@ -94,6 +98,7 @@ class ReplayBuffer:
         """Add a whole episode as read from an EpisodeStore (obs with T + 1 entries)."""
         steps = len(episode["action"])
         intervened = episode.get("intervened", np.zeros(steps, bool))
+        violated = np.asarray(episode.get("safety_flags", np.zeros(steps, np.uint32))) != 0
         for t in range(steps):
             self.add(
                 {key: episode["obs"][key][t] for key in self.obs},
@@ -103,6 +108,7 @@ class ReplayBuffer:
                 bool(episode["terminated"][t]),
                 bool(episode["truncated"][t]) or t == steps - 1,
                 bool(intervened[t]),
+                float(violated[t]),
             )
 
     def _write_obs(self, obs: Mapping[str, np.ndarray], new_episode: bool) -> None:
@@ -157,6 +163,7 @@ class ReplayBuffer:
             "next_obs": {key: array[next_index] for key, array in self.obs.items()},
             "action": self.action[index],
             "reward": reward,
+            "cost": self.cost[index],
             "discount": np.where(terminated, 0.0, gamma ** steps).astype(np.float32),
             "terminated": terminated,
             "intervened": self.intervened[index],
@@ -231,6 +238,7 @@ class ReplayBuffer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
+        """A buffer written by :meth:`save`."""
         path = latest(path)
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") != BUFFER_FORMAT:

@@ -1,0 +1,160 @@
+"""Learned safety critic (Recovery RL / SQRL / Bresa): the risk of a constraint violation.
+
+Q_risk(s, a) is the discounted probability that a constraint is violated from state s after
+action a: the target is y = c + (1 - c) (1 - terminated) gamma_risk max(Q1', Q2')(s', a') with
+c = 1 on a violation, two heads and the pessimistic max in the target, a' the action taken next
+in the data (an on-policy estimate that follows the behaviour as online data replaces old data).
+Batches are class-balanced: ``violation_fraction`` of the rows are violations when the buffer has
+any. Trained with binary cross-entropy on sigmoid outputs, offline from recorded episodes
+(``safety_flags`` in the episode store) and online from new transitions.
+
+The critic sees the ``state`` vector only (proprioception and object state), never images, so
+that its inference fits a fast control loop: :meth:`SafetyCritic.risk_model` exports the weights
+to :class:`RiskModel`, a numpy-only forward pass.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from robot_rl.config import ConfigError
+
+from .base import soft_update
+from .networks import CriticEnsemble
+
+
+@dataclass
+class SafetyCriticConfig:
+    hidden: list[int] = field(default_factory=lambda: [256, 256])
+    discount: float = 0.7  # gamma_risk: how far ahead a violation counts
+    lr: float = 3e-4
+    tau: float = 0.005
+    batch_size: int = 256
+    violation_fraction: float = 0.3  # share of violations in each batch (when there are any)
+
+    def validate(self) -> None:
+        checks = {
+            "discount": (0.0 <= self.discount < 1.0, "a number in [0, 1)"),
+            "lr": (self.lr > 0, "a positive number"),
+            "tau": (0.0 < self.tau <= 1.0, "a number in (0, 1]"),
+            "batch_size": (self.batch_size >= 2, "an integer >= 2"),
+            "violation_fraction": (0.0 < self.violation_fraction < 1.0, "a number in (0, 1)"),
+        }
+        for key, (ok, expected) in checks.items():
+            if not ok:
+                raise ConfigError(f"safety.critic.{key}", getattr(self, key), expected)
+
+
+class SafetyCritic:
+    """Twin-head risk critic over (state, action)."""
+
+    def __init__(self, state_dim: int, action_dim: int, config: SafetyCriticConfig | None = None, seed: int = 0):
+        self.config = config or SafetyCriticConfig()
+        self.config.validate()
+        torch.manual_seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.state_dim, self.action_dim = state_dim, action_dim
+        self.critic = CriticEnsemble(state_dim, action_dim, self.config.hidden, members=2)
+        self.target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.critic.parameters(), lr=self.config.lr)
+        self.updates = 0
+
+    def risk(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Pessimistic (max over heads) risk in [0, 1], (B,)."""
+        return torch.sigmoid(self.critic(state, action)).max(0).values
+
+    def sample(self, buffer) -> dict[str, Any]:
+        """A class-balanced batch with the next action of each row (from ``buffer``, a ReplayBuffer)."""
+        valid = buffer.valid_indices()
+        if not len(valid):
+            raise ValueError("the safety critic's buffer is empty")
+        violating = valid[buffer.cost[valid] > 0]
+        size = self.config.batch_size
+        take = int(round(self.config.violation_fraction * size)) if len(violating) else 0
+        index = np.concatenate([violating[self.rng.integers(0, len(violating), take)] if take else np.zeros(0, int),
+                                valid[self.rng.integers(0, len(valid), size - take)]])
+        actions, mask = buffer.action_sequences(index, 2)
+        next_index = (index + 1) % buffer.capacity
+        return {"state": buffer.obs["state"][index], "action": buffer.action[index], "cost": buffer.cost[index],
+                "next_state": buffer.obs["state"][next_index], "next_action": actions[:, 1],
+                "has_next": mask[:, 1], "terminated": buffer.terminated[index]}
+
+    def update(self, batch: dict[str, Any]) -> dict[str, float]:
+        cfg = self.config
+        state, action = torch.as_tensor(batch["state"]), torch.as_tensor(batch["action"])
+        cost = torch.as_tensor(batch["cost"] > 0, dtype=torch.float32)
+        with torch.no_grad():
+            next_risk = torch.sigmoid(self.target(torch.as_tensor(batch["next_state"]),
+                                                  torch.as_tensor(batch["next_action"]))).max(0).values
+            continues = torch.as_tensor(batch["has_next"] & ~batch["terminated"], dtype=torch.float32)
+            target = cost + (1 - cost) * continues * cfg.discount * next_risk
+        logits = self.critic(state, action)
+        loss = F.binary_cross_entropy_with_logits(logits, target.expand_as(logits))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        soft_update(self.critic, self.target, cfg.tau)
+        self.updates += 1
+        with torch.no_grad():
+            risk = torch.sigmoid(logits).max(0).values
+            violation = cost > 0
+            gap = (risk[violation].mean() - risk[~violation].mean()).item() if violation.any() else float("nan")
+        return {"safety_loss": loss.item(), "safety_risk_mean": risk.mean().item(), "safety_risk_gap": gap}
+
+    def risk_model(self) -> "RiskModel":
+        return RiskModel.from_critic(self.critic)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"critic": self.critic.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.critic.load_state_dict(state["critic"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = state["updates"]
+        self.rng.bit_generator.state = state["rng"]
+
+
+class RiskModel:
+    """Numpy forward pass of the twin risk heads: Linear -> LayerNorm -> ReLU per layer, max of sigmoids.
+
+    ``__call__(state (S,) or (B, S), actions (B, A))`` evaluates every candidate action at once.
+    """
+
+    def __init__(self, layers: list[dict[str, np.ndarray]]):
+        self.layers = layers
+
+    @classmethod
+    def from_critic(cls, critic: CriticEnsemble) -> "RiskModel":
+        layers, modules = [], list(critic.net)
+        for index, module in enumerate(modules):
+            if hasattr(module, "weight") and module.weight.dim() == 3:  # EnsembleLinear
+                layer = {"weight": module.weight.detach().numpy().astype(np.float64),
+                         "bias": module.bias.detach().numpy().astype(np.float64)}
+                norm = modules[index + 1] if index + 1 < len(modules) else None
+                if norm is not None and hasattr(norm, "scale"):
+                    layer["scale"] = norm.scale.detach().numpy().astype(np.float64)
+                    layer["shift"] = norm.shift.detach().numpy().astype(np.float64)
+                layers.append(layer)
+        return cls(layers)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"layers": self.layers}
+
+    def __call__(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        actions = np.atleast_2d(actions)
+        state = np.broadcast_to(state, (len(actions), np.shape(state)[-1]))
+        x = np.concatenate([state, actions], -1)[None]  # (1, B, S + A), shared by both heads
+        for layer in self.layers:
+            x = x @ layer["weight"] + layer["bias"]
+            if "scale" in layer:
+                x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+                x = np.maximum(x * layer["scale"] + layer["shift"], 0.0)
+        return (1.0 / (1.0 + np.exp(-x[..., 0]))).max(0)

@@ -1,0 +1,117 @@
+"""The learned safety filter between the policy and the hard layer.
+
+Every proposed action a is scored by a risk model (the safety critic's numpy export,
+``risk(state, candidates) -> (K,)``) together with its scaled-down versions ``scales`` x a (the
+line search) and the recovery action. While the filter is engaged it executes the first
+candidate whose risk is below ``threshold_on``, else the recovery action (e.g. hold the pose:
+zero Cartesian step, gripper unchanged).
+
+Hysteresis: the filter engages when the risk of a exceeds ``threshold_on`` and releases only
+after the risk has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
+
+Bypass: if the risk model raises, returns NaN/inf, or takes longer than ``deadline_s``, the
+proposed action passes unchanged (``bypassed``) and the hard layer alone protects the arm. The
+filter never makes an action less safe than the hard layer allows, since the hard layer is
+always applied after it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from robot_rl.config import ConfigError
+
+RiskFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class FilterSettings:
+    threshold_on: float = 0.25  # engage above this risk
+    threshold_off: float = 0.1  # release below this risk ...
+    dwell_steps: int = 3  # ... held for this many steps
+    scales: tuple[float, ...] = (1.0, 0.5, 0.25)  # line search over the action's Cartesian part
+    deadline_s: float = 0.002  # a slower risk model is bypassed
+    gripper_last: bool = True  # the last action dimension is the gripper: never scaled
+
+    def __post_init__(self) -> None:
+        checks = {
+            "threshold_on": (0.0 < self.threshold_on <= 1.0, "a probability in (0, 1]"),
+            "threshold_off": (0.0 <= self.threshold_off <= self.threshold_on,
+                              f"a probability <= threshold_on={self.threshold_on}"),
+            "dwell_steps": (self.dwell_steps >= 0, "an integer >= 0"),
+            "scales": (len(self.scales) > 0 and all(0.0 <= s <= 1.0 for s in self.scales), "factors in [0, 1]"),
+            "deadline_s": (self.deadline_s > 0, "a positive number of seconds"),
+        }
+        for key, (ok, expected) in checks.items():
+            if not ok:
+                raise ConfigError(f"safety.filter.{key}", getattr(self, key), expected)
+
+
+@dataclass
+class FilterResult:
+    action: np.ndarray
+    risk: float  # risk of the proposed action (NaN when bypassed)
+    intervened: bool  # the executed action differs from the proposed one
+    bypassed: bool  # the risk model failed or missed its deadline
+    engaged: bool  # the hysteresis state after this step
+    seconds: float  # time spent in the risk model
+
+
+class SafetyFilter:
+    def __init__(self, risk: RiskFunction, settings: FilterSettings | None = None,
+                 recovery_action: Callable[[np.ndarray], np.ndarray] | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.risk, self.settings, self.clock = risk, settings or FilterSettings(), clock
+        self.recovery_action = recovery_action or self.hold
+        self.engaged = False
+        self._calm_steps = 0
+        self.interventions = 0
+        self.bypasses = 0
+
+    def hold(self, action: np.ndarray) -> np.ndarray:
+        """Recovery: no Cartesian step, the gripper command unchanged."""
+        recovery = np.zeros_like(action)
+        if self.settings.gripper_last:
+            recovery[-1] = action[-1]
+        return recovery
+
+    def reset(self) -> None:
+        self.engaged, self._calm_steps = False, 0
+
+    def candidates(self, action: np.ndarray) -> np.ndarray:
+        """The proposed action scaled by every factor, then the recovery action: (K + 1, A)."""
+        scaled = np.repeat(action[None], len(self.settings.scales), 0).astype(np.float64)
+        moving = slice(0, -1) if self.settings.gripper_last else slice(None)
+        scaled[:, moving] *= np.asarray(self.settings.scales)[:, None]
+        return np.concatenate([scaled, self.recovery_action(action)[None]])
+
+    def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
+        action = np.asarray(action)
+        candidates = self.candidates(action)
+        started = self.clock()
+        try:
+            risks = np.asarray(self.risk(state, candidates), dtype=np.float64)
+        except Exception:  # a broken model must never stop the arm loop: the hard layer still applies
+            risks = np.full(len(candidates), np.nan)
+        seconds = self.clock() - started
+        if seconds > self.settings.deadline_s or not np.all(np.isfinite(risks)):
+            self.bypasses += 1
+            return FilterResult(action, float("nan"), False, True, self.engaged, seconds)
+        proposed = float(risks[0])
+        if proposed > self.settings.threshold_on:
+            self.engaged, self._calm_steps = True, 0
+        elif self.engaged:
+            self._calm_steps = self._calm_steps + 1 if proposed < self.settings.threshold_off else 0
+            if self._calm_steps >= self.settings.dwell_steps:
+                self.engaged = False
+        if not self.engaged:
+            return FilterResult(action, proposed, False, False, False, seconds)
+        safe = np.flatnonzero(risks[:-1] < self.settings.threshold_on)
+        chosen = candidates[safe[0]] if len(safe) else candidates[-1]
+        intervened = not np.array_equal(chosen, action)
+        self.interventions += intervened
+        return FilterResult(chosen.astype(action.dtype), proposed, intervened, False, True, seconds)

@@ -1,0 +1,152 @@
+"""The learned safety layer inside ``robot-rl train`` (``safety.enabled=true``).
+
+Learner side (:class:`SafetyLearner`): a :class:`~policies.safety_critic.SafetyCritic` trained
+on the online buffer's ``cost`` flags (violations reported by the env in ``info["violation"]``),
+optionally pretrained on an episode store with recorded violations (``safety.pretrain_store``);
+its numpy risk model is published with the policy weights once ``safety.warmup`` online
+transitions have arrived.
+
+Actor side (:class:`SafetyActor`): a :class:`~robot_rl.safety.filter.SafetyFilter` on the
+policy's actions (never on the human's). Filtered steps are flagged so the learner subtracts
+``safety.penalty`` from their reward; violations, interventions and bypasses are counted per
+episode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from ..config import ConfigError
+from .filter import FilterSettings, SafetyFilter
+
+RISK_MODEL_KEY = "safety.risk_model"
+
+
+@dataclass
+class SafetySettings:
+    enabled: bool = False
+    penalty: float = 0.1  # reward penalty on steps the filter changed
+    warmup: int = 1000  # online transitions before the filter acts
+    pretrain_store: str | None = None  # episode store with recorded violations (safety_flags)
+    pretrain_updates: int = 2000
+    critic: dict[str, Any] = field(default_factory=dict)  # SafetyCriticConfig fields
+    filter: dict[str, Any] = field(default_factory=dict)  # FilterSettings fields
+
+
+def safety_settings(cfg: DictConfig | None) -> SafetySettings:
+    values = OmegaConf.to_container(cfg, resolve=True) if cfg is not None else {}
+    known = {f.name for f in fields(SafetySettings)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(f"safety.{key}", values[key], "one of " + ", ".join(sorted(known)))
+    settings = SafetySettings(**values)
+    if settings.penalty < 0:
+        raise ConfigError("safety.penalty", settings.penalty, "a number >= 0")
+    if settings.warmup < 0:
+        raise ConfigError("safety.warmup", settings.warmup, "an integer >= 0")
+    filter_settings(settings)  # inconsistent thresholds fail at start-up, not at run time
+    return settings
+
+
+def filter_settings(settings: SafetySettings) -> FilterSettings:
+    known = {f.name for f in fields(FilterSettings)}
+    for key in settings.filter:
+        if key not in known:
+            raise ConfigError(f"safety.filter.{key}", settings.filter[key], "one of " + ", ".join(sorted(known)))
+    values = dict(settings.filter)
+    if "scales" in values:
+        values["scales"] = tuple(values["scales"])
+    return FilterSettings(**values)
+
+
+class SafetyLearner:
+    def __init__(self, settings: SafetySettings, state_dim: int, action_dim: int, seed: int):
+        from policies.safety_critic import SafetyCritic, SafetyCriticConfig
+
+        known = {f.name for f in fields(SafetyCriticConfig)}
+        for key in settings.critic:
+            if key not in known:
+                raise ConfigError(f"safety.critic.{key}", settings.critic[key], "one of " + ", ".join(sorted(known)))
+        self.settings = settings
+        self.critic = SafetyCritic(state_dim, action_dim, SafetyCriticConfig(**settings.critic), seed=seed)
+
+    def pretrain(self, buffer) -> dict[str, float]:
+        """Offline training on a buffer filled from recorded episodes."""
+        metrics: dict[str, float] = {}
+        for _ in range(self.settings.pretrain_updates):
+            metrics = self.critic.update(self.critic.sample(buffer))
+        return metrics
+
+    def update(self, online) -> dict[str, float]:
+        return self.critic.update(self.critic.sample(online)) if len(online) else {}
+
+    def weights(self, online_received: int) -> dict[str, Any]:
+        return {RISK_MODEL_KEY: self.critic.risk_model()} if online_received >= self.settings.warmup else {}
+
+
+def make_safety_learner(settings: SafetySettings, shapes: dict[str, tuple[int, ...]], action_dim: int,
+                        seed: int) -> SafetyLearner | None:
+    """The learner's safety critic when ``safety.enabled``, pretrained on ``safety.pretrain_store`` if given."""
+    if not settings.enabled:
+        return None
+    if "state" not in shapes:
+        raise ConfigError("safety.enabled", True, "a task with a state observation (the safety critic reads it)")
+    learner = SafetyLearner(settings, shapes["state"][0], action_dim, seed)
+    if settings.pretrain_store:
+        from ..data import EpisodeStore, ReplayBuffer, load_episode_store
+
+        try:
+            store = EpisodeStore.open(settings.pretrain_store)
+        except Exception as error:
+            raise ConfigError("safety.pretrain_store", settings.pretrain_store,
+                              f"an episode store with recorded violations ({error})") from None
+        buffer = ReplayBuffer(sum(store.episode_attrs(n)["length"] + 1 for n in store.episode_names()) + 2,
+                              {"state": (shapes["state"], np.float32)}, action_dim)
+        load_episode_store(store, buffer)
+        learner.pretrain(buffer)
+    return learner
+
+
+class SafetyActor:
+    def __init__(self, settings: SafetySettings):
+        self.settings = filter_settings(settings)
+        self.filter: SafetyFilter | None = None
+        self.reset_counts()
+
+    def reset_counts(self) -> None:
+        self.violations = self.interventions = self.bypasses = 0
+
+    def load(self, weights: dict[str, Any]) -> None:
+        """Take a new risk model from published weights (if they carry one)."""
+        model = weights.get(RISK_MODEL_KEY)
+        if model is None:
+            return
+        if self.filter is None:
+            self.filter = SafetyFilter(model, self.settings)
+        else:
+            self.filter.risk = model
+
+    def begin_episode(self) -> None:
+        self.reset_counts()
+        if self.filter is not None:
+            self.filter.reset()
+
+    def __call__(self, obs: dict[str, np.ndarray], action: np.ndarray) -> tuple[np.ndarray, bool]:
+        """(action to execute, whether the filter changed it)."""
+        if self.filter is None:
+            return action, False
+        result = self.filter(obs["state"], action)
+        self.interventions += result.intervened
+        self.bypasses += result.bypassed
+        return result.action, result.intervened
+
+    def observe(self, violation: int) -> None:
+        self.violations += bool(violation)
+
+    def stats(self) -> dict[str, int]:
+        return {"violations": self.violations, "filter_interventions": self.interventions,
+                "filter_bypasses": self.bypasses}
