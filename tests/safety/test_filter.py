@@ -1,0 +1,72 @@
+"""The learned safety filter: line search, recovery, hysteresis, bypass on deadline / NaN / errors."""
+
+import numpy as np
+import pytest
+
+from robot_rl.config import ConfigError
+from robot_rl.safety.filter import FilterSettings, SafetyFilter
+
+
+def risk_of_speed(limit: float):
+    """Risk 1 when the Cartesian step is longer than ``limit``, else 0 (a hand-made risk model)."""
+    return lambda state, actions: (np.linalg.norm(actions[:, :-1], axis=1) > limit).astype(float)
+
+
+def test_line_search_takes_the_largest_safe_scale_and_keeps_the_gripper():
+    safety = SafetyFilter(risk_of_speed(0.6), FilterSettings(dwell_steps=0))
+    result = safety(np.zeros(3), np.array([1.0, 0.0, 0.0, 0.7]))
+    assert result.intervened and result.engaged
+    np.testing.assert_allclose(result.action, [0.5, 0.0, 0.0, 0.7])  # scale 0.5: norm 0.5 < 0.6
+    result = safety(np.zeros(3), np.array([0.0, 0.3, 0.0, -1.0]))  # safe: passes, released (dwell 0)
+    np.testing.assert_allclose(result.action, [0.0, 0.3, 0.0, -1.0])
+    assert not result.intervened and not result.engaged
+
+
+def test_no_safe_scale_falls_back_to_holding():
+    safety = SafetyFilter(risk_of_speed(0.1))
+    result = safety(np.zeros(3), np.array([1.0, 1.0, 0.0, 1.0]))
+    np.testing.assert_allclose(result.action, [0.0, 0.0, 0.0, 1.0])  # hold the pose, gripper unchanged
+    assert result.intervened
+
+
+def test_hysteresis_releases_only_after_the_dwell_time_below_the_off_threshold():
+    risks = iter([0.3, 0.2, 0.05, 0.05, 0.2, 0.05, 0.05, 0.05, 0.05])
+    current = {}
+
+    def risk(state, actions):
+        current["value"] = next(risks)
+        return np.full(len(actions), current["value"]) * np.r_[np.ones(len(actions) - 1), 0.0]
+
+    safety = SafetyFilter(risk, FilterSettings(threshold_on=0.25, threshold_off=0.1, dwell_steps=3))
+    engaged = [safety(np.zeros(3), np.array([0.5, 0.0, 0.0, 0.0])).engaged for _ in range(9)]
+    # on at 0.3; 0.2 is between the thresholds (stays on); two calm steps, then 0.2 resets the count;
+    # released on the third calm step in a row
+    assert engaged == [True, True, True, True, True, True, True, False, False]
+
+
+def test_a_slow_or_broken_risk_model_is_bypassed():
+    ticks = iter([0.0, 0.01])  # 10 ms > the 2 ms deadline
+    slow = SafetyFilter(lambda s, a: np.zeros(len(a)), clock=lambda: next(ticks))
+    result = slow(np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]))
+    assert result.bypassed and not result.intervened and np.isnan(result.risk)
+    np.testing.assert_array_equal(result.action, [1.0, 0.0, 0.0, 0.0])
+    nan = SafetyFilter(lambda s, a: np.full(len(a), np.nan))
+    assert nan(np.zeros(3), np.ones(4)).bypassed
+
+    def broken(state, actions):
+        raise RuntimeError("model file truncated")
+
+    failing = SafetyFilter(broken)
+    assert failing(np.zeros(3), np.ones(4)).bypassed and failing.bypasses == 1
+
+
+@pytest.mark.parametrize("values, key", [
+    ({"threshold_on": 0.2, "threshold_off": 0.3}, "safety.filter.threshold_off"),
+    ({"threshold_on": 0.0}, "safety.filter.threshold_on"),
+    ({"scales": (1.0, 2.0)}, "safety.filter.scales"),
+    ({"deadline_s": 0.0}, "safety.filter.deadline_s"),
+])
+def test_inconsistent_filter_settings_fail_at_start_up(values, key):
+    with pytest.raises(ConfigError) as error:
+        FilterSettings(**values)
+    assert error.value.key == key

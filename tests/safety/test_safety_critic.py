@@ -1,0 +1,116 @@
+"""The safety critic: numpy export, learning the risk of violations, pretraining from a store, constraints."""
+
+import numpy as np
+import pytest
+import torch
+
+from policies.safety_critic import RiskModel, SafetyCritic, SafetyCriticConfig
+from robot_rl.cli import load_config
+from robot_rl.config import ConfigError
+from robot_rl.data import EpisodeStore, ReplayBuffer
+from robot_rl.envs import make_env, make_expert
+from robot_rl.safety.training import SafetySettings, make_safety_learner
+from sim.constraints import Constraint
+
+
+def test_numpy_risk_model_matches_the_torch_critic():
+    critic = SafetyCritic(5, 3, SafetyCriticConfig(hidden=[32, 16]), seed=0)
+    state = np.random.default_rng(0).normal(size=5)
+    actions = np.random.default_rng(1).uniform(-1, 1, (4, 3))
+    with torch.no_grad():
+        expected = critic.risk(torch.as_tensor(np.repeat(state[None], 4, 0), dtype=torch.float32),
+                               torch.as_tensor(actions, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(critic.risk_model()(state, actions), expected, atol=1e-5)
+    assert isinstance(critic.risk_model(), RiskModel)
+
+
+def wall_episodes(buffer: ReplayBuffer, episodes: int, rng: np.random.Generator) -> None:
+    """1-D world: x moves by the action; x > 1 is a violation (and ends the episode)."""
+    for _ in range(episodes):
+        x = rng.uniform(-1, 0.5)
+        for t in range(20):
+            action = rng.uniform(-0.3, 0.3, 1)
+            nxt = x + action[0]
+            violated = nxt > 1.0
+            buffer.add({"state": np.array([x], np.float32)}, action, 0.0, {"state": np.array([nxt], np.float32)},
+                       bool(violated), t == 19 and not violated, cost=float(violated))
+            x = nxt
+            if violated:
+                break
+
+
+def test_the_critic_learns_where_violations_are():
+    rng = np.random.default_rng(0)
+    buffer = ReplayBuffer(20_000, {"state": ((1,), np.float32)}, 1)
+    wall_episodes(buffer, 600, rng)
+    assert 0 < buffer.cost.sum() < 0.2 * len(buffer)  # violations are rare: class balancing matters
+    critic = SafetyCritic(1, 1, SafetyCriticConfig(hidden=[64, 64], batch_size=128), seed=0)
+    for _ in range(1000):
+        critic.update(critic.sample(buffer))
+    risk = critic.risk_model()
+    at_wall = risk(np.array([0.95]), np.array([[0.25]]))[0]  # certain violation
+    far = risk(np.array([-0.8]), np.array([[-0.2]]))[0]
+    assert at_wall > 0.7 and far < 0.1, (at_wall, far)
+    assert risk(np.array([0.95]), np.array([[-0.25]]))[0] < at_wall  # backing off is safer
+
+
+def test_pretraining_from_an_episode_store(tmp_path):
+    rng = np.random.default_rng(1)
+    buffer = ReplayBuffer(20_000, {"state": ((1,), np.float32)}, 1)
+    wall_episodes(buffer, 150, rng)
+    store = EpisodeStore.create(tmp_path / "violations.zarr",
+                                {"task": "wall", "observation_shapes": {"state": [1]}, "action_dim": 1})
+    writer = store.writer()
+    ends = np.flatnonzero(buffer.terminated | buffer.truncated)
+    start = 0
+    for end in ends:
+        writer.start({"state": buffer.obs["state"][start]})
+        for slot in range(start, end + 1):
+            writer.add({"state": buffer.obs["state"][slot + 1]}, buffer.action[slot], 0.0, bool(buffer.terminated[slot]),
+                       bool(buffer.truncated[slot]), safety_flags=int(buffer.cost[slot]) * int(Constraint.KEEP_OUT))
+        writer.commit("demo")
+        start = end + 2
+    settings = SafetySettings(enabled=True, pretrain_store=str(tmp_path / "violations.zarr"), pretrain_updates=800,
+                              critic={"hidden": [64, 64], "batch_size": 128})
+    learner = make_safety_learner(settings, {"state": (1,)}, 1, seed=0)
+    risk = learner.critic.risk_model()
+    assert risk(np.array([0.95]), np.array([[0.25]]))[0] > 0.6 > risk(np.array([-0.8]), np.array([[-0.2]]))[0]
+    with pytest.raises(ConfigError, match="safety.pretrain_store"):
+        make_safety_learner(SafetySettings(enabled=True, pretrain_store=str(tmp_path / "nowhere.zarr")),
+                            {"state": (1,)}, 1, seed=0)
+
+
+def test_hazard_task_flags_table_pressing_and_the_keep_out_zone_and_the_expert_avoids_both():
+    task = dict(load_config(["task=pick_cube_hazard"]).task)
+    env = make_env(task)
+    env.reset(seed=0)
+    flags = 0
+    for _ in range(20):  # +z in the TCP frame points down: press into the table
+        flags |= env.step(np.array([0.0, 0.0, 1.0, -1.0], np.float32))[-1]["violation"]
+    assert flags & Constraint.TABLE_FORCE
+    env.reset(seed=0)
+    flags = 0
+    towards_base = env.unwrapped.tcp_rot.T @ np.array([-1.0, 0.0, 0.0])  # base -x in the TCP frame
+    for _ in range(20):  # into the keep-out zone (x < 0.34 m)
+        flags |= env.step(np.append(towards_base, -1.0).astype(np.float32))[-1]["violation"]
+    assert flags & Constraint.KEEP_OUT
+    expert = make_expert(task, env)
+    for seed in range(5):
+        obs, _ = env.reset(seed=seed)
+        expert.reset()
+        while True:
+            obs, _, terminated, truncated, info = env.step(expert.act(obs))
+            assert info["violation"] == 0
+            if terminated or truncated:
+                break
+        assert info["success"]
+
+
+def test_bad_constraints_are_named():
+    task = dict(load_config(["task=pick_cube_hazard"]).task)
+    with pytest.raises(ConfigError) as error:
+        make_env({**task, "constraints": {"keep_out": [[0.3, 0, 0], [0.2, 1, 1]]}})
+    assert error.value.key == "task.constraints.keep_out"
+    with pytest.raises(ConfigError) as error:
+        make_env({**task, "constraints": {"table_force": -1}})
+    assert error.value.key == "task.constraints.table_force"
