@@ -128,15 +128,16 @@ def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Com
 
     target_pos, target_rot, gripper = command.pos.astype(float), command.rot.astype(float), float(command.gripper)
     force, torque = np.nan_to_num(arm.force), np.nan_to_num(arm.torque)
-    if np.linalg.norm(force) > limits.max_force or np.linalg.norm(torque) > limits.max_torque:
+    force_norm = np.linalg.norm(force)
+    if force_norm > limits.max_force or np.linalg.norm(torque) > limits.max_torque:
         flags |= Violation.FORCE
-        direction = force / np.linalg.norm(force) if np.linalg.norm(force) > 1e-9 else np.zeros(3)
+        direction = force / force_norm if force_norm > 1e-9 else np.zeros(3)
         target_pos = arm.pos + limits.retreat_distance * direction  # move with the push, away from contact
         target_rot = previous.rot
         gripper = previous.gripper
 
     clipped = np.clip(target_pos, limits.workspace_low, limits.workspace_high)
-    if not np.allclose(clipped, target_pos):
+    if not np.array_equal(clipped, target_pos):
         flags |= Violation.WORKSPACE
     target_pos = clipped
 
