@@ -108,7 +108,7 @@ class SafetyCritic:
         return {"safety_loss": loss.item(), "safety_risk_mean": risk.mean().item(), "safety_risk_gap": gap}
 
     def risk_model(self) -> "RiskModel":
-        return RiskModel.from_critic(self.critic)
+        return RiskModel.from_critic(self.critic, self.state_dim)
 
     def state_dict(self) -> dict[str, Any]:
         return {"critic": self.critic.state_dict(), "target": self.target.state_dict(),
@@ -125,36 +125,43 @@ class SafetyCritic:
 class RiskModel:
     """Numpy forward pass of the twin risk heads: Linear -> LayerNorm -> ReLU per layer, max of sigmoids.
 
-    ``__call__(state (S,) or (B, S), actions (B, A))`` evaluates every candidate action at once.
+    ``__call__(state (S,), actions (B, A))`` scores every candidate action at once (float32). The
+    first layer of both heads is one matrix product, split into the state part (computed once)
+    and the action part.
     """
 
-    def __init__(self, layers: list[dict[str, np.ndarray]]):
-        self.layers = layers
+    def __init__(self, layers: list[dict[str, np.ndarray]], state_dim: int):
+        self.layers, self.state_dim = layers, state_dim
 
     @classmethod
-    def from_critic(cls, critic: CriticEnsemble) -> "RiskModel":
+    def from_critic(cls, critic: CriticEnsemble, state_dim: int) -> "RiskModel":
         layers, modules = [], list(critic.net)
         for index, module in enumerate(modules):
-            if hasattr(module, "weight") and module.weight.dim() == 3:  # EnsembleLinear
-                layer = {"weight": module.weight.detach().numpy().astype(np.float64),
-                         "bias": module.bias.detach().numpy().astype(np.float64)}
+            if hasattr(module, "weight") and module.weight.dim() == 3:  # EnsembleLinear (members, in, out)
+                layer = {"weight": module.weight.detach().numpy().astype(np.float32),
+                         "bias": module.bias.detach().numpy().astype(np.float32)}
                 norm = modules[index + 1] if index + 1 < len(modules) else None
                 if norm is not None and hasattr(norm, "scale"):
-                    layer["scale"] = norm.scale.detach().numpy().astype(np.float64)
-                    layer["shift"] = norm.shift.detach().numpy().astype(np.float64)
+                    layer["scale"] = norm.scale.detach().numpy().astype(np.float32)
+                    layer["shift"] = norm.shift.detach().numpy().astype(np.float32)
                 layers.append(layer)
-        return cls(layers)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"layers": self.layers}
+        first = layers[0]
+        members, _, width = first["weight"].shape
+        stacked = first["weight"].transpose(1, 0, 2).reshape(-1, members * width)  # (in, members * width)
+        first["state_weight"], first["action_weight"] = stacked[:state_dim], stacked[state_dim:]
+        return cls(layers, state_dim)
 
     def __call__(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        actions = np.atleast_2d(actions)
-        state = np.broadcast_to(state, (len(actions), np.shape(state)[-1]))
-        x = np.concatenate([state, actions], -1)[None]  # (1, B, S + A), shared by both heads
-        for layer in self.layers:
-            x = x @ layer["weight"] + layer["bias"]
+        actions = np.atleast_2d(np.asarray(actions, np.float32))
+        first = self.layers[0]
+        members, _, width = first["weight"].shape
+        x = np.asarray(state, np.float32) @ first["state_weight"] + actions @ first["action_weight"]
+        x = np.ascontiguousarray(x.reshape(len(actions), members, width).transpose(1, 0, 2)) + first["bias"]
+        for index, layer in enumerate(self.layers):
+            if index:
+                x = x @ layer["weight"] + layer["bias"]
             if "scale" in layer:
-                x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+                centred = x - x.mean(-1, keepdims=True)
+                x = centred / np.sqrt((centred * centred).mean(-1, keepdims=True) + 1e-5)
                 x = np.maximum(x * layer["scale"] + layer["shift"], 0.0)
         return (1.0 / (1.0 + np.exp(-x[..., 0]))).max(0)
