@@ -22,14 +22,14 @@ def test_overrides_reach_the_task_config():
 @pytest.mark.parametrize(
     "overrides, expected",
     [
-        (["task=stack_blocks"], "task='stack_blocks' is not allowed: expected one of gym, peg_insert, pick_cube, reach"),
+        (["task=stack_blocks"], "task='stack_blocks' is not allowed: expected one of gym, peg_insert, pick_cube, pick_cube_hazard, reach"),
         (["task.cameras=[front,top]"], "task.cameras='top' is not allowed: expected names from front, wrist"),
         (["task.image_size=0"], "task.image_size=0 is not allowed: expected a positive integer"),
         (["task.image_size=[64,-8]"], "task.image_size=[64, -8] is not allowed"),
         (["task.control_rate_hz=0"], "task.control_rate_hz=0 is not allowed: expected a positive number"),
         (["task.control_rate_hz=-5"], "task.control_rate_hz=-5 is not allowed: expected a positive number"),
         (["collect.episodes=0"], "collect.episodes=0 is not allowed: expected a positive integer"),
-        (["agent=ppo"], "agent='ppo' is not allowed: expected one of sac"),
+        (["agent=ppo"], "agent='ppo' is not allowed: expected one of cqn, cqn_as, sac"),
     ],
 )
 def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides, expected, capsys, tmp_path):
