@@ -22,8 +22,9 @@ An entry says what to change and how to sample it:
   the default); sensor and actuation attributes are absolute
 - ``frequency``: ``startup`` (once), ``episode`` (every reset) or an integer N (every N steps)
 - ``clamp: [low, high]`` on the final value, ``shared`` (one sample for all matched objects),
-  ``seed`` (its own random stream), ``curriculum: {start_step, end_step, start_fraction}``
-  (the range grows linearly from ``start_fraction`` of its width around the neutral value)
+  ``seed`` (its own random stream), ``curriculum: {start_step, end_step, start_fraction, centre}``
+  (the range grows linearly from ``start_fraction`` of its width around ``centre``, by default
+  the neutral value: 1 for scale, 0 for additive, the low end of the range for absolute)
 
 Defaults are saved when the wrapper is built and restored before every sample, so values never
 drift. Sampled values are in ``info["randomization"]`` on every reset and step.
@@ -109,10 +110,10 @@ class RandomizationEntry:
             raise ConfigError(f"{key}.attribute", self.attribute,
                               "an MjModel array (body_mass, geom_friction, ...), controller.*, sensor.* or actuation.*")
         if self.curriculum is not None:
-            unknown = set(self.curriculum) - {"start_step", "end_step", "start_fraction"}
+            unknown = set(self.curriculum) - {"start_step", "end_step", "start_fraction", "centre"}
             if unknown or self.curriculum.get("end_step", 0) <= self.curriculum.get("start_step", 0):
                 raise ConfigError(f"{key}.curriculum", self.curriculum,
-                                  "{start_step, end_step > start_step, start_fraction in [0, 1]}")
+                                  "{start_step, end_step > start_step, start_fraction in [0, 1], centre}")
 
     @property
     def key(self) -> str:
@@ -133,7 +134,8 @@ class RandomizationEntry:
         fraction = self.width_fraction(step)
         if self.distribution == "normal":
             return rng.normal(low, high * fraction, size)
-        centre = min(max(NEUTRAL.get(self.mode, (low + high) / 2), low), high)
+        centre = (self.curriculum or {}).get("centre", NEUTRAL.get(self.mode, low))
+        centre = min(max(centre, low), high)
         if self.distribution == "loguniform":
             centre = np.log(centre)
             low, high = np.log(low), np.log(high)
