@@ -154,9 +154,10 @@ class Learner:
                 self.ingest(self.transport.receive_transitions(timeout=0.01))
                 while self.due_updates() > 0 and not self.stop.is_set():
                     with self.lock:
-                        self.metrics = self.agent.update(self.sample)
+                        metrics = self.agent.update(self.sample)
                         if self.safety is not None:
-                            self.metrics.update(self.safety.update(self.online))
+                            metrics.update(self.safety.update(self.online))
+                        self.metrics = metrics  # replaced whole: the actor thread reads it
                         self.update_calls += 1
                     if self.update_calls % self.settings.weights_every == 0:
                         self.transport.publish_weights(self.update_calls, self.published_weights())
