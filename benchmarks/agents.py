@@ -15,10 +15,9 @@ Two runs at a time (one torch thread each).
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.common import RESULTS, curve, run_training, to_threshold, save_figure, write_result
+from benchmarks.common import RESULTS, curve, run_training, save_figure, side_by_side, to_threshold, write_result
 
 AGENTS = {
     "sac": ["agent=sac"],
@@ -49,9 +48,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default="runs/agents")
     args = parser.parse_args()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(run_agent, name, args) for name in AGENTS}
-        results = {name: future.result() for name, future in futures.items()}
+    results = side_by_side(run_agent, AGENTS, args)
     ratio = results["sac"]["train_continuity_cost"] / results["sac_gsde"]["train_continuity_cost"]
     print(f"continuity cost of training actions, SAC / SAC+gSDE: {ratio:.2f}x")
     plot(results, RESULTS / "agents.png")

@@ -64,6 +64,15 @@ def run_training(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+def side_by_side(run, names, *args: Any, workers: int = 2) -> dict[str, Any]:
+    """``{name: run(name, *args)}``, ``workers`` runs at a time (each a subprocess on its own core)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {name: pool.submit(run, name, *args) for name in names}
+        return {name: future.result() for name, future in futures.items()}
+
+
 def curve(history: list[dict]) -> list[tuple[int, float, float]]:
     """(env steps, success rate, wall seconds) per evaluation."""
     return [(h["env_steps"], h["success_rate"], round(h["wall_seconds"], 1)) for h in history]

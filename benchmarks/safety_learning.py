@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS, run_training, save_figure, write_result
+from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
 
 VARIANTS = {"hard_limits_only": [], "critic_and_filter": ["safety.enabled=true"]}
 
@@ -46,9 +45,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default="runs/safety_learning")
     args = parser.parse_args()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(run_variant, name, args) for name in VARIANTS}
-        results = {name: future.result() for name, future in futures.items()}
+    results = side_by_side(run_variant, VARIANTS, args)
     base, critic = results["hard_limits_only"], results["critic_and_filter"]
     cut = 1.0 - critic["violations_per_100_episodes"] / max(base["violations_per_100_episodes"], 1e-9)
     drop = base["final_success"] - critic["final_success"]

@@ -18,14 +18,14 @@ import json
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS, run_training, save_figure, write_result
+from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
 
 TRAINING_SET, HELDOUT_SET = "state_policy", "heldout"
+VARIANTS = {"nominal": [], "randomized": [f"randomization={TRAINING_SET}"]}
 
 
 def overhead(repeats: int = 200) -> dict:
@@ -63,10 +63,10 @@ def sweep(checkpoint: Path, args: argparse.Namespace, report_dir: Path) -> list[
     return json.loads((report_dir / "robustness.json").read_text())
 
 
-def train_and_sweep(name: str, overrides: list[str], args: argparse.Namespace) -> dict:
+def train_and_sweep(name: str, args: argparse.Namespace) -> dict:
     run_dir = Path(args.runs) / name
     summary = run_training(run_dir, ["task=pick_cube", f"seed={args.seed}", f"train.env_steps={args.steps}",
-                                     "train.final_eval_episodes=20", *overrides])
+                                     "train.final_eval_episodes=20", *VARIANTS[name]])
     rows = sweep(run_dir / "checkpoint", args, run_dir / "robustness")
     perturbed = [row["success_rate"] for row in rows if row["entry"] != "nominal"]
     result = {"train_final_success": summary["final_eval_success"], "wall_seconds": round(summary["wall_seconds"], 1),
@@ -86,10 +86,7 @@ def main() -> None:
     args = parser.parse_args()
     cost = overhead()
     print("overhead (median ms):", cost["median_ms"], flush=True)
-    variants = {"nominal": [], "randomized": [f"randomization={TRAINING_SET}"]}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(train_and_sweep, name, overrides, args) for name, overrides in variants.items()}
-        results = {name: future.result() for name, future in futures.items()}
+    results = side_by_side(train_and_sweep, VARIANTS, args)
     gain = results["randomized"]["heldout_mean_success"] - results["nominal"]["heldout_mean_success"]
     print(f"held-out mean success: randomized - nominal = {gain:+.3f}")
     plot(results, RESULTS / "sim2real.png")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import curve, run_training, to_threshold, save_figure, write_result
+from benchmarks.common import curve, run_training, save_figure, to_threshold, write_result
 
 VARIANTS = {
     "a_demos_and_interventions": [],

@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError
+from robot_rl.config import require_all
 
 from .base import OffPolicyAgent, soft_update
 
@@ -202,9 +202,7 @@ class CQNConfig:
             "margin": (self.margin >= 0, "a number >= 0"),
             "explore_std": (self.explore_std >= 0, "a number >= 0"),
         }
-        for key, (ok, expected) in checks.items():
-            if not ok:
-                raise ConfigError(f"agent.{key}", getattr(self, key), expected)
+        require_all("agent", self, checks)
 
 
 class CQNAgent(OffPolicyAgent):

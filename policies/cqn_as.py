@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError
+from robot_rl.config import require_all
 
 from .cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
 
@@ -84,10 +84,10 @@ class CQNASConfig(CQNConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not (isinstance(self.horizon, int) and self.horizon >= 1):
-            raise ConfigError("agent.horizon", self.horizon, "an integer K >= 1 (actions per sequence)")
-        if self.ensemble_decay < 0:
-            raise ConfigError("agent.ensemble_decay", self.ensemble_decay, "a number >= 0")
+        require_all("agent", self, {
+            "horizon": (isinstance(self.horizon, int) and self.horizon >= 1, "an integer K >= 1 (actions per sequence)"),
+            "ensemble_decay": (self.ensemble_decay >= 0, "a number >= 0"),
+        })
 
 
 class CQNASAgent(CQNAgent):

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError, choice
+from robot_rl.config import ConfigError, choice, require_all
 
 from .base import OffPolicyAgent, soft_update
 from .gripper import GripperCritic, GripperPolicy, gripper_loss
@@ -77,9 +77,7 @@ class SACConfig:
             "grasp_penalty": (self.grasp_penalty >= 0, "a number >= 0"),
             "gripper_epsilon": (0.0 <= self.gripper_epsilon <= 1.0, "a number in [0, 1]"),
         }
-        for key, (ok, expected) in checks.items():
-            if not ok:
-                raise ConfigError(f"agent.{key}", getattr(self, key), expected)
+        require_all("agent", self, checks)
 
 
 class SACAgent(OffPolicyAgent):

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError
+from robot_rl.config import require_all
 
 from .base import soft_update
 from .networks import CriticEnsemble
@@ -46,9 +46,7 @@ class SafetyCriticConfig:
             "batch_size": (self.batch_size >= 2, "an integer >= 2"),
             "violation_fraction": (0.0 < self.violation_fraction < 1.0, "a number in (0, 1)"),
         }
-        for key, (ok, expected) in checks.items():
-            if not ok:
-                raise ConfigError(f"safety.critic.{key}", getattr(self, key), expected)
+        require_all("safety.critic", self, checks)
 
 
 class SafetyCritic:

@@ -66,3 +66,10 @@ def image_size(key: str, value: Any) -> tuple[int, int]:
         if isinstance(side, bool) or not isinstance(side, int) or side <= 0:
             raise ConfigError(key, value, "a positive integer or [height, width] of positive integers")
     return int(height), int(width)
+
+
+def require_all(prefix: str, settings: Any, checks: dict[str, tuple[bool, str]]) -> None:
+    """Raise for the first ``{field: (ok, expected)}`` check that failed, as ``<prefix>.<field>``."""
+    for key, (ok, expected) in checks.items():
+        if not ok:
+            raise ConfigError(f"{prefix}.{key}", getattr(settings, key), expected)

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from robot_rl.config import ConfigError
+from robot_rl.config import require_all
 
 RiskFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -46,9 +46,7 @@ class FilterSettings:
             "scales": (len(self.scales) > 0 and all(0.0 <= s <= 1.0 for s in self.scales), "factors in [0, 1]"),
             "deadline_s": (self.deadline_s > 0, "a positive number of seconds"),
         }
-        for key, (ok, expected) in checks.items():
-            if not ok:
-                raise ConfigError(f"safety.filter.{key}", getattr(self, key), expected)
+        require_all("safety.filter", self, checks)
 
 
 @dataclass
