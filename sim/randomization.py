@@ -197,7 +197,7 @@ class DomainRandomization(gym.Wrapper):
         self.entries = entries
         self.steps = 0  # env steps since construction (drives curricula)
         self.episode_steps = 0
-        self._rng = np.random.default_rng(seed)
+        self._sampled: dict[str, dict[str, float]] | None = None  # labelled copy of the samples, rebuilt on change
         self._bindings = [self._bind(entry, index, seed) for index, entry in enumerate(entries)]
         self._delay_queue: deque[np.ndarray] = deque()
         self._base_substeps = getattr(self.env.unwrapped, "n_substeps", None)
@@ -278,6 +278,7 @@ class DomainRandomization(gym.Wrapper):
             value = np.clip(value, *entry.clamp)
         self._check(binding, value)
         binding.value = np.array(value, dtype=float)
+        self._sampled = None
         self._apply(binding)
 
     def _check(self, binding: _Binding, value: np.ndarray) -> None:
@@ -300,7 +301,10 @@ class DomainRandomization(gym.Wrapper):
             controller.set_gains(type(controller.gains)(**{**gains, detail: float(binding.value[0])}))
 
     def sampled_values(self) -> dict[str, dict[str, float]]:
-        """{entry name: {object (and column) label: value}} of the current samples."""
+        """{entry name: {object (and column) label: value}} of the current samples (one shared dict until
+        the next sample: read it, do not modify it)."""
+        if self._sampled is not None:
+            return self._sampled
         out = {}
         for binding in self._bindings:
             value = binding.value.reshape(len(binding.labels), -1)
@@ -309,6 +313,7 @@ class DomainRandomization(gym.Wrapper):
             else:
                 out[binding.entry.name] = {f"{label}[{c}]": float(x) for label, v in zip(binding.labels, value)
                                            for c, x in zip(binding.columns, v)}
+        self._sampled = out
         return out
 
     def fix(self, name: str, value: float) -> None:
