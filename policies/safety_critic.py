@@ -149,6 +149,22 @@ class RiskModel:
         first["state_weight"], first["action_weight"] = stacked[:state_dim], stacked[state_dim:]
         return cls(layers, state_dim)
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Flat ``{"<layer>/<name>": array}`` (plus ``state_dim``), e.g. to send over a topic."""
+        arrays = {f"{i}/{name}": value for i, layer in enumerate(self.layers) for name, value in layer.items()}
+        return {**arrays, "state_dim": np.array(self.state_dim)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "RiskModel":
+        layers: list[dict[str, np.ndarray]] = []
+        for key, value in arrays.items():
+            if key == "state_dim":
+                continue
+            index, name = key.split("/")
+            layers.extend({} for _ in range(int(index) + 1 - len(layers)))
+            layers[int(index)][name] = value
+        return cls(layers, int(arrays["state_dim"]))
+
     def __call__(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
         actions = np.atleast_2d(np.asarray(actions, np.float32))
         first = self.layers[0]

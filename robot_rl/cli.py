@@ -8,6 +8,8 @@ Verbs:
   data show              render an episode to mp4 with a plot       (store=PATH episode=N out=FILE.mp4)
   data export            episodes to a rosbag2 MCAP folder          (store=PATH out=DIR [episodes=[0,2]])
   data merge             combine stores after schema checks         (inputs=[A,B] out=PATH)
+  launch <graph>         start a ROS 2 node graph (configs/graph: sim_train, real_train, collect_demos,
+                         learner_only) without ros2 launch; overrides go to every node
   tasks                  list the task configs
   config                 print the composed config
 """
@@ -29,12 +31,12 @@ from omegaconf.errors import OmegaConfBaseException
 from .config import ConfigError
 from .data.episode_store import EpisodeStoreError
 
-VERBS = ("train", "eval", "collect", "data", "tasks", "config")
+VERBS = ("train", "eval", "collect", "data", "launch", "tasks", "config")
 DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
 
-CONFIG_GROUPS = ("task", "agent")
+CONFIG_GROUPS = ("task", "agent", "graph")
 
 
 def group_options(group: str) -> list[str]:
@@ -76,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if verb not in VERBS:
             raise ConfigError("verb", verb, "one of " + ", ".join(VERBS))
+        if verb == "launch":
+            from .graph import launch
+
+            return launch(overrides[0] if overrides else None, overrides[1:])
         if verb == "data":
             command = overrides[0] if overrides else None
             if command not in DATA_COMMANDS:

@@ -82,3 +82,17 @@ def yaw_matrix(yaw: float) -> np.ndarray:
     """Rotation of ``yaw`` radians about +z."""
     c, s = np.cos(yaw), np.sin(yaw)
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def delta_target(pos: np.ndarray, rot: np.ndarray, action: np.ndarray, pos_step: float, rot_step: float,
+                 workspace: np.ndarray, held_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The TCP target a delta action asks for (the robot_rl action contract).
+
+    ``action`` in [-1, 1]^D is (dx, dy, dz, [drx, dry, drz,] gripper) in the TCP frame: the target
+    position is ``pos + rot @ (action[:3] * pos_step)`` (m, base frame) clipped to ``workspace``
+    ([[x, y, z] min, max]); with D = 7 the target orientation is ``rot`` turned by
+    ``action[3:6] * rot_step`` radians about TCP axes, with D = 4 it is ``held_rot``.
+    """
+    target_pos = np.clip(pos + rot @ (np.asarray(action[:3]) * pos_step), workspace[0], workspace[1])
+    target_rot = rot @ matrix_from_rotvec(np.asarray(action[3:6]) * rot_step) if len(action) == 7 else held_rot
+    return target_pos, target_rot

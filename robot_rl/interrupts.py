@@ -22,3 +22,8 @@ def deferred_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if received:
         raise KeyboardInterrupt
+
+
+def interrupt_on_sigterm(signum=None, frame=None) -> None:
+    """Signal handler: SIGTERM behaves like Ctrl-C, so ``kill`` runs the same clean-up."""
+    raise KeyboardInterrupt

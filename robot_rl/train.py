@@ -24,10 +24,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from .actor import run_episode
 from .config import ConfigError, positive
 from .data import EpisodeStore, MixedSampler, ReplayBuffer
 from .envs import load_entry_point, make_env, make_expert, observation_shapes, store_metadata
-from .evaluate import continuity_cost, evaluate, task_progress
+from .evaluate import evaluate
 from .folders import latest, replacing
 from .interrupts import deferred_interrupt
 from .robustness import randomized, robustness_sweep, write_sweep
@@ -226,8 +227,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         while counters.env_steps < settings.env_steps:
             demo = counters.demo_episodes_done < settings.demo_episodes
             episode_seed = int(rng.integers(2**31))
-            stats = run_episode(env, actor_agent, human, safety_actor, transport, writer, learner, settings, demo,
-                                episode_seed, counters, progress)
+            stats = run_episode(env, actor_agent, human, safety_actor, transport, writer, demo, episode_seed,
+                                counting_steps(settings, counters, learner, progress, demo))
             if learner.error is not None:
                 raise RuntimeError("the learner failed") from learner.error
             published = transport.latest_weights()
@@ -271,52 +272,22 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
-def run_episode(env, agent, human, safety: SafetyActor, transport: Transport, writer, learner: Learner,
-                settings: TrainSettings, demo: bool, seed: int, counters: Counters, progress) -> dict[str, Any]:
-    obs, info = env.reset(seed=seed)
-    randomization = info.get("randomization")
-    agent.begin_episode()
-    human.begin_episode(demo)
-    safety.begin_episode()
-    if writer is not None:
-        writer.start(obs)
-    ret, length, interventions, actions = 0.0, 0, 0, []
-    while True:
-        policy_action = agent.act(obs, explore=True)
-        active, human_action = human(obs, policy_action)
-        action, filtered = (human_action, False) if active else safety(obs, policy_action)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        human.observe(task_progress(env, reward))
-        violation = int(info.get("violation", 0))
-        safety.observe(violation)
-        transport.send_transitions([{
-            "obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "terminated": terminated,
-            "truncated": truncated, "intervened": bool(active), "demo": demo, "first": length == 0,
-            "cost": float(violation != 0), "filtered": filtered}])
-        if writer is not None:
-            writer.add(next_obs, action, reward, terminated, truncated, policy_action=policy_action,
-                       success=info["success"], intervened=bool(active), safety_flags=violation)
-        ret += reward
-        length += 1
-        interventions += bool(active)
-        actions.append(action)
-        if not demo:
-            counters.env_steps += 1
-            counters.intervention_steps += bool(active)
-            progress.update(1)
-            if settings.sync:
-                while learner.due_updates() > settings.max_lag and learner.error is None:
-                    time.sleep(0.001)
-        obs = next_obs
-        if terminated or truncated or (not demo and counters.env_steps >= settings.env_steps):
-            break
-    stats = {"success": bool(info["success"]), "return": ret, "length": length, "interventions": interventions,
-             "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed, **safety.stats()}
-    if writer is not None:
-        with deferred_interrupt():
-            extra = {} if randomization is None else {"randomization": randomization}
-            writer.commit("demo" if demo else "online", **stats, **extra)
-    return stats
+def counting_steps(settings: TrainSettings, counters: Counters, learner: Learner, progress, demo: bool):
+    """``after_step`` for :func:`~robot_rl.actor.run_episode`: counts online steps, keeps the
+    actor within ``max_lag`` steps of the learner (sim) and ends the episode when the budget is spent."""
+
+    def after_step(intervened: bool) -> bool:
+        if demo:
+            return False
+        counters.env_steps += 1
+        counters.intervention_steps += intervened
+        progress.update(1)
+        if settings.sync:
+            while learner.due_updates() > settings.max_lag and learner.error is None:
+                time.sleep(0.001)
+        return counters.env_steps >= settings.env_steps
+
+    return after_step
 
 
 def recent_intervention_rate(counters: Counters, window: int = 20) -> float:

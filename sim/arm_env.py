@@ -110,14 +110,18 @@ class ArmEnv(gym.Env):
         self._steps += 1
 
         success = self.is_success()
-        if self.reward_type == "sparse":
-            reward = float(success)
-        else:  # every step costs (1 - progress) until success, so finishing early pays
-            progress = float(own_reward) if own_reward is not None else self.dense_reward()
-            reward = 0.0 if success else progress - 1.0
+        reward = self.reward(success, own_reward)
         terminated = success and self.terminate_on_success
         truncated = self._steps >= self.episode_steps and not terminated
         return self.observation(), reward, terminated, truncated, self.info(clipped, success)
+
+    def reward(self, success: bool, progress: float | None = None) -> float:
+        """Sparse: 1 on success. Dense: every step costs (1 - progress) until success, so finishing
+        early pays; ``progress`` defaults to :meth:`dense_reward`."""
+        if self.reward_type == "sparse":
+            return float(success)
+        progress = float(progress) if progress is not None else self.dense_reward()
+        return 0.0 if success else progress - 1.0
 
     def info(self, clipped: int, success: bool) -> dict[str, Any]:
         return {

@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 
 from robot_rl import config as check
-from robot_rl.geometry import matrix_from_rotvec, orientation_error, rotvec_from_matrix
+from robot_rl.geometry import delta_target, orientation_error, rotvec_from_matrix
 
 from .arm_env import PROPRIO_FIELDS, ArmEnv
 from .constraints import ConstraintMonitor, Constraints
@@ -174,13 +174,8 @@ class PandaTaskEnv(ArmEnv):
         return self.begin_episode()
 
     def apply_action(self, action: np.ndarray) -> None:
-        pos, rot = self.tcp_pos, self.tcp_rot
-        target_pos = np.clip(pos + rot @ (action[:3] * self.pos_step), self.workspace[0], self.workspace[1])
-        if self.action_dim == 7:
-            target_rot = rot @ matrix_from_rotvec(action[3:6] * self.rot_step)
-        else:
-            target_rot = self.home_rot
-        self.controller.set_target(target_pos, target_rot)
+        self.controller.set_target(*delta_target(self.tcp_pos, self.tcp_rot, action, self.pos_step, self.rot_step,
+                                                 self.workspace, self.home_rot))
         self.set_gripper_command(float(action[-1]))
         self.simulate(self.n_substeps)
 

@@ -1,16 +1,38 @@
-"""Conversions between geometry_msgs and the numpy pose convention of robot_rl.
+"""Conversions between ROS 2 messages and the numpy conventions of robot_rl (no cv_bridge).
 
-Positions in metres, orientations as 3x3 rotation matrices from the TCP frame to the base frame;
-ROS quaternions are (x, y, z, w), robot_rl's (w, x, y, z).
+Positions in metres, orientations as 3x3 rotation matrices from the TCP frame to the base frame,
+twists as (linear m/s, angular rad/s), wrenches as (force N, torque N m), all in the frame named
+by the message header. ROS quaternions are (x, y, z, w), robot_rl's (w, x, y, z). Stamps are
+``builtin_interfaces/Time``; :func:`seconds` / :func:`stamp` convert them to and from float
+seconds. Every ``*_msg`` function builds a new message; every ``*_to_numpy`` reads one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from sensor_msgs.msg import CameraInfo, Image, JointState, Joy
 
 from ..geometry import matrix_from_quat, quat_from_matrix
 
+#: Image encodings understood here -> (numpy dtype, channels)
+ENCODINGS = {"rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "mono8": (np.uint8, 1), "16UC1": (np.uint16, 1),
+             "mono16": (np.uint16, 1), "32FC1": (np.float32, 1)}
 
+
+def seconds(time_msg) -> float:
+    return time_msg.sec + time_msg.nanosec * 1e-9
+
+
+def stamp(t: float) -> Time:
+    sec = int(np.floor(t))
+    return Time(sec=sec, nanosec=min(int(round((t - sec) * 1e9)), 999_999_999))
+
+
+# ----------------------------------------------------------------------------- poses, twists, wrenches
 def pose_to_numpy(pose) -> tuple[np.ndarray, np.ndarray]:
     """geometry_msgs/Pose -> (position (3,), rotation (3, 3))."""
     p, q = pose.position, pose.orientation
@@ -23,3 +45,129 @@ def numpy_to_pose(pose, position: np.ndarray, rotation: np.ndarray):
     pose.position.x, pose.position.y, pose.position.z = map(float, position)
     pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z = map(float, (w, x, y, z))
     return pose
+
+
+def pose_msg(position: np.ndarray, rotation: np.ndarray, t: float, frame_id: str) -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    numpy_to_pose(msg.pose, position, rotation)
+    return msg
+
+
+def _vector(v) -> np.ndarray:
+    return np.array([v.x, v.y, v.z])
+
+
+def _fill(v, values) -> None:
+    v.x, v.y, v.z = map(float, values)
+
+
+def twist_msg(linear: np.ndarray, angular: np.ndarray, t: float, frame_id: str) -> TwistStamped:
+    msg = TwistStamped()
+    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    _fill(msg.twist.linear, linear)
+    _fill(msg.twist.angular, angular)
+    return msg
+
+
+def twist_to_numpy(twist) -> np.ndarray:
+    """geometry_msgs/Twist -> (6,) [linear, angular]."""
+    return np.concatenate([_vector(twist.linear), _vector(twist.angular)])
+
+
+def wrench_msg(force: np.ndarray, torque: np.ndarray, t: float, frame_id: str) -> WrenchStamped:
+    msg = WrenchStamped()
+    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    _fill(msg.wrench.force, force)
+    _fill(msg.wrench.torque, torque)
+    return msg
+
+
+def wrench_to_numpy(wrench) -> np.ndarray:
+    """geometry_msgs/Wrench -> (6,) [force N, torque N m]."""
+    return np.concatenate([_vector(wrench.force), _vector(wrench.torque)])
+
+
+# ----------------------------------------------------------------------------- joints and joysticks
+def joint_state_msg(names: Sequence[str], position: np.ndarray, velocity: np.ndarray, effort: np.ndarray,
+                    t: float) -> JointState:
+    msg = JointState()
+    msg.header.stamp = stamp(t)
+    msg.name = list(names)
+    msg.position, msg.velocity, msg.effort = (np.asarray(a, float).tolist() for a in (position, velocity, effort))
+    return msg
+
+
+def joint_positions(msg: JointState, names: Sequence[str]) -> np.ndarray:
+    """Positions of ``names`` in that order; a missing joint raises naming what the message has."""
+    index = {name: i for i, name in enumerate(msg.name)}
+    missing = [name for name in names if name not in index]
+    if missing:
+        raise ValueError(f"JointState has no joints {missing}; it has {list(msg.name)}")
+    return np.array([msg.position[index[name]] for name in names])
+
+
+def joy_msg(axes: Sequence[float], buttons: Sequence[int], t: float) -> Joy:
+    msg = Joy()
+    msg.header.stamp = stamp(t)
+    msg.axes, msg.buttons = [float(a) for a in axes], [int(b) for b in buttons]
+    return msg
+
+
+def joy_to_numpy(msg: Joy) -> tuple[np.ndarray, np.ndarray]:
+    """sensor_msgs/Joy -> (axes float, buttons int)."""
+    return np.asarray(msg.axes, dtype=float), np.asarray(msg.buttons, dtype=int)
+
+
+# ----------------------------------------------------------------------------- cameras
+def image_msg(array: np.ndarray, t: float, frame_id: str, encoding: str | None = None) -> Image:
+    """uint8 HxWx3 -> rgb8 (or ``bgr8``), uint8 HxW -> mono8, uint16 HxW -> 16UC1 (depth in mm), float32 -> 32FC1."""
+    array = np.ascontiguousarray(array)
+    if encoding is None:
+        encoding = {(np.uint8, 3): "rgb8", (np.uint8, 1): "mono8", (np.uint16, 1): "16UC1",
+                    (np.float32, 1): "32FC1"}.get((array.dtype.type, array.shape[2] if array.ndim == 3 else 1))
+    if encoding not in ENCODINGS:
+        raise ValueError(f"image of dtype {array.dtype} and shape {array.shape}: no ROS encoding for it "
+                         f"(supported: {', '.join(ENCODINGS)})")
+    msg = Image()
+    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    msg.height, msg.width = array.shape[:2]
+    msg.encoding = encoding
+    msg.is_bigendian = 0
+    msg.step = array.strides[0]
+    msg.data = array.tobytes()
+    return msg
+
+
+def image_to_numpy(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image -> HxWx3 uint8 RGB (colour encodings) or HxW (single channel); honours row padding."""
+    if msg.encoding not in ENCODINGS:
+        raise ValueError(f"image encoding {msg.encoding!r} is not supported (expected one of {', '.join(ENCODINGS)})")
+    dtype, channels = ENCODINGS[msg.encoding]
+    dtype = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
+    row = np.frombuffer(msg.data, dtype=np.uint8).reshape(msg.height, msg.step)
+    pixels = row[:, : msg.width * channels * dtype.itemsize].copy().view(dtype)
+    image = pixels.reshape(msg.height, msg.width, channels) if channels > 1 else pixels.reshape(msg.height, msg.width)
+    if msg.encoding == "bgr8":
+        image = image[..., ::-1]
+    return np.ascontiguousarray(image.astype(dtype.newbyteorder("=")))
+
+
+def camera_info_msg(width: int, height: int, fovy_deg: float, t: float, frame_id: str) -> CameraInfo:
+    """Pinhole intrinsics of a camera with vertical field of view ``fovy_deg`` and square pixels, no distortion."""
+    f = 0.5 * height / np.tan(np.deg2rad(fovy_deg) / 2)
+    cx, cy = (width - 1) / 2, (height - 1) / 2
+    msg = CameraInfo()
+    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    msg.width, msg.height = int(width), int(height)
+    msg.distortion_model = "plumb_bob"
+    msg.d = [0.0] * 5
+    msg.k = [f, 0.0, cx, 0.0, f, cy, 0.0, 0.0, 1.0]
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    msg.p = [f, 0.0, cx, 0.0, 0.0, f, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return msg
+
+
+def intrinsics(msg: CameraInfo) -> np.ndarray:
+    """The 3x3 camera matrix K (pixels)."""
+    return np.asarray(msg.k, dtype=float).reshape(3, 3)

@@ -1,0 +1,13 @@
+"""ROS 2 launch file of the robot_rl graph `learner_only` (configs/graph/learner_only.yaml).
+
+    ros2 launch launch/learner_only.launch.py overrides:="task=reach train.env_steps=2000"
+
+Needs a full ROS 2 install (`launch` is not on PyPI) and robot_rl importable by that Python;
+`robot-rl launch learner_only task=reach ...` starts the same nodes without it.
+"""
+
+from robot_rl.graph import launch_description
+
+
+def generate_launch_description():
+    return launch_description("learner_only")

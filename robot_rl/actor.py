@@ -1,0 +1,62 @@
+"""One episode of acting: the part of the actor that is the same in-process and in the ROS 2 graph.
+
+Every step the policy proposes an action, the teleop source may take over (the human's action is
+executed and flagged ``intervened``), otherwise the safety actor may filter the policy's action;
+the env executes it and the transition goes to the learner through the transport, and to the
+episode writer when one is given.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .evaluate import continuity_cost, task_progress
+from .interrupts import deferred_interrupt
+from .transport import Transport
+
+
+def run_episode(env, agent, human, safety, transport: Transport, writer, demo: bool, seed: int | None,
+                after_step: Callable[[bool], bool] | None = None) -> dict[str, Any]:
+    """Act until the episode ends; ``after_step(intervened)`` is called after each step and ends
+    the episode early by returning True (a spent step budget). Returns the episode's stats."""
+    human.begin_episode(demo)  # before the reset: a human (or the cell) may need to know a demo comes
+    obs, info = env.reset(seed=seed)
+    randomization = info.get("randomization")
+    agent.begin_episode()
+    safety.begin_episode()
+    if writer is not None:
+        writer.start(obs)
+    ret, length, interventions, actions = 0.0, 0, 0, []
+    while True:
+        policy_action = agent.act(obs, explore=True)
+        active, human_action = human(obs, policy_action)
+        action, filtered = (human_action, False) if active else safety(obs, policy_action)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        human.observe(task_progress(env, reward))
+        violation = int(info.get("violation", 0))
+        safety.observe(violation)
+        transport.send_transitions([{
+            "obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "terminated": terminated,
+            "truncated": truncated, "intervened": bool(active), "demo": demo, "first": length == 0,
+            "cost": float(violation != 0), "filtered": filtered, "policy_action": policy_action,
+            "success": bool(info["success"]), "violation": violation}])
+        if writer is not None:
+            writer.add(next_obs, action, reward, terminated, truncated, policy_action=policy_action,
+                       success=info["success"], intervened=bool(active), safety_flags=violation)
+        ret += reward
+        length += 1
+        interventions += bool(active)
+        actions.append(action)
+        stop = after_step(bool(active)) if after_step is not None else False
+        obs = next_obs
+        if terminated or truncated or stop:
+            break
+    stats = {"success": bool(info["success"]), "return": ret, "length": length, "interventions": interventions,
+             "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed, **safety.stats()}
+    if writer is not None:
+        with deferred_interrupt():
+            extra = {} if randomization is None else {"randomization": randomization}
+            writer.commit("demo" if demo else "online", **stats, **extra)
+    return stats

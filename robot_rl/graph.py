@@ -1,0 +1,174 @@
+"""Node graphs: which robot_rl nodes a job runs, read by ``robot-rl launch`` and by the ROS 2
+launch files in ``launch/`` alike (Hydra group ``graph``, ``configs/graph/<name>.yaml``).
+
+Each node entry: ``name``, ``module`` (run as ``python -m <module>``), ``hydra`` (default true:
+the node gets the launch's Hydra overrides, after its own ``args``), ``args``, ``required`` (the
+graph stops when it exits), ``respawn`` (restarted when it exits), ``only_with_sim`` (true: only
+when ``graph.with_sim``; false: only without).
+
+``robot-rl launch <graph> key=value ...`` starts every node as a child process, prefixes their
+output with the node name, and on Ctrl-C, SIGTERM or the exit of a required node stops them all
+(SIGINT, then SIGKILL after ``grace`` seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .config import ConfigError
+from .interrupts import interrupt_on_sigterm
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    module: str
+    hydra: bool = True
+    args: list[str] = field(default_factory=list)
+    required: bool = False
+    respawn: bool = False
+    only_with_sim: bool | None = None
+
+    def command(self, overrides: list[str]) -> list[str]:
+        return [sys.executable, "-m", self.module, *self.args, *(overrides if self.hydra else [])]
+
+
+def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
+    """The nodes of ``cfg.graph`` that apply (``with_sim``), checked."""
+    graph = OmegaConf.to_container(cfg.graph, resolve=True)
+    known = set(NodeSpec.__dataclass_fields__)
+    nodes = []
+    for index, entry in enumerate(graph.get("nodes") or []):
+        unknown = set(entry) - known
+        if unknown or "name" not in entry or "module" not in entry:
+            raise ConfigError(f"graph.nodes[{index}]", entry, f"name, module and optionally {sorted(known - {'name', 'module'})}")
+        entry["args"] = [str(a) for a in entry.get("args", [])]
+        node = NodeSpec(**entry)
+        if node.only_with_sim is None or node.only_with_sim == bool(graph.get("with_sim", False)):
+            nodes.append(node)
+    if not nodes:
+        raise ConfigError("graph.nodes", graph.get("nodes"), "at least one node")
+    return nodes
+
+
+class Launcher:
+    """Child processes of one graph, their output, and their shutdown."""
+
+    def __init__(self, nodes: list[NodeSpec], overrides: list[str], grace: float = 10.0, out=None):
+        self.nodes, self.overrides, self.grace = nodes, overrides, grace
+        self.out = out or sys.stdout
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.reported: set[str] = set()  # exited nodes already announced
+        self._print = threading.Lock()
+
+    def start(self, node: NodeSpec) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        process = subprocess.Popen(node.command(self.overrides), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   env=env, text=True, bufsize=1)
+        self.processes[node.name] = process
+        threading.Thread(target=self._relay, args=(node.name, process), daemon=True).start()
+        self.say(f"started {node.name} (pid {process.pid}): {' '.join(node.command(self.overrides)[1:])}")
+
+    def _relay(self, name: str, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            with self._print:
+                self.out.write(f"[{name}] {line}")
+                self.out.flush()
+
+    def say(self, text: str) -> None:
+        with self._print:
+            self.out.write(f"[launch] {text}\n")
+            self.out.flush()
+
+    def run(self) -> int:
+        """Start all nodes and supervise them; returns the exit code of the required node (0 if none)."""
+        for node in self.nodes:
+            self.start(node)
+        code = 0
+        try:
+            while True:
+                for node in self.nodes:
+                    returncode = self.processes[node.name].poll()
+                    if returncode is None:
+                        continue
+                    if node.required:
+                        self.say(f"{node.name} exited with code {returncode}; stopping the graph")
+                        return returncode
+                    if node.respawn:
+                        self.say(f"{node.name} exited with code {returncode}; respawning")
+                        self.start(node)
+                    elif node.name not in self.reported:
+                        self.reported.add(node.name)
+                        self.say(f"{node.name} exited with code {returncode}")
+                if all(p.poll() is not None for p in self.processes.values()):
+                    return code
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            self.say("interrupted; stopping the graph")
+            return 130
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        for process in reversed(list(self.processes.values())):
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + self.grace
+        for name, process in self.processes.items():
+            try:
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                self.say(f"{name} did not stop within {self.grace:g} s; killing it")
+                process.kill()
+                process.wait()
+
+
+def launch(graph: str, overrides: list[str]) -> int:
+    """``robot-rl launch <graph> key=value ...``"""
+    from .cli import group_options, load_config
+
+    if graph not in group_options("graph"):
+        raise ConfigError("graph", graph, "one of " + ", ".join(group_options("graph")))
+    cfg = load_config([f"graph={graph}", *overrides])
+    previous = signal.signal(signal.SIGTERM, interrupt_on_sigterm)
+    try:
+        return Launcher(graph_nodes(cfg), [f"graph={graph}", *overrides]).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def launch_description(graph: str) -> Any:
+    """The ROS 2 ``LaunchDescription`` of a graph, for the files in ``launch/`` (needs a full ROS 2
+    install: ``launch`` is not on PyPI). ``overrides:="key=value ..."`` passes Hydra overrides."""
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, EmitEvent, ExecuteProcess, OpaqueFunction, RegisterEventHandler
+    from launch.event_handlers import OnProcessExit
+    from launch.events import Shutdown
+    from launch.substitutions import LaunchConfiguration
+
+    from .cli import load_config
+
+    def nodes(context):
+        overrides = [f"graph={graph}", *LaunchConfiguration("overrides").perform(context).split()]
+        actions = []
+        for node in graph_nodes(load_config(overrides)):
+            process = ExecuteProcess(cmd=node.command(overrides), name=node.name, output="screen", respawn=node.respawn)
+            actions.append(process)
+            if node.required:
+                actions.append(RegisterEventHandler(OnProcessExit(target_action=process,
+                                                                  on_exit=[EmitEvent(event=Shutdown())])))
+        return actions
+
+    return LaunchDescription([
+        DeclareLaunchArgument("overrides", default_value="", description="Hydra overrides, e.g. 'task=reach'"),
+        OpaqueFunction(function=nodes),
+    ])

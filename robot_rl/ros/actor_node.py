@@ -1,0 +1,142 @@
+"""The actor node: acts on the robot cell through topics with the newest policy weights.
+
+It runs :func:`robot_rl.actor.run_episode` on a :class:`~robot_rl.ros.topic_env.TopicEnv` with
+the intervention mux (:class:`~robot_rl.ros.teleop_source.TopicTeleop`) and the learned safety
+filter when the learner publishes one, sends every transition to the learner
+(:class:`~robot_rl.ros.transport.RosTransport`) and loads new weights between episodes. Without
+a learner it keeps acting on the weights it has. A stream that goes silent pauses the episode
+(logged with the topic) until it returns. Every ``ros.eval_every_episodes`` training episodes it
+runs ``ros.eval_episodes`` deterministic episodes. With ``ros.demos_only`` it stops after the
+``train.demo_episodes`` demonstrations (demo collection). Each episode's stats go out as JSON on
+``/rl/episode_stats`` (std_msgs/String) and to the log.
+
+    python -m robot_rl.ros.actor_node task=reach train.env_steps=2000 [--ros-args ...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from std_msgs.msg import String
+
+from ..actor import run_episode
+from ..config import ConfigError
+from ..envs import make_env, observation_shapes
+from ..evaluate import evaluate
+from ..safety.training import SafetyActor, safety_settings
+from ..train import make_agent, settings_from
+from . import qos
+from .node_main import TopicError, node_config, require_topics, ros_node, spin_in_background
+from .teleop_source import TopicTeleop
+from .topic_env import StreamStalled, TopicEnv, TopicEnvSettings
+from .transport import RosTransport
+
+
+class ActorLoop:
+    def __init__(self, node, cfg):
+        task = OmegaConf.to_container(cfg.task, resolve=True)
+        spec_env = make_env(task)  # the task's spaces and state layout; the cell itself is behind topics
+        shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
+        layout = spec_env.unwrapped.state_layout
+        spec_env.close()
+        self.node, self.cfg = node, cfg
+        self.settings = settings_from(cfg.train)
+        self.log = node.get_logger()
+        self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), layout)
+        self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
+        self.human = TopicTeleop(node, self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold)
+        self.safety = SafetyActor(safety_settings(cfg.get("safety")))
+        self.transport = RosTransport(node, "actor")
+        self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EVENT)
+        self.weights_seen = 0
+        self.env_steps = self.episodes = 0
+
+    def load_new_weights(self) -> None:
+        published = self.transport.latest_weights()
+        if published is not None and published[0] != self.weights_seen:
+            self.weights_seen, weights = published
+            self.agent.load_policy_state(weights)
+            self.safety.load(weights)
+            self.log.info(f"loaded policy weights: learner {self.transport.weights_meta.get('session')} "
+                          f"update {self.transport.weights_meta.get('version')}")
+
+    def publish(self, kind: str, stats: dict) -> None:
+        record = {"kind": kind, "episode": self.episodes, "env_steps": self.env_steps,
+                  "weights": self.transport.weights_meta.get("version"), **stats}
+        self.stats_pub.publish(String(data=json.dumps(record, default=float)))
+        self.log.info(json.dumps(record, default=float))
+
+    def after_step(self, demo: bool):
+        def count(intervened: bool) -> bool:
+            if not demo:
+                self.env_steps += 1
+            return self.env_steps >= self.settings.env_steps
+        return count
+
+    def run(self) -> None:
+        ros = self.cfg.ros
+        while self.env_steps < self.settings.env_steps:
+            self.load_new_weights()
+            demo = self.episodes < self.settings.demo_episodes
+            if ros.demos_only and not demo:
+                return
+            try:
+                stats = run_episode(self.env, self.agent, self.human, self.safety, self.transport, None, demo, None,
+                                    self.after_step(demo))
+            except StreamStalled as stall:
+                self.log.warning(f"episode {self.episodes} paused: {stall}; waiting for {stall.topic} to return")
+                self.publish("paused", {"reason": str(stall), "topic": stall.topic})
+                self.wait_for_streams()
+                continue
+            self.episodes += 1
+            self.publish("demo" if demo else "train", stats)
+            if not demo and ros.eval_every_episodes and self.episodes % ros.eval_every_episodes == 0:
+                self.load_new_weights()
+                try:
+                    result = evaluate(self.agent, self.env, int(ros.eval_episodes), seed=0)  # the cell picks its resets
+                except StreamStalled as stall:
+                    self.log.warning(f"evaluation paused: {stall}")
+                    self.wait_for_streams()
+                    continue
+                self.publish("eval", {k: v for k, v in result.items() if np.isscalar(v)})
+
+    def wait_for_streams(self) -> None:
+        while True:
+            try:
+                self.env.wait_for_streams(timeout=5.0)
+                self.log.info("streams are back; resuming")
+                return
+            except StreamStalled as stall:
+                self.log.warning(f"still waiting: {stall}", throttle_duration_sec=10.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        torch.set_num_threads(int(cfg.train.torch_threads))
+        with ros_node("robot_rl_actor", ros_args) as node:
+            actor = ActorLoop(node, cfg)
+            spin_in_background(node)
+            require_topics(node, actor.env.topics(), float(cfg.ros.startup_timeout))
+            if not cfg.ros.demos_only and not actor.transport.wait_for_peer(float(cfg.ros.startup_timeout)):
+                node.get_logger().warning("no learner on /rl/transitions yet; acting with the initial weights")
+            started = time.monotonic()
+            try:
+                actor.run()
+            except KeyboardInterrupt:
+                pass
+            node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
+                                   f"{time.monotonic() - started:.0f} s")
+    except (ConfigError, TopicError) as error:
+        print(f"robot_rl.ros.actor_node: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The learner node: transitions in, weights out, checkpoints.
+
+It runs the same :class:`robot_rl.train.Learner` as ``robot-rl train`` behind a
+:class:`~robot_rl.ros.transport.RosTransport`: demo transitions fill the demo buffer,
+interventions both buffers, policy steps the online buffer; updates start after
+``train.start_training`` online transitions and keep ``agent.utd`` updates per transition;
+weights go out every ``train.weights_every`` updates (latched, so a late or restarted actor
+gets them). The run folder is ``train.run_dir``: a checkpoint every ``train.checkpoint_every``
+online transitions and at shutdown (SIGINT/SIGTERM). A learner started on a run folder with a
+checkpoint resumes from it (agent, buffers, counters) and publishes its weights at once.
+
+    python -m robot_rl.ros.learner_node task=reach train.run_dir=runs/graph [--ros-args ...]
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from ..config import ConfigError
+from ..envs import make_env, observation_shapes
+from ..safety.training import make_safety_learner, safety_settings
+from ..train import Counters, Learner, make_agent, restore, save_checkpoint, settings_from
+from .node_main import node_config, ros_node
+from .transport import RosTransport
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        settings = settings_from(cfg.train)
+        safety = safety_settings(cfg.get("safety"))
+        task = OmegaConf.to_container(cfg.task, resolve=True)
+        spec_env = make_env(task)
+        shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
+        spec_env.close()
+        agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
+    except ConfigError as error:
+        print(f"robot_rl.ros.learner_node: error: {error}", file=sys.stderr)
+        return 2
+    torch.manual_seed(int(cfg.seed))
+    torch.set_num_threads(settings.torch_threads)
+    run_dir = Path(settings.run_dir)
+    checkpoint = run_dir / "checkpoint"
+    with ros_node("robot_rl_learner", ros_args) as node:
+        log = node.get_logger()
+        transport = RosTransport(node, "learner")
+        learner = Learner(agent, settings, shapes, action_dim, transport, int(cfg.seed),
+                          make_safety_learner(safety, shapes, action_dim, int(cfg.seed)),
+                          safety.penalty if safety.enabled else 0.0)
+        counters = Counters()
+        if (checkpoint / "counters.json").exists():
+            try:
+                counters = restore(checkpoint, learner, cfg)
+            except ConfigError as error:
+                print(f"robot_rl.ros.learner_node: error: {error}", file=sys.stderr)
+                return 2
+            log.info(f"resumed from {checkpoint}: {learner.update_calls} updates, "
+                     f"{learner.online_received} online transitions")
+        else:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(cfg, run_dir / "config.yaml")
+        transport.publish_weights(learner.update_calls, learner.published_weights())
+        thread = threading.Thread(target=learner.run, name="learner", daemon=True)
+        thread.start()
+        started = time.monotonic() - counters.wall_seconds
+        last_checkpoint = learner.online_received
+
+        def checkpoint_if_due(final: bool = False) -> None:
+            nonlocal last_checkpoint
+            if final or learner.online_received - last_checkpoint >= settings.checkpoint_every:
+                last_checkpoint = learner.online_received
+                counters.env_steps = learner.online_received
+                counters.wall_seconds = time.monotonic() - started
+                save_checkpoint(checkpoint, learner, counters)
+                log.info(f"checkpoint: {learner.update_calls} updates, {learner.online_received} online transitions, "
+                         f"{transport.transitions_received} received")
+
+        node.create_timer(1.0, checkpoint_if_due)
+        import rclpy
+
+        try:
+            while rclpy.ok() and learner.error is None:
+                rclpy.spin_once(node, timeout_sec=0.1)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            learner.stop.set()
+            thread.join()
+            if learner.error is not None:
+                log.error(f"the learner failed: {learner.error!r}")
+            checkpoint_if_due(final=True)
+    return 1 if learner.error is not None else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

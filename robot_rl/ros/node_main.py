@@ -1,0 +1,100 @@
+"""What every robot_rl node process shares: Hydra config from the command line, rclpy set-up and
+tear-down, a background executor, and start-up checks of the topics a node depends on.
+
+A node is started as ``python -m <module> [key=value ...] [--ros-args ...]``: the Hydra overrides
+configure it exactly like ``robot-rl train`` (same config tree), everything after ``--ros-args``
+goes to rclpy (remapping, parameters, log level).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from omegaconf import DictConfig
+
+from ..interrupts import interrupt_on_sigterm
+
+
+def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
+    """(composed config, rclpy arguments) from a node's command line."""
+    from ..cli import load_config
+
+    argv = list(argv)
+    split = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
+    return load_config(argv[:split]), ["robot_rl", *argv[split:]]
+
+
+@contextmanager
+def ros_node(name: str, ros_args: list[str]) -> Iterator:
+    """An initialised rclpy context and one node; SIGTERM is turned into KeyboardInterrupt so the
+    same clean-up (checkpoints, episode stores) runs for ``kill`` and Ctrl-C."""
+    import rclpy
+
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt_on_sigterm)
+    node = rclpy.create_node(name)
+    try:
+        yield node
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def spin_in_background(node) -> threading.Thread:
+    """Run the node's callbacks in a daemon thread (single-threaded executor) while the caller's
+    thread runs its own loop."""
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    thread = threading.Thread(target=spin, name=f"{node.get_name()}_executor", daemon=True)
+    thread.start()
+    return thread
+
+
+def spin(node) -> None:
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+class TopicError(RuntimeError):
+    """A topic a node needs is missing or has the wrong type."""
+
+
+def require_topics(node, expected: dict[str, str], timeout: float) -> None:
+    """Wait up to ``timeout`` s until every topic in ``expected`` (name -> ``pkg/msg/Type``) has a
+    publisher of that type; otherwise raise naming the topic, what it expected and what exists."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = dict(node.get_topic_names_and_types())
+        wrong = {topic: found[topic] for topic, kind in expected.items() if topic in found and kind not in found[topic]}
+        if wrong:
+            topic, kinds = next(iter(wrong.items()))
+            raise TopicError(f"topic {topic} has type {', '.join(kinds)}; {node.get_name()} expected {expected[topic]}")
+        missing = [topic for topic in expected if node.count_publishers(topic) == 0]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            topic = missing[0]
+            raise TopicError(f"no publisher on {topic} after {timeout:g} s; {node.get_name()} expected "
+                             f"{expected[topic]} there (remap with --ros-args -r {topic}:=<topic>)")
+        time.sleep(0.05)

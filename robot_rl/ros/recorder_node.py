@@ -1,0 +1,144 @@
+"""The recorder node: every episode the actor plays, into the episode store (and MCAP on request).
+
+Episodes are rebuilt from the transitions on ``/rl/transitions`` (the stream the learner gets):
+an episode starts at a transition flagged ``first`` and is committed when one ends it
+(terminated or truncated); an episode cut short (the actor paused, crashed or was stopped) is
+dropped, so the store only ever holds finished episodes, also after Ctrl-C or SIGTERM.
+With ``ros.recorder.mcap=<folder>`` the raw messages of the cell's topics (cameras, state,
+commands, teleop) are also written to a rosbag2 MCAP there, serialized as received.
+
+    python -m robot_rl.ros.recorder_node task=pick_cube ros.recorder.store=data/demos.zarr
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from std_msgs.msg import UInt8MultiArray
+
+from ..config import ConfigError
+from ..data import EpisodeStore
+from ..data.episode_store import EpisodeStoreError
+from ..envs import make_env, store_metadata
+from . import qos
+from .codec import decode_transitions
+from .node_main import node_config, ros_node, spin
+from .transport import TRANSITIONS_TOPIC
+
+#: topics recorded to MCAP (name -> type) besides each camera's image and camera_info
+MCAP_TOPICS = {
+    "/joint_states": "sensor_msgs/msg/JointState",
+    "/franka_robot_state_broadcaster/current_pose": "geometry_msgs/msg/PoseStamped",
+    "/franka_robot_state_broadcaster/external_wrench_in_base_frame": "geometry_msgs/msg/WrenchStamped",
+    "/rl/action": "geometry_msgs/msg/PoseStamped",
+    "/rl/gripper": "std_msgs/msg/Float64",
+    "/rl/equilibrium_pose": "geometry_msgs/msg/PoseStamped",
+    "/rl/safety_flags": "std_msgs/msg/UInt32",
+    "/rl/reward": "std_msgs/msg/Float64",
+    "/rl/success": "std_msgs/msg/Bool",
+    "/spacenav/twist": "geometry_msgs/msg/Twist",
+    "/spacenav/joy": "sensor_msgs/msg/Joy",
+    "/rl/intervention": "std_msgs/msg/Bool",
+}
+
+
+class EpisodeRecorder:
+    """Transitions -> committed episodes."""
+
+    def __init__(self, store: EpisodeStore, log):
+        self.writer, self.log = store.writer(), log
+        self.committed = 0
+
+    def add(self, transitions: list[dict]) -> None:
+        for t in transitions:
+            if t["first"]:
+                if self.writer.active:
+                    self.log.warning("dropped an unfinished episode (the actor started a new one)")
+                self.writer.start(t["obs"])
+                self.demo = t["demo"]
+            if not self.writer.active:
+                continue  # the rest of an episode whose start was missed
+            self.writer.add(t["next_obs"], t["action"], t["reward"], t["terminated"], t["truncated"],
+                            policy_action=t["policy_action"], success=t["success"], intervened=t["intervened"],
+                            safety_flags=t["violation"])
+            if t["terminated"] or t["truncated"]:
+                name = self.writer.commit("demo" if self.demo else "online")
+                self.committed += 1
+                self.log.info(f"recorded {name} ({'demo' if self.demo else 'online'})")
+
+    def close(self) -> None:
+        self.writer.discard()
+
+
+class McapRecorder:
+    """Raw (serialized) messages of the given topics to a rosbag2 MCAP folder."""
+
+    def __init__(self, node, folder: Path, topics: dict[str, str]):
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.typesys import Stores, get_typestore
+
+        if folder.exists():
+            raise ConfigError("ros.recorder.mcap", str(folder), "a new folder (rosbag2 writes a new one)")
+        self.types = get_typestore(Stores.ROS2_JAZZY)
+        self.writer = Writer(folder, version=9, storage_plugin=StoragePlugin.MCAP)
+        self.writer.open()
+        self.written = 0
+        for topic, kind in topics.items():
+            connection = self.writer.add_connection(topic, kind, typestore=self.types)
+            node.create_subscription(_message_class(kind), topic,
+                                     lambda data, c=connection: self._write(c, data), qos.TRANSITIONS, raw=True)
+
+    def _write(self, connection, data: bytes) -> None:
+        self.writer.write(connection, time.time_ns(), bytes(data))
+        self.written += 1
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _message_class(kind: str):
+    """``pkg/msg/Name`` -> the rclpy message class."""
+    import importlib
+
+    package, _, name = kind.split("/")
+    return getattr(importlib.import_module(f"{package}.msg"), name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        task = OmegaConf.to_container(cfg.task, resolve=True)
+        spec_env = make_env(task)
+        metadata = store_metadata(task, spec_env)
+        spec_env.close()
+        store = EpisodeStore.create(cfg.ros.recorder.store, {**metadata, "source": "robot_rl.ros.recorder_node"})
+    except (ConfigError, EpisodeStoreError) as error:
+        print(f"robot_rl.ros.recorder_node: error: {error}", file=sys.stderr)
+        return 2
+    with ros_node("robot_rl_recorder", ros_args) as node:
+        recorder = EpisodeRecorder(store, node.get_logger())
+        node.create_subscription(UInt8MultiArray, TRANSITIONS_TOPIC,
+                                 lambda msg: recorder.add(decode_transitions(msg.data)[0]), qos.TRANSITIONS)
+        mcap = None
+        if cfg.ros.recorder.mcap:
+            topics = dict(MCAP_TOPICS)
+            for camera in task.get("cameras") or ():
+                topics[f"/camera/{camera}/color/image_raw"] = "sensor_msgs/msg/Image"
+                topics[f"/camera/{camera}/color/camera_info"] = "sensor_msgs/msg/CameraInfo"
+            mcap = McapRecorder(node, Path(cfg.ros.recorder.mcap), topics)
+        node.get_logger().info(f"recording episodes to {store.path}" + (f" and MCAP to {cfg.ros.recorder.mcap}" if mcap else ""))
+        try:
+            spin(node)
+        finally:
+            recorder.close()
+            if mcap is not None:
+                mcap.close()
+            node.get_logger().info(f"recorder stopped: {recorder.committed} episodes committed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

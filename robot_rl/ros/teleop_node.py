@@ -1,0 +1,201 @@
+"""The teleop node: keyboard or joystick -> the spacenav-style topics the actor's mux reads.
+
+Publishes at ``teleop_device.rate_hz``: ``/spacenav/twist`` (geometry_msgs/Twist, normalised
+[-1, 1], base frame), ``/spacenav/joy`` (sensor_msgs/Joy: button 0 close, button 1 open the
+gripper) and ``/rl/intervention`` (std_msgs/Bool, the take-over switch).
+
+Keyboard (the terminal the node runs in, or any byte stream on stdin): ``w``/``s`` +x/-x,
+``a``/``d`` +y/-y, ``r``/``f`` +z/-z, ``c`` close, ``v`` open, space toggles take-over, ``q``
+quits. A key moves for ``key_hold`` seconds; the terminal's key repeat keeps a held key moving.
+
+Joystick: the Linux joystick interface (``/dev/input/jsN``, 8-byte ``js_event`` records);
+``axes``/``axis_signs``/``buttons`` map the pad, ``deadzone`` applies per axis. A device that
+only ever reports zero axes gets a warning (a SpaceMouse in the wrong mode, a pad not switched on).
+
+    python -m robot_rl.ros.teleop_node teleop_device.kind=joystick teleop_device.device=/dev/input/js0
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import struct
+import sys
+import threading
+import time
+
+import numpy as np
+from geometry_msgs.msg import Twist
+from sensor_msgs.msg import Joy
+from std_msgs.msg import Bool
+
+from ..config import ConfigError
+from . import qos
+from .messages import joy_msg
+from .node_main import node_config, ros_node
+
+KEYS = {"w": (0, 1.0), "s": (0, -1.0), "a": (1, 1.0), "d": (1, -1.0), "r": (2, 1.0), "f": (2, -1.0)}
+JS_EVENT = struct.Struct("IhBB")  # time (ms), value, type, number
+JS_BUTTON, JS_AXIS, JS_INIT = 0x01, 0x02, 0x80
+AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")
+
+
+class TeleopState:
+    """What the operator asks for now: a 6-D twist, the gripper, the take-over switch."""
+
+    def __init__(self):
+        self.twist, self.gripper_close, self.takeover = np.zeros(6), False, False
+        self.lock = threading.Lock()
+        self.quit = False
+
+
+class Keyboard:
+    def __init__(self, state: TeleopState, speed: float, key_hold: float, stream=None):
+        self.state, self.speed, self.key_hold = state, speed, key_hold
+        self.stream = stream if stream is not None else sys.stdin
+        self.pressed: dict[int, tuple[float, float]] = {}  # axis -> (sign, until)
+
+    def run(self) -> None:
+        fd = self.stream.fileno()
+        restore = None
+        if os.isatty(fd):
+            import termios
+            import tty
+
+            restore = termios.tcgetattr(fd)
+            tty.setcbreak(fd)
+        try:
+            while not self.state.quit:
+                ready, _, _ = select.select([fd], [], [], 0.02)
+                if ready:
+                    data = os.read(fd, 64)
+                    if not data:
+                        self.state.quit = True  # the stream closed
+                    for key in data.decode(errors="ignore"):
+                        self.press(key)
+                self.update()
+        finally:
+            if restore is not None:
+                import termios
+
+                termios.tcsetattr(fd, termios.TCSADRAIN, restore)
+
+    def press(self, key: str) -> None:
+        now = time.monotonic()
+        with self.state.lock:
+            if key in KEYS:
+                axis, sign = KEYS[key]
+                self.pressed[axis] = (sign, now + self.key_hold)
+            elif key == "c":
+                self.state.gripper_close = True
+            elif key == "v":
+                self.state.gripper_close = False
+            elif key == " ":
+                self.state.takeover = not self.state.takeover
+            elif key == "q":
+                self.state.quit = True
+
+    def update(self) -> None:
+        now = time.monotonic()
+        twist = np.zeros(6)
+        with self.state.lock:
+            for axis, (sign, until) in self.pressed.items():
+                if now < until:
+                    twist[axis] = sign * self.speed
+            self.state.twist = twist
+
+
+class Joystick:
+    def __init__(self, state: TeleopState, device: str, axes: dict[str, int], signs: dict[str, float],
+                 buttons: dict[str, int], deadzone: float, log):
+        self.state, self.device, self.deadzone, self.log = state, device, deadzone, log
+        unknown = set(axes) - set(AXIS_NAMES)
+        if unknown:
+            raise ConfigError("teleop_device.axes", sorted(unknown), f"keys among {AXIS_NAMES}")
+        self.axes = {index: (AXIS_NAMES.index(name), float(signs.get(name, 1.0))) for name, index in axes.items()}
+        self.buttons = {index: name for name, index in buttons.items()}
+        self.raw = np.zeros(6)
+        self.events = 0
+        self.nonzero_seen = False
+
+    def open(self):
+        if not os.path.exists(self.device):
+            present = sorted(p for p in os.listdir("/dev/input") if p.startswith("js")) if os.path.isdir("/dev/input") else []
+            raise ConfigError("teleop_device.device", self.device,
+                              f"a joystick device; present: {', '.join('/dev/input/' + p for p in present) or 'none'}")
+        return open(self.device, "rb", buffering=0)
+
+    def run(self) -> None:
+        warned = False
+        started = time.monotonic()
+        with self.open() as device:
+            while not self.state.quit:
+                data = device.read(JS_EVENT.size)
+                if not data:
+                    break  # a FIFO whose writer closed, or the device went away
+                self.handle(*JS_EVENT.unpack(data))
+                if not warned and not self.nonzero_seen and self.events >= 50 and time.monotonic() - started > 1.0:
+                    self.log.warning(f"{self.device} reports only zero axes ({self.events} events): is it in the right "
+                                     "mode / switched on?")
+                    warned = True
+
+    def handle(self, _time_ms: int, value: int, kind: int, number: int) -> None:
+        kind &= ~JS_INIT
+        self.events += 1
+        with self.state.lock:
+            if kind == JS_AXIS and number in self.axes:
+                axis, sign = self.axes[number]
+                x = sign * value / 32767.0
+                self.nonzero_seen |= value != 0
+                self.state.twist[axis] = 0.0 if abs(x) < self.deadzone else x
+            elif kind == JS_BUTTON and number in self.buttons and value:
+                name = self.buttons[number]
+                if name == "close":
+                    self.state.gripper_close = True
+                elif name == "open":
+                    self.state.gripper_close = False
+                elif name == "takeover":
+                    self.state.takeover = not self.state.takeover
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        device_cfg = cfg.teleop_device
+        if device_cfg.kind not in ("keyboard", "joystick"):
+            raise ConfigError("teleop_device.kind", device_cfg.kind, "keyboard or joystick")
+        with ros_node("robot_rl_teleop", ros_args) as node:
+            state = TeleopState()
+            if device_cfg.kind == "keyboard":
+                source = Keyboard(state, float(device_cfg.speed), float(device_cfg.key_hold))
+            else:
+                source = Joystick(state, str(device_cfg.device), dict(device_cfg.axes), dict(device_cfg.axis_signs),
+                                  dict(device_cfg.buttons), float(device_cfg.deadzone), node.get_logger())
+                source.open().close()  # fail now, naming what is present, not in the reader thread
+            twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
+            joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)
+            switch_pub = node.create_publisher(Bool, "/rl/intervention", qos.STREAM_PUBLISHER)
+            reader = threading.Thread(target=source.run, daemon=True)
+            reader.start()
+            period = 1.0 / float(device_cfg.rate_hz)
+            try:
+                while not state.quit and reader.is_alive():
+                    with state.lock:
+                        twist, close, takeover = state.twist.copy(), state.gripper_close, state.takeover
+                    msg = Twist()
+                    msg.linear.x, msg.linear.y, msg.linear.z = map(float, twist[:3])
+                    msg.angular.x, msg.angular.y, msg.angular.z = map(float, twist[3:])
+                    twist_pub.publish(msg)
+                    joy_pub.publish(joy_msg(twist.tolist(), [int(close), int(not close)], time.time()))
+                    switch_pub.publish(Bool(data=bool(takeover)))
+                    time.sleep(period)
+            except KeyboardInterrupt:
+                pass
+    except ConfigError as error:
+        print(f"robot_rl.ros.teleop_node: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

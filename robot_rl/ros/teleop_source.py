@@ -1,0 +1,74 @@
+"""The actor's intervention mux: a teleop source (:class:`robot_rl.teleop.TeleopSource`) fed by
+the spacenav-style topics that a SpaceMouse, a gamepad, the keyboard teleop node or the sim's
+scripted human publish.
+
+* ``/spacenav/twist`` (geometry_msgs/Twist): normalised [-1, 1] motion in the base frame;
+  the human is active while its magnitude exceeds ``deadzone`` (HIL-SERL's rule);
+* ``/rl/intervention`` (std_msgs/Bool): an explicit take-over switch (held: active);
+* ``/spacenav/joy`` (sensor_msgs/Joy): button 0 closes, button 1 opens the gripper.
+
+An input counts for ``hold`` seconds after its last message. While active the human's action is
+the twist turned into the TCP frame of the newest measured pose, plus the gripper state.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from geometry_msgs.msg import Twist
+from sensor_msgs.msg import Joy
+from std_msgs.msg import Bool
+
+from . import qos
+from .messages import twist_to_numpy
+from .topic_env import TopicEnv
+
+
+class TopicTeleop:
+    def __init__(self, node, env: TopicEnv, deadzone: float, hold: float):
+        self.env, self.deadzone, self.hold = env, float(deadzone), float(hold)
+        self.twist, self.twist_time = np.zeros(6), -np.inf
+        self.switch, self.switch_time = False, -np.inf
+        self.gripper = -1.0
+        node.create_subscription(Twist, "/spacenav/twist", self._on_twist, qos.STREAM_SUBSCRIBER)
+        node.create_subscription(Bool, "/rl/intervention", self._on_switch, qos.STREAM_SUBSCRIBER)
+        node.create_subscription(Joy, "/spacenav/joy", self._on_joy, qos.STREAM_SUBSCRIBER)
+
+    def _on_twist(self, msg) -> None:
+        self.twist, self.twist_time = twist_to_numpy(msg), time.monotonic()
+
+    def _on_switch(self, msg) -> None:
+        self.switch, self.switch_time = bool(msg.data), time.monotonic()
+
+    def _on_joy(self, msg) -> None:
+        buttons = list(msg.buttons) + [0, 0]
+        if buttons[0]:
+            self.gripper = 1.0
+        elif buttons[1]:
+            self.gripper = -1.0
+
+    def begin_episode(self, demo: bool) -> None:
+        """Tells the env whether a human demonstration comes next (the reset request carries it)."""
+        self.env.demo_next = demo
+
+    def active(self) -> bool:
+        now = time.monotonic()
+        moving = now - self.twist_time < self.hold and np.linalg.norm(self.twist) > self.deadzone
+        switched = now - self.switch_time < self.hold and self.switch
+        return bool(moving or switched)
+
+    def __call__(self, obs, policy_action) -> tuple[bool, np.ndarray | None]:
+        if not self.active():
+            return False, None
+        rot = self.env.tcp_rot
+        twist = self.twist if time.monotonic() - self.twist_time < self.hold else np.zeros(6)
+        action = np.zeros(self.env.action_space.shape[0], dtype=np.float32)
+        action[:3] = rot.T @ twist[:3]
+        if action.size == 7:
+            action[3:6] = rot.T @ twist[3:]
+        action[-1] = self.gripper
+        return True, np.clip(action, -1.0, 1.0)
+
+    def observe(self, progress: float) -> None:
+        pass

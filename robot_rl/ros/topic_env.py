@@ -1,0 +1,248 @@
+"""A gymnasium env backed by ROS 2 topics: the actor's view of a real (or sim) robot cell.
+
+The observation and action contract is the one of the robot_rl MuJoCo tasks, so a policy moves
+between ``robot-rl train`` and the node graph unchanged:
+
+* action (float32 [-1, 1]^D): TCP-frame delta (``pos_step`` m, ``rot_step`` rad per unit) +
+  gripper, turned into an absolute TCP target from the newest measured pose
+  (:func:`robot_rl.geometry.delta_target`) and published on ``/rl/action`` (PoseStamped, base
+  frame; the header stamp is the stamp of the observation the action was computed from) and
+  ``/rl/gripper`` (Float64). The safety node sits between these topics and the arm.
+* ``state``: TCP position (m), orientation as a rotation vector relative to the orientation at
+  reset, linear/angular velocity (finite differences of the pose stream), gripper opening (0-1,
+  from the finger joints), then ``/rl/task_state`` when the task has privileged features.
+* one HxWx3 uint8 RGB image per camera from ``/camera/<name>/color/image_raw``.
+* reward and success from ``/rl/reward`` / ``/rl/success``; ``/rl/reset`` (std_srvs/SetBool)
+  resets the cell, ``data`` saying whether a human demonstration comes next.
+
+Every step waits one control period, then for state, images and reward received after the
+command went out. A stream that stays silent for ``stream_timeout`` raises
+:class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import gymnasium as gym
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Bool, Float32MultiArray, Float64, UInt32
+from std_srvs.srv import SetBool
+
+from ..geometry import delta_target, rotvec_from_matrix
+from . import qos
+from .messages import image_to_numpy, joint_positions, pose_msg, pose_to_numpy, seconds
+
+PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
+
+
+class StreamStalled(RuntimeError):
+    """A stream the actor needs went silent."""
+
+    def __init__(self, topic: str, silent_for: float):
+        super().__init__(f"no message on {topic} for {silent_for:.2f} s")
+        self.topic = topic
+
+
+@dataclass
+class TopicEnvSettings:
+    control_rate_hz: float
+    action_dim: int
+    pos_step: float  # m per unit action
+    rot_step: float  # rad per unit action
+    workspace: np.ndarray  # [[x, y, z] min, max], m, base frame
+    episode_steps: int
+    cameras: tuple[str, ...]
+    image_size: tuple[int, int]
+    terminate_on_success: bool
+    stream_timeout: float = 1.0  # s
+    frame_id: str = "base"
+    gripper_joints: tuple[str, ...] = ("finger_left", "finger_right")
+    gripper_max_opening: float = 0.08  # m, sum of the finger joints when fully open
+
+    @classmethod
+    def from_config(cls, task: dict[str, Any], ros: dict[str, Any]) -> "TopicEnvSettings":
+        from ..config import image_size
+
+        return cls(control_rate_hz=float(task["control_rate_hz"]), action_dim=int(task["action_dim"]),
+                   pos_step=float(task["pos_step"]), rot_step=float(task["rot_step"]),
+                   workspace=np.asarray(task["workspace"], float), episode_steps=int(task["episode_steps"]),
+                   cameras=tuple(task.get("cameras") or ()), image_size=image_size("task.image_size", task["image_size"]),
+                   terminate_on_success=bool(task.get("terminate_on_success", True)),
+                   stream_timeout=float(ros["stream_timeout"]), frame_id=str(ros["frame_id"]))
+
+
+class Inbox:
+    """The newest message of each stream with its monotonic arrival time; waiters are woken on arrival."""
+
+    def __init__(self):
+        self.latest: dict[str, tuple[Any, float]] = {}
+        self.changed = threading.Condition()
+
+    def put(self, topic: str, value: Any) -> None:
+        with self.changed:
+            self.latest[topic] = (value, time.monotonic())
+            self.changed.notify_all()
+
+    def wait_newer(self, topics: list[str], after: float, timeout: float) -> dict[str, Any]:
+        """The newest value of every topic, once each arrived after ``after``; StreamStalled otherwise."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                stale = [t for t in topics if t not in self.latest or self.latest[t][1] <= after]
+                if not stale:
+                    return {t: self.latest[t][0] for t in topics}
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    last = max((self.latest[stale[0]][1] if stale[0] in self.latest else after), after)
+                    raise StreamStalled(stale[0], time.monotonic() - last)
+                self.changed.wait(min(left, 0.05))
+
+
+class TopicEnv(gym.Env):
+    def __init__(self, node, settings: TopicEnvSettings, state_layout: dict[str, tuple[int, int]]):
+        self.node, self.settings = node, settings
+        names = list(state_layout)
+        if tuple(names[: len(PROPRIO)]) != PROPRIO:
+            raise ValueError(f"state layout must start with {PROPRIO}, got {names}")
+        self.extra_fields = {k: v for k, v in state_layout.items() if k not in PROPRIO}
+        if any(k in ("force", "torque") for k in self.extra_fields):
+            raise ValueError("force/torque in the state is not supported over topics yet; set task.force_torque=false")
+        self.state_dim = sum(size for _, size in state_layout.values())
+        spaces = {"state": gym.spaces.Box(-np.inf, np.inf, (self.state_dim,), np.float32)}
+        for camera in settings.cameras:
+            spaces[camera] = gym.spaces.Box(0, 255, (*settings.image_size, 3), np.uint8)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (settings.action_dim,), np.float32)
+        self.inbox = Inbox()
+        self.streams = ["pose", "joint_states", "reward", "success", *[f"camera/{c}" for c in settings.cameras]]
+        if self.extra_fields:
+            self.streams.append("task_state")
+        self._previous_pose: tuple[np.ndarray, np.ndarray, float] | None = None
+        self.demo_next = False  # set by the teleop source before a reset
+        self.reference_rot = np.eye(3)
+        self._steps, self._last_command = 0, 0.0
+        self._obs_stamp = 0.0
+
+        stream = qos.STREAM_SUBSCRIBER
+        node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
+        node.create_subscription(JointState, "/joint_states", lambda m: self.inbox.put("joint_states", m), stream)
+        node.create_subscription(Float64, "/rl/reward", lambda m: self.inbox.put("reward", m.data), stream)
+        node.create_subscription(Bool, "/rl/success", lambda m: self.inbox.put("success", m.data), stream)
+        node.create_subscription(UInt32, "/sim/violation", lambda m: self.inbox.put("violation", m.data), stream)
+        node.create_subscription(Float32MultiArray, "/rl/task_state", lambda m: self.inbox.put("task_state", m), stream)
+        for camera in settings.cameras:
+            node.create_subscription(Image, f"/camera/{camera}/color/image_raw",
+                                     lambda m, c=camera: self.inbox.put(f"camera/{c}", m), stream)
+        self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
+        self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
+        self.reset_client = node.create_client(SetBool, "/rl/reset")
+
+    # ----------------------------------------------------------------- inputs
+    def _on_pose(self, msg) -> None:
+        pos, rot = pose_to_numpy(msg.pose)
+        t = seconds(msg.header.stamp)
+        linvel, angvel = np.zeros(3), np.zeros(3)
+        if self._previous_pose is not None and t > self._previous_pose[2]:
+            p0, r0, t0 = self._previous_pose
+            linvel = (pos - p0) / (t - t0)
+            angvel = rotvec_from_matrix(rot @ r0.T) / (t - t0)
+        self._previous_pose = (pos, rot, t)
+        self.inbox.put("pose", (pos, rot, linvel, angvel, t))
+
+    def topics(self) -> dict[str, str]:
+        """The topics this env reads, with their types (for start-up checks)."""
+        topics = {"/franka_robot_state_broadcaster/current_pose": "geometry_msgs/msg/PoseStamped",
+                  "/joint_states": "sensor_msgs/msg/JointState", "/rl/reward": "std_msgs/msg/Float64",
+                  "/rl/success": "std_msgs/msg/Bool"}
+        topics.update({f"/camera/{c}/color/image_raw": "sensor_msgs/msg/Image" for c in self.settings.cameras})
+        if self.extra_fields:
+            topics["/rl/task_state"] = "std_msgs/msg/Float32MultiArray"
+        return topics
+
+    @property
+    def tcp_rot(self) -> np.ndarray:
+        """Newest measured TCP orientation (3x3, TCP to base frame)."""
+        latest = self.inbox.latest.get("pose")
+        return np.eye(3) if latest is None else latest[0][1]
+
+    # ----------------------------------------------------------------- gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        timeout = self.settings.stream_timeout
+        if not self.reset_client.wait_for_service(timeout_sec=timeout):
+            raise StreamStalled("/rl/reset (std_srvs/SetBool service)", timeout)
+        future = self.reset_client.call_async(SetBool.Request(data=bool(self.demo_next)))
+        deadline = time.monotonic() + 10 * timeout
+        while not future.done():
+            if time.monotonic() > deadline:
+                raise StreamStalled("/rl/reset (no response)", 10 * timeout)
+            time.sleep(0.002)
+        requested = time.monotonic()
+        values = self.inbox.wait_newer(self.streams, requested, timeout)
+        self.reference_rot = values["pose"][1]
+        self._steps, self._last_command = 0, time.monotonic()
+        return self._observation(values), {"success": bool(values["success"]), "reset": future.result().message}
+
+    def step(self, action):
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (self.settings.action_dim,) or not np.all(np.isfinite(action)):
+            raise ValueError(f"action must be {self.settings.action_dim} finite values, got {action.tolist()}")
+        action = np.clip(action, -1.0, 1.0)
+        pos, rot = self.inbox.latest["pose"][0][:2]
+        s = self.settings
+        target_pos, target_rot = delta_target(pos, rot, action, s.pos_step, s.rot_step, s.workspace, self.reference_rot)
+        self.action_pub.publish(pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id))
+        self.gripper_pub.publish(Float64(data=float(action[-1])))
+        sent = time.monotonic()
+        period_end = max(self._last_command + 1.0 / s.control_rate_hz, sent)
+        time.sleep(max(period_end - time.monotonic(), 0.0))
+        self._last_command = period_end
+        values = self.inbox.wait_newer(self.streams, sent, s.stream_timeout)
+        self._steps += 1
+        success = bool(values["success"])
+        terminated = success and s.terminate_on_success
+        truncated = self._steps >= s.episode_steps and not terminated
+        info = {"success": success, "violation": int(self.inbox.latest.get("violation", (0, 0))[0])}
+        return self._observation(values), float(values["reward"]), terminated, truncated, info
+
+    def wait_for_streams(self, timeout: float) -> None:
+        """Block until every stream delivers again (after a stall); StreamStalled after ``timeout``."""
+        self.inbox.wait_newer(self.streams, time.monotonic(), timeout)
+
+    # ----------------------------------------------------------------- observation
+    def _observation(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
+        pos, rot, linvel, angvel, stamp = values["pose"]
+        opening = joint_positions(values["joint_states"], self.settings.gripper_joints).sum()
+        parts = [pos, rotvec_from_matrix(self.reference_rot.T @ rot), linvel, angvel,
+                 [opening / self.settings.gripper_max_opening]]
+        if self.extra_fields:
+            parts.append(self._task_state(values["task_state"]))
+        obs = {"state": np.concatenate([np.ravel(p) for p in parts]).astype(np.float32)}
+        self._obs_stamp = stamp
+        for camera in self.settings.cameras:
+            msg = values[f"camera/{camera}"]
+            self._obs_stamp = max(self._obs_stamp, seconds(msg.header.stamp))
+            obs[camera] = self._resize(image_to_numpy(msg))
+        return obs
+
+    def _task_state(self, msg) -> np.ndarray:
+        labels = [(d.label, d.size) for d in msg.layout.dim]
+        expected = [(name, size) for name, (_, size) in self.extra_fields.items()]
+        if labels != expected:
+            raise ValueError(f"/rl/task_state carries {labels}; this task's state expects {expected}")
+        return np.asarray(msg.data, dtype=np.float32)
+
+    def _resize(self, image: np.ndarray) -> np.ndarray:
+        height, width = self.settings.image_size
+        if image.ndim != 3 or image.shape[2] != 3:
+            raise ValueError(f"camera images must be colour (HxWx3), got shape {image.shape}")
+        if image.shape[:2] != (height, width):
+            image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
+        return image

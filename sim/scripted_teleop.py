@@ -1,0 +1,56 @@
+"""The scripted human as a teleop device of the ROS 2 graph.
+
+:class:`~robot_rl.teleop.ScriptedHuman` decides when to take over (demos, stalls, failures) from
+privileged sim state; this class publishes its decisions the way an operator with a SpaceMouse
+reaches the actor: ``/rl/intervention`` (std_msgs/Bool, the take-over switch),
+``/spacenav/twist`` (geometry_msgs/Twist, normalised [-1, 1], base frame) and ``/spacenav/joy``
+(sensor_msgs/Joy: button 0 closes, button 1 opens the gripper). The intervention rules advance
+once per control period; the expert's action is recomputed at every tick so the actor always
+reads a fresh one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from geometry_msgs.msg import Twist
+from sensor_msgs.msg import Joy
+from std_msgs.msg import Bool
+
+from robot_rl.ros import qos
+from robot_rl.ros.messages import joy_msg
+from robot_rl.teleop import ScriptedHuman
+
+from .panda_env import PandaTaskEnv
+
+
+class ScriptedTeleop:
+    def __init__(self, node, env: PandaTaskEnv, human: ScriptedHuman, control_period: float):
+        self.node, self.env, self.human, self.period = node, env, human, control_period
+        self.twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
+        self.joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)
+        self.switch_pub = node.create_publisher(Bool, "/rl/intervention", qos.STREAM_PUBLISHER)
+        self.active, self.next_decision, self.first = False, 0.0, True
+
+    def begin_episode(self, demo: bool) -> None:
+        self.human.begin_episode(demo)
+        self.active, self.next_decision, self.first = False, 0.0, True
+
+    def tick(self, now: float, progress: float) -> None:
+        if now >= self.next_decision:  # one rule step per control period
+            self.next_decision = now + self.period
+            if not self.first:
+                self.human.observe(progress)
+            self.first = False
+            self.active, _ = self.human(None, None)
+        self.switch_pub.publish(Bool(data=bool(self.active)))
+        if not self.active:
+            return
+        action = np.asarray(self.human.expert.act(None), dtype=float)
+        rot = self.env.tcp_rot  # the expert's deltas are in the TCP frame; a SpaceMouse speaks base frame
+        twist = Twist()
+        twist.linear.x, twist.linear.y, twist.linear.z = map(float, rot @ action[:3])
+        if self.env.action_dim == 7:
+            twist.angular.x, twist.angular.y, twist.angular.z = map(float, rot @ action[3:6])
+        self.twist_pub.publish(twist)
+        close = action[-1] > 0
+        self.joy_pub.publish(joy_msg([0.0] * 6, [int(close), int(not close)], self.node.get_clock().now().nanoseconds * 1e-9))
