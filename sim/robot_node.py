@@ -37,8 +37,16 @@ from std_msgs.msg import Bool, Float32MultiArray, Float64, MultiArrayDimension, 
 from std_srvs.srv import SetBool
 
 from robot_rl.ros import qos
-from robot_rl.ros.messages import (camera_info_msg, image_msg, joint_state_msg, pose_msg, pose_to_numpy, seconds,
-                                   wrench_msg)
+from robot_rl.ros.messages import (
+    camera_info_msg,
+    image_msg,
+    joint_state_msg,
+    pose_msg,
+    pose_to_numpy,
+    seconds,
+    wrench_msg,
+)
+from robot_rl.ros.topic_env import camera_topic
 
 from .panda_env import PandaTaskEnv
 from .scripted_teleop import ScriptedTeleop
@@ -52,7 +60,8 @@ MAX_CATCH_UP = 0.05  # s of physics per tick at most
 
 
 def camera_topics(name: str) -> tuple[str, str]:
-    return f"/camera/{name}/color/image_raw", f"/camera/{name}/color/camera_info"
+    """(image, camera_info) topics of camera ``name``, as realsense2_camera names them."""
+    return camera_topic(name), f"/camera/{name}/color/camera_info"
 
 
 class SimRobot:
@@ -91,7 +100,7 @@ class SimRobot:
         seed = self.seed + self.episodes
         self.env.reset(seed=seed)
         self.episodes += 1
-        self.started = time.monotonic()
+        self.started: float | None = None  # the physics clock starts at the first tick
         self.reset_stamp = self.node.get_clock().now().nanoseconds * 1e-9
         self.physics_steps = 0
         if self.teleop is not None:
@@ -116,6 +125,8 @@ class SimRobot:
 
     # ----------------------------------------------------------------- the clock
     def tick(self) -> None:
+        if self.started is None:
+            self.started = time.monotonic()
         due = int((time.monotonic() - self.started) / self.physics_dt) - self.physics_steps
         limit = int(MAX_CATCH_UP / self.physics_dt)
         if due > limit:

@@ -43,11 +43,12 @@ class ScriptedTeleop:
             self.first = False
             self.active, _ = self.human(None, None)
         self.switch_pub.publish(Bool(data=bool(self.active)))
+        twist = Twist()  # hands off the puck: zeros, as spacenav_node reports a released SpaceMouse
         if not self.active:
+            self.twist_pub.publish(twist)
             return
         action = np.asarray(self.human.expert.act(None), dtype=float)
         rot = self.env.tcp_rot  # the expert's deltas are in the TCP frame; a SpaceMouse speaks base frame
-        twist = Twist()
         twist.linear.x, twist.linear.y, twist.linear.z = map(float, rot @ action[:3])
         if self.env.action_dim == 7:
             twist.angular.x, twist.angular.y, twist.angular.z = map(float, rot @ action[3:6])

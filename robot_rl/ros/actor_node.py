@@ -16,6 +16,7 @@ runs ``ros.eval_episodes`` deterministic episodes. With ``ros.demos_only`` it st
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 
@@ -67,7 +68,8 @@ class ActorLoop:
 
     def publish(self, kind: str, stats: dict) -> None:
         record = {"kind": kind, "episode": self.episodes, "env_steps": self.env_steps,
-                  "weights": self.transport.weights_meta.get("version"), **stats}
+                  "weights": self.transport.weights_meta.get("version"),
+                  "learner_session": self.transport.weights_meta.get("session"), **stats}
         self.stats_pub.publish(String(data=json.dumps(record, default=float)))
         self.log.info(json.dumps(record, default=float))
 
@@ -129,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 actor.run()
             except KeyboardInterrupt:
-                pass
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            actor.transport.flush(timeout=5.0)  # the recorder and learner get the last episode
             node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
                                    f"{time.monotonic() - started:.0f} s")
     except (ConfigError, TopicError) as error:

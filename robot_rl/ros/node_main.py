@@ -43,6 +43,8 @@ def ros_node(name: str, ros_args: list[str]) -> Iterator:
     try:
         yield node
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         node.destroy_node()
         rclpy.try_shutdown()
 
@@ -67,11 +69,13 @@ def spin_in_background(node) -> threading.Thread:
 
 
 def spin(node) -> None:
+    """Spin until Ctrl-C / SIGTERM (waking every 0.1 s so the signal is seen even when no messages come)."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
     try:
-        rclpy.spin(node)
+        while rclpy.ok():
+            rclpy.spin_once(node, timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
 
@@ -85,12 +89,12 @@ def require_topics(node, expected: dict[str, str], timeout: float) -> None:
     publisher of that type; otherwise raise naming the topic, what it expected and what exists."""
     deadline = time.monotonic() + timeout
     while True:
-        found = dict(node.get_topic_names_and_types())
-        wrong = {topic: found[topic] for topic, kind in expected.items() if topic in found and kind not in found[topic]}
-        if wrong:
-            topic, kinds = next(iter(wrong.items()))
-            raise TopicError(f"topic {topic} has type {', '.join(kinds)}; {node.get_name()} expected {expected[topic]}")
-        missing = [topic for topic in expected if node.count_publishers(topic) == 0]
+        publishers = {topic: {info.topic_type for info in node.get_publishers_info_by_topic(topic)} for topic in expected}
+        for topic, kinds in publishers.items():
+            if kinds and expected[topic] not in kinds:
+                raise TopicError(f"topic {topic} has type {', '.join(sorted(kinds))}; {node.get_name()} expected "
+                                 f"{expected[topic]}")
+        missing = [topic for topic, kinds in publishers.items() if not kinds]
         if not missing:
             return
         if time.monotonic() > deadline:

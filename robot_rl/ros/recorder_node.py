@@ -107,6 +107,14 @@ def _message_class(kind: str):
     return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
+def drain(node, seconds: float) -> None:
+    import rclpy
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
@@ -133,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             spin(node)
         finally:
+            drain(node, 0.5)  # the last transitions of an actor that just finished
             recorder.close()
             if mcap is not None:
                 mcap.close()

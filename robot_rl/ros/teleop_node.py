@@ -118,17 +118,17 @@ class Joystick:
         self.events = 0
         self.nonzero_seen = False
 
-    def open(self):
+    def check(self) -> None:
+        """Fail now, naming the joystick devices that are present, if ours is not."""
         if not os.path.exists(self.device):
             present = sorted(p for p in os.listdir("/dev/input") if p.startswith("js")) if os.path.isdir("/dev/input") else []
             raise ConfigError("teleop_device.device", self.device,
                               f"a joystick device; present: {', '.join('/dev/input/' + p for p in present) or 'none'}")
-        return open(self.device, "rb", buffering=0)
 
     def run(self) -> None:
         warned = False
         started = time.monotonic()
-        with self.open() as device:
+        with open(self.device, "rb", buffering=0) as device:
             while not self.state.quit:
                 data = device.read(JS_EVENT.size)
                 if not data:
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 source = Joystick(state, str(device_cfg.device), dict(device_cfg.axes), dict(device_cfg.axis_signs),
                                   dict(device_cfg.buttons), float(device_cfg.deadzone), node.get_logger())
-                source.open().close()  # fail now, naming what is present, not in the reader thread
+                source.check()
             twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
             joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)
             switch_pub = node.create_publisher(Bool, "/rl/intervention", qos.STREAM_PUBLISHER)

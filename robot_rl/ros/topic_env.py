@@ -6,14 +6,17 @@ between ``robot-rl train`` and the node graph unchanged:
 * action (float32 [-1, 1]^D): TCP-frame delta (``pos_step`` m, ``rot_step`` rad per unit) +
   gripper, turned into an absolute TCP target from the newest measured pose
   (:func:`robot_rl.geometry.delta_target`) and published on ``/rl/action`` (PoseStamped, base
-  frame; the header stamp is the stamp of the observation the action was computed from) and
+  frame; the header stamp is the stamp of the newest camera frame (or pose, without cameras) the
+  action was computed from) and
   ``/rl/gripper`` (Float64). The safety node sits between these topics and the arm.
 * ``state``: TCP position (m), orientation as a rotation vector relative to the orientation at
   reset, linear/angular velocity (finite differences of the pose stream), gripper opening (0-1,
   from the finger joints), then ``/rl/task_state`` when the task has privileged features.
 * one HxWx3 uint8 RGB image per camera from ``/camera/<name>/color/image_raw``.
 * reward and success from ``/rl/reward`` / ``/rl/success``; ``/rl/reset`` (std_srvs/SetBool)
-  resets the cell, ``data`` saying whether a human demonstration comes next.
+  resets the cell, ``data`` saying whether a human demonstration comes next. Before a reset the
+  env stops commanding for ``reset_pause`` s, longer than the safety node's command timeout, so
+  the safety node holds the measured pose and follows the arm through the reset.
 
 Every step waits one control period, then for state, images and reward received after the
 command went out. A stream that stays silent for ``stream_timeout`` raises
@@ -40,6 +43,16 @@ from . import qos
 from .messages import image_to_numpy, joint_positions, pose_msg, pose_to_numpy, seconds
 
 PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
+POSE = "/franka_robot_state_broadcaster/current_pose"
+JOINTS = "/joint_states"
+REWARD, SUCCESS, TASK_STATE, VIOLATION = "/rl/reward", "/rl/success", "/rl/task_state", "/sim/violation"
+TYPES = {POSE: "geometry_msgs/msg/PoseStamped", JOINTS: "sensor_msgs/msg/JointState", REWARD: "std_msgs/msg/Float64",
+         SUCCESS: "std_msgs/msg/Bool", TASK_STATE: "std_msgs/msg/Float32MultiArray"}
+
+
+def camera_topic(name: str) -> str:
+    """The realsense2_camera colour topic of camera ``name``."""
+    return f"/camera/{name}/color/image_raw"
 
 
 class StreamStalled(RuntimeError):
@@ -62,6 +75,7 @@ class TopicEnvSettings:
     image_size: tuple[int, int]
     terminate_on_success: bool
     stream_timeout: float = 1.0  # s
+    reset_pause: float = 0.15  # s without commands before a reset: the safety node holds the measured pose
     frame_id: str = "base"
     gripper_joints: tuple[str, ...] = ("finger_left", "finger_right")
     gripper_max_opening: float = 0.08  # m, sum of the finger joints when fully open
@@ -75,7 +89,8 @@ class TopicEnvSettings:
                    workspace=np.asarray(task["workspace"], float), episode_steps=int(task["episode_steps"]),
                    cameras=tuple(task.get("cameras") or ()), image_size=image_size("task.image_size", task["image_size"]),
                    terminate_on_success=bool(task.get("terminate_on_success", True)),
-                   stream_timeout=float(ros["stream_timeout"]), frame_id=str(ros["frame_id"]))
+                   stream_timeout=float(ros["stream_timeout"]), reset_pause=float(ros["reset_pause"]),
+                   frame_id=str(ros["frame_id"]))
 
 
 class Inbox:
@@ -120,10 +135,10 @@ class TopicEnv(gym.Env):
             spaces[camera] = gym.spaces.Box(0, 255, (*settings.image_size, 3), np.uint8)
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (settings.action_dim,), np.float32)
-        self.inbox = Inbox()
-        self.streams = ["pose", "joint_states", "reward", "success", *[f"camera/{c}" for c in settings.cameras]]
+        self.inbox = Inbox()  # keyed by topic name
+        self.streams = [POSE, JOINTS, REWARD, SUCCESS, *[camera_topic(c) for c in settings.cameras]]
         if self.extra_fields:
-            self.streams.append("task_state")
+            self.streams.append(TASK_STATE)
         self._previous_pose: tuple[np.ndarray, np.ndarray, float] | None = None
         self.demo_next = False  # set by the teleop source before a reset
         self.reference_rot = np.eye(3)
@@ -131,15 +146,15 @@ class TopicEnv(gym.Env):
         self._obs_stamp = 0.0
 
         stream = qos.STREAM_SUBSCRIBER
-        node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
-        node.create_subscription(JointState, "/joint_states", lambda m: self.inbox.put("joint_states", m), stream)
-        node.create_subscription(Float64, "/rl/reward", lambda m: self.inbox.put("reward", m.data), stream)
-        node.create_subscription(Bool, "/rl/success", lambda m: self.inbox.put("success", m.data), stream)
-        node.create_subscription(UInt32, "/sim/violation", lambda m: self.inbox.put("violation", m.data), stream)
-        node.create_subscription(Float32MultiArray, "/rl/task_state", lambda m: self.inbox.put("task_state", m), stream)
+        node.create_subscription(PoseStamped, POSE, self._on_pose, stream)
+        node.create_subscription(JointState, JOINTS, lambda m: self.inbox.put(JOINTS, m), stream)
+        node.create_subscription(Float64, REWARD, lambda m: self.inbox.put(REWARD, m.data), stream)
+        node.create_subscription(Bool, SUCCESS, lambda m: self.inbox.put(SUCCESS, m.data), stream)
+        node.create_subscription(UInt32, VIOLATION, lambda m: self.inbox.put(VIOLATION, m.data), stream)
+        node.create_subscription(Float32MultiArray, TASK_STATE, lambda m: self.inbox.put(TASK_STATE, m), stream)
         for camera in settings.cameras:
-            node.create_subscription(Image, f"/camera/{camera}/color/image_raw",
-                                     lambda m, c=camera: self.inbox.put(f"camera/{c}", m), stream)
+            topic = camera_topic(camera)
+            node.create_subscription(Image, topic, lambda m, t=topic: self.inbox.put(t, m), stream)
         self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
         self.reset_client = node.create_client(SetBool, "/rl/reset")
@@ -154,28 +169,23 @@ class TopicEnv(gym.Env):
             linvel = (pos - p0) / (t - t0)
             angvel = rotvec_from_matrix(rot @ r0.T) / (t - t0)
         self._previous_pose = (pos, rot, t)
-        self.inbox.put("pose", (pos, rot, linvel, angvel, t))
+        self.inbox.put(POSE, (pos, rot, linvel, angvel, t))
 
     def topics(self) -> dict[str, str]:
         """The topics this env reads, with their types (for start-up checks)."""
-        topics = {"/franka_robot_state_broadcaster/current_pose": "geometry_msgs/msg/PoseStamped",
-                  "/joint_states": "sensor_msgs/msg/JointState", "/rl/reward": "std_msgs/msg/Float64",
-                  "/rl/success": "std_msgs/msg/Bool"}
-        topics.update({f"/camera/{c}/color/image_raw": "sensor_msgs/msg/Image" for c in self.settings.cameras})
-        if self.extra_fields:
-            topics["/rl/task_state"] = "std_msgs/msg/Float32MultiArray"
-        return topics
+        return {topic: TYPES.get(topic, "sensor_msgs/msg/Image") for topic in self.streams}
 
     @property
     def tcp_rot(self) -> np.ndarray:
         """Newest measured TCP orientation (3x3, TCP to base frame)."""
-        latest = self.inbox.latest.get("pose")
+        latest = self.inbox.latest.get(POSE)
         return np.eye(3) if latest is None else latest[0][1]
 
     # ----------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         timeout = self.settings.stream_timeout
+        time.sleep(max(self._last_command + self.settings.reset_pause - time.monotonic(), 0.0))  # the arm holds
         if not self.reset_client.wait_for_service(timeout_sec=timeout):
             raise StreamStalled("/rl/reset (std_srvs/SetBool service)", timeout)
         future = self.reset_client.call_async(SetBool.Request(data=bool(self.demo_next)))
@@ -185,17 +195,18 @@ class TopicEnv(gym.Env):
                 raise StreamStalled("/rl/reset (no response)", 10 * timeout)
             time.sleep(0.002)
         requested = time.monotonic()
+        self._previous_pose = None  # no velocity across the reset
         values = self.inbox.wait_newer(self.streams, requested, timeout)
-        self.reference_rot = values["pose"][1]
+        self.reference_rot = values[POSE][1]
         self._steps, self._last_command = 0, time.monotonic()
-        return self._observation(values), {"success": bool(values["success"]), "reset": future.result().message}
+        return self._observation(values), {"success": bool(values[SUCCESS]), "reset": future.result().message}
 
     def step(self, action):
         action = np.asarray(action, dtype=np.float64)
         if action.shape != (self.settings.action_dim,) or not np.all(np.isfinite(action)):
             raise ValueError(f"action must be {self.settings.action_dim} finite values, got {action.tolist()}")
         action = np.clip(action, -1.0, 1.0)
-        pos, rot = self.inbox.latest["pose"][0][:2]
+        pos, rot = self.inbox.latest[POSE][0][:2]
         s = self.settings
         target_pos, target_rot = delta_target(pos, rot, action, s.pos_step, s.rot_step, s.workspace, self.reference_rot)
         self.action_pub.publish(pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id))
@@ -206,11 +217,11 @@ class TopicEnv(gym.Env):
         self._last_command = period_end
         values = self.inbox.wait_newer(self.streams, sent, s.stream_timeout)
         self._steps += 1
-        success = bool(values["success"])
+        success = bool(values[SUCCESS])
         terminated = success and s.terminate_on_success
         truncated = self._steps >= s.episode_steps and not terminated
-        info = {"success": success, "violation": int(self.inbox.latest.get("violation", (0, 0))[0])}
-        return self._observation(values), float(values["reward"]), terminated, truncated, info
+        info = {"success": success, "violation": int(self.inbox.latest.get(VIOLATION, (0, 0))[0])}
+        return self._observation(values), float(values[REWARD]), terminated, truncated, info
 
     def wait_for_streams(self, timeout: float) -> None:
         """Block until every stream delivers again (after a stall); StreamStalled after ``timeout``."""
@@ -218,18 +229,19 @@ class TopicEnv(gym.Env):
 
     # ----------------------------------------------------------------- observation
     def _observation(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
-        pos, rot, linvel, angvel, stamp = values["pose"]
-        opening = joint_positions(values["joint_states"], self.settings.gripper_joints).sum()
+        pos, rot, linvel, angvel, stamp = values[POSE]
+        opening = joint_positions(values[JOINTS], self.settings.gripper_joints).sum()
         parts = [pos, rotvec_from_matrix(self.reference_rot.T @ rot), linvel, angvel,
                  [opening / self.settings.gripper_max_opening]]
         if self.extra_fields:
-            parts.append(self._task_state(values["task_state"]))
+            parts.append(self._task_state(values[TASK_STATE]))
         obs = {"state": np.concatenate([np.ravel(p) for p in parts]).astype(np.float32)}
-        self._obs_stamp = stamp
+        camera_stamps = []
         for camera in self.settings.cameras:
-            msg = values[f"camera/{camera}"]
-            self._obs_stamp = max(self._obs_stamp, seconds(msg.header.stamp))
+            msg = values[camera_topic(camera)]
+            camera_stamps.append(seconds(msg.header.stamp))
             obs[camera] = self._resize(image_to_numpy(msg))
+        self._obs_stamp = max(camera_stamps) if camera_stamps else stamp  # what the command will carry
         return obs
 
     def _task_state(self, msg) -> np.ndarray:

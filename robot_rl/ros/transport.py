@@ -91,6 +91,12 @@ class RosTransport(Transport):
             time.sleep(0.05)
         return False
 
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until every subscriber acknowledged what was sent (before exiting)."""
+        from rclpy.duration import Duration
+
+        return self._out.wait_for_all_acked(Duration(seconds=timeout))
+
     def _require(self, role: str) -> None:
         if self.role != role:
             raise RuntimeError(f"this transport plays the {self.role}; that call belongs to the {role}")

@@ -1,0 +1,214 @@
+"""Latency and throughput of the ROS 2 node graph, every part in its own process over DDS.
+
+1. Camera stamp -> command published: the sim robot node publishes two 128x128 RGB cameras at
+   10 Hz (plus state at 100 Hz); the actor node (pixel SAC policy, random weights, no human)
+   waits for fresh frames each step and publishes ``/rl/action`` carrying the stamp of the
+   newest frame it used. This process receives the commands: latency = receive time - stamp.
+2. Transitions/s actor -> learner: a sender process publishes transitions with two 128x128
+   images and the state (one per message, as the actor sends them) as fast as it can; this
+   process receives them through the learner's transport.
+3. Weight update learner -> actor: this process publishes the pixel SAC policy weights; an
+   actor-side process decodes and loads them and reports the time from publish to loaded.
+
+    python -m benchmarks.graph_latency [--seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+from benchmarks.common import write_result
+
+PIXEL_TASK = ["task=reach", "task.cameras=[front,wrist]", "task.image_size=128"]
+
+SENDER = textwrap.dedent(
+    """
+    import sys, time, numpy as np, rclpy
+    from robot_rl.ros.transport import RosTransport
+    rclpy.init()
+    node = rclpy.create_node("bench_transition_sender")
+    transport = RosTransport(node, "actor")
+    transport.wait_for_peer(30)
+    rng = np.random.default_rng(0)
+    obs = {"state": rng.random(19, dtype=np.float32), "front": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8),
+           "wrist": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)}
+    t = {"obs": obs, "next_obs": obs, "action": np.zeros(4, np.float32), "reward": 0.0, "terminated": False,
+         "truncated": False, "intervened": False, "demo": False, "first": False}
+    end = time.monotonic() + float(sys.argv[1])
+    sent = 0
+    while time.monotonic() < end:
+        transport.send_transitions([t])
+        sent += 1
+        if sent % 20 == 0:
+            rclpy.spin_once(node, timeout_sec=0)
+    print(sent, flush=True)
+    """
+)
+
+WEIGHTS_RECEIVER = textwrap.dedent(
+    """
+    import json, time, rclpy
+    from std_msgs.msg import String, UInt8MultiArray
+    from robot_rl.ros import qos
+    from robot_rl.ros.codec import decode_weights
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env, observation_shapes
+    from robot_rl.train import make_agent
+    from omegaconf import OmegaConf
+    cfg = load_config(%r)
+    env = make_env(OmegaConf.to_container(cfg.task, resolve=True))
+    agent = make_agent(cfg, observation_shapes(env), env.action_space.shape[0], 0)
+    rclpy.init()
+    node = rclpy.create_node("bench_weights_receiver")
+    report = node.create_publisher(String, "/bench/weights_loaded", qos.EVENT)
+    def on_weights(msg):
+        weights, meta = decode_weights(msg.data)
+        agent.load_policy_state(weights)
+        report.publish(String(data=json.dumps({"version": meta["version"], "seconds": time.time() - meta["sent"]})))
+    node.create_subscription(UInt8MultiArray, "/rl/policy_weights", on_weights, qos.LATCHED)
+    rclpy.spin(node)
+    """
+)
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    ms = np.asarray(seconds) * 1e3
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p99_ms": round(float(np.percentile(ms, 99)), 2),
+            "samples": len(seconds)}
+
+
+def node(module: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+
+
+def camera_to_command(rclpy, seconds: float) -> dict:
+    from geometry_msgs.msg import PoseStamped
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import seconds as to_seconds
+
+    overrides = [*PIXEL_TASK, "human.enabled=false", "train.demo_episodes=0", "ros.camera_rate_hz=10",
+                 "ros.eval_every_episodes=0", "ros.startup_timeout=60", "train.env_steps=100000", "task.episode_steps=50"]
+    processes = [node("sim.robot_node", *overrides),
+                 node("robot_rl.ros.safety_node", "--rate-hz", "500", "--state-timeout", "0.05"),
+                 node("robot_rl.ros.actor_node", *overrides)]
+    listener = rclpy.create_node("bench_command_listener")
+    latencies: list[float] = []
+
+    def on_action(msg):
+        latencies.append(listener.get_clock().now().nanoseconds * 1e-9 - to_seconds(msg.header.stamp))
+
+    listener.create_subscription(PoseStamped, "/rl/action", on_action, qos.COMMAND)
+    try:
+        deadline = time.monotonic() + 120
+        while not latencies and time.monotonic() < deadline:  # start-up: DDS discovery, model load, first reset
+            rclpy.spin_once(listener, timeout_sec=0.05)
+        latencies.clear()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            rclpy.spin_once(listener, timeout_sec=0.05)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+        listener.destroy_node()
+    if not latencies:
+        raise RuntimeError("no commands arrived from the actor")
+    return {**percentiles(latencies), "commands_per_s": round(len(latencies) / seconds, 2)}
+
+
+def transitions_per_second(rclpy, seconds: float) -> dict:
+    from robot_rl.ros.transport import RosTransport
+
+    receiver = rclpy.create_node("bench_transition_receiver")
+    transport = RosTransport(receiver, "learner")
+    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(seconds)], stdout=subprocess.PIPE, text=True)
+    try:
+        while transport.transitions_received == 0 and sender.poll() is None:
+            rclpy.spin_once(receiver, timeout_sec=0.05)
+        started, count_at_start = time.monotonic(), transport.transitions_received
+        while sender.poll() is None:
+            rclpy.spin_once(receiver, timeout_sec=0.01)
+            transport.receive_transitions(timeout=0.0)  # the learner drains its inbox
+        elapsed = time.monotonic() - started
+        sent = int(sender.stdout.read().strip() or 0)
+    finally:
+        sender.kill()
+        receiver.destroy_node()
+    received = transport.transitions_received - count_at_start
+    return {"transitions_per_s": round(received / elapsed, 1), "sent": sent, "received": transport.transitions_received,
+            "payload": "state (19) + two 128x128x3 uint8 images, obs and next_obs"}
+
+
+def weight_updates(rclpy, updates: int) -> dict:
+    from std_msgs.msg import String, UInt8MultiArray
+
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env, observation_shapes
+    from robot_rl.ros import qos
+    from robot_rl.ros.codec import encode_weights
+    from robot_rl.ros.transport import WEIGHTS_TOPIC
+    from robot_rl.train import make_agent
+
+    cfg = load_config(PIXEL_TASK)
+    from omegaconf import OmegaConf
+
+    env = make_env(OmegaConf.to_container(cfg.task, resolve=True))
+    agent = make_agent(cfg, observation_shapes(env), env.action_space.shape[0], 0)
+    weights = agent.policy_state()
+    megabytes = len(encode_weights(weights, {"version": 0})) / 1e6
+    learner = rclpy.create_node("bench_weights_sender")
+    publisher = learner.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)  # the learner's, plus a send time
+    loaded: list[dict] = []
+    learner.create_subscription(String, "/bench/weights_loaded", lambda m: loaded.append(json.loads(m.data)), qos.EVENT)
+    receiver = subprocess.Popen([sys.executable, "-c", WEIGHTS_RECEIVER % (PIXEL_TASK,)])
+    try:
+        deadline = time.monotonic() + 60
+        while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for version in range(updates):
+            before = len(loaded)
+            publisher.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "sent": time.time()})))
+            deadline = time.monotonic() + 10
+            while len(loaded) == before and time.monotonic() < deadline:
+                rclpy.spin_once(learner, timeout_sec=0.01)
+    finally:
+        receiver.kill()
+        learner.destroy_node()
+    samples = [entry["seconds"] for entry in loaded[1:]]  # the first includes the receiver's warm-up
+    return {**percentiles(samples), "megabytes": round(megabytes, 2), "note": "publish -> decoded and loaded"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--updates", type=int, default=30)
+    args = parser.parse_args()
+    import rclpy
+
+    rclpy.init()
+    try:
+        figures = {"camera_to_command": camera_to_command(rclpy, args.seconds)}
+        print("camera stamp -> command:", figures["camera_to_command"])
+        figures["transitions"] = transitions_per_second(rclpy, args.seconds / 2)
+        print("transitions:", figures["transitions"])
+        figures["weight_update"] = weight_updates(rclpy, args.updates)
+        print("weight update:", figures["weight_update"])
+    finally:
+        rclpy.shutdown()
+    path = write_result("graph_latency", figures, setup="two 128x128 cameras at 10 Hz, state at 100 Hz, "
+                        "pixel SAC (front + wrist CNN encoders), Fast DDS, every node its own process")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Start robot_rl node graphs as real processes and watch them from the test process over DDS."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from robot_rl.cli import load_config
+from robot_rl.graph import NodeSpec, graph_nodes
+
+#: an easy reach (4 cm steps and success radius) so learning shows within a test's budget
+EASY_REACH = ["task=reach", "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=40",
+              "train.demo_episodes=20", "train.start_training=100", "train.batch_size=256", "agent.utd=2"]
+
+
+class Graph:
+    """The nodes of a graph config as child processes, each logging to ``<folder>/<name>.log``."""
+
+    def __init__(self, folder: Path, overrides: list[str], graph: str = "sim_train"):
+        self.folder, self.overrides = folder, [f"graph={graph}", *overrides]
+        self.specs = {node.name: node for node in graph_nodes(load_config(self.overrides))}
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, *extra: str) -> subprocess.Popen:
+        spec: NodeSpec = self.specs[name]
+        log = open(self.folder / f"{name}.log", "a")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.processes[name] = subprocess.Popen([*spec.command(self.overrides), *extra], stdout=log,
+                                                stderr=subprocess.STDOUT, env=env)
+        return self.processes[name]
+
+    def log(self, name: str) -> str:
+        return (self.folder / f"{name}.log").read_text()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+        for process in self.processes.values():
+            process.wait()
+
+
+class Watcher:
+    """Collects ``/rl/episode_stats`` records (and optionally other topics) in the test process."""
+
+    def __init__(self, rclpy):
+        from std_msgs.msg import String
+
+        from robot_rl.ros import qos
+
+        self.rclpy = rclpy
+        self.node = rclpy.create_node("robot_rl_test_watcher")
+        self.records: list[dict] = []
+        self.node.create_subscription(String, "/rl/episode_stats", lambda m: self.records.append(json.loads(m.data)),
+                                      qos.EVENT)
+
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.rclpy.spin_once(self.node, timeout_sec=0.01)
+
+    def wait_for(self, condition, timeout: float, what: str, show=lambda records: records[-3:]):
+        """Spin until ``condition(records)`` is truthy; returns its value (else fails showing ``show(records)``)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.rclpy.spin_once(self.node, timeout_sec=0.01)
+            value = condition(self.records)
+            if value:
+                return value
+        raise AssertionError(f"{what}: not within {timeout} s; records: {show(self.records)}")
+
+
+def python() -> str:
+    return sys.executable

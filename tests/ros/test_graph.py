@@ -1,0 +1,124 @@
+"""The node graph as separate processes over DDS: sim robot, safety filter, learner, actor, recorder.
+
+The test process only watches (``/rl/episode_stats``, the safety node's flags) and, for the
+camera fault, plays a camera that is not plugged in (synthetic frames on the real topic).
+"""
+
+import json
+import time
+
+import numpy as np
+
+from tests.conftest import require
+from tests.ros.graph_helpers import EASY_REACH, Graph, Watcher
+
+STALE_COMMAND = 2  # robot_rl.safety.Violation bit
+
+
+def test_distributed_training_learns_reach(tmp_path):
+    rclpy = require("rclpy")
+    run = tmp_path / "run"
+    graph = Graph(tmp_path, [*EASY_REACH, f"train.run_dir={run}", "train.env_steps=4000", "train.checkpoint_every=200",
+                             "ros.eval_every_episodes=10", "ros.eval_episodes=10"])
+    rclpy.init()
+    watcher = Watcher(rclpy)
+    try:
+        for name in ("sim_robot", "safety", "learner", "recorder", "actor"):
+            graph.start(name)
+        best = watcher.wait_for(
+            lambda records: next((r for r in records if r["kind"] == "eval" and r["success_rate"] >= 0.6), None),
+            timeout=900, what="deterministic eval success >= 0.6 on reach",
+            show=lambda records: [(r["env_steps"], r["success_rate"]) for r in records if r["kind"] == "eval"])
+        train = [r for r in watcher.records if r["kind"] == "train"]
+        demos = [r for r in watcher.records if r["kind"] == "demo"]
+        assert len(demos) == 20 and all(r["interventions"] == r["length"] for r in demos)
+        assert train[-1]["weights"] > 0  # the actor acts with weights the learner published
+        counters = json.loads((run / "checkpoint" / "counters.json").read_text())
+        assert counters["online_received"] >= 200 and counters["update_calls"] > 0  # transitions reached the learner
+        print(f"eval success {best['success_rate']} after {best['env_steps']} env steps")
+    finally:
+        graph.stop()
+        watcher.node.destroy_node()
+        rclpy.shutdown()
+    from robot_rl.data import EpisodeStore
+
+    store = EpisodeStore.open(run / "episodes.zarr")
+    sources = [store.episode_attrs(n)["source"] for n in store.episode_names()]
+    assert sources[:20] == ["demo"] * 20 and "online" in sources  # the recorder kept the episodes
+
+
+def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
+    rclpy = require("rclpy")
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import UInt32
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import image_msg
+
+    run = tmp_path / "run"
+    graph = Graph(tmp_path, ["task=reach", "task.cameras=[front]", "task.image_size=32", "task.episode_steps=15",
+                             f"train.run_dir={run}", "train.demo_episodes=1", "train.start_training=20",
+                             "train.checkpoint_every=20", "train.weights_every=5", "train.env_steps=100000",
+                             "train.batch_size=32", "ros.eval_every_episodes=0", "ros.stream_timeout=0.5"])
+    rclpy.init()
+    watcher = Watcher(rclpy)
+    camera = watcher.node.create_publisher(Image, "/camera/front/color/image_raw", qos.STREAM_PUBLISHER)
+    flags: list[tuple[float, int]] = []
+    watcher.node.create_subscription(UInt32, "/rl/safety_flags", lambda m: flags.append((time.monotonic(), m.data)), 10)
+    streaming = [True]
+
+    def publish_frame():
+        if streaming[0]:
+            frame = np.full((32, 32, 3), 128, np.uint8)
+            camera.publish(image_msg(frame, watcher.node.get_clock().now().nanoseconds * 1e-9, "front"))
+
+    watcher.node.create_timer(0.05, publish_frame)  # a camera that is not plugged in: synthetic 20 Hz frames
+    try:
+        # the sim robot's own rendering goes elsewhere; the test plays the camera
+        graph.start("sim_robot", "--ros-args", "-r", "/camera/front/color/image_raw:=/sim/unused_front")
+        graph.start("safety")
+        learner = graph.start("learner")
+        graph.start("actor")
+        first = watcher.wait_for(lambda rs: next((r for r in rs if r["kind"] == "train" and r["weights"]), None),
+                                 timeout=240, what="training episodes with learner weights")
+        session = first["learner_session"]
+
+        # kill the learner: the actor keeps acting
+        watcher.wait_for(lambda rs: (run / "checkpoint" / "counters.json").exists(), timeout=120, what="a checkpoint")
+        learner.kill()
+        learner.wait()
+        count = len(watcher.records)
+        watcher.wait_for(lambda rs: len([r for r in rs[count:] if r["kind"] == "train"]) >= 2, timeout=60,
+                         what="the actor going on without a learner")
+
+        # restart it: it resumes from its checkpoint and the actor picks up its weights without a restart
+        saved = json.loads((run / "checkpoint" / "counters.json").read_text())["update_calls"]
+        graph.start("learner")
+        fresh = watcher.wait_for(
+            lambda rs: next((r for r in rs if r["kind"] == "train" and r["learner_session"] not in (None, session)), None),
+            timeout=120, what="weights from the restarted learner")
+        assert "resumed from" in graph.log("learner")
+        assert fresh["weights"] >= saved  # it continued from its checkpoint's updates, not from zero
+
+        # stop the camera stream: the actor pauses the episode and says why; it resumes when frames return
+        streaming[0] = False
+        paused = watcher.wait_for(lambda rs: next((r for r in rs if r["kind"] == "paused"), None), timeout=30,
+                                  what="the actor pausing on a silent camera")
+        assert paused["topic"] == "/camera/front/color/image_raw"
+        streaming[0] = True
+        count = len(watcher.records)
+        watcher.wait_for(lambda rs: any(r["kind"] == "train" for r in rs[count:]), timeout=60, what="resuming")
+        assert "paused" in graph.log("actor") and "/camera/front/color/image_raw" in graph.log("actor")
+
+        # kill the actor mid-episode: the safety node holds the arm within 100 ms (+ one tick and transport)
+        watcher.wait_for(lambda rs: flags and not flags[-1][1] & STALE_COMMAND, timeout=30, what="an actor commanding")
+        graph.processes["actor"].kill()
+        killed = time.monotonic()
+        watcher.spin(1.0)
+        held = [t for t, f in flags if t > killed and f & STALE_COMMAND]
+        assert held and held[0] - killed < 0.15, f"hold after {held[0] - killed if held else None} s"
+        assert all(f & STALE_COMMAND for t, f in flags if t > held[0])  # and it keeps holding
+    finally:
+        graph.stop()
+        watcher.node.destroy_node()
+        rclpy.shutdown()
