@@ -4,11 +4,13 @@
    10 Hz (plus state at 100 Hz); the actor node (pixel SAC policy, random weights, no human)
    waits for fresh frames each step and publishes ``/rl/action`` carrying the stamp of the
    newest frame it used. This process receives the commands: latency = receive time - stamp.
-2. Transitions/s actor -> learner: a sender process publishes transitions with two 128x128
-   images and the state (one per message, as the actor sends them) as fast as it can; this
-   process receives them through the learner's transport.
-3. Weight update learner -> actor: this process publishes the pixel SAC policy weights; an
-   actor-side process decodes and loads them and reports the time from publish to loaded.
+2. Transitions/s actor -> learner: a sender process publishes ``--transitions`` transitions
+   with two 128x128 images and the state (one per message, as the actor sends them) as fast as
+   it can and waits until all are acknowledged; this process receives them through the
+   learner's transport: delivered transitions / time from the first to the last.
+3. Weight update learner -> actor: this process publishes the SAC policy weights (pixel policy
+   with two 128x128 camera encoders, and a state policy); an actor-side process decodes and
+   loads them and reports the time from publish to loaded.
 
     python -m benchmarks.graph_latency [--seconds 30]
 """
@@ -42,14 +44,9 @@ SENDER = textwrap.dedent(
            "wrist": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)}
     t = {"obs": obs, "next_obs": obs, "action": np.zeros(4, np.float32), "reward": 0.0, "terminated": False,
          "truncated": False, "intervened": False, "demo": False, "first": False}
-    end = time.monotonic() + float(sys.argv[1])
-    sent = 0
-    while time.monotonic() < end:
+    for sent in range(int(sys.argv[1])):
         transport.send_transitions([t])
-        sent += 1
-        if sent % 20 == 0:
-            rclpy.spin_once(node, timeout_sec=0)
-    print(sent, flush=True)
+    print(transport.flush(timeout=120), flush=True)
     """
 )
 
@@ -123,33 +120,59 @@ def camera_to_command(rclpy, seconds: float) -> dict:
         listener.destroy_node()
     if not latencies:
         raise RuntimeError("no commands arrived from the actor")
-    return {**percentiles(latencies), "commands_per_s": round(len(latencies) / seconds, 2)}
+    return {**percentiles(latencies), "commands_per_s": round(len(latencies) / seconds, 2),
+            "policy_act_p50_ms": policy_act_ms(overrides)}
 
 
-def transitions_per_second(rclpy, seconds: float) -> dict:
+def policy_act_ms(overrides: list[str]) -> float:
+    """Median time of one ``agent.act`` of the actor's policy here (1 torch thread, like the actor)."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env, observation_shapes
+    from robot_rl.train import make_agent
+
+    torch.set_num_threads(1)
+    cfg = load_config(overrides)
+    env = make_env(OmegaConf.to_container(cfg.task, resolve=True))
+    agent = make_agent(cfg, observation_shapes(env), env.action_space.shape[0], 0)
+    obs, _ = env.reset(seed=0)
+    times = []
+    for _ in range(50):
+        started = time.perf_counter()
+        agent.act(obs, explore=True)
+        times.append(time.perf_counter() - started)
+    env.close()
+    return round(float(np.median(times)) * 1e3, 2)
+
+
+def transitions_per_second(rclpy, count: int) -> dict:
     from robot_rl.ros.transport import RosTransport
 
     receiver = rclpy.create_node("bench_transition_receiver")
     transport = RosTransport(receiver, "learner")
-    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(seconds)], stdout=subprocess.PIPE, text=True)
+    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(count)], stdout=subprocess.PIPE, text=True)
     try:
         while transport.transitions_received == 0 and sender.poll() is None:
             rclpy.spin_once(receiver, timeout_sec=0.05)
-        started, count_at_start = time.monotonic(), transport.transitions_received
-        while sender.poll() is None:
+        started = time.monotonic()
+        deadline = started + 300
+        while transport.transitions_received < count and time.monotonic() < deadline:
             rclpy.spin_once(receiver, timeout_sec=0.01)
             transport.receive_transitions(timeout=0.0)  # the learner drains its inbox
         elapsed = time.monotonic() - started
-        sent = int(sender.stdout.read().strip() or 0)
+        acked = sender.communicate(timeout=120)[0].strip()
     finally:
         sender.kill()
         receiver.destroy_node()
-    received = transport.transitions_received - count_at_start
-    return {"transitions_per_s": round(received / elapsed, 1), "sent": sent, "received": transport.transitions_received,
-            "payload": "state (19) + two 128x128x3 uint8 images, obs and next_obs"}
+    received = transport.transitions_received
+    return {"transitions_per_s": round((received - 1) / elapsed, 1), "sent": count, "received": received,
+            "all_acknowledged": acked == "True",
+            "payload": "state (19) + two 128x128x3 uint8 images, obs and next_obs (~197 kB per transition)"}
 
 
-def weight_updates(rclpy, updates: int) -> dict:
+def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
     from std_msgs.msg import String, UInt8MultiArray
 
     from robot_rl.cli import load_config
@@ -159,9 +182,9 @@ def weight_updates(rclpy, updates: int) -> dict:
     from robot_rl.ros.transport import WEIGHTS_TOPIC
     from robot_rl.train import make_agent
 
-    cfg = load_config(PIXEL_TASK)
     from omegaconf import OmegaConf
 
+    cfg = load_config(task)
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True))
     agent = make_agent(cfg, observation_shapes(env), env.action_space.shape[0], 0)
     weights = agent.policy_state()
@@ -170,7 +193,7 @@ def weight_updates(rclpy, updates: int) -> dict:
     publisher = learner.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)  # the learner's, plus a send time
     loaded: list[dict] = []
     learner.create_subscription(String, "/bench/weights_loaded", lambda m: loaded.append(json.loads(m.data)), qos.EVENT)
-    receiver = subprocess.Popen([sys.executable, "-c", WEIGHTS_RECEIVER % (PIXEL_TASK,)])
+    receiver = subprocess.Popen([sys.executable, "-c", WEIGHTS_RECEIVER % (task,)])
     try:
         deadline = time.monotonic() + 60
         while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
@@ -191,6 +214,7 @@ def weight_updates(rclpy, updates: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--transitions", type=int, default=3000)
     parser.add_argument("--updates", type=int, default=30)
     args = parser.parse_args()
     import rclpy
@@ -199,10 +223,12 @@ def main() -> None:
     try:
         figures = {"camera_to_command": camera_to_command(rclpy, args.seconds)}
         print("camera stamp -> command:", figures["camera_to_command"])
-        figures["transitions"] = transitions_per_second(rclpy, args.seconds / 2)
+        figures["transitions"] = transitions_per_second(rclpy, args.transitions)
         print("transitions:", figures["transitions"])
-        figures["weight_update"] = weight_updates(rclpy, args.updates)
-        print("weight update:", figures["weight_update"])
+        figures["weight_update_pixels"] = weight_updates(rclpy, args.updates, PIXEL_TASK)
+        print("weight update, pixel policy:", figures["weight_update_pixels"])
+        figures["weight_update_state"] = weight_updates(rclpy, args.updates, ["task=reach"])
+        print("weight update, state policy:", figures["weight_update_state"])
     finally:
         rclpy.shutdown()
     path = write_result("graph_latency", figures, setup="two 128x128 cameras at 10 Hz, state at 100 Hz, "
