@@ -17,10 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path):
     require("rclpy")
-    store = tmp_path / "demos.zarr"
+    store, bag = tmp_path / "demos.zarr", tmp_path / "raw_bag"
     result = subprocess.run(
         [sys.executable, "-m", "robot_rl.cli", "launch", "collect_demos", "graph.with_sim=true", "task=reach",
-         "train.demo_episodes=3", f"ros.recorder.store={store}", f"train.run_dir={tmp_path / 'run'}"],
+         "train.demo_episodes=3", f"ros.recorder.store={store}", f"ros.recorder.mcap={bag}",
+         f"train.run_dir={tmp_path / 'run'}"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     for name in ("sim_robot", "safety", "recorder", "actor"):
@@ -31,6 +32,16 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
     opened = EpisodeStore.open(store)
     assert [opened.episode_attrs(n)["source"] for n in opened.episode_names()] == ["demo"] * 3
     assert all(opened.episode_attrs(n)["success"] for n in opened.episode_names())  # the scripted human reached
+
+    from rosbags.highlevel import AnyReader  # the raw topics, as rosbag2 MCAP
+
+    with AnyReader([bag]) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        assert counts["/joint_states"] > 50 and counts["/rl/action"] > 0 and counts["/rl/equilibrium_pose"] > 50
+        connection = next(c for c in reader.connections if c.topic == "/franka_robot_state_broadcaster/current_pose")
+        _, _, raw = next(reader.messages(connections=[connection]))
+        pose = reader.deserialize(raw, connection.msgtype).pose.position
+        assert 0.25 <= pose.x <= 0.75 and 0.0 < pose.z < 0.45  # a TCP position in the workspace, metres
 
 
 def test_launch_rejects_an_unknown_graph():
