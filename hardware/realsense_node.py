@@ -1,0 +1,80 @@
+"""RealSense camera node: publishes what realsense2_camera would, from :mod:`hardware.realsense`.
+
+``/camera/<name>/color/image_raw`` (sensor_msgs/Image rgb8, cropped and resized to the policy's
+size, stamped from the hardware clock) and ``/camera/<name>/color/camera_info`` (the intrinsics of
+the published image). A camera that stops delivering is reconnected with a log line, never a hang.
+
+    python -m hardware.realsense_node camera.serial=123456789 camera.name=front camera.output_size=[128,128]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sensor_msgs.msg import CameraInfo, Image
+
+from robot_rl.config import ConfigError
+from robot_rl.ros import qos
+from robot_rl.ros.messages import camera_info_msg, image_msg
+from robot_rl.ros.topic_env import camera_topic
+
+from .realsense import FrameTimeout, RealSenseCamera, RealSenseSettings
+
+
+class CameraPublisher:
+    """One camera's frames onto its topics."""
+
+    def __init__(self, node, camera: RealSenseCamera, name: str):
+        self.node, self.camera, self.name = node, camera, name
+        self.frame_id = f"{name}_color_optical_frame"
+        self.image_pub = node.create_publisher(Image, camera_topic(name), qos.STREAM_PUBLISHER)
+        self.info_pub = node.create_publisher(CameraInfo, f"/camera/{name}/color/camera_info", qos.STREAM_PUBLISHER)
+
+    def publish_next(self) -> bool:
+        """Publish the next frame; on a timeout reconnect (logged) and return False."""
+        try:
+            frame = self.camera.read()
+        except FrameTimeout as timeout:
+            self.node.get_logger().warning(f"{timeout}; reconnecting")
+            self.camera.reconnect()
+            return False
+        self.image_pub.publish(image_msg(frame.image, frame.stamp, self.frame_id))
+        height, width = frame.image.shape[:2]
+        info = camera_info_msg(width, height, 60.0, frame.stamp, self.frame_id)
+        k = self.camera.intrinsics()
+        info.k = k.ravel().tolist()
+        info.p = [k[0, 0], 0.0, k[0, 2], 0.0, 0.0, k[1, 1], k[1, 2], 0.0, 0.0, 0.0, 1.0, 0.0]
+        self.info_pub.publish(info)
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    from omegaconf import OmegaConf
+
+    from robot_rl.ros.node_main import node_config, ros_node
+
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        settings = dict(OmegaConf.to_container(cfg.camera, resolve=True))
+        name = settings.pop("name")
+        camera = RealSenseCamera(RealSenseSettings(**settings))
+        with ros_node(f"robot_rl_realsense_{name}", ros_args) as node:
+            camera.log = node.get_logger().info
+            camera.open()
+            node.get_logger().info(f"RealSense {camera.serial} streaming to {camera_topic(name)}")
+            publisher = CameraPublisher(node, camera, name)
+            try:
+                while True:
+                    publisher.publish_next()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                camera.close()
+    except (ConfigError, FrameTimeout) as error:
+        print(f"hardware.realsense_node: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
