@@ -1,4 +1,4 @@
-"""The teleop node: keyboard or joystick -> the spacenav-style topics the actor's mux reads.
+"""The teleop node: keyboard, joystick or SpaceMouse -> the spacenav-style topics the actor's mux reads.
 
 Publishes at ``teleop_device.rate_hz``: ``/spacenav/twist`` (geometry_msgs/Twist, normalised
 [-1, 1], base frame), ``/spacenav/joy`` (sensor_msgs/Joy: button 0 close, button 1 open the
@@ -7,6 +7,8 @@ gripper) and ``/rl/intervention`` (std_msgs/Bool, the take-over switch).
 Keyboard (the terminal the node runs in, or any byte stream on stdin): ``w``/``s`` +x/-x,
 ``a``/``d`` +y/-y, ``r``/``f`` +z/-z, ``c`` close, ``v`` open, space toggles take-over, ``q``
 quits. A key moves for ``key_hold`` seconds; the terminal's key repeat keeps a held key moving.
+
+SpaceMouse: 3Dconnexion HID reports from ``/dev/hidrawN`` (see :class:`SpaceMouse`).
 
 Joystick: the Linux joystick interface (``/dev/input/jsN``, 8-byte ``js_event`` records);
 ``axes``/``axis_signs``/``buttons`` map the pad, ``deadzone`` applies per axis. A device that
@@ -105,72 +107,149 @@ class Keyboard:
             self.state.twist = twist
 
 
-class Joystick:
+class EventDevice:
+    """A device read as a stream of records from a character device (or a FIFO replaying one)."""
+
+    record_size = 64
+    kind = "device"
+
+    def __init__(self, state: TeleopState, device: str, deadzone: float, log):
+        self.state, self.device, self.deadzone, self.log = state, device, deadzone, log
+        self.records, self.nonzero_seen = 0, False
+
+    def present(self) -> list[str]:
+        """Devices of this kind on the machine."""
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Fail now, naming the devices of this kind that are present, if ours is not."""
+        if not os.path.exists(self.device):
+            raise ConfigError("teleop_device.device", self.device,
+                              f"a {self.kind} device; present: {', '.join(self.present()) or 'none'}")
+
+    def run(self) -> None:
+        warned, started = False, time.monotonic()
+        with open(self.device, "rb", buffering=0) as device:
+            while not self.state.quit:
+                data = device.read(self.record_size)
+                if not data:
+                    break  # a FIFO whose writer closed, or the device went away
+                self.records += 1
+                with self.state.lock:
+                    self.handle(data)
+                if not warned and not self.nonzero_seen and self.records >= 50 and time.monotonic() - started > 1.0:
+                    self.log.warning(f"{self.device} reports only zero axes ({self.records} reports): is it in the "
+                                     "right mode / switched on?")
+                    warned = True
+
+    def handle(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def set_axis(self, axis: int, value: float) -> None:
+        self.nonzero_seen |= value != 0
+        self.state.twist[axis] = 0.0 if abs(value) < self.deadzone else float(np.clip(value, -1.0, 1.0))
+
+    def press(self, name: str) -> None:
+        if name == "close":
+            self.state.gripper_close = True
+        elif name == "open":
+            self.state.gripper_close = False
+        elif name == "takeover":
+            self.state.takeover = not self.state.takeover
+
+
+class Joystick(EventDevice):
+    """Linux joystick interface: 8-byte ``js_event`` records."""
+
+    record_size = JS_EVENT.size
+    kind = "joystick"
+
     def __init__(self, state: TeleopState, device: str, axes: dict[str, int], signs: dict[str, float],
                  buttons: dict[str, int], deadzone: float, log):
-        self.state, self.device, self.deadzone, self.log = state, device, deadzone, log
+        super().__init__(state, device, deadzone, log)
         unknown = set(axes) - set(AXIS_NAMES)
         if unknown:
             raise ConfigError("teleop_device.axes", sorted(unknown), f"keys among {AXIS_NAMES}")
         self.axes = {index: (AXIS_NAMES.index(name), float(signs.get(name, 1.0))) for name, index in axes.items()}
         self.buttons = {index: name for name, index in buttons.items()}
-        self.raw = np.zeros(6)
-        self.events = 0
-        self.nonzero_seen = False
 
-    def check(self) -> None:
-        """Fail now, naming the joystick devices that are present, if ours is not."""
-        if not os.path.exists(self.device):
-            present = sorted(p for p in os.listdir("/dev/input") if p.startswith("js")) if os.path.isdir("/dev/input") else []
-            raise ConfigError("teleop_device.device", self.device,
-                              f"a joystick device; present: {', '.join('/dev/input/' + p for p in present) or 'none'}")
+    def present(self) -> list[str]:
+        return sorted(f"/dev/input/{p}" for p in os.listdir("/dev/input") if p.startswith("js")) \
+            if os.path.isdir("/dev/input") else []
 
-    def run(self) -> None:
-        warned = False
-        started = time.monotonic()
-        with open(self.device, "rb", buffering=0) as device:
-            while not self.state.quit:
-                data = device.read(JS_EVENT.size)
-                if not data:
-                    break  # a FIFO whose writer closed, or the device went away
-                self.handle(*JS_EVENT.unpack(data))
-                if not warned and not self.nonzero_seen and self.events >= 50 and time.monotonic() - started > 1.0:
-                    self.log.warning(f"{self.device} reports only zero axes ({self.events} events): is it in the right "
-                                     "mode / switched on?")
-                    warned = True
-
-    def handle(self, _time_ms: int, value: int, kind: int, number: int) -> None:
+    def handle(self, data: bytes) -> None:
+        _, value, kind, number = JS_EVENT.unpack(data)
         kind &= ~JS_INIT
-        self.events += 1
-        with self.state.lock:
-            if kind == JS_AXIS and number in self.axes:
-                axis, sign = self.axes[number]
-                x = sign * value / 32767.0
-                self.nonzero_seen |= value != 0
-                self.state.twist[axis] = 0.0 if abs(x) < self.deadzone else x
-            elif kind == JS_BUTTON and number in self.buttons and value:
-                name = self.buttons[number]
-                if name == "close":
-                    self.state.gripper_close = True
-                elif name == "open":
-                    self.state.gripper_close = False
-                elif name == "takeover":
-                    self.state.takeover = not self.state.takeover
+        if kind == JS_AXIS and number in self.axes:
+            axis, sign = self.axes[number]
+            self.set_axis(axis, sign * value / 32767.0)
+        elif kind == JS_BUTTON and number in self.buttons and value:
+            self.press(self.buttons[number])
+
+
+class SpaceMouse(EventDevice):
+    """3Dconnexion SpaceMouse over Linux hidraw (the reports hidapi and pyspacemouse read).
+
+    Report 1: translation x, y, z as int16 (SpaceMouse Compact / Wireless / Pro: 12 bytes with
+    rotation rx, ry, rz after it); report 2: rotation (older models); report 3: button bits
+    (bit 0 left: close the gripper, bit 1 right: open it). Raw values are divided by
+    ``full_scale`` (350 counts); ``axis_signs`` turns the puck's frame into the robot's base frame.
+    Moving the puck is the take-over (the actor's mux watches the twist magnitude).
+    """
+
+    kind = "SpaceMouse (hidraw)"
+    VENDORS = ("0000256F", "0000046D")  # 3Dconnexion, Logitech (older SpaceMice)
+
+    def __init__(self, state: TeleopState, device: str, signs: dict[str, float], full_scale: float, deadzone: float,
+                 log):
+        super().__init__(state, device, deadzone, log)
+        self.signs = np.array([float(signs.get(name, 1.0)) for name in AXIS_NAMES])
+        self.full_scale = float(full_scale)
+
+    def present(self) -> list[str]:
+        found = []
+        for entry in sorted(os.listdir("/sys/class/hidraw")) if os.path.isdir("/sys/class/hidraw") else []:
+            try:
+                uevent = open(f"/sys/class/hidraw/{entry}/device/uevent").read()
+            except OSError:
+                continue
+            if any(f":{vendor}:" in uevent for vendor in self.VENDORS):
+                found.append(f"/dev/{entry}")
+        return found
+
+    def handle(self, data: bytes) -> None:
+        report, payload = data[0], data[1:]
+        if report in (1, 2) and len(payload) >= 6:
+            values = struct.unpack(f"<{min(len(payload), 12) // 2}h", payload[: min(len(payload), 12)])
+            first = 0 if report == 1 else 3
+            for offset, raw in enumerate(values):
+                axis = first + offset
+                self.set_axis(axis, self.signs[axis] * raw / self.full_scale)
+        elif report == 3 and payload:
+            bits = int.from_bytes(payload, "little")
+            if bits & 1:
+                self.press("close")
+            elif bits & 2:
+                self.press("open")
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         device_cfg = cfg.teleop_device
-        if device_cfg.kind not in ("keyboard", "joystick"):
-            raise ConfigError("teleop_device.kind", device_cfg.kind, "keyboard or joystick")
+        if device_cfg.kind not in ("keyboard", "joystick", "spacemouse"):
+            raise ConfigError("teleop_device.kind", device_cfg.kind, "keyboard, joystick or spacemouse")
         with ros_node("robot_rl_teleop", ros_args) as node:
             state = TeleopState()
             if device_cfg.kind == "keyboard":
                 source = Keyboard(state, float(device_cfg.speed), float(device_cfg.key_hold))
-            else:
+            elif device_cfg.kind == "joystick":
                 source = Joystick(state, str(device_cfg.device), dict(device_cfg.axes), dict(device_cfg.axis_signs),
                                   dict(device_cfg.buttons), float(device_cfg.deadzone), node.get_logger())
+            else:
+                source = SpaceMouse(state, str(device_cfg.spacemouse_device), dict(device_cfg.spacemouse_signs),
+                                    float(device_cfg.full_scale), float(device_cfg.deadzone), node.get_logger())
+            if device_cfg.kind != "keyboard":
                 source.check()
             twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
             joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)

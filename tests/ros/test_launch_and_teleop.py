@@ -4,6 +4,7 @@ teleop node driven by recorded keyboard bytes and joystick events."""
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +46,8 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
 
 
 def test_launch_rejects_an_unknown_graph():
-    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "launch", "sim_trian"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "launch", "sim_trian"], capture_output=True,
+                            text=True)
     assert result.returncode == 2 and "graph='sim_trian'" in result.stderr and "sim_train" in result.stderr
 
 
@@ -124,7 +126,8 @@ def test_keyboard_teleop_from_a_byte_stream():
         assert not any(watcher.switches) and watcher.twists[-1] == [0, 0, 0]
         node.stdin.write(b" wc")  # take over, +x, close the gripper
         node.stdin.flush()
-        watcher.wait_for(lambda _: watcher.twists[-1][0] > 0 and watcher.switches[-1] and watcher.joys[-1] == [1, 0], 10,
+        watcher.wait_for(lambda _: watcher.switches and watcher.joys and watcher.twists[-1][0] > 0
+                         and watcher.switches[-1] and watcher.joys[-1] == [1, 0], 10,
                          "+x, take-over and close from the keys")
         assert watcher.twists[-1] == [0.5, 0, 0]
         node.stdin.write(b"q")
@@ -170,3 +173,64 @@ def test_a_missing_joystick_is_named_with_what_is_present(tmp_path):
     result = subprocess.run([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=joystick",
                              f"teleop_device.device={tmp_path / 'js7'}"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "js7" in result.stderr and "present:" in result.stderr
+
+
+def spacemouse_node(tmp_path, *extra):
+    import os
+
+    fifo = tmp_path / "hidraw0"
+    os.mkfifo(fifo)
+    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=spacemouse",
+                             f"teleop_device.spacemouse_device={fifo}", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    return fifo, node
+
+
+def test_spacemouse_teleop_from_recorded_hid_reports(tmp_path):
+    rclpy = require("rclpy")
+    rclpy.init()
+    watcher = TeleopWatcher(rclpy)
+    fifo, node = spacemouse_node(tmp_path)
+    try:
+        with open(fifo, "wb", buffering=0) as device:
+            for report in (bytes([1]) + struct.pack("<3h", 175, -350, 10),   # translation, legacy 6-byte report
+                           bytes([2]) + struct.pack("<3h", 0, 0, 0),          # rotation report
+                           bytes([3, 1, 0])):                                 # left button: close
+                device.write(report)
+                time.sleep(0.05)
+            # x: +175/350, y: sign -1 * -350/350 = +1, z: 10/350 = 0.029 < deadzone
+            watcher.wait_for(lambda _: watcher.twists and watcher.joys and watcher.twists[-1][0] > 0
+                             and watcher.joys[-1] == [1, 0], 30, "the SpaceMouse's translation and button")
+            np.testing.assert_allclose(watcher.twists[-1], [0.5, 1.0, 0.0], atol=1e-6)
+            device.write(bytes([1]) + struct.pack("<6h", -350, 0, 0, 0, 0, 0))  # 12-byte report of newer models
+            watcher.wait_for(lambda _: watcher.twists[-1][0] < 0, 10, "the 12-byte report")
+            np.testing.assert_allclose(watcher.twists[-1], [-1.0, 0.0, 0.0], atol=1e-6)
+    finally:
+        node.kill()
+        node.wait()
+        watcher.node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_a_spacemouse_that_only_reports_zeros_gets_a_warning(tmp_path):
+    require("rclpy")
+    fifo, node = spacemouse_node(tmp_path)
+    try:
+        with open(fifo, "wb", buffering=0) as device:
+            end = time.monotonic() + 2.0
+            while time.monotonic() < end:
+                device.write(bytes([1]) + struct.pack("<3h", 0, 0, 0))
+                time.sleep(0.02)
+        output, _ = node.communicate(timeout=30)
+        assert "reports only zero axes" in output and "right mode / switched on" in output
+    finally:
+        node.kill()
+
+
+def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
+    require("rclpy")
+    result = subprocess.run([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=spacemouse",
+                             f"teleop_device.spacemouse_device={tmp_path / 'hidraw9'}"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and "hidraw9" in result.stderr
+    assert "SpaceMouse (hidraw) device; present:" in result.stderr
