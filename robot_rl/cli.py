@@ -8,6 +8,8 @@ Verbs:
   data show              render an episode to mp4 with a plot       (store=PATH episode=N out=FILE.mp4)
   data export            episodes to a rosbag2 MCAP folder          (store=PATH out=DIR [episodes=[0,2]])
   data merge             combine stores after schema checks         (inputs=[A,B] out=PATH)
+  classifier             train the reward classifier on an episode store's labelled frames
+                         (classifier.store=PATH classifier.out=FILE.pt)
   launch <graph>         start a ROS 2 node graph (configs/graph: sim_train, real_train, collect_demos,
                          learner_only) without ros2 launch; overrides go to every node
   tasks                  list the task configs
@@ -31,7 +33,7 @@ from omegaconf.errors import OmegaConfBaseException
 from .config import ConfigError
 from .data.episode_store import EpisodeStoreError
 
-VERBS = ("train", "eval", "collect", "data", "launch", "tasks", "config")
+VERBS = ("train", "eval", "collect", "data", "classifier", "launch", "tasks", "config")
 DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
@@ -107,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             summary = train(cfg)
             print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
             return 130 if summary["interrupted"] else 0
+        elif verb == "classifier":
+            from .classifier import train_classifier
+
+            print(json.dumps(train_classifier(cfg), indent=2))
         elif verb == "eval":
             from .train import evaluate_checkpoint
 

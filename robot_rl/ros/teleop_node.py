@@ -5,8 +5,8 @@ Publishes at ``teleop_device.rate_hz``: ``/spacenav/twist`` (geometry_msgs/Twist
 gripper) and ``/rl/intervention`` (std_msgs/Bool, the take-over switch).
 
 Keyboard (the terminal the node runs in, or any byte stream on stdin): ``w``/``s`` +x/-x,
-``a``/``d`` +y/-y, ``r``/``f`` +z/-z, ``c`` close, ``v`` open, space toggles take-over, ``q``
-quits. A key moves for ``key_hold`` seconds; the terminal's key repeat keeps a held key moving.
+``a``/``d`` +y/-y, ``r``/``f`` +z/-z, ``c`` close, ``v`` open, space toggles take-over, ``y``
+marks success, ``q`` quits. A key moves for ``key_hold`` seconds; the terminal's key repeat keeps a held key moving.
 
 SpaceMouse: 3Dconnexion HID reports from ``/dev/hidrawN`` (see :class:`SpaceMouse`).
 
@@ -29,7 +29,7 @@ import time
 import numpy as np
 from geometry_msgs.msg import Twist
 from sensor_msgs.msg import Joy
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, Float64
 
 from ..config import ConfigError
 from . import qos
@@ -40,6 +40,7 @@ KEYS = {"w": (0, 1.0), "s": (0, -1.0), "a": (1, 1.0), "d": (1, -1.0), "r": (2, 1
 JS_EVENT = struct.Struct("IhBB")  # time (ms), value, type, number
 JS_BUTTON, JS_AXIS, JS_INIT = 0x01, 0x02, 0x80
 AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")
+SUCCESS_HOLD = 0.5  # s a success mark lasts
 
 
 class TeleopState:
@@ -47,6 +48,7 @@ class TeleopState:
 
     def __init__(self):
         self.twist, self.gripper_close, self.takeover = np.zeros(6), False, False
+        self.success_until = -np.inf  # monotonic time until which the operator marks success
         self.lock = threading.Lock()
         self.quit = False
 
@@ -94,6 +96,8 @@ class Keyboard:
                 self.state.gripper_close = False
             elif key == " ":
                 self.state.takeover = not self.state.takeover
+            elif key == "y":
+                self.state.success_until = now + SUCCESS_HOLD
             elif key == "q":
                 self.state.quit = True
 
@@ -156,6 +160,8 @@ class EventDevice:
             self.state.gripper_close = False
         elif name == "takeover":
             self.state.takeover = not self.state.takeover
+        elif name == "success":
+            self.state.success_until = time.monotonic() + SUCCESS_HOLD
 
 
 class Joystick(EventDevice):
@@ -254,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
             twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
             joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)
             switch_pub = node.create_publisher(Bool, "/rl/intervention", qos.STREAM_PUBLISHER)
+            if device_cfg.publish_success:
+                success_pub = node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER)
+                reward_pub = node.create_publisher(Float64, "/rl/reward", qos.STREAM_PUBLISHER)
             reader = threading.Thread(target=source.run, daemon=True)
             reader.start()
             period = 1.0 / float(device_cfg.rate_hz)
@@ -267,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
                     twist_pub.publish(msg)
                     joy_pub.publish(joy_msg(twist.tolist(), [int(close), int(not close)], time.time()))
                     switch_pub.publish(Bool(data=bool(takeover)))
+                    if device_cfg.publish_success:
+                        success = time.monotonic() < state.success_until
+                        success_pub.publish(Bool(data=success))
+                        reward_pub.publish(Float64(data=float(success)))
                     time.sleep(period)
             except KeyboardInterrupt:
                 pass

@@ -113,14 +113,16 @@ class TeleopWatcher(Watcher):
             [m.linear.x, m.linear.y, m.linear.z]), 10)
         self.node.create_subscription(Joy, "/spacenav/joy", lambda m: self.joys.append(list(m.buttons)), 10)
         self.node.create_subscription(Bool, "/rl/intervention", lambda m: self.switches.append(m.data), 10)
+        self.successes = []
+        self.node.create_subscription(Bool, "/rl/success", lambda m: self.successes.append(m.data), 10)
 
 
 def test_keyboard_teleop_from_a_byte_stream():
     rclpy = require("rclpy")
     rclpy.init()
     watcher = TeleopWatcher(rclpy)
-    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.key_hold=0.5"],
-                            stdin=subprocess.PIPE)
+    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.key_hold=0.5",
+                             "teleop_device.publish_success=true"], stdin=subprocess.PIPE)
     try:
         watcher.wait_for(lambda _: watcher.twists, 60, "teleop publishing")
         assert not any(watcher.switches) and watcher.twists[-1] == [0, 0, 0]
@@ -129,7 +131,10 @@ def test_keyboard_teleop_from_a_byte_stream():
         watcher.wait_for(lambda _: watcher.switches and watcher.joys and watcher.twists[-1][0] > 0
                          and watcher.switches[-1] and watcher.joys[-1] == [1, 0], 10,
                          "+x, take-over and close from the keys")
-        assert watcher.twists[-1] == [0.5, 0, 0]
+        assert watcher.twists[-1] == [0.5, 0, 0] and not watcher.successes[-1]
+        node.stdin.write(b"y")  # the operator marks success: the cell's success signal before a classifier exists
+        node.stdin.flush()
+        watcher.wait_for(lambda _: watcher.successes[-1], 10, "success from the y key")
         node.stdin.write(b"q")
         node.stdin.flush()
         assert node.wait(timeout=20) == 0

@@ -1,0 +1,36 @@
+"""``robot-rl classifier``: train the reward classifier on an episode store's labelled frames.
+
+The classifier module comes from ``classifier.entry_point`` (``policies.reward_classifier``);
+frames are every observation of the chosen cameras, labelled by the step's ``success`` flag (in
+sim the task's check, on the robot the operator's key press during teleoperation).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from .config import ConfigError
+
+
+def classifier_module(cfg: DictConfig):
+    return importlib.import_module(cfg.classifier.entry_point)
+
+
+def train_classifier(cfg: DictConfig) -> dict[str, Any]:
+    module = classifier_module(cfg)
+    settings = cfg.classifier
+    if not Path(str(settings.store)).exists():
+        raise ConfigError("classifier.store", settings.store, "an episode store with labelled frames")
+    config = module.RewardClassifierConfig(cameras=tuple(settings.cameras), camera_encoder=settings.camera_encoder,
+                                           pretrained_weights=settings.pretrained_weights, updates=int(settings.updates),
+                                           threshold=float(settings.threshold))
+    images, labels, groups = module.frames_from_store(settings.store, config.cameras)
+    model, report = module.train_reward_classifier(images, labels, groups, config, seed=int(cfg.seed))
+    out = Path(str(settings.out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out)
+    return {"store": str(settings.store), "out": str(out), "positive_frames": int(labels.sum()), **report}

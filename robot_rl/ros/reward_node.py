@@ -1,0 +1,67 @@
+"""The reward node: the reward classifier as the cell's success signal.
+
+For every new set of frames from ``classifier.cameras`` (``/camera/<name>/color/image_raw``,
+resized to the classifier's input size) it publishes ``/rl/success`` (std_msgs/Bool,
+P(success) > ``classifier.threshold``), ``/rl/reward`` (std_msgs/Float64, 1.0 on success else
+0.0: the sparse reward of HIL-SERL) and ``/rl/success_probability`` (Float64).
+
+    python -m robot_rl.ros.reward_node classifier.out=runs/cell/reward_classifier.pt classifier.cameras=[front]
+"""
+
+from __future__ import annotations
+
+import sys
+
+import cv2
+from sensor_msgs.msg import Image
+from std_msgs.msg import Bool, Float64
+
+from ..classifier import classifier_module
+from ..config import ConfigError
+from . import qos
+from .messages import image_to_numpy
+from .node_main import node_config, ros_node, spin
+from .topic_env import camera_topic
+
+
+class RewardPublisher:
+    def __init__(self, node, classifier, threshold: float):
+        self.classifier, self.threshold = classifier, threshold
+        self.latest: dict[str, object] = {}
+        for camera in classifier.config.cameras:
+            node.create_subscription(Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m),
+                                     qos.STREAM_SUBSCRIBER)
+        self.success_pub = node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER)
+        self.reward_pub = node.create_publisher(Float64, "/rl/reward", qos.STREAM_PUBLISHER)
+        self.probability_pub = node.create_publisher(Float64, "/rl/success_probability", qos.STREAM_PUBLISHER)
+
+    def _on_image(self, camera: str, msg) -> None:
+        height, width = self.classifier.image_shapes[camera][:2]
+        image = image_to_numpy(msg)
+        if image.shape[:2] != (height, width):
+            image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
+        self.latest[camera] = image
+        if camera == self.classifier.config.cameras[0] and len(self.latest) == len(self.classifier.config.cameras):
+            probability = self.classifier.probability(self.latest)
+            success = probability > self.threshold
+            self.success_pub.publish(Bool(data=bool(success)))
+            self.reward_pub.publish(Float64(data=float(success)))
+            self.probability_pub.publish(Float64(data=probability))
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        classifier = classifier_module(cfg).RewardClassifier.load(cfg.classifier.out)
+    except (ConfigError, FileNotFoundError) as error:
+        print(f"robot_rl.ros.reward_node: error: {error}", file=sys.stderr)
+        return 2
+    with ros_node("robot_rl_reward", ros_args) as node:
+        RewardPublisher(node, classifier, float(cfg.classifier.threshold))
+        node.get_logger().info(f"reward classifier {cfg.classifier.out} on {list(classifier.config.cameras)}")
+        spin(node)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

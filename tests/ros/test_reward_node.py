@@ -1,0 +1,65 @@
+"""robot-rl classifier on a recorded store, and the reward node turning camera frames into /rl/success."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
+from robot_rl.cli import main
+from tests.conftest import require
+from tests.ros.graph_helpers import Watcher
+
+
+def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
+    store, out = tmp_path / "frames.zarr", tmp_path / "classifier.pt"
+    assert main(["collect", "task=pick_cube", "task.cameras=[front]", "task.image_size=32",
+                 "task.terminate_on_success=false", "task.episode_steps=40", "collect.episodes=5",
+                 f"collect.out={store}"]) == 0
+    capsys.readouterr()
+    assert main(["classifier", f"classifier.store={store}", f"classifier.out={out}", "classifier.updates=5"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert out.exists() and report["positive_frames"] > 0 and 0.0 <= report["held_out_accuracy"] <= 1.0
+    assert main(["classifier", f"classifier.store={tmp_path / 'missing.zarr'}"]) == 2
+    assert "classifier.store" in capsys.readouterr().err
+
+
+def test_reward_node_publishes_success_from_camera_frames(tmp_path):
+    rclpy = require("rclpy")
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Bool, Float64
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import image_msg
+
+    rng = np.random.default_rng(0)  # success = a bright scene, failure = a dark one
+    labels = np.arange(80) % 2 == 0
+    frames = np.where(labels[:, None, None, None], 200, 40) + rng.integers(-20, 20, (80, 16, 16, 3))
+    model, report = train_reward_classifier({"front": frames.astype(np.uint8)}, labels, np.arange(80) // 8,
+                                            RewardClassifierConfig(updates=60, batch_size=16), seed=0)
+    assert report["held_out_accuracy"] == 1.0
+    path = tmp_path / "classifier.pt"
+    model.save(path)
+    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.reward_node", f"classifier.out={path}"])
+    rclpy.init()
+    watcher = Watcher(rclpy)
+    camera = watcher.node.create_publisher(Image, "/camera/front/color/image_raw", qos.STREAM_PUBLISHER)
+    received = {"success": [], "reward": []}
+    watcher.node.create_subscription(Bool, "/rl/success", lambda m: received["success"].append(m.data), 10)
+    watcher.node.create_subscription(Float64, "/rl/reward", lambda m: received["reward"].append(m.data), 10)
+    try:
+        for value, expected in ((210, True), (30, False)):
+            frame = np.full((48, 48, 3), value, np.uint8)  # another size than trained: the node resizes
+
+            def seen(_, expected=expected, frame=frame):
+                camera.publish(image_msg(frame, 0.0, "front"))
+                return (received["success"] and received["reward"] and received["success"][-1] == expected
+                        and received["reward"][-1] == float(expected))  # 1.0 on success, the sparse reward
+
+            watcher.wait_for(seen, 60, f"success={expected} for brightness {value}")
+    finally:
+        node.kill()
+        node.wait()
+        watcher.node.destroy_node()
+        rclpy.shutdown()
