@@ -62,4 +62,12 @@ class CartesianImpedanceController:
 
     @property
     def target_pos(self) -> np.ndarray:
+        """Target TCP position (m, base frame)."""
         return self.data.mocap_pos[self.mocap].copy()
+
+    @property
+    def target_rot(self) -> np.ndarray:
+        """Target TCP orientation (3x3, TCP to base frame)."""
+        rot = np.empty(9)
+        mujoco.mju_quat2Mat(rot, self.data.mocap_quat[self.mocap])
+        return rot.reshape(3, 3)

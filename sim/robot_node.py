@@ -17,6 +17,7 @@ unchanged against this node and against the real cell.
 | out | ``/rl/task_state`` | std_msgs/Float32MultiArray: privileged task features (labels in the layout) |
 | out | ``/sim/violation`` | std_msgs/UInt32: :class:`~sim.constraints.Constraint` flags |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
+| in | ``/servo_node/delta_twist_cmds`` | TwistStamped, base frame: MoveIt Servo's input (UR bridge), integrated into the target |
 | srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration |
 
 Physics advances by wall-clock time on a ``state_rate_hz`` timer (catching up at most 50 ms per
@@ -31,21 +32,15 @@ import sys
 import time
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped, WrenchStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, Float32MultiArray, Float64, MultiArrayDimension, UInt32
 from std_srvs.srv import SetBool
 
+from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.ros import qos
-from robot_rl.ros.messages import (
-    camera_info_msg,
-    image_msg,
-    joint_state_msg,
-    pose_msg,
-    pose_to_numpy,
-    seconds,
-    wrench_msg,
-)
+from robot_rl.ros.messages import (camera_info_msg, image_msg, joint_state_msg, pose_msg, pose_to_numpy, seconds,
+                                   twist_to_numpy, wrench_msg)
 from robot_rl.ros.topic_env import camera_topic
 
 from .panda_env import PandaTaskEnv
@@ -57,6 +52,7 @@ STATE_TOPICS = {
     "wrench": "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
 }
 MAX_CATCH_UP = 0.05  # s of physics per tick at most
+SERVO_TIMEOUT = 0.1  # s: MoveIt Servo's halt timeout
 
 
 def camera_topics(name: str) -> tuple[str, str]:
@@ -88,6 +84,8 @@ class SimRobot:
                                node.create_publisher(CameraInfo, camera_topics(name)[1], qos.STREAM_PUBLISHER))
                         for name in env.cameras}
         node.create_subscription(PoseStamped, "/rl/equilibrium_pose", self._on_pose_command, qos.COMMAND)
+        node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
+        self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
         node.create_subscription(Float64, "/rl/gripper_command", self._on_gripper_command, qos.COMMAND)
         node.create_service(SetBool, "/rl/reset", self._on_reset)
         self.reset(demo=False)
@@ -120,6 +118,22 @@ class SimRobot:
         pos, rot = pose_to_numpy(msg.pose)
         self.env.controller.set_target(np.clip(pos, self.env.workspace[0], self.env.workspace[1]), rot)
 
+    def _on_servo_command(self, msg) -> None:
+        """MoveIt Servo's input (UR bridge): a base-frame twist, m/s and rad/s, integrated into the target."""
+        if msg.header.frame_id not in ("", self.frame_id):
+            self.node.get_logger().error(f"servo twist in frame {msg.header.frame_id!r}; expected {self.frame_id!r}",
+                                         throttle_duration_sec=5.0)
+            return
+        self.servo = (twist_to_numpy(msg.twist), time.monotonic())
+
+    def _integrate_servo(self, dt: float) -> None:
+        if self.servo is None or time.monotonic() - self.servo[1] > SERVO_TIMEOUT:
+            return  # like MoveIt Servo: no command for 0.1 s -> halt (the target stays)
+        twist = self.servo[0]
+        target = self.env.controller.target_pos + twist[:3] * dt
+        rot = matrix_from_rotvec(twist[3:] * dt) @ self.env.controller.target_rot
+        self.env.controller.set_target(np.clip(target, self.env.workspace[0], self.env.workspace[1]), rot)
+
     def _on_gripper_command(self, msg) -> None:
         self.env.set_gripper_command(float(np.clip(msg.data, -1.0, 1.0)))
 
@@ -135,6 +149,7 @@ class SimRobot:
             self.physics_steps += due - limit
             due = limit
         if due > 0:
+            self._integrate_servo(due * self.physics_dt)
             self.env.simulate(due)
             self.physics_steps += due
         self.publish_state()

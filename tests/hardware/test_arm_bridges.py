@@ -1,0 +1,87 @@
+"""The MoveIt Servo bridge (UR and other ros2_control arms) against the sim robot node speaking
+Servo's topic: actor target -> safety node -> bridge -> /servo_node/delta_twist_cmds -> arm."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from hardware.servo_bridge import servo_twist
+from robot_rl.geometry import matrix_from_rotvec
+from tests.conftest import require
+
+WORKSPACE_BIT = 32  # robot_rl.safety.Violation.WORKSPACE
+
+
+def test_servo_twist_points_at_the_target_in_the_base_frame_and_is_speed_limited():
+    rot = np.diag([1.0, -1.0, -1.0])
+    linear, angular = servo_twist([0.5, 0.0, 0.2], rot, np.array([0.45, 0.0, 0.2]), rot, 4.0, 4.0, 0.25, 1.0)
+    np.testing.assert_allclose(linear, [0.2, 0, 0])  # 4/s * 5 cm, base frame (not the TCP's flipped axes)
+    np.testing.assert_allclose(angular, 0, atol=1e-12)
+    linear, _ = servo_twist([1.0, 0.0, 0.2], rot, np.array([0.45, 0.0, 0.2]), rot, 4.0, 4.0, 0.25, 1.0)
+    assert np.linalg.norm(linear) == np.float64(0.25)  # m/s cap
+    turned = matrix_from_rotvec([0.0, 0.0, 0.1]) @ rot
+    _, angular = servo_twist([0.45, 0, 0.2], turned, np.array([0.45, 0, 0.2]), rot, 4.0, 4.0, 0.25, 1.0)
+    np.testing.assert_allclose(angular, [0, 0, 0.4], atol=1e-9)  # about the base z axis, rad/s
+
+
+def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
+    rclpy = require("rclpy")
+    from geometry_msgs.msg import PoseStamped, TwistStamped
+    from std_msgs.msg import UInt32
+
+    from robot_rl.ros.messages import pose_msg, pose_to_numpy, twist_to_numpy
+
+    processes = [
+        # the sim arm listens only to Servo's twist topic here, not to the equilibrium pose
+        subprocess.Popen([sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false",
+                          "train.demo_episodes=0", "--ros-args", "-r", "/rl/equilibrium_pose:=/sim/unused"]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05"]),
+        subprocess.Popen([sys.executable, "-m", "hardware.servo_bridge", "--rate-hz", "100"]),
+    ]
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_servo_actor")
+    seen = {"pose": None, "twists": [], "flags": []}
+    node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose",
+                             lambda m: seen.__setitem__("pose", pose_to_numpy(m.pose)), 10)
+    node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds",
+                             lambda m: seen["twists"].append((m.header.frame_id, twist_to_numpy(m.twist))), 10)
+    node.create_subscription(UInt32, "/rl/safety_flags", lambda m: seen["flags"].append(m.data), 10)
+    action = node.create_publisher(PoseStamped, "/rl/action", 1)
+
+    def drive(target, seconds, until=None):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            action.publish(pose_msg(target, start_rot, 0.0, "base"))
+            t = time.monotonic() + 0.05
+            while time.monotonic() < t:
+                rclpy.spin_once(node, timeout_sec=0.01)
+            if until is not None and until():
+                return True
+        return False
+
+    try:
+        end = time.monotonic() + 60
+        while seen["pose"] is None and time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        start, start_rot = seen["pose"]
+        target = start + np.array([0.05, -0.03, 0.0])
+        assert drive(target, 20, until=lambda: np.linalg.norm(seen["pose"][0] - target) < 0.005), seen["pose"][0]
+        frames = {frame for frame, _ in seen["twists"]}
+        speeds = [np.linalg.norm(twist[:3]) for _, twist in seen["twists"]]
+        assert frames == {"base"} and max(speeds) <= 0.25 + 1e-9 and max(speeds) > 0.05
+        first_moving = next(twist for _, twist in seen["twists"] if np.linalg.norm(twist[:3]) > 0.05)
+        assert first_moving[0] > 0 and first_moving[1] < 0  # toward +x, -y of the base frame
+
+        # a target outside the workspace box: the safety node clips it (flagged), the arm stops at the boundary
+        seen["flags"].clear()
+        drive(np.array([0.95, target[1], target[2]]), 4)
+        assert any(flags & WORKSPACE_BIT for flags in seen["flags"])
+        assert seen["pose"][0][0] < 0.75 + 0.005
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+        node.destroy_node()
+        rclpy.shutdown()
