@@ -38,7 +38,7 @@ DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
 
-CONFIG_GROUPS = ("task", "agent", "graph")
+CONFIG_GROUPS = ("task", "agent", "graph", "robot")
 
 
 def group_options(group: str) -> list[str]:

@@ -4,7 +4,9 @@ launch files in ``launch/`` alike (Hydra group ``graph``, ``configs/graph/<name>
 Each node entry: ``name``, ``module`` (run as ``python -m <module>``), ``hydra`` (default true:
 the node gets the launch's Hydra overrides, after its own ``args``), ``args``, ``required`` (the
 graph stops when it exits), ``respawn`` (restarted when it exits), ``only_with_sim`` (true: only
-when ``graph.with_sim``; false: only without).
+when ``graph.with_sim``; false: only without). With a robot config (``robot=fr3|panda|ur5e``)
+every node gets the robot's topic remaps (``--ros-args -r``), the safety node the robot's
+arguments (rate, state timeout) and the robot's arm bridge is added (MoveIt Servo for UR).
 
 ``robot-rl launch <graph> key=value ...`` starts every node as a child process, prefixes their
 output with the node name, and on Ctrl-C, SIGTERM or the exit of a required node stops them all
@@ -37,9 +39,11 @@ class NodeSpec:
     required: bool = False
     respawn: bool = False
     only_with_sim: bool | None = None
+    ros_args: list[str] = field(default_factory=list)  # after --ros-args: remaps of a robot config
 
     def command(self, overrides: list[str]) -> list[str]:
-        return [sys.executable, "-m", self.module, *self.args, *(overrides if self.hydra else [])]
+        ros = ["--ros-args", *self.ros_args] if self.ros_args else []
+        return [sys.executable, "-m", self.module, *self.args, *(overrides if self.hydra else []), *ros]
 
 
 def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
@@ -57,6 +61,16 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
             nodes.append(node)
     if not nodes:
         raise ConfigError("graph.nodes", graph.get("nodes"), "at least one node")
+    robot = OmegaConf.to_container(cfg.robot, resolve=True) if cfg.get("robot") else None
+    if robot:
+        if robot.get("bridge"):
+            nodes.insert(0, NodeSpec(name="bridge", module=robot["bridge"]["module"], hydra=False,
+                                     args=[str(a) for a in robot["bridge"].get("args", [])], respawn=True))
+        remaps = [arg for source, target in robot.get("topics", {}).items() for arg in ("-r", f"{source}:={target}")]
+        for node in nodes:
+            node.ros_args = remaps
+            if node.name == "safety" and robot.get("safety"):
+                node.args = [str(a) for a in robot["safety"]]
     return nodes
 
 

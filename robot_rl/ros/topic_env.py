@@ -90,7 +90,8 @@ class TopicEnvSettings:
                    cameras=tuple(task.get("cameras") or ()), image_size=image_size("task.image_size", task["image_size"]),
                    terminate_on_success=bool(task.get("terminate_on_success", True)),
                    stream_timeout=float(ros["stream_timeout"]), reset_pause=float(ros["reset_pause"]),
-                   frame_id=str(ros["frame_id"]))
+                   frame_id=str(ros["frame_id"]), gripper_joints=tuple(ros["gripper_joints"]),
+                   gripper_max_opening=float(ros["gripper_max_opening"]))
 
 
 class Inbox:

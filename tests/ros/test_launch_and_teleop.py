@@ -239,3 +239,21 @@ def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
                             timeout=60)
     assert result.returncode == 2 and "hidraw9" in result.stderr
     assert "SpaceMouse (hidraw) device; present:" in result.stderr
+
+
+def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
+    from robot_rl.cli import group_options, load_config
+    from robot_rl.graph import graph_nodes
+
+    assert group_options("robot") == ["fr3", "panda", "ur5e"]
+    nodes = {n.name: n for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
+    assert nodes["bridge"].module == "hardware.servo_bridge" and nodes["bridge"].respawn
+    actor = nodes["actor"].command(["task=pick_cube"])
+    assert actor[actor.index("--ros-args") + 1:][:2] == ["-r", "/franka_robot_state_broadcaster/current_pose:="
+                                                                "/tcp_pose_broadcaster/pose"]
+    assert nodes["safety"].args == ["--rate-hz", "500", "--state-timeout", "0.02"]
+    franka = load_config(["graph=real_train", "robot=fr3"])
+    assert list(franka.ros.gripper_joints) == ["fr3_finger_joint1", "fr3_finger_joint2"]
+    nodes = {n.name: n for n in graph_nodes(franka)}
+    assert "bridge" not in nodes
+    assert "/rl/equilibrium_pose:=/cartesian_impedance_controller/equilibrium_pose" in nodes["safety"].command([])
