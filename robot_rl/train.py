@@ -409,18 +409,24 @@ def plot_learning_curve(path: Path, counters: Counters, title: str | None) -> No
     plt.close(figure)
 
 
-def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
-    """``robot-rl eval``: load ``eval.checkpoint`` and run deterministic episodes."""
-    folder = latest(cfg.eval.checkpoint)
+def load_checkpoint_agent(agent, checkpoint: str | Path) -> Path:
+    """Load ``<checkpoint>/agent.pt`` (the newest complete checkpoint) into ``agent``; returns the folder."""
+    folder = latest(checkpoint)
     if not (folder / "agent.pt").exists():
         raise ConfigError("eval.checkpoint", str(folder), "a checkpoint folder with agent.pt")
-    task = OmegaConf.to_container(cfg.task, resolve=True)
-    env = make_env(task)
-    agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), int(cfg.seed))
     try:
         agent.load_state_dict(torch.load(folder / "agent.pt", map_location=agent.device, weights_only=False))
     except ValueError as error:
         raise ConfigError("eval.checkpoint", str(folder), f"a checkpoint of this agent and task ({error})") from None
+    return folder
+
+
+def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
+    """``robot-rl eval``: load ``eval.checkpoint`` and run deterministic episodes."""
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    env = make_env(task)
+    agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), int(cfg.seed))
+    folder = load_checkpoint_agent(agent, cfg.eval.checkpoint)
     episodes = positive("eval.episodes", cfg.eval.episodes, integer=True)
     randomization = cfg.get("randomization")
     if randomization:

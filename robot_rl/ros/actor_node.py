@@ -7,7 +7,8 @@ filter when the learner publishes one, sends every transition to the learner
 a learner it keeps acting on the weights it has. A stream that goes silent pauses the episode
 (logged with the topic) until it returns. Every ``ros.eval_every_episodes`` training episodes it
 runs ``ros.eval_episodes`` deterministic episodes. With ``ros.demos_only`` it stops after the
-``train.demo_episodes`` demonstrations (demo collection). Each episode's stats go out as JSON on
+``train.demo_episodes`` demonstrations (demo collection); with ``ros.eval_only`` it runs
+``ros.eval_episodes`` deterministic episodes of ``eval.checkpoint`` on the cell and stops. Each episode's stats go out as JSON on
 ``/rl/episode_stats`` (std_msgs/String) and to the log.
 
     python -m robot_rl.ros.actor_node task=reach train.env_steps=2000 [--ros-args ...]
@@ -30,7 +31,7 @@ from ..config import ConfigError
 from ..envs import make_env, observation_shapes
 from ..evaluate import evaluate
 from ..safety.training import SafetyActor, safety_settings
-from ..train import make_agent, settings_from
+from ..train import load_checkpoint_agent, make_agent, settings_from
 from . import qos
 from .node_main import TopicError, node_config, require_topics, ros_node, spin_in_background
 from .teleop_source import TopicTeleop
@@ -80,8 +81,18 @@ class ActorLoop:
             return self.env_steps >= self.settings.env_steps
         return count
 
+    def evaluate_checkpoint(self) -> None:
+        """``ros.eval_only``: ``ros.eval_episodes`` deterministic episodes with ``eval.checkpoint`` on the cell."""
+        folder = load_checkpoint_agent(self.agent, self.cfg.eval.checkpoint)
+        self.log.info(f"evaluating {folder} on the cell")
+        result = evaluate(self.agent, self.env, int(self.cfg.ros.eval_episodes), seed=0)
+        self.publish("eval", {"checkpoint": str(folder), **{k: v for k, v in result.items() if np.isscalar(v)}})
+
     def run(self) -> None:
         ros = self.cfg.ros
+        if ros.eval_only:
+            self.evaluate_checkpoint()
+            return
         while self.env_steps < self.settings.env_steps:
             self.load_new_weights()
             demo = self.episodes < self.settings.demo_episodes
@@ -125,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             actor = ActorLoop(node, cfg)
             spin_in_background(node)
             require_topics(node, actor.env.topics(), float(cfg.ros.startup_timeout))
-            if not cfg.ros.demos_only and not actor.transport.wait_for_peer(float(cfg.ros.startup_timeout)):
+            if not (cfg.ros.demos_only or cfg.ros.eval_only) and not actor.transport.wait_for_peer(float(cfg.ros.startup_timeout)):
                 node.get_logger().warning("no learner on /rl/transitions yet; acting with the initial weights")
             started = time.monotonic()
             try:

@@ -122,3 +122,26 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         graph.stop()
         watcher.node.destroy_node()
         rclpy.shutdown()
+
+
+def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path):
+    rclpy = require("rclpy")
+    from robot_rl.cli import main
+
+    run = tmp_path / "trained"
+    assert main(["train", "task=reach", f"train.run_dir={run}", "train.env_steps=100", "train.demo_episodes=1",
+                 "train.start_training=50", "train.batch_size=32", "train.eval_every=100", "train.final_eval_episodes=1"]) == 0
+    graph = Graph(tmp_path, ["task=reach", "human.enabled=false", "train.demo_episodes=0", "ros.eval_only=true",
+                             "ros.eval_episodes=2", "task.episode_steps=10", f"eval.checkpoint={run / 'checkpoint'}"])
+    rclpy.init()
+    watcher = Watcher(rclpy)
+    try:
+        for name in ("sim_robot", "safety", "actor"):
+            graph.start(name)
+        result = watcher.wait_for(lambda rs: next((r for r in rs if r["kind"] == "eval"), None), 120, "an evaluation")
+        assert result["episodes"] == 2 and result["checkpoint"].startswith(str(run)) and result["mean_length"] > 0
+        assert graph.processes["actor"].wait(timeout=30) == 0  # and it stops
+    finally:
+        graph.stop()
+        watcher.node.destroy_node()
+        rclpy.shutdown()
