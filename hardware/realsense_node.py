@@ -1,8 +1,9 @@
 """RealSense camera node: publishes what realsense2_camera would, from :mod:`hardware.realsense`.
 
 ``/camera/<name>/color/image_raw`` (sensor_msgs/Image rgb8, cropped and resized to the policy's
-size, stamped from the hardware clock) and ``/camera/<name>/color/camera_info`` (the intrinsics of
-the published image). A camera that stops delivering is reconnected with a log line, never a hang.
+size, stamped from the hardware clock), ``/camera/<name>/color/camera_info`` (the intrinsics of
+the published image) and with ``camera.depth`` ``/camera/<name>/aligned_depth_to_color/image_raw``
+(16UC1, millimetres, aligned to the colour image). A camera that stops delivering is reconnected with a log line, never a hang.
 
     python -m hardware.realsense_node camera.serial=123456789 camera.name=front camera.output_size=[128,128]
 """
@@ -29,6 +30,8 @@ class CameraPublisher:
         self.frame_id = f"{name}_color_optical_frame"
         self.image_pub = node.create_publisher(Image, camera_topic(name), qos.STREAM_PUBLISHER)
         self.info_pub = node.create_publisher(CameraInfo, f"/camera/{name}/color/camera_info", qos.STREAM_PUBLISHER)
+        self.depth_pub = node.create_publisher(Image, f"/camera/{name}/aligned_depth_to_color/image_raw",
+                                               qos.STREAM_PUBLISHER) if camera.settings.depth else None
 
     def publish_next(self) -> bool:
         """Publish the next frame; on a timeout reconnect (logged) and return False."""
@@ -39,6 +42,8 @@ class CameraPublisher:
             self.camera.reconnect()
             return False
         self.image_pub.publish(image_msg(frame.image, frame.stamp, self.frame_id))
+        if self.depth_pub is not None:
+            self.depth_pub.publish(image_msg(frame.depth, frame.stamp, self.frame_id))  # 16UC1, mm, colour frame
         height, width = frame.image.shape[:2]
         info = camera_info_msg(width, height, 60.0, frame.stamp, self.frame_id)
         k = self.camera.intrinsics()

@@ -18,7 +18,7 @@ unchanged against this node and against the real cell.
 | out | ``/sim/violation`` | std_msgs/UInt32: :class:`~sim.constraints.Constraint` flags |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
 | in | ``/servo_node/delta_twist_cmds`` | TwistStamped, base frame: MoveIt Servo's input (UR bridge), integrated into the target |
-| srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration |
+| srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration (unless ``ros.sim_reset_service=false``: then ``hardware.home_reset`` serves it, as on the real cell) |
 
 Physics advances by wall-clock time on a ``state_rate_hz`` timer (catching up at most 50 ms per
 tick, and saying so when it falls behind); images are rendered on their own timer.
@@ -64,7 +64,7 @@ class SimRobot:
     """Owns the task env, its real-time clock and the node's publishers."""
 
     def __init__(self, node, env: PandaTaskEnv, state_rate_hz: float, camera_rate_hz: float, frame_id: str,
-                 teleop: ScriptedTeleop | None, seed: int):
+                 teleop: ScriptedTeleop | None, seed: int, reset_service: bool = True):
         self.node, self.env, self.frame_id, self.teleop = node, env, frame_id, teleop
         self.seed, self.episodes = seed, 0
         self.physics_dt = float(env.model.opt.timestep)
@@ -87,7 +87,8 @@ class SimRobot:
         node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
         self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
         node.create_subscription(Float64, "/rl/gripper_command", self._on_gripper_command, qos.COMMAND)
-        node.create_service(SetBool, "/rl/reset", self._on_reset)
+        if reset_service:
+            node.create_service(SetBool, "/rl/reset", self._on_reset)
         self.reset(demo=False)
         node.create_timer(1.0 / state_rate_hz, self.tick)
         if self.cameras:
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     with ros_node("robot_rl_sim_robot", ros_args) as node:
         teleop = None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz)
         SimRobot(node, env, float(cfg.ros.state_rate_hz), float(cfg.ros.camera_rate_hz), cfg.ros.frame_id, teleop,
-                 int(cfg.seed))
+                 int(cfg.seed), bool(cfg.ros.sim_reset_service))
         node.get_logger().info(f"sim robot: {task.get('name')} at real time, cameras {list(env.cameras)}")
         spin(node)
     return 0

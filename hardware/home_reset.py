@@ -1,0 +1,128 @@
+"""The reset service of a real cell: bring the TCP home through the safety node.
+
+Serves ``/rl/reset`` (std_srvs/SetBool, what the actor's env calls between episodes; ``data`` says
+a human demonstration comes next and is logged for the operator). On a request it publishes TCP
+targets on ``/rl/action`` (PoseStamped, base frame) along the straight line from the measured
+pose to ``reset.position`` / ``reset.rotvec`` at ``reset.speed`` m/s, with the gripper open: the
+same path as the policy's commands, so every hard limit applies to the reset too. It answers
+once the TCP is within ``reset.tolerance`` m of home, or fails after ``reset.timeout`` s. The
+objects of the task are the lab's to reset (or a scripted motion of their own).
+
+    python -m hardware.home_reset robot=fr3 reset.position=[0.45,0.0,0.25]
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from std_msgs.msg import Float64
+from std_srvs.srv import SetBool
+
+from robot_rl.config import ConfigError, require_all
+from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
+from robot_rl.ros import qos
+from robot_rl.ros.messages import pose_msg, pose_to_numpy
+
+POSE_TOPIC = "/franka_robot_state_broadcaster/current_pose"
+
+
+class HomeReset:
+    def __init__(self, node, settings: dict):
+        require_all("reset", SimpleNamespace(**settings), {
+            "position": (len(settings["position"]) == 3, "[x, y, z] in metres, base frame"),
+            "rotvec": (len(settings["rotvec"]) == 3, "a rotation vector [rx, ry, rz] in radians"),
+            "speed": (settings["speed"] > 0, "a positive speed in m/s"),
+            "tolerance": (settings["tolerance"] > 0, "a positive distance in m"),
+            "timeout": (settings["timeout"] > 0, "a positive time in s"),
+        })
+        self.node, self.settings = node, settings
+        self.home_pos = np.asarray(settings["position"], float)
+        self.home_rot = matrix_from_rotvec(np.asarray(settings["rotvec"], float))
+        self.pose: tuple[np.ndarray, np.ndarray] | None = None
+        self.lock = threading.Lock()
+        from rclpy.callback_groups import ReentrantCallbackGroup
+
+        group = ReentrantCallbackGroup()  # the pose keeps arriving while a reset runs
+        node.create_subscription(PoseStamped, POSE_TOPIC, self._on_pose, qos.STREAM_SUBSCRIBER, callback_group=group)
+        self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
+        self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
+        node.create_service(SetBool, "/rl/reset", self._on_reset, callback_group=group)
+
+    def _on_pose(self, msg) -> None:
+        with self.lock:
+            self.pose = pose_to_numpy(msg.pose)
+
+    def _on_reset(self, request, response):
+        log = self.node.get_logger()
+        log.info("reset: moving home" + ("; a demonstration comes next, take the SpaceMouse" if request.data else ""))
+        try:
+            self.go_home()
+            response.success, response.message = True, "home"
+        except TimeoutError as error:
+            log.error(str(error))
+            response.success, response.message = False, str(error)
+        return response
+
+    def go_home(self) -> None:
+        """Stream targets toward home at the configured speed until the TCP is there."""
+        settings, period = self.settings, 0.02
+        deadline = time.monotonic() + settings["timeout"]
+        while self.pose is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reset: no pose on {POSE_TOPIC}")
+            time.sleep(0.01)
+        with self.lock:
+            target_pos, target_rot = self.pose[0].copy(), self.pose[1].copy()
+        turn = rotvec_from_matrix(self.home_rot @ target_rot.T)
+        steps = max(1, int(np.ceil(np.linalg.norm(self.home_pos - target_pos) / (settings["speed"] * period))))
+        start_pos, start_rot = target_pos, target_rot
+        for step in range(1, steps + 1):
+            fraction = step / steps
+            self._command(start_pos + fraction * (self.home_pos - start_pos),
+                          matrix_from_rotvec(fraction * turn) @ start_rot)
+            time.sleep(period)
+        while True:
+            self._command(self.home_pos, self.home_rot)
+            with self.lock:
+                distance = float(np.linalg.norm(self.pose[0] - self.home_pos))
+            if distance < settings["tolerance"]:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reset: TCP still {distance:.3f} m from home after {settings['timeout']:g} s")
+            time.sleep(period)
+
+    def _command(self, position: np.ndarray, rotation: np.ndarray) -> None:
+        self.action_pub.publish(pose_msg(position, rotation, self.node.get_clock().now().nanoseconds * 1e-9, "base"))
+        self.gripper_pub.publish(Float64(data=-1.0 if self.settings["open_gripper"] else 0.0))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from omegaconf import OmegaConf
+    from rclpy.executors import MultiThreadedExecutor
+
+    from robot_rl.ros.node_main import node_config, ros_node
+
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        settings = OmegaConf.to_container(cfg.reset, resolve=True)
+        with ros_node("robot_rl_home_reset", ros_args) as node:
+            HomeReset(node, settings)
+            executor = MultiThreadedExecutor(num_threads=2)  # a slow service next to its pose stream, not a fast loop
+            executor.add_node(node)
+            try:
+                executor.spin()
+            except KeyboardInterrupt:
+                pass
+    except ConfigError as error:
+        print(f"hardware.home_reset: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

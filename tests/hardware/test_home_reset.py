@@ -1,0 +1,56 @@
+"""The real cell's reset service, against the sim robot node with its own reset service switched off."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from tests.conftest import require
+
+
+def test_reset_service_brings_the_tcp_home_through_the_safety_node():
+    rclpy = require("rclpy")
+    from geometry_msgs.msg import PoseStamped
+    from std_srvs.srv import SetBool
+
+    from robot_rl.ros.messages import pose_to_numpy
+
+    common = ["task=reach", "human.enabled=false", "ros.sim_reset_service=false"]
+    processes = [subprocess.Popen([sys.executable, "-m", "sim.robot_node", *common]),
+                 subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200",
+                                   "--state-timeout", "0.05"]),
+                 subprocess.Popen([sys.executable, "-m", "hardware.home_reset", *common,
+                                   "reset.position=[0.55,0.1,0.15]", "reset.speed=0.2"])]
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_reset_caller")
+    poses = []
+    node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose",
+                             lambda m: poses.append(pose_to_numpy(m.pose)), 10)
+    client = node.create_client(SetBool, "/rl/reset")
+    try:
+        assert client.wait_for_service(timeout_sec=60)
+        started = time.monotonic()
+        future = client.call_async(SetBool.Request(data=True))
+        rclpy.spin_until_future_complete(node, future, timeout_sec=60)
+        assert future.result().success, future.result().message
+        assert time.monotonic() - started > 0.5  # it moved there (>= 0.16 m at 0.2 m/s), no teleport
+        poses.clear()
+        end = time.monotonic() + 10
+        while len(poses) < 20 and time.monotonic() < end:  # the measured pose after the reset answered
+            rclpy.spin_once(node, timeout_sec=0.02)
+        position, rotation = poses[-1]
+        assert np.linalg.norm(position - [0.55, 0.1, 0.15]) < 0.01
+        np.testing.assert_allclose(rotation[:, 2], [0, 0, -1], atol=0.05)  # tool pointing down
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_bad_reset_settings_are_named():
+    result = subprocess.run([sys.executable, "-m", "hardware.home_reset", "reset.speed=0"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and "reset.speed" in result.stderr and "positive speed" in result.stderr
