@@ -10,6 +10,7 @@ import numpy as np
 from hardware.servo_bridge import servo_twist
 from robot_rl.geometry import matrix_from_rotvec
 from tests.conftest import require
+from tests.ros.graph_helpers import tear_down
 
 WORKSPACE_BIT = 32  # robot_rl.safety.Violation.WORKSPACE
 
@@ -80,8 +81,4 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
         assert any(flags & WORKSPACE_BIT for flags in seen["flags"])
         assert seen["pose"][0][0] < 0.75 + 0.005
     finally:
-        for process in processes:
-            process.kill()
-            process.wait()
-        node.destroy_node()
-        rclpy.shutdown()
+        tear_down(rclpy, node, processes)

@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from tests.conftest import require
+from tests.ros.graph_helpers import tear_down
 
 
 def test_reset_service_brings_the_tcp_home_through_the_safety_node():
@@ -43,11 +44,7 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
         assert np.linalg.norm(position - [0.55, 0.1, 0.15]) < 0.01
         np.testing.assert_allclose(rotation[:, 2], [0, 0, -1], atol=0.05)  # tool pointing down
     finally:
-        for process in processes:
-            process.kill()
-            process.wait()
-        node.destroy_node()
-        rclpy.shutdown()
+        tear_down(rclpy, node, processes)
 
 
 def test_bad_reset_settings_are_named():

@@ -76,3 +76,12 @@ class Watcher:
 
 def python() -> str:
     return sys.executable
+
+
+def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:
+    """Kill the node processes a test started, then its own node and rclpy context."""
+    for process in processes:
+        process.kill()
+        process.wait()
+    node.destroy_node()
+    rclpy.shutdown()
