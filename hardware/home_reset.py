@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
     from rclpy.executors import MultiThreadedExecutor
 
-    from robot_rl.ros.node_main import node_config, ros_node
+    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node
 
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             except KeyboardInterrupt:
                 pass
     except ConfigError as error:
-        print(f"hardware.home_reset: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("hardware.home_reset", error)
     return 0
 
 

@@ -45,18 +45,14 @@ class CameraPublisher:
         if self.depth_pub is not None:
             self.depth_pub.publish(image_msg(frame.depth, frame.stamp, self.frame_id))  # 16UC1, mm, colour frame
         height, width = frame.image.shape[:2]
-        info = camera_info_msg(width, height, 60.0, frame.stamp, self.frame_id)
-        k = self.camera.intrinsics()
-        info.k = k.ravel().tolist()
-        info.p = [k[0, 0], 0.0, k[0, 2], 0.0, 0.0, k[1, 1], k[1, 2], 0.0, 0.0, 0.0, 1.0, 0.0]
-        self.info_pub.publish(info)
+        self.info_pub.publish(camera_info_msg(width, height, self.camera.intrinsics(), frame.stamp, self.frame_id))
         return True
 
 
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from robot_rl.ros.node_main import node_config, ros_node
+    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node
 
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
@@ -76,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 camera.close()
     except (ConfigError, FrameTimeout) as error:
-        print(f"hardware.realsense_node: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("hardware.realsense_node", error)
     return 0
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import sys
 import time
 
+import mujoco
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -39,8 +40,8 @@ from std_srvs.srv import SetBool
 
 from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.ros import qos
-from robot_rl.ros.messages import (camera_info_msg, image_msg, joint_state_msg, pose_msg, pose_to_numpy, seconds,
-                                   twist_to_numpy, wrench_msg)
+from robot_rl.ros.messages import (camera_info_msg, image_msg, joint_state_msg, pinhole_matrix, pose_msg, pose_to_numpy,
+                                   seconds, twist_to_numpy, wrench_msg)
 from robot_rl.ros.topic_env import camera_topic
 
 from .panda_env import PandaTaskEnv
@@ -68,7 +69,8 @@ class SimRobot:
         self.node, self.env, self.frame_id, self.teleop = node, env, frame_id, teleop
         self.seed, self.episodes = seed, 0
         self.physics_dt = float(env.model.opt.timestep)
-        self.joint_names = [env.model.joint(i).name for i in range(env.model.njnt) if env.model.jnt_type[i] in (2, 3)]
+        moving = (mujoco.mjtJoint.mjJNT_SLIDE, mujoco.mjtJoint.mjJNT_HINGE)  # arm and fingers, not free objects
+        self.joint_names = [env.model.joint(i).name for i in range(env.model.njnt) if env.model.jnt_type[i] in moving]
         self.joint_qpos = [env.model.joint(name).qposadr[0] for name in self.joint_names]
         self.joint_dof = [env.model.joint(name).dofadr[0] for name in self.joint_names]
         self.pub = {
@@ -184,7 +186,8 @@ class SimRobot:
             frame = self.env._render_camera(name)
             image_pub.publish(image_msg(frame, now, f"{name}_color_optical_frame"))
             fovy = float(self.env.model.cam_fovy[self.env.model.camera(name).id])
-            info_pub.publish(camera_info_msg(frame.shape[1], frame.shape[0], fovy, now, f"{name}_color_optical_frame"))
+            k = pinhole_matrix(frame.shape[1], frame.shape[0], fovy)
+            info_pub.publish(camera_info_msg(frame.shape[1], frame.shape[0], k, now, f"{name}_color_optical_frame"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from robot_rl.config import ConfigError
     from robot_rl.envs import make_env, make_expert
-    from robot_rl.ros.node_main import node_config, ros_node, spin
+    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin
     from robot_rl.teleop import InterventionRules, ScriptedHuman
 
     try:
@@ -204,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         rules = InterventionRules(**OmegaConf.to_container(cfg.human, resolve=True))
         human = ScriptedHuman(make_expert(task, env), rules) if task.get("expert") else None
     except ConfigError as error:
-        print(f"sim.robot_node: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("sim.robot_node", error)
     with ros_node("robot_rl_sim_robot", ros_args) as node:
         teleop = None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz)
         SimRobot(node, env, float(cfg.ros.state_rate_hz), float(cfg.ros.camera_rate_hz), cfg.ros.frame_id, teleop,

@@ -33,7 +33,7 @@ from ..evaluate import evaluate
 from ..safety.training import SafetyActor, safety_settings
 from ..train import load_checkpoint_agent, make_agent, settings_from
 from . import qos
-from .node_main import TopicError, node_config, require_topics, ros_node, spin_in_background
+from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spin_in_background
 from .teleop_source import TopicTeleop
 from .topic_env import StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
@@ -148,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
                                    f"{time.monotonic() - started:.0f} s")
     except (ConfigError, TopicError) as error:
-        print(f"robot_rl.ros.actor_node: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("robot_rl.ros.actor_node", error)
     return 0
 
 

@@ -26,7 +26,7 @@ from ..config import ConfigError
 from ..envs import make_env, observation_shapes
 from ..safety.training import make_safety_learner, safety_settings
 from ..train import Counters, Learner, make_agent, restore, save_checkpoint, settings_from
-from .node_main import node_config, ros_node
+from .node_main import exit_with_error, node_config, ros_node
 from .transport import RosTransport
 
 
@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         spec_env.close()
         agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
     except ConfigError as error:
-        print(f"robot_rl.ros.learner_node: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("robot_rl.ros.learner_node", error)
     torch.manual_seed(int(cfg.seed))
     torch.set_num_threads(settings.torch_threads)
     run_dir = Path(settings.run_dir)
@@ -58,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 counters = restore(checkpoint, learner, cfg)
             except ConfigError as error:
-                print(f"robot_rl.ros.learner_node: error: {error}", file=sys.stderr)
-                return 2
+                return exit_with_error("robot_rl.ros.learner_node", error)
             log.info(f"resumed from {checkpoint}: {learner.update_calls} updates, "
                      f"{learner.online_received} online transitions")
         else:

@@ -23,6 +23,12 @@ ENCODINGS = {"rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "mono8": (np.uint8, 1
              "mono16": (np.uint16, 1), "32FC1": (np.float32, 1)}
 
 
+def stamped(msg, t: float, frame_id: str = ""):
+    """Set ``msg.header`` (stamp ``t`` s, ``frame_id``); returns ``msg``."""
+    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    return msg
+
+
 def seconds(time_msg) -> float:
     return time_msg.sec + time_msg.nanosec * 1e-9
 
@@ -48,8 +54,7 @@ def numpy_to_pose(pose, position: np.ndarray, rotation: np.ndarray):
 
 
 def pose_msg(position: np.ndarray, rotation: np.ndarray, t: float, frame_id: str) -> PoseStamped:
-    msg = PoseStamped()
-    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    msg = stamped(PoseStamped(), t, frame_id)
     numpy_to_pose(msg.pose, position, rotation)
     return msg
 
@@ -63,8 +68,7 @@ def _fill(v, values) -> None:
 
 
 def twist_msg(linear: np.ndarray, angular: np.ndarray, t: float, frame_id: str) -> TwistStamped:
-    msg = TwistStamped()
-    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    msg = stamped(TwistStamped(), t, frame_id)
     _fill(msg.twist.linear, linear)
     _fill(msg.twist.angular, angular)
     return msg
@@ -76,8 +80,7 @@ def twist_to_numpy(twist) -> np.ndarray:
 
 
 def wrench_msg(force: np.ndarray, torque: np.ndarray, t: float, frame_id: str) -> WrenchStamped:
-    msg = WrenchStamped()
-    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    msg = stamped(WrenchStamped(), t, frame_id)
     _fill(msg.wrench.force, force)
     _fill(msg.wrench.torque, torque)
     return msg
@@ -91,8 +94,7 @@ def wrench_to_numpy(wrench) -> np.ndarray:
 # ----------------------------------------------------------------------------- joints and joysticks
 def joint_state_msg(names: Sequence[str], position: np.ndarray, velocity: np.ndarray, effort: np.ndarray,
                     t: float) -> JointState:
-    msg = JointState()
-    msg.header.stamp = stamp(t)
+    msg = stamped(JointState(), t)
     msg.name = list(names)
     msg.position, msg.velocity, msg.effort = (np.asarray(a, float).tolist() for a in (position, velocity, effort))
     return msg
@@ -108,8 +110,7 @@ def joint_positions(msg: JointState, names: Sequence[str]) -> np.ndarray:
 
 
 def joy_msg(axes: Sequence[float], buttons: Sequence[int], t: float) -> Joy:
-    msg = Joy()
-    msg.header.stamp = stamp(t)
+    msg = stamped(Joy(), t)
     msg.axes, msg.buttons = [float(a) for a in axes], [int(b) for b in buttons]
     return msg
 
@@ -129,8 +130,7 @@ def image_msg(array: np.ndarray, t: float, frame_id: str, encoding: str | None =
     if encoding not in ENCODINGS:
         raise ValueError(f"image of dtype {array.dtype} and shape {array.shape}: no ROS encoding for it "
                          f"(supported: {', '.join(ENCODINGS)})")
-    msg = Image()
-    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    msg = stamped(Image(), t, frame_id)
     msg.height, msg.width = array.shape[:2]
     msg.encoding = encoding
     msg.is_bigendian = 0
@@ -153,18 +153,22 @@ def image_to_numpy(msg: Image) -> np.ndarray:
     return np.ascontiguousarray(image.astype(dtype.newbyteorder("=")))
 
 
-def camera_info_msg(width: int, height: int, fovy_deg: float, t: float, frame_id: str) -> CameraInfo:
-    """Pinhole intrinsics of a camera with vertical field of view ``fovy_deg`` and square pixels, no distortion."""
+def pinhole_matrix(width: int, height: int, fovy_deg: float) -> np.ndarray:
+    """3x3 camera matrix K (pixels) of a pinhole camera with vertical field of view ``fovy_deg`` and square pixels."""
     f = 0.5 * height / np.tan(np.deg2rad(fovy_deg) / 2)
-    cx, cy = (width - 1) / 2, (height - 1) / 2
-    msg = CameraInfo()
-    msg.header.stamp, msg.header.frame_id = stamp(t), frame_id
+    return np.array([[f, 0.0, (width - 1) / 2], [0.0, f, (height - 1) / 2], [0.0, 0.0, 1.0]])
+
+
+def camera_info_msg(width: int, height: int, k: np.ndarray, t: float, frame_id: str) -> CameraInfo:
+    """CameraInfo of an undistorted image with camera matrix ``k`` (3x3, pixels)."""
+    k = np.asarray(k, dtype=float)
+    msg = stamped(CameraInfo(), t, frame_id)
     msg.width, msg.height = int(width), int(height)
     msg.distortion_model = "plumb_bob"
     msg.d = [0.0] * 5
-    msg.k = [f, 0.0, cx, 0.0, f, cy, 0.0, 0.0, 1.0]
-    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-    msg.p = [f, 0.0, cx, 0.0, 0.0, f, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    msg.k = k.ravel().tolist()
+    msg.r = np.eye(3).ravel().tolist()
+    msg.p = np.hstack([k, np.zeros((3, 1))]).ravel().tolist()
     return msg
 
 

@@ -9,6 +9,7 @@ goes to rclpy (remapping, parameters, log level).
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,12 @@ from contextlib import contextmanager
 from omegaconf import DictConfig
 
 from ..interrupts import interrupt_on_sigterm
+
+
+def exit_with_error(module: str, error: Exception) -> int:
+    """One line on stderr naming the node and what was wrong; exit code 2 (bad input, like ``robot-rl``)."""
+    print(f"{module}: error: {error}", file=sys.stderr)
+    return 2
 
 
 def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:

@@ -25,7 +25,7 @@ from ..data.episode_store import EpisodeStoreError
 from ..envs import make_env, store_metadata
 from . import qos
 from .codec import decode_transitions
-from .node_main import node_config, ros_node, spin
+from .node_main import exit_with_error, node_config, ros_node, spin
 from .transport import TRANSITIONS_TOPIC
 
 #: topics recorded to MCAP (name -> type) besides each camera's image and camera_info
@@ -124,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         spec_env.close()
         store = EpisodeStore.create(cfg.ros.recorder.store, {**metadata, "source": "robot_rl.ros.recorder_node"})
     except (ConfigError, EpisodeStoreError) as error:
-        print(f"robot_rl.ros.recorder_node: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("robot_rl.ros.recorder_node", error)
     with ros_node("robot_rl_recorder", ros_args) as node:
         recorder = EpisodeRecorder(store, node.get_logger())
         node.create_subscription(UInt8MultiArray, TRANSITIONS_TOPIC,

@@ -20,7 +20,7 @@ from ..classifier import classifier_module
 from ..config import ConfigError
 from . import qos
 from .messages import image_to_numpy
-from .node_main import node_config, ros_node, spin
+from .node_main import exit_with_error, node_config, ros_node, spin
 from .topic_env import camera_topic
 
 
@@ -54,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         classifier = classifier_module(cfg).RewardClassifier.load(cfg.classifier.out)
     except (ConfigError, FileNotFoundError) as error:
-        print(f"robot_rl.ros.reward_node: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("robot_rl.ros.reward_node", error)
     with ros_node("robot_rl_reward", ros_args) as node:
         RewardPublisher(node, classifier, float(cfg.classifier.threshold))
         node.get_logger().info(f"reward classifier {cfg.classifier.out} on {list(classifier.config.cameras)}")

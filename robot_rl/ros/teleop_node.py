@@ -34,9 +34,10 @@ from std_msgs.msg import Bool, Float64
 from ..config import ConfigError
 from . import qos
 from .messages import joy_msg
-from .node_main import node_config, ros_node
+from .node_main import exit_with_error, node_config, ros_node
 
 KEYS = {"w": (0, 1.0), "s": (0, -1.0), "a": (1, 1.0), "d": (1, -1.0), "r": (2, 1.0), "f": (2, -1.0)}
+KEY_BUTTONS = {"c": "close", "v": "open", " ": "takeover", "y": "success"}
 JS_EVENT = struct.Struct("IhBB")  # time (ms), value, type, number
 JS_BUTTON, JS_AXIS, JS_INIT = 0x01, 0x02, 0x80
 AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")
@@ -51,6 +52,17 @@ class TeleopState:
         self.success_until = -np.inf  # monotonic time until which the operator marks success
         self.lock = threading.Lock()
         self.quit = False
+
+    def press(self, button: str) -> None:
+        """A button of any device: ``close``, ``open``, ``takeover`` (toggles) or ``success`` (hold the lock)."""
+        if button == "close":
+            self.gripper_close = True
+        elif button == "open":
+            self.gripper_close = False
+        elif button == "takeover":
+            self.takeover = not self.takeover
+        elif button == "success":
+            self.success_until = time.monotonic() + SUCCESS_HOLD
 
 
 class Keyboard:
@@ -90,14 +102,8 @@ class Keyboard:
             if key in KEYS:
                 axis, sign = KEYS[key]
                 self.pressed[axis] = (sign, now + self.key_hold)
-            elif key == "c":
-                self.state.gripper_close = True
-            elif key == "v":
-                self.state.gripper_close = False
-            elif key == " ":
-                self.state.takeover = not self.state.takeover
-            elif key == "y":
-                self.state.success_until = now + SUCCESS_HOLD
+            elif key in KEY_BUTTONS:
+                self.state.press(KEY_BUTTONS[key])
             elif key == "q":
                 self.state.quit = True
 
@@ -153,16 +159,6 @@ class EventDevice:
         self.nonzero_seen |= value != 0
         self.state.twist[axis] = 0.0 if abs(value) < self.deadzone else float(np.clip(value, -1.0, 1.0))
 
-    def press(self, name: str) -> None:
-        if name == "close":
-            self.state.gripper_close = True
-        elif name == "open":
-            self.state.gripper_close = False
-        elif name == "takeover":
-            self.state.takeover = not self.state.takeover
-        elif name == "success":
-            self.state.success_until = time.monotonic() + SUCCESS_HOLD
-
 
 class Joystick(EventDevice):
     """Linux joystick interface: 8-byte ``js_event`` records."""
@@ -190,7 +186,7 @@ class Joystick(EventDevice):
             axis, sign = self.axes[number]
             self.set_axis(axis, sign * value / 32767.0)
         elif kind == JS_BUTTON and number in self.buttons and value:
-            self.press(self.buttons[number])
+            self.state.press(self.buttons[number])
 
 
 class SpaceMouse(EventDevice):
@@ -234,9 +230,9 @@ class SpaceMouse(EventDevice):
         elif report == 3 and payload:
             bits = int.from_bytes(payload, "little")
             if bits & 1:
-                self.press("close")
+                self.state.press("close")
             elif bits & 2:
-                self.press("open")
+                self.state.press("open")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             except KeyboardInterrupt:
                 pass
     except ConfigError as error:
-        print(f"robot_rl.ros.teleop_node: error: {error}", file=sys.stderr)
-        return 2
+        return exit_with_error("robot_rl.ros.teleop_node", error)
     return 0
 
 

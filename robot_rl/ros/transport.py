@@ -10,7 +10,6 @@ restarting anyone. Each weights message carries the learner's session id and upd
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from typing import Any
@@ -32,7 +31,7 @@ class RosTransport(Transport):
     may be called from any other thread.
     """
 
-    def __init__(self, node, role: str, logger=None):
+    def __init__(self, node, role: str):
         if role not in ("actor", "learner"):
             raise ValueError(f"role must be 'actor' or 'learner', got {role!r}")
         self.node, self.role = node, role
@@ -41,7 +40,6 @@ class RosTransport(Transport):
         self.weights_received = 0
         self.weights_meta: dict[str, Any] = {}
         self.transitions_received = 0
-        self._lock = threading.Lock()
         if role == "actor":
             self._out = node.create_publisher(UInt8MultiArray, TRANSITIONS_TOPIC, qos.TRANSITIONS)
             node.create_subscription(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
@@ -62,11 +60,10 @@ class RosTransport(Transport):
         return self.inbox.latest_weights()
 
     def _on_weights(self, msg) -> None:
-        weights, meta = decode_weights(msg.data)
-        with self._lock:
-            self.weights_received += 1
-            self.weights_meta = meta
-            self.inbox.publish_weights(self.weights_received, weights)
+        weights, meta = decode_weights(msg.data)  # executor thread only: one writer
+        self.weights_received += 1
+        self.weights_meta = meta
+        self.inbox.publish_weights(self.weights_received, weights)
 
     # ----------------------------------------------------------------- learner side
     def receive_transitions(self, timeout: float) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ def test_images_round_trip_every_encoding_and_honour_row_padding(messages):
 
 
 def test_camera_info_pose_twist_wrench_joints_and_joy(messages):
-    info = messages.camera_info_msg(128, 96, 90.0, 1.0, "cam")
+    info = messages.camera_info_msg(128, 96, messages.pinhole_matrix(128, 96, 90.0), 1.0, "cam")
     k = messages.intrinsics(info)
     assert k[1, 1] == pytest.approx(48.0) and k[0, 2] == pytest.approx(63.5) and k[1, 2] == pytest.approx(47.5)
     rot = np.array([[1.0, 0, 0], [0, -1, 0], [0, 0, -1]])
