@@ -8,7 +8,9 @@ scripted human publish.
 * ``/spacenav/joy`` (sensor_msgs/Joy): button 0 closes, button 1 opens the gripper.
 
 An input counts for ``hold`` seconds after its last message. While active the human's action is
-the twist turned into the TCP frame of the newest measured pose, plus the gripper state.
+the twist turned into the TCP frame of the newest measured pose, plus the gripper state. In a
+demonstration episode the human owns every step: a released puck is the human's zero motion, not
+the policy's turn (so a late switch message at the start of a demo cannot hand a step to the policy).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class TopicTeleop:
         self.twist, self.twist_time = np.zeros(6), -np.inf
         self.switch, self.switch_time = False, -np.inf
         self.gripper = -1.0
+        self.demo = False
         node.create_subscription(Twist, "/spacenav/twist", self._on_twist, qos.STREAM_SUBSCRIBER)
         node.create_subscription(Bool, "/rl/intervention", self._on_switch, qos.STREAM_SUBSCRIBER)
         node.create_subscription(Joy, "/spacenav/joy", self._on_joy, qos.STREAM_SUBSCRIBER)
@@ -50,6 +53,7 @@ class TopicTeleop:
 
     def begin_episode(self, demo: bool) -> None:
         """Tells the env whether a human demonstration comes next (the reset request carries it)."""
+        self.demo = demo
         self.env.demo_next = demo
 
     def active(self) -> bool:
@@ -59,7 +63,7 @@ class TopicTeleop:
         return bool(moving or switched)
 
     def __call__(self, obs, policy_action) -> tuple[bool, np.ndarray | None]:
-        if not self.active():
+        if not (self.demo or self.active()):
             return False, None
         rot = self.env.tcp_rot
         twist = self.twist if time.monotonic() - self.twist_time < self.hold else np.zeros(6)

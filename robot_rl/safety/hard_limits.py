@@ -20,7 +20,9 @@ times in seconds of one monotonic clock, gripper command in [-1 (open), 1 (close
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -72,6 +74,15 @@ class SafetyLimits:
                 from robot_rl.config import ConfigError
 
                 raise ConfigError(f"safety.{name}", getattr(self, name), "a finite value in range (see SafetyLimits)")
+
+    @cached_property
+    def box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The workspace corners as arrays (m, base frame), built once for the fast loop."""
+        return np.asarray(self.workspace_low, float), np.asarray(self.workspace_high, float)
+
+    @cached_property
+    def unit_cone_axis(self) -> np.ndarray:
+        return np.asarray(self.cone_axis, float) / np.linalg.norm(self.cone_axis)
 
 
 @dataclass
@@ -127,44 +138,44 @@ def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Com
         return _hold_pose(arm, previous, now), Violation.STALE_COMMAND
 
     target_pos, target_rot, gripper = command.pos.astype(float), command.rot.astype(float), float(command.gripper)
-    force, torque = np.nan_to_num(arm.force), np.nan_to_num(arm.torque)
-    force_norm = np.linalg.norm(force)
-    if force_norm > limits.max_force or np.linalg.norm(torque) > limits.max_torque:
+    force, torque = _finite(arm.force), _finite(arm.torque)
+    force_norm = _norm(force)
+    if force_norm > limits.max_force or _norm(torque) > limits.max_torque:
         flags |= Violation.FORCE
         direction = force / force_norm if force_norm > 1e-9 else np.zeros(3)
         target_pos = arm.pos + limits.retreat_distance * direction  # move with the push, away from contact
         target_rot = previous.rot
         gripper = previous.gripper
 
-    clipped = np.clip(target_pos, limits.workspace_low, limits.workspace_high)
+    low, high = limits.box
+    clipped = np.minimum(np.maximum(target_pos, low), high)
     if not np.array_equal(clipped, target_pos):
         flags |= Violation.WORKSPACE
     target_pos = clipped
 
-    target_rot, turned = project_to_cone(_orthonormal(target_rot), np.asarray(limits.cone_axis, float),
-                                         limits.cone_half_angle)
+    target_rot, turned = project_to_cone(_orthonormal(target_rot), limits.unit_cone_axis, limits.cone_half_angle)
     if turned:
         flags |= Violation.ORIENTATION
 
     step = target_pos - previous.pos
-    distance = np.linalg.norm(step)
+    distance = _norm(step)
     if distance > limits.max_translation_step:
         flags |= Violation.TRANSLATION_STEP
         target_pos = previous.pos + step * (limits.max_translation_step / distance)
 
     turn = rotvec_from_matrix(target_rot @ previous.rot.T)
-    angle = np.linalg.norm(turn)
+    angle = _norm(turn)
     if angle > limits.max_rotation_step:
         flags |= Violation.ROTATION_STEP
         target_rot = matrix_from_rotvec(turn * (limits.max_rotation_step / angle)) @ previous.rot
-        if tool_angle(target_rot, np.asarray(limits.cone_axis, float)) > limits.cone_half_angle:
+        if tool_angle(target_rot, limits.unit_cone_axis) > limits.cone_half_angle:
             target_rot = previous.rot  # the shortest turn left the cone: keep the last orientation
 
-    gripper = float(np.clip(gripper, -1.0, 1.0))
+    gripper = min(max(gripper, -1.0), 1.0)
     change = gripper - previous.gripper
     if abs(change) > limits.max_gripper_step:
         flags |= Violation.GRIPPER_STEP
-        gripper = previous.gripper + np.sign(change) * limits.max_gripper_step
+        gripper = previous.gripper + math.copysign(limits.max_gripper_step, change)
     return Command(target_pos, target_rot, gripper, now), flags
 
 
@@ -181,8 +192,8 @@ def _hold_pose(arm: ArmState, previous: Command, now: float) -> Command:
 
 def tool_angle(rot: np.ndarray, cone_axis: np.ndarray) -> float:
     """Angle (rad) between the TCP z axis and the cone axis."""
-    axis = cone_axis / np.linalg.norm(cone_axis)
-    return float(np.arccos(np.clip(rot[:, 2] @ axis, -1.0, 1.0)))
+    cosine = float(rot[:, 2] @ cone_axis) / _norm(cone_axis)
+    return math.acos(min(max(cosine, -1.0), 1.0))
 
 
 def project_to_cone(rot: np.ndarray, cone_axis: np.ndarray, half_angle: float) -> tuple[np.ndarray, bool]:
@@ -200,11 +211,30 @@ def project_to_cone(rot: np.ndarray, cone_axis: np.ndarray, half_angle: float) -
     return turned, True
 
 
+def _finite(vector: np.ndarray) -> np.ndarray:
+    """``vector`` with NaN read as 0 and inf as the largest float (a copy only when needed)."""
+    return vector if np.isfinite(vector).all() else np.nan_to_num(vector)
+
+
+def _norm(vector: np.ndarray) -> float:
+    """Euclidean norm of a short vector (without ``np.linalg.norm``'s per-call overhead)."""
+    return math.sqrt(float(vector @ vector))
+
+
 def _orthonormal(rot: np.ndarray) -> np.ndarray:
-    """The nearest rotation matrix (SVD), so a slightly off matrix never reaches the arm."""
-    u, _, vt = np.linalg.svd(np.asarray(rot, float))
+    """The nearest rotation matrix (SVD), so a slightly off matrix never reaches the arm.
+    A matrix that already is one (to 1e-9, determinant +1) passes unchanged."""
+    rot = np.asarray(rot, float)
+    if np.abs(rot.T @ rot - _IDENTITY).max() < 1e-9:
+        (a, b, c), (d, e, f), (g, h, i) = rot.tolist()
+        if a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) > 0:
+            return rot.copy()
+    u, _, vt = np.linalg.svd(rot)
     fixed = u @ vt
     if np.linalg.det(fixed) < 0:
         u[:, -1] *= -1
         fixed = u @ vt
     return fixed
+
+
+_IDENTITY = np.eye(3)
