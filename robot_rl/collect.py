@@ -1,4 +1,11 @@
-"""``robot-rl collect``: record scripted-expert episodes into an episode store."""
+"""``robot-rl collect``: record scripted-expert episodes into an episode store.
+
+With ``collect.action_noise`` > 0 the expert's actions get temporally correlated Gaussian noise
+(std ``action_noise`` in normalised action units, step-to-step correlation
+``noise_correlation``: a slow push that wanders, as an untrained policy does) and the episodes
+are stored as ``probe`` episodes, not demos: clumsy runs into the hazards whose violations
+(``safety_flags``, recorded on every step) the safety critic can be pretrained on
+(``safety.pretrain_store``) before it meets the arm's first online episode."""
 
 from __future__ import annotations
 
@@ -9,27 +16,40 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from .config import positive
+from .config import ConfigError, non_negative, positive
 from .data import EpisodeStore
 from .envs import make_env, make_expert, store_metadata
 from .interrupts import deferred_interrupt
 from .robustness import randomized
 
 
-def run_episode(env, expert, writer, seed: int) -> dict[str, Any]:
-    """Roll out one expert episode into ``writer`` (not committed); returns its summary."""
+def run_episode(env, expert, writer, seed: int, action_noise: float = 0.0, noise_correlation: float = 0.0
+                ) -> dict[str, Any]:
+    """Roll out one expert episode into ``writer`` (not committed); returns its summary.
+    ``action_noise``: std of the AR(1) noise added to the expert's actions (normalised units),
+    ``noise_correlation``: its step-to-step correlation in [0, 1)."""
     obs, info = env.reset(seed=seed)
     randomization = info.get("randomization")
     expert.reset()
+    rng = np.random.default_rng(seed)
+    noise = np.zeros(env.action_space.shape, np.float32)
+    innovation = action_noise * np.sqrt(1.0 - noise_correlation ** 2)  # keeps the stationary std at action_noise
     writer.start(obs)
-    ret = 0.0
+    ret, violations = 0.0, 0
     while True:
         action = np.asarray(expert.act(obs), dtype=np.float32)
+        if action_noise:
+            noise = noise_correlation * noise + rng.normal(0.0, innovation, noise.shape)
+            action = np.clip(action + noise, -1.0, 1.0).astype(np.float32)
         obs, reward, terminated, truncated, info = env.step(action)
         ret += reward
-        writer.add(obs, action, reward, terminated, truncated, success=info["success"], intervened=True)
+        flags = int(info.get("violation", 0))
+        violations += bool(flags)
+        writer.add(obs, action, reward, terminated, truncated, success=info["success"], intervened=not action_noise,
+                   safety_flags=flags)
         if terminated or truncated:
-            summary = {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed}
+            summary = {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed,
+                       "violations": violations}
             return summary if randomization is None else {**summary, "randomization": randomization}
 
 
@@ -37,6 +57,11 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """Record ``collect.episodes`` expert episodes of ``task`` into ``collect.out``."""
     cfg = OmegaConf.create(cfg) if not isinstance(cfg, DictConfig) else cfg
     episodes = positive("collect.episodes", cfg.collect.episodes, integer=True)
+    action_noise = non_negative("collect.action_noise", cfg.collect.get("action_noise", 0.0))
+    correlation = cfg.collect.get("noise_correlation", 0.0)
+    if not (isinstance(correlation, (int, float)) and 0.0 <= correlation < 1.0):
+        raise ConfigError("collect.noise_correlation", correlation, "a number in [0, 1)")
+    source = "probe" if action_noise else "demo"
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = randomized(make_env(task), cfg.get("randomization"), int(cfg.seed))
     expert = make_expert(task, env)
@@ -47,9 +72,9 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     progress = tqdm(range(episodes), desc=f"collect {task['name']}", unit="ep")
     try:
         for index in progress:
-            summary = run_episode(env, expert, writer, seed=int(cfg.seed) + index)
+            summary = run_episode(env, expert, writer, int(cfg.seed) + index, action_noise, correlation)
             with deferred_interrupt():
-                writer.commit("demo", task=task["name"], config=task, **summary)
+                writer.commit(source, task=task["name"], config=task, **summary)
                 results.append(summary)
             progress.set_postfix(success=f"{np.mean([r['success'] for r in results]):.2f}")
     except KeyboardInterrupt:
@@ -64,6 +89,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
         "episodes": len(results),
         "success_rate": float(np.mean([r["success"] for r in results])) if results else 0.0,
         "mean_length": float(np.mean([r["length"] for r in results])) if results else 0.0,
+        "violations_per_episode": float(np.mean([r["violations"] for r in results])) if results else 0.0,
         "episodes_in_store": len(store),
         "interrupted": interrupted,
     }

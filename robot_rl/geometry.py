@@ -6,39 +6,43 @@ quaternions are (w, x, y, z), rotation vectors are axis * angle in radians.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
-def skew(v: np.ndarray) -> np.ndarray:
-    """The 3x3 matrix [v]x with [v]x @ u == cross(v, u)."""
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-
-
 def matrix_from_rotvec(rotvec: np.ndarray) -> np.ndarray:
-    """Rodrigues' formula: the rotation of ``|rotvec|`` radians about ``rotvec``."""
-    angle = float(np.linalg.norm(rotvec))
+    """Rodrigues' formula: the rotation of ``|rotvec|`` radians about ``rotvec``.
+
+    Written out on Python floats: the safety layer calls it every control tick, and numpy's
+    per-call overhead on 3-vectors dominates there."""
+    x, y, z = np.asarray(rotvec, float).tolist()
+    angle = math.sqrt(x * x + y * y + z * z)
     if angle < 1e-12:
-        return np.eye(3) + skew(rotvec)
-    k = skew(np.asarray(rotvec) / angle)
-    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
+        return np.array([[1.0, -z, y], [z, 1.0, -x], [-y, x, 1.0]])
+    x, y, z = x / angle, y / angle, z / angle
+    s, c = math.sin(angle), 1.0 - math.cos(angle)
+    return np.array([[1.0 + c * (x * x - 1.0), c * x * y - s * z, c * x * z + s * y],
+                     [c * x * y + s * z, 1.0 + c * (y * y - 1.0), c * y * z - s * x],
+                     [c * x * z - s * y, c * y * z + s * x, 1.0 + c * (z * z - 1.0)]])
 
 
 def rotvec_from_matrix(rot: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`matrix_from_rotvec`, angle in [0, pi]."""
-    cos_angle = np.clip((np.trace(rot) - 1.0) / 2.0, -1.0, 1.0)
-    angle = np.arccos(cos_angle)
-    axis_times_sin = 0.5 * np.array([rot[2, 1] - rot[1, 2], rot[0, 2] - rot[2, 0], rot[1, 0] - rot[0, 1]])
+    """Inverse of :func:`matrix_from_rotvec`, angle in [0, pi] (NaN in, NaN out)."""
+    (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = np.asarray(rot, float).tolist()
+    angle = math.acos(min(max((r00 + r11 + r22 - 1.0) / 2.0, -1.0), 1.0))
+    axis_times_sin = np.array([0.5 * (r21 - r12), 0.5 * (r02 - r20), 0.5 * (r10 - r01)])
     if angle < 1e-6:
         return axis_times_sin
-    if np.pi - angle < 1e-4:
+    if math.pi - angle < 1e-4:
         # sin(angle) ~ 0: read the axis off the symmetric part R = 2 a a^T - I.
-        sym = (rot + np.eye(3)) / 2.0
+        sym = (np.asarray(rot, float) + np.eye(3)) / 2.0
         axis = sym[np.argmax(np.diag(sym))]
         axis = axis / np.linalg.norm(axis)
         if np.dot(axis, axis_times_sin) < 0:
             axis = -axis
         return axis * angle
-    return axis_times_sin * (angle / np.sin(angle))
+    return axis_times_sin * (angle / math.sin(angle))
 
 
 def orientation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ import robot_rl
 
 FORMAT = "robot_rl.episodes"
 SCHEMA_VERSION = 1
-SOURCES = ("demo", "online", "intervention", "eval")
+SOURCES = ("demo", "online", "intervention", "eval", "probe")  # probe: noisy expert runs (collect.action_noise)
 IMAGE_CODECS = [BloscCodec(cname="lz4", clevel=5, shuffle=BloscShuffle.bitshuffle), Crc32cCodec()]
 ARRAY_CODECS = [BloscCodec(cname="zstd", clevel=3, shuffle=BloscShuffle.shuffle), Crc32cCodec()]
 ARRAY_CONFIG = {"write_empty_chunks": True}  # every chunk exists on disk, so a missing one is an error

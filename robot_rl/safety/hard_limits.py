@@ -106,8 +106,11 @@ class Command:
     stamp: float
 
     def is_finite(self) -> bool:
-        return bool(np.all(np.isfinite(self.pos)) and np.all(np.isfinite(self.rot)) and np.isfinite(self.gripper)
-                    and np.isfinite(self.stamp))
+        # one sum is finite exactly when every term is, unless finite terms overflow: check those one by one
+        if math.isfinite(float(self.pos.sum()) + float(self.rot.sum()) + self.gripper + self.stamp):
+            return True
+        return bool(np.isfinite(self.pos).all() and np.isfinite(self.rot).all() and math.isfinite(self.gripper)
+                    and math.isfinite(self.stamp))
 
 
 @dataclass
@@ -149,7 +152,7 @@ def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Com
 
     low, high = limits.box
     clipped = np.minimum(np.maximum(target_pos, low), high)
-    if not np.array_equal(clipped, target_pos):
+    if (clipped != target_pos).any():
         flags |= Violation.WORKSPACE
     target_pos = clipped
 

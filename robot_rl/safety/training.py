@@ -4,7 +4,7 @@ Learner side (:class:`SafetyLearner`): a :class:`~policies.safety_critic.SafetyC
 on the online buffer's ``cost`` flags (violations reported by the env in ``info["violation"]``),
 optionally pretrained on an episode store with recorded violations (``safety.pretrain_store``);
 its numpy risk model is published with the policy weights once ``safety.warmup`` online
-transitions have arrived.
+transitions have arrived, or from the start when it was pretrained.
 
 Actor side (:class:`SafetyActor`): a :class:`~robot_rl.safety.filter.SafetyFilter` on the
 policy's actions (never on the human's). Filtered steps are flagged so the learner subtracts
@@ -30,7 +30,7 @@ RISK_MODEL_KEY = "safety.risk_model"
 class SafetySettings:
     enabled: bool = False
     penalty: float = 0.1  # reward penalty on steps the filter changed
-    warmup: int = 1000  # online transitions before the filter acts
+    warmup: int = 1000  # online transitions before a critic trained from scratch acts (a pretrained one acts at once)
     pretrain_store: str | None = None  # episode store with recorded violations (safety_flags)
     pretrain_updates: int = 2000
     critic: dict[str, Any] = field(default_factory=dict)  # SafetyCriticConfig fields
@@ -72,6 +72,7 @@ class SafetyLearner:
             if key not in known:
                 raise ConfigError(f"safety.critic.{key}", settings.critic[key], "one of " + ", ".join(sorted(known)))
         self.settings = settings
+        self.pretrained = False
         self.critic = SafetyCritic(state_dim, action_dim, SafetyCriticConfig(**settings.critic), seed=seed)
 
     def pretrain(self, buffer) -> dict[str, float]:
@@ -79,13 +80,15 @@ class SafetyLearner:
         metrics: dict[str, float] = {}
         for _ in range(self.settings.pretrain_updates):
             metrics = self.critic.update(self.critic.sample(buffer))
+        self.pretrained = True
         return metrics
 
     def update(self, online) -> dict[str, float]:
         return self.critic.update(self.critic.sample(online)) if len(online) else {}
 
     def weights(self, online_received: int) -> dict[str, Any]:
-        return {RISK_MODEL_KEY: self.critic.risk_model()} if online_received >= self.settings.warmup else {}
+        ready = self.pretrained or online_received >= self.settings.warmup
+        return {RISK_MODEL_KEY: self.critic.risk_model()} if ready else {}
 
 
 def make_safety_learner(settings: SafetySettings, shapes: dict[str, tuple[int, ...]], action_dim: int,
