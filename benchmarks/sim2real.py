@@ -1,14 +1,14 @@
 """Domain randomization pays off on held-out perturbations; what it costs per reset and step.
 
 1. Overhead, measured side by side: median time of ``reset`` and ``step`` of pick_cube (state)
-   without and with the ``state_policy`` randomization set.
+   without and with the training randomization set.
 2. Robustness: train pick_cube (the main job: demos + interventions, same budget and seed)
-   without and with ``randomization=state_policy`` (two runs at a time), then sweep both
+   without and with ``randomization=<training set>`` (two runs at a time), then sweep both
    policies over the ``heldout`` set (``robot-rl eval randomization=heldout``): each perturbation
    at ``--grid-points`` values, everything else nominal. Reports success per perturbation and the
    mean over all perturbed evaluations.
 
-    python -m benchmarks.sim2real [--steps 16000] [--grid-points 3] [--episodes 20]
+    python -m benchmarks.sim2real [--steps 16000] [--training-set compliance] [--grid-points 3] [--episodes 20]
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ import numpy as np
 
 from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
 
-TRAINING_SET, HELDOUT_SET = "state_policy", "heldout"
-VARIANTS = {"nominal": [], "randomized": [f"randomization={TRAINING_SET}"]}
+HELDOUT_SET = "heldout"
+VARIANTS = {"nominal": [], "randomized": ["randomization={training_set}"]}
 
 
-def overhead(repeats: int = 200) -> dict:
+def overhead(training_set: str, repeats: int = 200) -> dict:
     from robot_rl.cli import load_config
     from robot_rl.envs import make_env
     from robot_rl.robustness import randomized
 
-    cfg = load_config(["task=pick_cube", f"randomization={TRAINING_SET}"])
+    cfg = load_config(["task=pick_cube", f"randomization={training_set}"])
     task = dict(cfg.task)
     envs = {"nominal": make_env(task), "randomized": randomized(make_env(task), cfg.randomization, 0)}
     times: dict[str, dict[str, list[float]]] = {name: {"reset": [], "step": []} for name in envs}
@@ -52,7 +52,7 @@ def overhead(repeats: int = 200) -> dict:
     for kind in ("reset", "step"):
         result[f"{kind}_overhead_ms"] = round(result["randomized"][kind] - result["nominal"][kind], 4)
         result[f"{kind}_ratio"] = round(result["randomized"][kind] / result["nominal"][kind], 3)
-    return {"median_ms": result, "repeats": repeats, "set": TRAINING_SET}
+    return {"median_ms": result, "repeats": repeats, "set": training_set}
 
 
 def sweep(checkpoint: Path, args: argparse.Namespace, report_dir: Path) -> list[dict]:
@@ -66,7 +66,8 @@ def sweep(checkpoint: Path, args: argparse.Namespace, report_dir: Path) -> list[
 def train_and_sweep(name: str, args: argparse.Namespace) -> dict:
     run_dir = Path(args.runs) / name
     summary = run_training(run_dir, ["task=pick_cube", f"seed={args.seed}", f"train.env_steps={args.steps}",
-                                     "train.final_eval_episodes=20", *VARIANTS[name]])
+                                     "train.final_eval_episodes=20",
+                                     *(override.format(training_set=args.training_set) for override in VARIANTS[name])])
     rows = sweep(run_dir / "checkpoint", args, run_dir / "robustness")
     perturbed = [row["success_rate"] for row in rows if row["entry"] != "nominal"]
     result = {"train_final_success": summary["final_eval_success"], "wall_seconds": round(summary["wall_seconds"], 1),
@@ -79,12 +80,13 @@ def train_and_sweep(name: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=16_000)
+    parser.add_argument("--training-set", default="compliance", help="configs/randomization/<name>.yaml")
     parser.add_argument("--grid-points", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default="runs/sim2real")
     args = parser.parse_args()
-    cost = overhead()
+    cost = overhead(args.training_set)
     print("overhead (median ms):", cost["median_ms"], flush=True)
     results = side_by_side(train_and_sweep, VARIANTS, args)
     gain = results["randomized"]["heldout_mean_success"] - results["nominal"]["heldout_mean_success"]
@@ -92,7 +94,7 @@ def main() -> None:
     plot(results, RESULTS / "sim2real.png")
     path = write_result("sim2real", {"overhead": cost, "policies": results, "heldout_gain": round(gain, 3)},
                         settings={"task": "pick_cube (state), demos + interventions", "env_steps": args.steps,
-                                  "training_set": TRAINING_SET, "heldout_set": HELDOUT_SET,
+                                  "training_set": args.training_set, "heldout_set": HELDOUT_SET,
                                   "grid_points": args.grid_points, "episodes_per_point": args.episodes,
                                   "seed": args.seed})
     print("wrote", path)

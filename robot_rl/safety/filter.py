@@ -17,6 +17,7 @@ always applied after it.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -65,6 +66,7 @@ class SafetyFilter:
                  clock: Callable[[], float] = time.perf_counter):
         self.risk, self.settings, self.clock = risk, settings or FilterSettings(), clock
         self.recovery_action = recovery_action or self.hold
+        self._factors: np.ndarray | None = None  # (K, A) line-search factors, built for the first action's size
         self.engaged = False
         self._calm_steps = 0
         self.interventions = 0
@@ -82,10 +84,14 @@ class SafetyFilter:
 
     def candidates(self, action: np.ndarray) -> np.ndarray:
         """The proposed action scaled by every factor, then the recovery action: (K + 1, A)."""
-        scaled = np.repeat(action[None], len(self.settings.scales), 0).astype(np.float64)
-        moving = slice(0, -1) if self.settings.gripper_last else slice(None)
-        scaled[:, moving] *= np.asarray(self.settings.scales)[:, None]
-        return np.concatenate([scaled, self.recovery_action(action)[None]])
+        if self._factors is None or self._factors.shape[1] != action.size:
+            self._factors = np.repeat(np.asarray(self.settings.scales, float)[:, None], action.size, 1)
+            if self.settings.gripper_last:
+                self._factors[:, -1] = 1.0
+        candidates = np.empty((len(self._factors) + 1, action.size))
+        np.multiply(self._factors, action, out=candidates[:-1])
+        candidates[-1] = self.recovery_action(action)
+        return candidates
 
     def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
         action = np.asarray(action)
@@ -96,7 +102,7 @@ class SafetyFilter:
         except Exception:  # a broken model must never stop the arm loop: the hard layer still applies
             risks = np.full(len(candidates), np.nan)
         seconds = self.clock() - started
-        if seconds > self.settings.deadline_s or not np.all(np.isfinite(risks)):
+        if seconds > self.settings.deadline_s or not math.isfinite(float(risks.sum())):
             self.bypasses += 1
             return FilterResult(action, float("nan"), False, True, self.engaged, seconds)
         proposed = float(risks[0])
@@ -108,8 +114,8 @@ class SafetyFilter:
                 self.engaged = False
         if not self.engaged:
             return FilterResult(action, proposed, False, False, False, seconds)
-        safe = np.flatnonzero(risks[:-1] < self.settings.threshold_on)
-        chosen = candidates[safe[0]] if len(safe) else candidates[-1]
-        intervened = not np.array_equal(chosen, action)
+        safe = risks[:-1] < self.settings.threshold_on
+        chosen = candidates[int(safe.argmax())] if safe.any() else candidates[-1]
+        intervened = bool((chosen != action).any())
         self.interventions += intervened
         return FilterResult(chosen.astype(action.dtype), proposed, intervened, False, True, seconds)
