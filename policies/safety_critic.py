@@ -67,13 +67,14 @@ class SafetyCritic:
         """Pessimistic (max over heads) risk in [0, 1], (B,)."""
         return torch.sigmoid(self.critic(state, action)).max(0).values
 
-    def sample(self, buffer) -> dict[str, Any]:
-        """A class-balanced batch with the next action of each row (from ``buffer``, a ReplayBuffer)."""
+    def sample(self, buffer, size: int | None = None) -> dict[str, Any]:
+        """A class-balanced batch (``size`` rows, default ``batch_size``) with the next action of
+        each row, from ``buffer`` (a ReplayBuffer)."""
         valid = buffer.valid_indices()
         if not len(valid):
             raise ValueError("the safety critic's buffer is empty")
         violating = valid[buffer.cost[valid] > 0]
-        size = self.config.batch_size
+        size = size or self.config.batch_size
         take = int(round(self.config.violation_fraction * size)) if len(violating) else 0
         index = np.concatenate([violating[self.rng.integers(0, len(violating), take)] if take else np.zeros(0, int),
                                 valid[self.rng.integers(0, len(valid), size - take)]])

@@ -1,10 +1,13 @@
 """The learned safety filter between the policy and the hard layer.
 
 Every proposed action a is scored by a risk model (the safety critic's numpy export,
-``risk(state, candidates) -> (K,)``) together with its scaled-down versions ``scales`` x a (the
-line search) and the recovery action. While the filter is engaged it executes the first
-candidate whose risk is below ``threshold_on``, else the recovery action (e.g. hold the pose:
-zero Cartesian step, gripper unchanged).
+``risk(state, candidates) -> (K,)``) in one batch together with its scaled-down versions
+``scales`` x a (the line search), the recovery action (e.g. hold the pose: zero Cartesian step,
+gripper unchanged) and the escape actions (a step of ``escape_step`` along +-x, +-y, +-z of the
+action's translation part, gripper unchanged). While the filter is engaged it executes the first
+scaled action whose risk is below ``threshold_on``; when there is none, the least risky of the
+recovery and escape actions (Recovery RL's argmin of Q_risk: holding still inside a hazard, e.g.
+a keep-out zone the arm has entered, would only prolong the violation).
 
 Hysteresis: the filter engages when the risk of a exceeds ``threshold_on`` and releases only
 after the risk has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
@@ -35,6 +38,7 @@ class FilterSettings:
     threshold_off: float = 0.1  # release below this risk ...
     dwell_steps: int = 3  # ... held for this many steps
     scales: tuple[float, ...] = (1.0, 0.5, 0.25)  # line search over the action's Cartesian part
+    escape_step: float = 0.5  # length of the escape actions (normalised action units); 0: recovery action only
     deadline_s: float = 0.002  # a slower risk model is bypassed
     gripper_last: bool = True  # the last action dimension is the gripper: never scaled
 
@@ -45,6 +49,7 @@ class FilterSettings:
                               f"a probability <= threshold_on={self.threshold_on}"),
             "dwell_steps": (self.dwell_steps >= 0, "an integer >= 0"),
             "scales": (len(self.scales) > 0 and all(0.0 <= s <= 1.0 for s in self.scales), "factors in [0, 1]"),
+            "escape_step": (0.0 <= self.escape_step <= 1.0, "a number in [0, 1]"),
             "deadline_s": (self.deadline_s > 0, "a positive number of seconds"),
         }
         require_all("safety.filter", self, checks)
@@ -67,6 +72,7 @@ class SafetyFilter:
         self.risk, self.settings, self.clock = risk, settings or FilterSettings(), clock
         self.recovery_action = recovery_action or self.hold
         self._factors: np.ndarray | None = None  # (K, A) line-search factors, built for the first action's size
+        self._escapes = np.zeros((0, 0))  # (E, A) escape actions, built with the factors
         self.engaged = False
         self._calm_steps = 0
         self.interventions = 0
@@ -83,14 +89,24 @@ class SafetyFilter:
         self.engaged, self._calm_steps = False, 0
 
     def candidates(self, action: np.ndarray) -> np.ndarray:
-        """The proposed action scaled by every factor, then the recovery action: (K + 1, A)."""
+        """The proposed action scaled by every factor, the recovery action, the escape actions:
+        (K + 1 + E, A)."""
         if self._factors is None or self._factors.shape[1] != action.size:
             self._factors = np.repeat(np.asarray(self.settings.scales, float)[:, None], action.size, 1)
             if self.settings.gripper_last:
                 self._factors[:, -1] = 1.0
-        candidates = np.empty((len(self._factors) + 1, action.size))
-        np.multiply(self._factors, action, out=candidates[:-1])
-        candidates[-1] = self.recovery_action(action)
+            translation = min(3, action.size - self.settings.gripper_last)
+            escapes = np.zeros((2 * translation if self.settings.escape_step else 0, action.size))
+            for axis in range(len(escapes) // 2):
+                escapes[2 * axis: 2 * axis + 2, axis] = (self.settings.escape_step, -self.settings.escape_step)
+            self._escapes = escapes
+        scaled = len(self._factors)
+        candidates = np.empty((scaled + 1 + len(self._escapes), action.size))
+        np.multiply(self._factors, action, out=candidates[:scaled])
+        candidates[scaled] = self.recovery_action(action)
+        candidates[scaled + 1:] = self._escapes
+        if self.settings.gripper_last:
+            candidates[scaled + 1:, -1] = action[-1]
         return candidates
 
     def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
@@ -114,8 +130,9 @@ class SafetyFilter:
                 self.engaged = False
         if not self.engaged:
             return FilterResult(action, proposed, False, False, False, seconds)
-        safe = risks[:-1] < self.settings.threshold_on
-        chosen = candidates[int(safe.argmax())] if safe.any() else candidates[-1]
+        scaled = len(self.settings.scales)
+        safe = risks[:scaled] < self.settings.threshold_on
+        chosen = candidates[int(safe.argmax()) if safe.any() else scaled + int(risks[scaled:].argmin())]
         intervened = bool((chosen != action).any())
         self.interventions += intervened
         return FilterResult(chosen.astype(action.dtype), proposed, intervened, False, True, seconds)

@@ -2,7 +2,9 @@
 
 Learner side (:class:`SafetyLearner`): a :class:`~policies.safety_critic.SafetyCritic` trained
 on the online buffer's ``cost`` flags (violations reported by the env in ``info["violation"]``),
-optionally pretrained on an episode store with recorded violations (``safety.pretrain_store``);
+optionally pretrained on an episode store with recorded violations (``safety.pretrain_store``),
+which then keeps half of every online batch (RLPD's symmetric sampling: without the recorded
+violations, the first violation-free online episodes would teach the critic that nothing is risky);
 its numpy risk model is published with the policy weights once ``safety.warmup`` online
 transitions have arrived, or from the start when it was pretrained.
 
@@ -72,7 +74,7 @@ class SafetyLearner:
             if key not in known:
                 raise ConfigError(f"safety.critic.{key}", settings.critic[key], "one of " + ", ".join(sorted(known)))
         self.settings = settings
-        self.pretrained = False
+        self.prior = None  # the pretraining buffer, half of each online batch once pretrained
         self.critic = SafetyCritic(state_dim, action_dim, SafetyCriticConfig(**settings.critic), seed=seed)
 
     def pretrain(self, buffer) -> dict[str, float]:
@@ -80,14 +82,20 @@ class SafetyLearner:
         metrics: dict[str, float] = {}
         for _ in range(self.settings.pretrain_updates):
             metrics = self.critic.update(self.critic.sample(buffer))
-        self.pretrained = True
+        self.prior = buffer
         return metrics
 
     def update(self, online) -> dict[str, float]:
-        return self.critic.update(self.critic.sample(online)) if len(online) else {}
+        if not len(online):
+            return {}
+        if self.prior is None:
+            return self.critic.update(self.critic.sample(online))
+        half = self.critic.config.batch_size // 2
+        prior, fresh = self.critic.sample(self.prior, half), self.critic.sample(online, half)
+        return self.critic.update({key: np.concatenate([prior[key], fresh[key]]) for key in prior})
 
     def weights(self, online_received: int) -> dict[str, Any]:
-        ready = self.pretrained or online_received >= self.settings.warmup
+        ready = self.prior is not None or online_received >= self.settings.warmup
         return {RISK_MODEL_KEY: self.critic.risk_model()} if ready else {}
 
 

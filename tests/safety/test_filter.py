@@ -29,6 +29,19 @@ def test_no_safe_scale_falls_back_to_holding():
     assert result.intervened
 
 
+def test_inside_a_hazard_the_least_risky_escape_beats_holding_still():
+    def keep_out(state, actions):
+        """Risk falls only for a step in +x (out of a zone the arm is in); holding keeps it at 0.9."""
+        return np.where(actions[:, 0] > 0.1, 0.2 - 0.1 * actions[:, 0], 0.9)
+
+    safety = SafetyFilter(keep_out, FilterSettings(scales=(1.0, 0.5), escape_step=0.5))
+    result = safety(np.zeros(3), np.array([-1.0, 0.0, 0.0, -1.0]))  # heads deeper in
+    np.testing.assert_allclose(result.action, [0.5, 0.0, 0.0, -1.0])  # the +x escape, gripper unchanged
+    assert result.intervened and result.engaged
+    holding = SafetyFilter(keep_out, FilterSettings(scales=(1.0, 0.5), escape_step=0.0))
+    np.testing.assert_allclose(holding(np.zeros(3), np.array([-1.0, 0.0, 0.0, -1.0])).action, [0.0, 0.0, 0.0, -1.0])
+
+
 def test_hysteresis_releases_only_after_the_dwell_time_below_the_off_threshold():
     risks = iter([0.3, 0.2, 0.05, 0.05, 0.2, 0.05, 0.05, 0.05, 0.05])
     current = {}
