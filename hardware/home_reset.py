@@ -3,7 +3,8 @@
 Serves ``/rl/reset`` (std_srvs/SetBool, what the actor's env calls between episodes; ``data`` says
 a human demonstration comes next and is logged for the operator). On a request it publishes TCP
 targets on ``/rl/action`` (PoseStamped, base frame) along the straight line from the measured
-pose to ``reset.position`` / ``reset.rotvec`` at ``reset.speed`` m/s, with the gripper open: the
+pose to ``reset.position`` / ``reset.rotvec`` at ``reset.speed`` m/s, with the gripper open
+(``reset.open_gripper``; false leaves the gripper's last command alone): the
 same path as the policy's commands, so every hard limit applies to the reset too. It answers
 once the TCP is within ``reset.tolerance`` m of home, or fails after ``reset.timeout`` s. The
 objects of the task are the lab's to reset (or a scripted motion of their own).
@@ -98,7 +99,8 @@ class HomeReset:
 
     def _command(self, position: np.ndarray, rotation: np.ndarray) -> None:
         self.action_pub.publish(pose_msg(position, rotation, self.node.get_clock().now().nanoseconds * 1e-9, "base"))
-        self.gripper_pub.publish(Float64(data=-1.0 if self.settings["open_gripper"] else 0.0))
+        if self.settings["open_gripper"]:  # otherwise the gripper keeps its last command (e.g. holding a part)
+            self.gripper_pub.publish(Float64(data=-1.0))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,9 +8,11 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from robot_rl.cli import load_config
 from robot_rl.collect import collect
+from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore
 
 
@@ -69,3 +71,24 @@ def test_ctrl_c_keeps_every_finished_episode(tmp_path):
     assert len(store) == report["episodes"] == report["episodes_in_store"]
     for episode in store:
         assert episode["attrs"]["success"] and episode["obs"]["state"].shape[0] == episode["attrs"]["length"] + 1
+
+
+def test_noisy_collection_records_probe_episodes_with_their_violations(tmp_path):
+    out = tmp_path / "probe.zarr"
+    overrides = ["task=pick_cube_hazard", "collect.episodes=6", f"collect.out={out}", "seed=100000",
+                 "collect.action_noise=1.0", "collect.noise_correlation=0.95"]
+    report = collect(load_config(overrides))
+    episodes = list(EpisodeStore.open(out))
+    assert all(e["attrs"]["source"] == "probe" and not e["intervened"].any() for e in episodes)
+    flags = np.concatenate([e["safety_flags"] for e in episodes])
+    assert flags.any() and report["violations_per_episode"] == (flags > 0).sum() / 6  # the hazards were hit
+    assert sum(e["attrs"]["violations"] for e in episodes) == (flags > 0).sum()
+    clean = collect(load_config([*overrides[:3], f"collect.out={tmp_path / 'demos.zarr'}"]))
+    assert clean["violations_per_episode"] == 0.0  # the noiseless expert respects them
+
+
+def test_bad_noise_settings_name_the_key(tmp_path):
+    for key, value in (("collect.noise_correlation", 1.0), ("collect.action_noise", -0.1)):
+        with pytest.raises(ConfigError) as error:
+            collect(load_config(["task=reach", f"{key}={value}", f"collect.out={tmp_path / 'x.zarr'}"]))
+        assert error.value.key == key
