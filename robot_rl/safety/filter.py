@@ -5,9 +5,10 @@ Every proposed action a is scored by a risk model (the safety critic's numpy exp
 ``scales`` x a (the line search), the recovery action (e.g. hold the pose: zero Cartesian step,
 gripper unchanged) and the escape actions (a step of ``escape_step`` along +-x, +-y, +-z of the
 action's translation part, gripper unchanged). While the filter is engaged it executes the first
-scaled action whose risk is below ``threshold_on``; when there is none, the least risky of the
-recovery and escape actions (Recovery RL's argmin of Q_risk: holding still inside a hazard, e.g.
-a keep-out zone the arm has entered, would only prolong the violation).
+scaled action whose risk is below ``threshold_on``; when there is none, the recovery action if it
+is below ``threshold_on`` too, else the least risky of the recovery and escape actions (Recovery
+RL's argmin of Q_risk: holding still inside a hazard, e.g. a keep-out zone the arm has entered,
+would only prolong the violation).
 
 Hysteresis: the filter engages when the risk of a exceeds ``threshold_on`` and releases only
 after the risk has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
@@ -132,7 +133,12 @@ class SafetyFilter:
             return FilterResult(action, proposed, False, False, False, seconds)
         scaled = len(self.settings.scales)
         safe = risks[:scaled] < self.settings.threshold_on
-        chosen = candidates[int(safe.argmax()) if safe.any() else scaled + int(risks[scaled:].argmin())]
+        if safe.any():
+            chosen = candidates[int(safe.argmax())]
+        elif risks[scaled] < self.settings.threshold_on:
+            chosen = candidates[scaled]
+        else:
+            chosen = candidates[scaled + int(risks[scaled:].argmin())]
         intervened = bool((chosen != action).any())
         self.interventions += intervened
         return FilterResult(chosen.astype(action.dtype), proposed, intervened, False, True, seconds)

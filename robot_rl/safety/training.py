@@ -3,8 +3,9 @@
 Learner side (:class:`SafetyLearner`): a :class:`~policies.safety_critic.SafetyCritic` trained
 on the online buffer's ``cost`` flags (violations reported by the env in ``info["violation"]``),
 optionally pretrained on an episode store with recorded violations (``safety.pretrain_store``),
-which then keeps half of every online batch (RLPD's symmetric sampling: without the recorded
-violations, the first violation-free online episodes would teach the critic that nothing is risky);
+which then keeps ``safety.prior_fraction`` of every online batch (without the recorded
+violations, online episodes made safe by the filter would teach the critic that nothing is risky,
+and the filter would let go again);
 its numpy risk model is published with the policy weights once ``safety.warmup`` online
 transitions have arrived, or from the start when it was pretrained.
 
@@ -35,6 +36,7 @@ class SafetySettings:
     warmup: int = 1000  # online transitions before a critic trained from scratch acts (a pretrained one acts at once)
     pretrain_store: str | None = None  # episode store with recorded violations (safety_flags)
     pretrain_updates: int = 2000
+    prior_fraction: float = 0.75  # share of each online batch drawn from the pretraining store
     critic: dict[str, Any] = field(default_factory=dict)  # SafetyCriticConfig fields
     filter: dict[str, Any] = field(default_factory=dict)  # FilterSettings fields
 
@@ -50,6 +52,8 @@ def safety_settings(cfg: DictConfig | None) -> SafetySettings:
         raise ConfigError("safety.penalty", settings.penalty, "a number >= 0")
     if settings.warmup < 0:
         raise ConfigError("safety.warmup", settings.warmup, "an integer >= 0")
+    if not 0.0 < settings.prior_fraction < 1.0:
+        raise ConfigError("safety.prior_fraction", settings.prior_fraction, "a number in (0, 1)")
     filter_settings(settings)  # inconsistent thresholds fail at start-up, not at run time
     return settings
 
@@ -90,8 +94,9 @@ class SafetyLearner:
             return {}
         if self.prior is None:
             return self.critic.update(self.critic.sample(online))
-        half = self.critic.config.batch_size // 2
-        prior, fresh = self.critic.sample(self.prior, half), self.critic.sample(online, half)
+        from_prior = int(round(self.settings.prior_fraction * self.critic.config.batch_size))
+        prior = self.critic.sample(self.prior, from_prior)
+        fresh = self.critic.sample(online, self.critic.config.batch_size - from_prior)
         return self.critic.update({key: np.concatenate([prior[key], fresh[key]]) for key in prior})
 
     def weights(self, online_received: int) -> dict[str, Any]:
