@@ -3,7 +3,7 @@
 1. In-process: one step of the learned filter (numpy risk model, line search) and of the hard
    layer, separately and together, p50 / p99 (target p99 <= 200 us). The risk model has the
    default critic size ([256, 256], twin heads) on pick_cube's state; each step scores the
-   proposed action, its 0.5x and 0.25x versions and the hold action in one batch.
+   proposed action, its 0.5x and 0.25x versions, the hold action and six escape steps in one batch.
 2. Across processes: the fast-loop node (``robot_rl.ros.safety_node``) at a 1 kHz setting in its
    own process, fed a 1 kHz state stream: the achieved output rate and the period p99 seen by a
    subscriber, and the command latency actor -> node -> arm topic (a target that differs from the
@@ -57,6 +57,7 @@ def in_process(steps: int) -> dict:
         timings["filter_and_hard_layer"].append(ended - started)
     figures = {name: percentiles(values) for name, values in timings.items()}
     figures["bypasses"] = safety_filter.bypasses
+    figures["candidates_per_step"] = len(safety_filter.candidates(np.zeros(action_dim)))
     return figures
 
 
@@ -131,7 +132,7 @@ def main() -> None:
     for name, value in figures.items():
         print(name, value)
     path = write_result("safety_latency", figures, settings={"steps": args.steps, "critic_hidden": [256, 256],
-                                                             "candidates_per_step": 4, "node_seconds": args.seconds})
+                                                             "node_seconds": args.seconds})
     print("wrote", path)
 
 

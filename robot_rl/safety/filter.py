@@ -15,6 +15,9 @@ after the risk has stayed below ``threshold_off`` for ``dwell_steps`` consecutiv
 
 Bypass: if the risk model raises, returns NaN/inf, or takes longer than ``deadline_s``, the
 proposed action passes unchanged (``bypassed``) and the hard layer alone protects the arm. The
+model's time is measured in CPU time of the calling thread (``time.thread_time``): a model too
+big for the loop is bypassed, but waiting for a core or for the GIL (the learner thread of
+``robot-rl train`` holds it for up to 5 ms at a time) does not count against it. The
 filter never makes an action less safe than the hard layer allows, since the hard layer is
 always applied after it.
 """
@@ -69,7 +72,7 @@ class FilterResult:
 class SafetyFilter:
     def __init__(self, risk: RiskFunction, settings: FilterSettings | None = None,
                  recovery_action: Callable[[np.ndarray], np.ndarray] | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.thread_time):
         self.risk, self.settings, self.clock = risk, settings or FilterSettings(), clock
         self.recovery_action = recovery_action or self.hold
         self._factors: np.ndarray | None = None  # (K, A) line-search factors, built for the first action's size
