@@ -51,8 +51,10 @@ class EpisodeRecorder:
     def __init__(self, store: EpisodeStore, log):
         self.writer, self.log = store.writer(), log
         self.committed = 0
+        self.last_receipt = time.monotonic()
 
     def add(self, transitions: list[dict]) -> None:
+        self.last_receipt = time.monotonic()
         for t in transitions:
             if t["first"]:
                 if self.writer.active:
@@ -107,11 +109,15 @@ def _message_class(kind: str):
     return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
-def drain(node, seconds: float) -> None:
+def drain(node, recorder: EpisodeRecorder, quiet: float, cap: float) -> None:
+    """Take what already arrived (an actor that just finished flushed its last episode to us)
+    until no transition came for ``quiet`` s, at most ``cap`` s: committing an episode can take
+    a while on a loaded machine, and the messages behind it must not be dropped."""
     import rclpy
 
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    end = time.monotonic() + cap
+    started = time.monotonic()
+    while time.monotonic() < end and time.monotonic() - max(recorder.last_receipt, started) < quiet:
         rclpy.spin_once(node, timeout_sec=0.05)
 
 
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             spin(node)
         finally:
-            drain(node, 0.5)  # the last transitions of an actor that just finished
+            drain(node, recorder, quiet=0.5, cap=5.0)  # the last transitions of an actor that just finished
             recorder.close()
             if mcap is not None:
                 mcap.close()
