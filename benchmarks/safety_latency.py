@@ -2,7 +2,7 @@
 
 1. In-process: one step of the learned filter (numpy risk model, line search) and of the hard
    layer, separately and together, p50 / p99 (target p99 <= 200 us). The risk model has the
-   default critic size ([256, 256], twin heads) on pick_cube's state; each step scores the
+   default critic size (``SafetyCriticConfig.hidden``, twin heads) on pick_cube's state; each step scores the
    proposed action, its 0.5x and 0.25x versions, the hold action and six escape steps in one batch.
 2. Across processes: the fast-loop node (``robot_rl.ros.safety_node``) at a 1 kHz setting in its
    own process, fed a 1 kHz state stream: the achieved output rate and the period p99 seen by a
@@ -131,7 +131,10 @@ def main() -> None:
     figures = {"in_process": in_process(args.steps), "node_1khz": across_processes(args.seconds)}
     for name, value in figures.items():
         print(name, value)
-    path = write_result("safety_latency", figures, settings={"steps": args.steps, "critic_hidden": [256, 256],
+    from policies.safety_critic import SafetyCriticConfig
+
+    path = write_result("safety_latency", figures, settings={"steps": args.steps,
+                                                             "critic_hidden": SafetyCriticConfig().hidden,
                                                              "node_seconds": args.seconds})
     print("wrote", path)
 

@@ -76,13 +76,21 @@ class SafetyLimits:
                 raise ConfigError(f"safety.{name}", getattr(self, name), "a finite value in range (see SafetyLimits)")
 
     @cached_property
-    def box(self) -> tuple[np.ndarray, np.ndarray]:
-        """The workspace corners as arrays (m, base frame), built once for the fast loop."""
-        return np.asarray(self.workspace_low, float), np.asarray(self.workspace_high, float)
+    def corners(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The workspace corners as Python floats (m, base frame), converted once for the fast loop."""
+        return tuple(map(float, self.workspace_low)), tuple(map(float, self.workspace_high))
 
     @cached_property
     def unit_cone_axis(self) -> np.ndarray:
         return np.asarray(self.cone_axis, float) / np.linalg.norm(self.cone_axis)
+
+    @cached_property
+    def cone_test(self) -> tuple[float, float, float, float, float]:
+        """Python floats for the fast loop's cheap tests: the unit cone axis, cos(cone_half_angle)
+        (a tool axis with a smaller cosine may be outside the cone) and cos(max_rotation_step)
+        (a turn with a smaller cosine may be too large); the exact tests run only past these."""
+        x, y, z = self.unit_cone_axis.tolist()
+        return x, y, z, math.cos(self.cone_half_angle) + 1e-12, math.cos(self.max_rotation_step) + 1e-12
 
 
 @dataclass
@@ -130,7 +138,6 @@ def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Com
             now: float) -> tuple[Command, Violation]:
     """The command to send (inside every limit) and what was changed. ``previous`` is the last
     command sent, which must itself satisfy the limits (start from :func:`hold`)."""
-    flags = Violation.NONE
     if latch.latched:
         return _hold_pose(arm, previous, now), Violation.ESTOP
     if not (np.isfinite(arm.stamp) and now - arm.stamp <= limits.state_timeout):
@@ -140,46 +147,60 @@ def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Com
     if now - command.stamp > limits.command_timeout:
         return _hold_pose(arm, previous, now), Violation.STALE_COMMAND
 
-    target_pos, target_rot, gripper = command.pos.astype(float), command.rot.astype(float), float(command.gripper)
-    force, torque = _finite(arm.force), _finite(arm.torque)
-    force_norm = _norm(force)
-    if force_norm > limits.max_force or _norm(torque) > limits.max_torque:
-        flags |= Violation.FORCE
+    flags = 0  # Violation bits as a plain int: IntFlag arithmetic costs a microsecond an operation
+    target_rot, gripper = command.rot.astype(float), float(command.gripper)
+    x, y, z = command.pos.tolist()
+    force_norm, torque_norm = math.hypot(*arm.force.tolist()), math.hypot(*arm.torque.tolist())
+    if not math.isfinite(force_norm + torque_norm):  # a NaN reading counts as 0, inf as the largest float
+        force_norm, torque_norm = _norm(np.nan_to_num(arm.force)), _norm(np.nan_to_num(arm.torque))
+    if force_norm > limits.max_force or torque_norm > limits.max_torque:
+        flags |= Violation.FORCE.value
+        force = np.nan_to_num(arm.force)
         direction = force / force_norm if force_norm > 1e-9 else np.zeros(3)
-        target_pos = arm.pos + limits.retreat_distance * direction  # move with the push, away from contact
+        x, y, z = (arm.pos + limits.retreat_distance * direction).tolist()  # move with the push, away from contact
         target_rot = previous.rot
         gripper = previous.gripper
 
-    low, high = limits.box
-    clipped = np.minimum(np.maximum(target_pos, low), high)
-    if (clipped != target_pos).any():
-        flags |= Violation.WORKSPACE
-    target_pos = clipped
+    (low_x, low_y, low_z), (high_x, high_y, high_z) = limits.corners
+    clipped = min(max(x, low_x), high_x), min(max(y, low_y), high_y), min(max(z, low_z), high_z)
+    if clipped != (x, y, z):
+        flags |= Violation.WORKSPACE.value
+    x, y, z = clipped
 
-    target_rot, turned = project_to_cone(_orthonormal(target_rot), limits.unit_cone_axis, limits.cone_half_angle)
-    if turned:
-        flags |= Violation.ORIENTATION
+    target_rot = _orthonormal(target_rot)
+    tool_x, tool_y, tool_z = target_rot[:, 2].tolist()
+    axis_x, axis_y, axis_z, cone_cosine, turn_step_cosine = limits.cone_test
+    if tool_x * axis_x + tool_y * axis_y + tool_z * axis_z < cone_cosine:  # outside the cone (or on its edge)
+        target_rot, turned = project_to_cone(target_rot, limits.unit_cone_axis, limits.cone_half_angle)
+        if turned:
+            flags |= Violation.ORIENTATION.value
 
-    step = target_pos - previous.pos
-    distance = _norm(step)
+    previous_x, previous_y, previous_z = previous.pos.tolist()
+    distance = math.sqrt((x - previous_x) ** 2 + (y - previous_y) ** 2 + (z - previous_z) ** 2)
     if distance > limits.max_translation_step:
-        flags |= Violation.TRANSLATION_STEP
-        target_pos = previous.pos + step * (limits.max_translation_step / distance)
+        flags |= Violation.TRANSLATION_STEP.value
+        fraction = limits.max_translation_step / distance
+        x = previous_x + (x - previous_x) * fraction
+        y = previous_y + (y - previous_y) * fraction
+        z = previous_z + (z - previous_z) * fraction
 
-    turn = rotvec_from_matrix(target_rot @ previous.rot.T)
-    angle = _norm(turn)
-    if angle > limits.max_rotation_step:
-        flags |= Violation.ROTATION_STEP
-        target_rot = matrix_from_rotvec(turn * (limits.max_rotation_step / angle)) @ previous.rot
-        if tool_angle(target_rot, limits.unit_cone_axis) > limits.cone_half_angle:
-            target_rot = previous.rot  # the shortest turn left the cone: keep the last orientation
+    # cos(turn angle) = (trace(R_target R_previous^T) - 1) / 2, and the trace is the sum of the entrywise products
+    turn_cosine = (float(np.vdot(target_rot, previous.rot)) - 1.0) / 2.0
+    if turn_cosine < turn_step_cosine:  # the turn may exceed the step limit: measure it exactly
+        turn = rotvec_from_matrix(target_rot @ previous.rot.T)
+        angle = _norm(turn)
+        if angle > limits.max_rotation_step:
+            flags |= Violation.ROTATION_STEP.value
+            target_rot = matrix_from_rotvec(turn * (limits.max_rotation_step / angle)) @ previous.rot
+            if tool_angle(target_rot, limits.unit_cone_axis) > limits.cone_half_angle:
+                target_rot = previous.rot  # the shortest turn left the cone: keep the last orientation
 
     gripper = min(max(gripper, -1.0), 1.0)
     change = gripper - previous.gripper
     if abs(change) > limits.max_gripper_step:
-        flags |= Violation.GRIPPER_STEP
+        flags |= Violation.GRIPPER_STEP.value
         gripper = previous.gripper + math.copysign(limits.max_gripper_step, change)
-    return Command(target_pos, target_rot, gripper, now), flags
+    return Command(np.array((x, y, z)), target_rot, gripper, now), Violation(flags)
 
 
 def hold(arm: ArmState, gripper: float, now: float) -> Command:
@@ -201,7 +222,7 @@ def tool_angle(rot: np.ndarray, cone_axis: np.ndarray) -> float:
 
 def project_to_cone(rot: np.ndarray, cone_axis: np.ndarray, half_angle: float) -> tuple[np.ndarray, bool]:
     """Turn ``rot`` by the smallest rotation that brings its z axis within ``half_angle`` of the cone axis."""
-    axis = cone_axis / np.linalg.norm(cone_axis)
+    axis = cone_axis / _norm(cone_axis)
     angle = tool_angle(rot, axis)
     if angle <= half_angle:
         return rot, False
@@ -214,11 +235,6 @@ def project_to_cone(rot: np.ndarray, cone_axis: np.ndarray, half_angle: float) -
     return turned, True
 
 
-def _finite(vector: np.ndarray) -> np.ndarray:
-    """``vector`` with NaN read as 0 and inf as the largest float (a copy only when needed)."""
-    return vector if np.isfinite(vector).all() else np.nan_to_num(vector)
-
-
 def _norm(vector: np.ndarray) -> float:
     """Euclidean norm of a short vector (without ``np.linalg.norm``'s per-call overhead)."""
     return math.sqrt(float(vector @ vector))
@@ -226,18 +242,17 @@ def _norm(vector: np.ndarray) -> float:
 
 def _orthonormal(rot: np.ndarray) -> np.ndarray:
     """The nearest rotation matrix (SVD), so a slightly off matrix never reaches the arm.
-    A matrix that already is one (to 1e-9, determinant +1) passes unchanged."""
+    A matrix that already is one (R^T R = I to 1e-9, determinant +1) passes unchanged."""
     rot = np.asarray(rot, float)
-    if np.abs(rot.T @ rot - _IDENTITY).max() < 1e-9:
-        (a, b, c), (d, e, f), (g, h, i) = rot.tolist()
-        if a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) > 0:
-            return rot.copy()
+    (a, b, c), (d, e, f), (g, h, i) = rot.tolist()
+    if (abs(a * a + d * d + g * g - 1.0) < 1e-9 and abs(b * b + e * e + h * h - 1.0) < 1e-9
+            and abs(c * c + f * f + i * i - 1.0) < 1e-9 and abs(a * b + d * e + g * h) < 1e-9
+            and abs(a * c + d * f + g * i) < 1e-9 and abs(b * c + e * f + h * i) < 1e-9
+            and a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) > 0):
+        return rot.copy()
     u, _, vt = np.linalg.svd(rot)
     fixed = u @ vt
     if np.linalg.det(fixed) < 0:
         u[:, -1] *= -1
         fixed = u @ vt
     return fixed
-
-
-_IDENTITY = np.eye(3)

@@ -13,14 +13,19 @@ from robot_rl.safety.training import SafetySettings, make_safety_learner
 from sim.constraints import Constraint
 
 
-def test_numpy_risk_model_matches_the_torch_critic():
-    critic = SafetyCritic(5, 3, SafetyCriticConfig(hidden=[32, 16]), seed=0)
+@pytest.mark.parametrize("hidden", [[32], [32, 16], [16, 24, 8]])
+def test_numpy_risk_model_matches_the_torch_critic(hidden):
+    critic = SafetyCritic(5, 3, SafetyCriticConfig(hidden=hidden), seed=0)
+    with torch.no_grad():  # LayerNorm scales and shifts away from their initial 1 and 0
+        for parameter in critic.critic.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
     state = np.random.default_rng(0).normal(size=5)
     actions = np.random.default_rng(1).uniform(-1, 1, (4, 3))
     with torch.no_grad():
         expected = critic.risk(torch.as_tensor(np.repeat(state[None], 4, 0), dtype=torch.float32),
                                torch.as_tensor(actions, dtype=torch.float32)).numpy()
     np.testing.assert_allclose(critic.risk_model()(state, actions), expected, atol=1e-5)
+    np.testing.assert_allclose(critic.risk_model()(state, actions[0]), expected[:1], atol=1e-5)  # one action
     assert isinstance(critic.risk_model(), RiskModel)
 
 
