@@ -115,7 +115,7 @@ class Command:
 
     def is_finite(self) -> bool:
         # one sum is finite exactly when every term is, unless finite terms overflow: check those one by one
-        if math.isfinite(float(self.pos.sum()) + float(self.rot.sum()) + self.gripper + self.stamp):
+        if math.isfinite(sum(self.pos.tolist()) + sum(self.rot.ravel().tolist()) + self.gripper + self.stamp):
             return True
         return bool(np.isfinite(self.pos).all() and np.isfinite(self.rot).all() and math.isfinite(self.gripper)
                     and math.isfinite(self.stamp))
@@ -140,7 +140,7 @@ def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Com
     command sent, which must itself satisfy the limits (start from :func:`hold`)."""
     if latch.latched:
         return _hold_pose(arm, previous, now), Violation.ESTOP
-    if not (np.isfinite(arm.stamp) and now - arm.stamp <= limits.state_timeout):
+    if not (math.isfinite(arm.stamp) and now - arm.stamp <= limits.state_timeout):
         return Command(previous.pos.copy(), previous.rot.copy(), previous.gripper, now), Violation.STALE_STATE
     if not command.is_finite():
         return _hold_pose(arm, previous, now), Violation.NONFINITE
