@@ -77,6 +77,7 @@ def test_a_slow_or_broken_risk_model_is_bypassed():
     ({"threshold_on": 0.2, "threshold_off": 0.3}, "safety.filter.threshold_off"),
     ({"threshold_on": 0.0}, "safety.filter.threshold_on"),
     ({"scales": (1.0, 2.0)}, "safety.filter.scales"),
+    ({"scales": (0.5, 0.25)}, "safety.filter.scales"),  # the first row must be the proposed action itself
     ({"deadline_s": 0.0}, "safety.filter.deadline_s"),
 ])
 def test_inconsistent_filter_settings_fail_at_start_up(values, key):
