@@ -88,8 +88,7 @@ class SafetyFilter:
                  recovery_action: Callable[[np.ndarray], np.ndarray] | None = None,
                  clock: Callable[[], float] = time.thread_time):
         self.risk, self.settings, self.clock = risk, settings or FilterSettings(), clock
-        self.recovery_action = recovery_action or self.hold
-        self._custom_recovery = recovery_action is not None  # the template already holds the default hold row
+        self.recovery_action = recovery_action  # None: hold (no Cartesian step, gripper unchanged), in the template
         self._factors: np.ndarray | None = None  # (K, A) line-search factors, built for the first action's size
         self._template: np.ndarray | None = None  # (K + 1 + E, A): zero rows, then hold and the escape steps
         self.engaged = False
@@ -97,13 +96,6 @@ class SafetyFilter:
         self.interventions = 0
         self.bypasses = 0
         single_threaded_blas()
-
-    def hold(self, action: np.ndarray) -> np.ndarray:
-        """Recovery: no Cartesian step, the gripper command unchanged."""
-        recovery = np.zeros_like(action)
-        if self.settings.gripper_last:
-            recovery[-1] = action[-1]
-        return recovery
 
     def reset(self) -> None:
         self.engaged, self._calm_steps = False, 0
@@ -118,7 +110,7 @@ class SafetyFilter:
         np.multiply(self._factors, action, out=candidates[:scaled], casting="unsafe")
         if self.settings.gripper_last:
             candidates[scaled:, -1] = action[-1]
-        if self._custom_recovery:
+        if self.recovery_action is not None:
             candidates[scaled] = self.recovery_action(action)
         return candidates
 

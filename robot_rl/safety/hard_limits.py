@@ -85,7 +85,7 @@ class SafetyLimits:
         return np.asarray(self.cone_axis, float) / np.linalg.norm(self.cone_axis)
 
     @cached_property
-    def cone_test(self) -> tuple[float, float, float, float, float]:
+    def cosine_pretests(self) -> tuple[float, float, float, float, float]:
         """Python floats for the fast loop's cheap tests: the unit cone axis, cos(cone_half_angle)
         (a tool axis with a smaller cosine may be outside the cone) and cos(max_rotation_step)
         (a turn with a smaller cosine may be too large); the exact tests run only past these."""
@@ -169,7 +169,7 @@ def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Com
 
     target_rot = _orthonormal(target_rot)
     tool_x, tool_y, tool_z = target_rot[:, 2].tolist()
-    axis_x, axis_y, axis_z, cone_cosine, turn_step_cosine = limits.cone_test
+    axis_x, axis_y, axis_z, cone_cosine, turn_step_cosine = limits.cosine_pretests
     if tool_x * axis_x + tool_y * axis_y + tool_z * axis_z < cone_cosine:  # outside the cone (or on its edge)
         target_rot, turned = project_to_cone(target_rot, limits.unit_cone_axis, limits.cone_half_angle)
         if turned:

@@ -78,7 +78,7 @@ class SafetyLearner:
             if key not in known:
                 raise ConfigError(f"safety.critic.{key}", settings.critic[key], "one of " + ", ".join(sorted(known)))
         self.settings = settings
-        self.prior = None  # the pretraining buffer, half of each online batch once pretrained
+        self.prior = None  # the pretraining buffer: prior_fraction of each online batch once pretrained
         self.critic = SafetyCritic(state_dim, action_dim, SafetyCriticConfig(**settings.critic), seed=seed)
 
     def pretrain(self, buffer) -> dict[str, float]:

@@ -53,9 +53,10 @@ SHIPPED_SETS = sorted(path.stem for path in (Path(__file__).parents[2] / "config
 @pytest.mark.parametrize("name", SHIPPED_SETS)
 def test_every_shipped_set_binds_to_its_task_and_records_its_samples(name):
     cameras = ["front", "wrist"] if name in ("visual", "sensors", "full") else []
-    env = randomized_pick_cube(*randomization_set(name), cameras=cameras, image_size=32)
+    entries = randomization_set(name)
+    env = randomized_pick_cube(*entries, cameras=cameras, image_size=32)
     _, info = env.reset(seed=1)
-    assert set(info["randomization"]) == {entry.name for entry in randomization_set(name)}
+    assert set(info["randomization"]) == {entry.name for entry in entries}
     _, _, _, _, info = env.step(np.zeros(4, np.float32))
     assert all(np.isfinite(value) for values in info["randomization"].values() for value in values.values())
 
