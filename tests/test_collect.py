@@ -53,7 +53,8 @@ def test_collected_actions_replay_to_the_same_outcome(tmp_path):
 
 def test_ctrl_c_keeps_every_finished_episode(tmp_path):
     out = tmp_path / "demos.zarr"
-    command = [sys.executable, "-m", "robot_rl.cli", "collect", "task=peg_insert", "collect.episodes=500",
+    # far more episodes than fit in the wait below (~12 episodes/s here): the run must still be going at the SIGINT
+    command = [sys.executable, "-m", "robot_rl.cli", "collect", "task=peg_insert", "collect.episodes=10000",
                f"collect.out={out}"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
