@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.common import RESULTS, curve, run_training, save_figure, side_by_side, to_threshold, write_result
+from benchmarks.common import (RESULTS, curve, run_training, save_figure, side_by_side, style_success_axis, to_threshold,
+                               write_result)
 
 AGENTS = {
     "sac": ["agent=sac"],
@@ -71,11 +72,7 @@ def plot(results: dict, path: Path) -> None:
         by_steps.plot(steps, success, "o-", label=name)
         by_time.plot([w / 60 for w in wall], success, "o-", label=name)
     for axis, label in ((by_steps, "online env steps"), (by_time, "wall-clock (min, 2 runs share 2 cores)")):
-        axis.axhline(0.8, color="grey", linestyle=":", linewidth=1)
-        axis.set_xlabel(label)
-        axis.set_ylabel("eval success")
-        axis.set_ylim(-0.02, 1.02)
-        axis.legend(fontsize=7)
+        style_success_axis(axis, label)
     names = list(results)
     smoothness.bar([i - 0.2 for i in range(len(names))], [results[n]["train_continuity_cost"] for n in names], 0.4,
                    label="training (exploring)")

@@ -78,6 +78,15 @@ def curve(history: list[dict]) -> list[tuple[int, float, float]]:
     return [(h["env_steps"], h["success_rate"], round(h["wall_seconds"], 1)) for h in history]
 
 
+def style_success_axis(axis, xlabel: str, ylabel: str = "eval success") -> None:
+    """Success-rate axes: [0, 1] range, the 80% bar dotted, a small legend."""
+    axis.axhline(0.8, color="grey", linestyle=":", linewidth=1)
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
+    axis.set_ylim(-0.02, 1.02)
+    axis.legend(fontsize=7)
+
+
 def save_figure(figure, path: Path) -> None:
     """Lay out, write and close a matplotlib figure."""
     import matplotlib.pyplot as plt

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import curve, run_training, save_figure, to_threshold, write_result
+from benchmarks.common import curve, run_training, save_figure, style_success_axis, to_threshold, write_result
 
 VARIANTS = {
     "a_demos_and_interventions": [],
@@ -108,12 +108,8 @@ def plot(results: dict, path: Path) -> None:
     for name, result in results.items():
         steps = [h[0] for h in result["history"]]
         axis.plot(steps, [h[1] for h in result["history"]], "o-", label=name)
-    axis.axhline(0.8, color="grey", linestyle=":", linewidth=1)
-    axis.set_xlabel("online env steps")
-    axis.set_ylabel("eval success")
-    axis.set_ylim(-0.02, 1.02)
+    style_success_axis(axis, "online env steps")
     axis.set_title("pick_cube: robot_rl ablations vs SB3 SAC")
-    axis.legend(fontsize=7)
     save_figure(figure, path)
 
 

@@ -47,7 +47,7 @@ class OffPolicyAgent:
     def make_encoder(self) -> ObservationEncoder:
         cfg = self.config
         return ObservationEncoder(self.observation_shapes, cfg.camera_encoder, cfg.camera_feature_dim,
-                                  cfg.pretrained_weights).to(self.device)
+                                  cfg.pretrained_weights, cfg.camera_strides).to(self.device)
 
     def begin_episode(self) -> None:
         """Called by the actor before the first :meth:`act` of every episode."""

@@ -23,7 +23,7 @@ Targets outside [v_min, v_max] are clipped: the ``target_clipped`` metric report
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -183,12 +183,15 @@ class CQNConfig:
     explore_std: float = 0.01
     camera_encoder: str = "cnn"  # cnn | resnet10
     camera_feature_dim: int = 50
+    camera_strides: list[int] = field(default_factory=lambda: [2, 1, 1, 1])  # cnn: one 3x3 conv per stride
     pretrained_weights: str | None = None
     image_pad: int = 4
     device: str = "auto"
 
     def validate(self) -> None:
         checks = {
+            "camera_strides": (len(self.camera_strides) >= 1 and all(int(s) >= 1 for s in self.camera_strides),
+                               "a non-empty list of positive integers"),
             "levels": (self.levels >= 2, "an integer >= 2"),
             "bins": (self.bins >= 2, "an integer >= 2"),
             "atoms": (self.atoms >= 2, "an integer >= 2"),

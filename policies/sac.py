@@ -6,8 +6,8 @@
   temperature once every ``critic_actor_ratio`` critic updates, on the last minibatch
 - temperature learned toward the target entropy -|A|/2; no entropy term in the backup unless
   ``backup_entropy``
-- cameras: a CNN per camera trained by the critic loss (the actor sees detached features),
-  DrQ random shift on sampled images
+- cameras: a CNN per camera trained by the critic loss (the actor reuses the critic batch's
+  features, detached), DrQ random shift on sampled images
 - ``exploration: gsde``: state-dependent exploration (:mod:`policies.gsde`), noise held for
   ``sde_sample_freq`` steps (-1: one draw per episode), also during warm-up
 - ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
@@ -56,6 +56,7 @@ class SACConfig:
     gripper_initial_command: float = -1.0  # the command an episode starts with (-1 open)
     camera_encoder: str = "cnn"  # cnn | resnet10
     camera_feature_dim: int = 50
+    camera_strides: list[int] = field(default_factory=lambda: [2, 1, 1, 1])  # cnn: one 3x3 conv per stride
     pretrained_weights: str | None = None
     image_pad: int = 4
     device: str = "auto"
@@ -63,6 +64,8 @@ class SACConfig:
     def validate(self) -> None:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
         checks = {
+            "camera_strides": (len(self.camera_strides) >= 1 and all(int(s) >= 1 for s in self.camera_strides),
+                               "a non-empty list of positive integers"),
             "critic_ensemble": (self.critic_ensemble >= 1, "an integer >= 1"),
             "critic_subset": (1 <= self.critic_subset <= self.critic_ensemble,
                               f"<= critic_ensemble={self.critic_ensemble} and >= 1"),
@@ -152,14 +155,15 @@ class SACAgent(OffPolicyAgent):
         """``utd`` critic steps on fresh minibatches from ``sample_batch()``, then actor/temperature."""
         metrics: dict[str, float] = {}
         for _ in range(self.config.utd):
-            batch = sample_batch()
-            metrics.update(self._update_critic(batch))
+            critic_metrics, features = self._update_critic(sample_batch())
+            metrics.update(critic_metrics)
             self.updates += 1
             if self.updates % self.config.critic_actor_ratio == 0:
-                metrics.update(self._update_actor(batch))
+                metrics.update(self._update_actor(features))
         return metrics
 
-    def _update_critic(self, batch: dict[str, Any]) -> dict[str, float]:
+    def _update_critic(self, batch: dict[str, Any]) -> tuple[dict[str, float], torch.Tensor]:
+        """One critic step; returns its metrics and the batch's (augmented) features, detached for the actor."""
         cfg = self.config
         obs = self.obs_tensors(batch["obs"], augment=True)
         next_obs = self.obs_tensors(batch["next_obs"], augment=True)
@@ -194,12 +198,10 @@ class SACAgent(OffPolicyAgent):
         soft_update(self.encoder, self.target_encoder, cfg.tau)
         if cfg.gripper_critic:
             soft_update(self.gripper_critic, self.target_gripper_critic, cfg.tau)
-        return metrics
+        return metrics, features.detach()
 
-    def _update_actor(self, batch: dict[str, Any]) -> dict[str, float]:
-        obs = self.obs_tensors(batch["obs"], augment=True)
-        with torch.no_grad():
-            features = self.encoder(obs)
+    def _update_actor(self, features: torch.Tensor) -> dict[str, float]:
+        """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen)."""
         action, log_prob = self.actor.sample(features)
         q = self.critic(features, action).mean(0)
         actor_loss = (self.alpha.detach() * log_prob - q).mean()

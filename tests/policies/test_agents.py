@@ -78,11 +78,25 @@ def test_cqn_exploration_stays_on_the_grid():
     (["agent=cqn", "agent.v_max=-40"], "agent.v_max", "greater than v_min"),
     (["exploration=gsde", "agent.sde_sample_freq=0"], "agent.sde_sample_freq", "-1 (once per episode)"),
     (["agent.exploration=ou"], "agent.exploration", "one of gaussian, gsde"),
+    (["agent.camera_strides=[2,0]"], "agent.camera_strides", "a non-empty list of positive integers"),
+    (["agent=cqn", "agent.camera_strides=[]"], "agent.camera_strides", "a non-empty list of positive integers"),
+    (["task.cameras=[front]", "task.image_size=32", "agent.camera_strides=[4,4,4]"], "agent.camera_strides",
+     "keep a 32x32 image at least 1 pixel"),
 ])
 def test_bad_agent_settings_name_the_key(tmp_path, overrides, key, expected):
     with pytest.raises(ConfigError) as error:
         train(load_config(["task=reach", f"train.run_dir={tmp_path / 'r'}", *overrides]))
     assert error.value.key == key and expected in str(error.value)
+
+
+def test_camera_strides_set_the_cnn_layers():
+    from policies.encoders import CameraCNN
+
+    cnn = CameraCNN((64, 64, 3), feature_dim=50, strides=[2, 2, 2, 1])
+    convs = [layer for layer in cnn.convs if isinstance(layer, torch.nn.Conv2d)]
+    assert [conv.stride for conv in convs] == [(2, 2), (2, 2), (2, 2), (1, 1)]
+    assert cnn.head[0].in_features == 32 * 5 * 5  # 64 -> 31 -> 15 -> 7 -> 5
+    assert cnn(torch.zeros(3, 3, 64, 64)).shape == (3, 50)
 
 
 class _Unbounded(gym.Env):
