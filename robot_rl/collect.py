@@ -9,6 +9,7 @@ are stored as ``probe`` episodes, not demos: clumsy runs into the hazards whose 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,13 +20,14 @@ from tqdm import tqdm
 from .config import ConfigError, non_negative, positive
 from .data import EpisodeStore
 from .envs import make_env, make_expert, store_metadata
-from .interrupts import deferred_interrupt
+from .interrupts import interrupt_requests
 from .robustness import randomized
 
 
-def run_episode(env, expert, writer, seed: int, action_noise: float = 0.0, noise_correlation: float = 0.0
-                ) -> dict[str, Any]:
-    """Roll out one expert episode into ``writer`` (not committed); returns its summary.
+def run_episode(env, expert, writer, seed: int, action_noise: float = 0.0, noise_correlation: float = 0.0,
+                stop: threading.Event | None = None) -> dict[str, Any] | None:
+    """Roll out one expert episode into ``writer`` (not committed); returns its summary, or None if ``stop`` was set
+    before the episode ended.
     ``action_noise``: std of the AR(1) noise added to the expert's actions (normalised units),
     ``noise_correlation``: its step-to-step correlation in [0, 1)."""
     obs, info = env.reset(seed=seed)
@@ -47,6 +49,8 @@ def run_episode(env, expert, writer, seed: int, action_noise: float = 0.0, noise
         violations += bool(flags)
         writer.add(obs, action, reward, terminated, truncated, success=info["success"], intervened=not action_noise,
                    safety_flags=flags)
+        if stop is not None and stop.is_set():
+            return None
         if terminated or truncated:
             summary = {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed,
                        "violations": violations}
@@ -71,16 +75,21 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     interrupted = False
     progress = tqdm(range(episodes), desc=f"collect {task['name']}", unit="ep")
     try:
-        for index in progress:
-            summary = run_episode(env, expert, writer, int(cfg.seed) + index, action_noise, correlation)
-            with deferred_interrupt():
+        with interrupt_requests() as stop:  # Ctrl-C: finish the step, drop the unfinished episode, keep the rest
+            for index in progress:
+                summary = run_episode(env, expert, writer, int(cfg.seed) + index, action_noise, correlation, stop)
+                if summary is None:
+                    break
                 writer.commit(source, task=task["name"], config=task, **summary)
                 results.append(summary)
-            progress.set_postfix(success=f"{np.mean([r['success'] for r in results]):.2f}")
-    except KeyboardInterrupt:
-        writer.discard()
+                progress.set_postfix(success=f"{np.mean([r['success'] for r in results]):.2f}")
+                if stop.is_set():
+                    break
+        interrupted = stop.is_set()
+    except KeyboardInterrupt:  # a second Ctrl-C
         interrupted = True
     finally:
+        writer.discard()  # the unfinished episode, if any
         progress.close()
         env.close()
     report = {

@@ -1,4 +1,4 @@
-"""Keep Ctrl-C from landing between "episode written" and "episode counted"."""
+"""Keep Ctrl-C from landing between "episode written" and "episode counted", or inside a write."""
 
 from __future__ import annotations
 
@@ -22,6 +22,28 @@ def deferred_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if received:
         raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupt_requests() -> Iterator[threading.Event]:
+    """Turn Ctrl-C (SIGINT) into a request: the returned event is set and the code runs on to a point where it can
+    stop cleanly, so no KeyboardInterrupt lands inside a file write or while a lock is held. A second Ctrl-C raises
+    KeyboardInterrupt at once. Off the main thread (no signal handlers there) the event is never set."""
+    requested = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+
+    def on_sigint(signum, frame) -> None:
+        if requested.is_set():
+            raise KeyboardInterrupt
+        requested.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def interrupt_on_sigterm(signum=None, frame=None) -> None:
