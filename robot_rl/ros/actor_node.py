@@ -33,7 +33,8 @@ from ..evaluate import evaluate
 from ..safety.training import SafetyActor, safety_settings
 from ..train import load_checkpoint_agent, make_agent, settings_from
 from . import qos
-from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spin_in_background
+from .node_main import (TopicError, exit_with_error, node_config, require_topics, ros_node,
+                        spinning_in_background)
 from .teleop_source import TopicTeleop
 from .topic_env import StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
@@ -134,19 +135,20 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(int(cfg.train.torch_threads))
         with ros_node("robot_rl_actor", ros_args) as node:
             actor = ActorLoop(node, cfg)
-            spin_in_background(node)
-            require_topics(node, actor.env.topics(), float(cfg.ros.startup_timeout))
-            if not (cfg.ros.demos_only or cfg.ros.eval_only) and not actor.transport.wait_for_peer(float(cfg.ros.startup_timeout)):
-                node.get_logger().warning("no learner on /rl/transitions yet; acting with the initial weights")
-            started = time.monotonic()
-            try:
-                actor.run()
-            except KeyboardInterrupt:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            actor.transport.flush(timeout=5.0)  # the recorder and learner get the last episode
-            node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
-                                   f"{time.monotonic() - started:.0f} s")
+            with spinning_in_background(node):
+                require_topics(node, actor.env.topics(), float(cfg.ros.startup_timeout))
+                if not (cfg.ros.demos_only or cfg.ros.eval_only) and not actor.transport.wait_for_peer(
+                        float(cfg.ros.startup_timeout)):
+                    node.get_logger().warning("no learner on /rl/transitions yet; acting with the initial weights")
+                started = time.monotonic()
+                try:
+                    actor.run()
+                except KeyboardInterrupt:
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                actor.transport.flush(timeout=5.0)  # the recorder and learner get the last episode
+                node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
+                                       f"{time.monotonic() - started:.0f} s")
     except (ConfigError, TopicError) as error:
         return exit_with_error("robot_rl.ros.actor_node", error)
     return 0

@@ -56,9 +56,11 @@ def ros_node(name: str, ros_args: list[str]) -> Iterator:
         rclpy.try_shutdown()
 
 
-def spin_in_background(node) -> threading.Thread:
-    """Run the node's callbacks in a daemon thread (single-threaded executor) while the caller's
-    thread runs its own loop."""
+@contextmanager
+def spinning_in_background(node) -> Iterator[threading.Thread]:
+    """Run the node's callbacks in a thread (single-threaded executor) while the caller's thread runs its own
+    loop. On exit the executor is shut down and the thread joined before the node goes: a spinning thread left
+    inside the middleware when the process exits aborts it (``terminate called without an active exception``)."""
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     executor = SingleThreadedExecutor()
@@ -72,7 +74,11 @@ def spin_in_background(node) -> threading.Thread:
 
     thread = threading.Thread(target=spin, name=f"{node.get_name()}_executor", daemon=True)
     thread.start()
-    return thread
+    try:
+        yield thread
+    finally:
+        executor.shutdown(timeout_sec=5.0)
+        thread.join(timeout=5.0)
 
 
 def spin(node) -> None:
