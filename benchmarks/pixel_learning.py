@@ -25,7 +25,7 @@ import numpy as np
 
 from benchmarks.common import curve, run_training, save_figure, style_success_axis, to_threshold, write_result
 
-CAMERAS = ["task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=64"]
+PIXEL_TASK = ["task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=64"]
 
 
 def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threads: int) -> float:
@@ -73,7 +73,7 @@ def main() -> None:
 
     overrides = [f"seed={args.seed}", f"train.env_steps={args.steps}", f"train.eval_every={args.eval_every}",
                  "train.final_eval_episodes=20", f"train.batch_size={args.batch}", f"train.torch_threads={args.threads}",
-                 f"agent.utd={args.utd}", f"agent.camera_strides=[{','.join(map(str, args.strides))}]", *CAMERAS,
+                 f"agent.utd={args.utd}", f"agent.camera_strides=[{','.join(map(str, args.strides))}]", *PIXEL_TASK,
                  *args.extra]
     summary = run_training(Path(args.runs) / "pixels", overrides)
     history = summary["eval_history"]

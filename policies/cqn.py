@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from robot_rl.config import require_all
 
 from .base import OffPolicyAgent, soft_update
+from .encoders import camera_checks
 
 TIE_TOLERANCE = 1e-4
 
@@ -190,8 +191,7 @@ class CQNConfig:
 
     def validate(self) -> None:
         checks = {
-            "camera_strides": (len(self.camera_strides) >= 1 and all(int(s) >= 1 for s in self.camera_strides),
-                               "a non-empty list of positive integers"),
+            **camera_checks(self),
             "levels": (self.levels >= 2, "an integer >= 2"),
             "bins": (self.bins >= 2, "an integer >= 2"),
             "atoms": (self.atoms >= 2, "an integer >= 2"),

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from robot_rl.config import ConfigError, choice, require_all
 
 from .base import OffPolicyAgent, soft_update
+from .encoders import camera_checks
 from .gripper import GripperCritic, GripperPolicy, gripper_loss
 from .gsde import GSDEActor, NoiseSchedule
 from .networks import CriticEnsemble, TanhGaussianActor
@@ -64,8 +65,7 @@ class SACConfig:
     def validate(self) -> None:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
         checks = {
-            "camera_strides": (len(self.camera_strides) >= 1 and all(int(s) >= 1 for s in self.camera_strides),
-                               "a non-empty list of positive integers"),
+            **camera_checks(self),
             "critic_ensemble": (self.critic_ensemble >= 1, "an integer >= 1"),
             "critic_subset": (1 <= self.critic_subset <= self.critic_ensemble,
                               f"<= critic_ensemble={self.critic_ensemble} and >= 1"),

@@ -72,7 +72,6 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     store = EpisodeStore.create(cfg.collect.out, store_metadata(task, env))
     writer = store.writer()
     results: list[dict[str, Any]] = []
-    interrupted = False
     progress = tqdm(range(episodes), desc=f"collect {task['name']}", unit="ep")
     try:
         with interrupt_requests() as stop:  # Ctrl-C: finish the step, drop the unfinished episode, keep the rest
