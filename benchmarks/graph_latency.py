@@ -38,7 +38,7 @@ SENDER = textwrap.dedent(
     rclpy.init()
     node = rclpy.create_node("bench_transition_sender")
     transport = RosTransport(node, "actor")
-    transport.wait_for_peer(30)
+    transport.wait_for_subscribers(["bench_transition_receiver"], 30)
     rng = np.random.default_rng(0)
     obs = {"state": rng.random(19, dtype=np.float32), "front": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8),
            "wrist": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)}
@@ -94,7 +94,8 @@ def camera_to_command(rclpy, seconds: float) -> dict:
     from robot_rl.ros.messages import seconds as to_seconds
 
     overrides = [*PIXEL_TASK, "human.enabled=false", "train.demo_episodes=0", "ros.camera_rate_hz=10",
-                 "ros.eval_every_episodes=0", "ros.startup_timeout=60", "train.env_steps=100000", "task.episode_steps=50"]
+                 "ros.eval_every_episodes=0", "ros.startup_timeout=60", "ros.transition_subscribers=[]",
+                 "train.env_steps=100000", "task.episode_steps=50"]
     processes = [node("sim.robot_node", *overrides),
                  node("robot_rl.ros.safety_node", "--rate-hz", "500", "--state-timeout", "0.05"),
                  node("robot_rl.ros.actor_node", *overrides)]

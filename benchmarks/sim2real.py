@@ -6,9 +6,12 @@
    without and with ``randomization=<training set>`` (two runs at a time), then sweep both
    policies over the ``heldout`` set (``robot-rl eval randomization=heldout``): each perturbation
    at ``--grid-points`` values, everything else nominal. Reports success per perturbation and the
-   mean over all perturbed evaluations.
+   mean over all perturbed evaluations. With ``--privileged-critic`` (default) both runs train an
+   asymmetric SAC: the critic also reads the clean state (``task.privileged_state``), the policy
+   only the (noisy) state a cell would give it.
 
     python -m benchmarks.sim2real [--steps 16000] [--training-set compliance] [--grid-points 3] [--episodes 20]
+                                  [--no-privileged-critic]
 """
 
 from __future__ import annotations
@@ -55,8 +58,12 @@ def overhead(training_set: str, repeats: int = 200) -> dict:
     return {"median_ms": result, "repeats": repeats, "set": training_set}
 
 
+def task_overrides(args: argparse.Namespace) -> list[str]:
+    return ["task=pick_cube", *(["task.privileged_state=true"] if args.privileged_critic else [])]
+
+
 def sweep(checkpoint: Path, args: argparse.Namespace, report_dir: Path) -> list[dict]:
-    command = [sys.executable, "-m", "robot_rl.cli", "eval", "task=pick_cube", f"randomization={HELDOUT_SET}",
+    command = [sys.executable, "-m", "robot_rl.cli", "eval", *task_overrides(args), f"randomization={HELDOUT_SET}",
                f"eval.checkpoint={checkpoint}", f"eval.episodes={args.episodes}", f"eval.grid_points={args.grid_points}",
                f"eval.report_dir={report_dir}"]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -65,7 +72,7 @@ def sweep(checkpoint: Path, args: argparse.Namespace, report_dir: Path) -> list[
 
 def train_and_sweep(name: str, args: argparse.Namespace) -> dict:
     run_dir = Path(args.runs) / name
-    summary = run_training(run_dir, ["task=pick_cube", f"seed={args.seed}", f"train.env_steps={args.steps}",
+    summary = run_training(run_dir, [*task_overrides(args), f"seed={args.seed}", f"train.env_steps={args.steps}",
                                      "train.final_eval_episodes=20",
                                      *(override.format(training_set=args.training_set) for override in VARIANTS[name])])
     rows = sweep(run_dir / "checkpoint", args, run_dir / "robustness")
@@ -85,6 +92,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default="runs/sim2real")
+    parser.add_argument("--privileged-critic", action=argparse.BooleanOptionalAction, default=True,
+                        help="the critic also reads the clean state (task.privileged_state)")
     args = parser.parse_args()
     cost = overhead(args.training_set)
     print("overhead (median ms):", cost["median_ms"], flush=True)
@@ -96,7 +105,7 @@ def main() -> None:
                         settings={"task": "pick_cube (state), demos + interventions", "env_steps": args.steps,
                                   "training_set": args.training_set, "heldout_set": HELDOUT_SET,
                                   "grid_points": args.grid_points, "episodes_per_point": args.episodes,
-                                  "seed": args.seed})
+                                  "seed": args.seed, "privileged_critic": args.privileged_critic})
     print("wrote", path)
 
 

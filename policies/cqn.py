@@ -31,7 +31,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from robot_rl.config import require_all
+from robot_rl.config import ConfigError, require_all
+from robot_rl.envs import PRIVILEGED_KEY
 
 from .base import OffPolicyAgent, soft_update
 from .encoders import camera_checks
@@ -219,6 +220,9 @@ class CQNAgent(OffPolicyAgent):
     def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config: CQNConfig | None = None,
                  seed: int = 0):
         super().__init__(observation_shapes, action_dim, config or CQNConfig(), seed)
+        if PRIVILEGED_KEY in observation_shapes:
+            raise ConfigError("task.privileged_state", True, "false with a value-based agent: its critic is its "
+                              "policy, and a policy cannot read the simulator's state (use agent=sac)")
         cfg = self.config
         self.encoder = self.make_encoder()
         self.critic = self.make_critic(self.encoder.output_dim).to(self.device)

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from robot_rl.config import ConfigError
+from robot_rl.envs import PRIVILEGED_KEY
 
 
 def camera_checks(config) -> dict[str, tuple[bool, str]]:
@@ -111,15 +112,17 @@ class ResNet10(nn.Module):
 
 
 class ObservationEncoder(nn.Module):
-    """Concatenates the state vector with one feature vector per camera."""
+    """Concatenates the state vector with one feature vector per camera. ``privileged_state``
+    (:class:`robot_rl.envs.PrivilegedState`) is left out: only a critic reads it, next to these features."""
 
     def __init__(self, observation_shapes: Mapping[str, tuple[int, ...]], camera_encoder: str = "cnn",
                  feature_dim: int = 50, pretrained_weights: str | None = None,
                  cnn_strides: Sequence[int] = (2, 1, 1, 1)):
         super().__init__()
         self.cameras = sorted(key for key, shape in observation_shapes.items() if len(shape) == 3)
-        self.state_dim = int(sum(shape[0] for key, shape in observation_shapes.items() if len(shape) == 1))
-        self.vector_keys = sorted(key for key, shape in observation_shapes.items() if len(shape) == 1)
+        self.vector_keys = sorted(key for key, shape in observation_shapes.items()
+                                  if len(shape) == 1 and key != PRIVILEGED_KEY)
+        self.state_dim = int(sum(observation_shapes[key][0] for key in self.vector_keys))
         nets = {}
         for key in self.cameras:
             shape = tuple(observation_shapes[key])

@@ -8,6 +8,8 @@
   ``backup_entropy``
 - cameras: a CNN per camera trained by the critic loss (the actor reuses the critic batch's
   features, detached), DrQ random shift on sampled images
+- ``privileged_state`` in the observation (``task.privileged_state``, sim only): the critics also
+  read the simulator's clean state (asymmetric actor-critic); the actor never does
 - ``exploration: gsde``: state-dependent exploration (:mod:`policies.gsde`), noise held for
   ``sde_sample_freq`` steps (-1: one draw per episode), also during warm-up
 - ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
@@ -25,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, require_all
+from robot_rl.envs import PRIVILEGED_KEY
 
 from .base import OffPolicyAgent, soft_update
 from .encoders import camera_checks
@@ -98,7 +101,9 @@ class SACAgent(OffPolicyAgent):
         self.continuous_dim = action_dim - 1 if cfg.gripper_critic else action_dim
         self.encoder = self.make_encoder()
         features = self.encoder.output_dim
-        self.critic = CriticEnsemble(features, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(self.device)
+        self.privileged = PRIVILEGED_KEY in self.observation_shapes
+        critic_inputs = features + (self.observation_shapes[PRIVILEGED_KEY][0] if self.privileged else 0)
+        self.critic = CriticEnsemble(critic_inputs, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(self.device)
         if cfg.exploration == "gsde":
             self.actor = GSDEActor(features, self.continuous_dim, cfg.hidden, cfg.sde_log_std_init, cfg.sde_full_std,
                                    cfg.sde_use_expln).to(self.device)
@@ -151,19 +156,24 @@ class SACAgent(OffPolicyAgent):
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.exp()
 
+    def critic_input(self, features: torch.Tensor, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """What the critics read: the policy's features, then the privileged state when there is one."""
+        return torch.cat([features, obs[PRIVILEGED_KEY].float()], dim=-1) if self.privileged else features
+
     def update(self, sample_batch) -> dict[str, float]:
         """``utd`` critic steps on fresh minibatches from ``sample_batch()``, then actor/temperature."""
         metrics: dict[str, float] = {}
         for _ in range(self.config.utd):
-            critic_metrics, features = self._update_critic(sample_batch())
+            critic_metrics, features, obs = self._update_critic(sample_batch())
             metrics.update(critic_metrics)
             self.updates += 1
             if self.updates % self.config.critic_actor_ratio == 0:
-                metrics.update(self._update_actor(features))
+                metrics.update(self._update_actor(features, obs))
         return metrics
 
-    def _update_critic(self, batch: dict[str, Any]) -> tuple[dict[str, float], torch.Tensor]:
-        """One critic step; returns its metrics and the batch's (augmented) features, detached for the actor."""
+    def _update_critic(self, batch: dict[str, Any]) -> tuple[dict[str, float], torch.Tensor, dict[str, torch.Tensor]]:
+        """One critic step; returns its metrics, the batch's (augmented) features, detached for the
+        actor, and the batch's observation tensors."""
         cfg = self.config
         obs = self.obs_tensors(batch["obs"], augment=True)
         next_obs = self.obs_tensors(batch["next_obs"], augment=True)
@@ -175,12 +185,13 @@ class SACAgent(OffPolicyAgent):
             next_action, next_log_prob = self.actor.sample(next_features)
             subset = self.rng.choice(cfg.critic_ensemble, cfg.critic_subset, replace=False)
             target_next_features = self.target_encoder(next_obs)
-            target_q = self.target_critic(target_next_features, next_action)[subset].min(0).values
+            target_q = self.target_critic(self.critic_input(target_next_features, next_obs), next_action)
+            target_q = target_q[subset].min(0).values
             if cfg.backup_entropy:
                 target_q = target_q - self.alpha * next_log_prob
             target = reward + discount * target_q
         features = self.encoder(obs)
-        q = self.critic(features, action[:, :self.continuous_dim])
+        q = self.critic(self.critic_input(features, obs), action[:, :self.continuous_dim])
         loss = F.mse_loss(q, target.expand_as(q))
         metrics = {"critic_loss": loss.item(), "q_mean": q.mean().item(), "target_mean": target.mean().item()}
         if cfg.gripper_critic:
@@ -198,12 +209,12 @@ class SACAgent(OffPolicyAgent):
         soft_update(self.encoder, self.target_encoder, cfg.tau)
         if cfg.gripper_critic:
             soft_update(self.gripper_critic, self.target_gripper_critic, cfg.tau)
-        return metrics, features.detach()
+        return metrics, features.detach(), obs
 
-    def _update_actor(self, features: torch.Tensor) -> dict[str, float]:
+    def _update_actor(self, features: torch.Tensor, obs: dict[str, torch.Tensor]) -> dict[str, float]:
         """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen)."""
         action, log_prob = self.actor.sample(features)
-        q = self.critic(features, action).mean(0)
+        q = self.critic(self.critic_input(features, obs), action).mean(0)
         actor_loss = (self.alpha.detach() * log_prob - q).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()

@@ -23,7 +23,9 @@ ENTRY_POINTS = {
     "robot_rl/Robosuite-v0": "sim.robosuite_env:RobosuiteEnv",
 }
 #: task-config keys that are not env keyword arguments
-TASK_KEYS = ("name", "id", "expert", "kwargs")
+TASK_KEYS = ("name", "id", "expert", "kwargs", "privileged_state")
+#: observation key of the simulator's clean state, seen by critics only (asymmetric actor-critic)
+PRIVILEGED_KEY = "privileged_state"
 
 for _env_id, _entry_point in ENTRY_POINTS.items():
     if _env_id not in gym.registry:
@@ -44,8 +46,14 @@ def make_env(task: Mapping[str, Any], **overrides: Any) -> gym.Env:
     """Build the env a task config describes; a bad value raises ConfigError naming ``task.<key>``.
 
     ``task.name == "gym"``: any registered gymnasium env (``task.id``, ``task.kwargs``) wrapped
-    to the robot_rl contract.
+    to the robot_rl contract. ``task.privileged_state``: the observation also carries
+    :class:`PrivilegedState`.
     """
+    env = _make_task_env(task, overrides)
+    return PrivilegedState(env) if task.get("privileged_state") else env
+
+
+def _make_task_env(task: Mapping[str, Any], overrides: dict[str, Any]) -> gym.Env:
     env_id = task.get("id")
     if env_id not in gym.registry:
         known = ", ".join(sorted(ENTRY_POINTS))
@@ -68,6 +76,27 @@ def make_env(task: Mapping[str, Any], **overrides: Any) -> gym.Env:
         return gym.make(env_id, **kwargs)
     except ConfigError as error:
         raise error.under("task") from None
+
+
+class PrivilegedState(gym.ObservationWrapper):
+    """Adds ``privileged_state``: a copy of ``state`` taken inside every randomization wrapper, so
+    sensor noise applied to ``state`` later leaves it clean.
+
+    Only the critic of an actor-critic agent reads it (asymmetric actor-critic, Pinto et al. 2018):
+    its value targets stay sharp while the actor learns to act from what a real cell would give it.
+    Only a simulator knows this state, so a policy trained with it still acts without it.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        if "state" not in env.observation_space.spaces:
+            raise ConfigError("task.privileged_state", True, "a task with a state observation (task.object_state or "
+                              "proprioception)")
+        self.observation_space = gym.spaces.Dict({**env.observation_space.spaces,
+                                                  PRIVILEGED_KEY: env.observation_space.spaces["state"]})
+
+    def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        return {**observation, PRIVILEGED_KEY: observation["state"].copy()}
 
 
 def _accepted_keywords(env_class: type) -> set[str]:

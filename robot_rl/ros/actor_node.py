@@ -55,9 +55,24 @@ class ActorLoop:
         self.human = TopicTeleop(node, self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold)
         self.safety = SafetyActor(safety_settings(cfg.get("safety")))
         self.transport = RosTransport(node, "actor")
-        self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EVENT)
+        self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
+        names = cfg.ros.transition_subscribers
+        if not (OmegaConf.is_list(names) and all(isinstance(name, str) and name for name in names)):
+            raise ConfigError("ros.transition_subscribers", names, "a list of node names (e.g. [robot_rl_learner])")
+        self.transition_subscribers = list(names)
         self.weights_seen = 0
         self.env_steps = self.episodes = 0
+
+    def wait_for_transition_subscribers(self) -> None:
+        """Hold the first episode until the nodes of ``ros.transition_subscribers`` (the learner, the
+        recorder) are matched on /rl/transitions, at most ``ros.startup_timeout`` s: a transition sent
+        before a subscriber is matched never reaches it."""
+        timeout = float(self.cfg.ros.startup_timeout)
+        missing = self.transport.wait_for_subscribers(self.transition_subscribers, timeout)
+        if missing:
+            self.log.warning(f"{', '.join(missing)} not subscribed to /rl/transitions within {timeout:.0f} s; starting "
+                             "without: they miss the episodes before they join (the initial weights act until a "
+                             "learner publishes)")
 
     def load_new_weights(self) -> None:
         published = self.transport.latest_weights()
@@ -137,9 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             actor = ActorLoop(node, cfg)
             with spinning_in_background(node):
                 require_topics(node, actor.env.topics(), float(cfg.ros.startup_timeout))
-                if not (cfg.ros.demos_only or cfg.ros.eval_only) and not actor.transport.wait_for_peer(
-                        float(cfg.ros.startup_timeout)):
-                    node.get_logger().warning("no learner on /rl/transitions yet; acting with the initial weights")
+                if not cfg.ros.eval_only:
+                    actor.wait_for_transition_subscribers()
                 started = time.monotonic()
                 try:
                     actor.run()

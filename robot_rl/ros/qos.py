@@ -4,7 +4,9 @@ Publishers are RELIABLE so that both reliable and best-effort subscribers can ma
 subscribers to sensor streams are BEST_EFFORT with depth 1 (only the newest message matters);
 commands to an arm are RELIABLE (MoveIt Servo requires it). Transitions are RELIABLE with a deep
 queue so a busy learner loses none while it runs; weights are RELIABLE + TRANSIENT_LOCAL so an
-actor that starts (or restarts) after the learner still gets the newest ones.
+actor that starts (or restarts) after the learner still gets the newest ones; the episode log
+(``/rl/episode_stats``) keeps its last 100 records TRANSIENT_LOCAL, so a monitor that joins late,
+or whose discovery finishes after the actor's first episode, still gets them.
 """
 
 from __future__ import annotations
@@ -16,4 +18,5 @@ STREAM_SUBSCRIBER = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFOR
 COMMAND = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 EVENT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 TRANSITIONS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_ALL)
+EPISODE_LOG = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -82,8 +82,11 @@ class TopicEnvSettings:
 
     @classmethod
     def from_config(cls, task: dict[str, Any], ros: dict[str, Any]) -> "TopicEnvSettings":
-        from ..config import image_size
+        from ..config import ConfigError, image_size
 
+        if task.get("privileged_state"):
+            raise ConfigError("task.privileged_state", True, "false on a robot cell: only a simulator knows the clean "
+                              "state (train with it in sim; the actor acts without it)")
         return cls(control_rate_hz=float(task["control_rate_hz"]), action_dim=int(task["action_dim"]),
                    pos_step=float(task["pos_step"]), rot_step=float(task["rot_step"]),
                    workspace=np.asarray(task["workspace"], float), episode_steps=int(task["episode_steps"]),

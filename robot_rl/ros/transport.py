@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from std_msgs.msg import UInt8MultiArray
@@ -79,14 +80,23 @@ class RosTransport(Transport):
         self.transitions_received += len(transitions)
         self.inbox.send_transitions(transitions)
 
-    def wait_for_peer(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s until the other side has matched our topic (DDS discovery)."""
+    def wait_for_subscribers(self, nodes: Sequence[str], timeout: float) -> list[str]:
+        """Wait up to ``timeout`` s until every named node subscribes to our topic and our publisher
+        has matched each subscriber it knows of (DDS discovery); returns the names still missing.
+
+        What is published before a reliable subscriber is matched never reaches it, so an actor
+        that starts sending before the learner and the recorder are matched loses the start of
+        its first episode for them.
+        """
+        topic = self._out.topic_name
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._out.get_subscription_count() > 0:
-                return True
+        while True:
+            subscribers = self.node.get_subscriptions_info_by_topic(topic)
+            missing = [name for name in nodes if name not in {info.node_name for info in subscribers}]
+            matched = self._out.get_subscription_count() >= len(subscribers)
+            if (not missing and matched) or time.monotonic() >= deadline:
+                return missing
             time.sleep(0.05)
-        return False
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s until every subscriber acknowledged what was sent (before exiting)."""

@@ -57,6 +57,30 @@ def test_state_round_trip_reproduces_the_policy(agent_class, config):
     np.testing.assert_array_equal(actor.act(obs, explore=False), clone.act(obs, explore=False))
 
 
+def test_sac_critic_reads_the_privileged_state_and_the_policy_acts_without_it():
+    shapes = {"state": (6,), "privileged_state": (6,)}
+    agent = SACAgent(shapes, 3, SACConfig(utd=2, critic_actor_ratio=1), seed=0)
+    assert agent.critic.net[0].weight.shape[1] == 6 + 6 + 3 and agent.encoder.output_dim == 6
+    rng = np.random.default_rng(0)
+
+    def batch():
+        obs = {key: rng.normal(size=(32, 6)).astype(np.float32) for key in shapes}
+        return {"obs": obs, "next_obs": {key: value + 0.1 for key, value in obs.items()},
+                "action": rng.uniform(-1, 1, (32, 3)).astype(np.float32),
+                "reward": obs["privileged_state"][:, 0].copy(),  # the return depends on what only the critic sees
+                "discount": np.full(32, 0.97, np.float32)}
+
+    first = agent.update(batch)["critic_loss"]
+    for _ in range(150):
+        metrics = agent.update(batch)
+    assert metrics["critic_loss"] < 0.5 * first and np.isfinite(metrics["actor_loss"])
+    cell = SACAgent({"state": (6,)}, 3, SACConfig(), seed=1)  # a real cell's actor: no privileged state
+    cell.load_policy_state(agent.policy_state())
+    obs = {"state": rng.normal(size=6).astype(np.float32)}
+    np.testing.assert_array_equal(cell.act(obs, explore=False),
+                                  agent.act({**obs, "privileged_state": np.zeros(6, np.float32)}, explore=False))
+
+
 def test_a_checkpoint_of_another_agent_is_refused():
     sac = SACAgent({"state": (6,)}, 3, seed=0)
     with pytest.raises(ValueError, match="agent: checkpoint 'sac', this run 'cqn'"):
@@ -82,6 +106,7 @@ def test_cqn_exploration_stays_on_the_grid():
     (["agent=cqn", "agent.camera_strides=[]"], "agent.camera_strides", "a non-empty list of positive integers"),
     (["task.cameras=[front]", "task.image_size=32", "agent.camera_strides=[4,4,4]"], "agent.camera_strides",
      "keep a 32x32 image at least 1 pixel"),
+    (["agent=cqn", "task.privileged_state=true"], "task.privileged_state", "false with a value-based agent"),
 ])
 def test_bad_agent_settings_name_the_key(tmp_path, overrides, key, expected):
     with pytest.raises(ConfigError) as error:

@@ -56,7 +56,7 @@ class Watcher:
         self.node = rclpy.create_node("robot_rl_test_watcher")
         self.records: list[dict] = []
         self.node.create_subscription(String, "/rl/episode_stats", lambda m: self.records.append(json.loads(m.data)),
-                                      qos.EVENT)
+                                      qos.EPISODE_LOG)
 
     def spin(self, seconds: float) -> None:
         end = time.monotonic() + seconds

@@ -59,7 +59,8 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
     graph = Graph(tmp_path, ["task=reach", "task.cameras=[front]", "task.image_size=32", "task.episode_steps=15",
                              f"train.run_dir={run}", "train.demo_episodes=1", "train.start_training=20",
                              "train.checkpoint_every=20", "train.weights_every=5", "train.env_steps=100000",
-                             "train.batch_size=32", "ros.eval_every_episodes=0", "ros.stream_timeout=0.5"])
+                             "train.batch_size=32", "ros.eval_every_episodes=0", "ros.stream_timeout=0.5",
+                             "ros.transition_subscribers=[robot_rl_learner]"])  # no recorder in this graph
     rclpy.init()
     watcher = Watcher(rclpy)
     camera = watcher.node.create_publisher(Image, "/camera/front/color/image_raw", qos.STREAM_PUBLISHER)

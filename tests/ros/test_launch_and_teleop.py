@@ -101,6 +101,17 @@ def test_actor_names_a_missing_topic_and_a_wrong_message_type():
         rclpy.shutdown()
 
 
+@pytest.mark.parametrize("override, expected", [
+    ("task.privileged_state=true", "task.privileged_state"),
+    ("ros.transition_subscribers=robot_rl_learner", "ros.transition_subscribers"),
+])
+def test_actor_refuses_settings_a_cell_cannot_serve(override, expected):
+    require("rclpy")
+    result = subprocess.run([sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", override],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and expected in result.stderr, result.stderr[-2000:]
+
+
 class TeleopWatcher(Watcher):
     def __init__(self, rclpy):
         super().__init__(rclpy)

@@ -106,6 +106,17 @@ def test_state_noise_has_the_sampled_std():
     assert np.std(errors) == pytest.approx(std, rel=0.15)
 
 
+def test_privileged_state_stays_clean_under_state_noise():
+    wrapped = randomized_pick_cube(RandomizationEntry("noise", target="state", attribute="sensor.state_noise",
+                                                      range=[0.02, 0.02], mode="absolute"), privileged_state=True)
+    for _ in range(5):
+        obs, *_ = wrapped.step(np.zeros(4, np.float32))
+        clean = wrapped.env.unwrapped.observation()["state"]
+        np.testing.assert_array_equal(obs["privileged_state"], clean)
+        assert np.abs(obs["state"] - clean).max() > 0.01  # the actor's copy is the noisy one
+    assert wrapped.observation_space["privileged_state"] == wrapped.observation_space["state"]
+
+
 def test_image_corruptions_change_only_camera_frames():
     wrapped = randomized_pick_cube(
         RandomizationEntry("n", target="front", attribute="sensor.image_noise", range=[20, 20], mode="absolute"),

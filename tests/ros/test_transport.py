@@ -1,0 +1,60 @@
+"""The actor <-> learner transport over real DDS: start-up matching of the named subscribers, and
+no transition lost from the first one on once they are matched."""
+
+import time
+
+import numpy as np
+
+from tests.conftest import require
+
+
+def transition(index: int) -> dict:
+    state = np.full(5, index, np.float32)
+    return {"obs": {"state": state}, "next_obs": {"state": state + 1}, "action": np.zeros(4, np.float32),
+            "reward": float(index), "terminated": False, "truncated": False, "intervened": False, "demo": True,
+            "first": index == 0}
+
+
+def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition():
+    rclpy = require("rclpy")
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import UInt8MultiArray
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.codec import decode_transitions
+    from robot_rl.ros.transport import TRANSITIONS_TOPIC, RosTransport
+
+    # two contexts: the actor and its subscribers are separate DDS participants, as in separate processes
+    actor_context, cell_context = Context(), Context()
+    rclpy.init(context=actor_context)
+    rclpy.init(context=cell_context)
+    try:
+        actor = RosTransport(rclpy.create_node("robot_rl_actor", context=actor_context), "actor")
+        started = time.monotonic()
+        assert actor.wait_for_subscribers(["robot_rl_recorder"], timeout=0.5) == ["robot_rl_recorder"]
+        assert time.monotonic() - started >= 0.5  # it waited the whole timeout for a node that is not there
+
+        learner = RosTransport(rclpy.create_node("robot_rl_learner", context=cell_context), "learner")
+        recorder_node = rclpy.create_node("robot_rl_recorder", context=cell_context)
+        recorded: list[dict] = []
+        recorder_node.create_subscription(UInt8MultiArray, TRANSITIONS_TOPIC,
+                                          lambda msg: recorded.extend(decode_transitions(msg.data)[0]), qos.TRANSITIONS)
+        assert actor.wait_for_subscribers(["robot_rl_learner", "robot_rl_recorder"], timeout=30) == []
+
+        for index in range(20):  # at once, as an actor that starts its first episode right after the wait
+            actor.send_transitions([transition(index)])
+        executor = SingleThreadedExecutor(context=cell_context)
+        executor.add_node(learner.node)
+        executor.add_node(recorder_node)
+        learned: list[dict] = []
+        deadline = time.monotonic() + 30
+        while (len(learned) < 20 or len(recorded) < 20) and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+            learned += learner.receive_transitions(timeout=0)
+        assert [t["reward"] for t in learned] == [float(i) for i in range(20)]
+        assert [t["reward"] for t in recorded] == [float(i) for i in range(20)]
+        executor.shutdown()
+    finally:
+        rclpy.shutdown(context=actor_context)
+        rclpy.shutdown(context=cell_context)
