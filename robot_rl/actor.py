@@ -8,6 +8,7 @@ episode writer when one is given.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -18,9 +19,11 @@ from .transport import Transport
 
 
 def run_episode(env, agent, human, safety, transport: Transport, writer, demo: bool, seed: int | None,
-                after_step: Callable[[bool], bool] | None = None) -> dict[str, Any]:
+                after_step: Callable[[bool], bool] | None = None,
+                stop: threading.Event | None = None) -> dict[str, Any] | None:
     """Act until the episode ends; ``after_step(intervened)`` is called after each step and ends
-    the episode early by returning True (a spent step budget). Returns the episode's stats."""
+    the episode early by returning True (a spent step budget). Returns the episode's stats, or None
+    when ``stop`` (a Ctrl-C request) was set during the episode: its recording is then dropped."""
     human.begin_episode(demo)  # before the reset: a human (or the cell) may need to know a demo comes
     obs, info = env.reset(seed=seed)
     randomization = info.get("randomization")
@@ -49,9 +52,13 @@ def run_episode(env, agent, human, safety, transport: Transport, writer, demo: b
         length += 1
         interventions += bool(active)
         actions.append(action)
-        stop = after_step(bool(active)) if after_step is not None else False
+        if stop is not None and stop.is_set():
+            if writer is not None:
+                writer.discard()
+            return None
+        budget_spent = after_step(bool(active)) if after_step is not None else False
         obs = next_obs
-        if terminated or truncated or stop:
+        if terminated or truncated or budget_spent:
             break
     stats = {"success": bool(info["success"]), "return": ret, "length": length, "interventions": interventions,
              "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed, **safety.stats()}

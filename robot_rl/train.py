@@ -30,7 +30,7 @@ from .data import EpisodeStore, MixedSampler, ReplayBuffer
 from .envs import load_entry_point, make_env, make_expert, observation_shapes, store_metadata
 from .evaluate import evaluate
 from .folders import latest, replacing
-from .interrupts import deferred_interrupt
+from .interrupts import deferred_interrupt, interrupt_requests
 from .robustness import randomized, robustness_sweep, write_sweep
 from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
@@ -223,46 +223,52 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     last_eval = counters.history[-1]["env_steps"] if counters.history else 0
     last_checkpoint = counters.env_steps
     interrupted = False
-    try:
-        while counters.env_steps < settings.env_steps:
-            demo = counters.demo_episodes_done < settings.demo_episodes
-            episode_seed = int(rng.integers(2**31))
-            stats = run_episode(env, actor_agent, human, safety_actor, transport, writer, demo, episode_seed,
-                                counting_steps(settings, counters, learner, progress, demo))
-            if learner.error is not None:
-                raise RuntimeError("the learner failed") from learner.error
-            published = transport.latest_weights()
-            if published is not None and published[0] != weights_version:
-                weights_version, weights = published
-                actor_agent.load_policy_state(weights)
-                safety_actor.load(weights)
-            counters.episodes += 1
-            if demo:
-                counters.demo_episodes_done += 1
-            else:
-                log_episode(tb, counters, stats, learner, started)
-            finished = counters.env_steps >= settings.env_steps
-            if counters.env_steps - last_eval >= settings.eval_every or finished:
-                last_eval = counters.env_steps
-                episodes = settings.final_eval_episodes if finished else settings.eval_episodes
-                result = evaluate(actor_agent, eval_env, episodes, seed=10**6)
-                record_eval(tb, counters, result, started)
-                progress.set_postfix(eval_success=f"{result['success_rate']:.2f}",
-                                     interventions=f"{recent_intervention_rate(counters):.2f}")
-            if counters.env_steps - last_checkpoint >= settings.checkpoint_every:
-                last_checkpoint = counters.env_steps
-                counters.wall_seconds = time.monotonic() - started
-                save_checkpoint(checkpoint_dir, learner, counters)
-    except KeyboardInterrupt:
-        interrupted = True
-        if writer is not None:
-            writer.discard()
-    finally:
-        learner.stop.set()
-        thread.join()
-        progress.close()
-        env.close()
-        eval_env.close()
+    # Ctrl-C: a stop request checked after every step and between episodes, so it never lands inside
+    # an episode commit, an evaluation or a checkpoint write; a second Ctrl-C raises at once
+    with interrupt_requests() as stop:
+        try:
+            while counters.env_steps < settings.env_steps and not stop.is_set():
+                demo = counters.demo_episodes_done < settings.demo_episodes
+                episode_seed = int(rng.integers(2**31))
+                stats = run_episode(env, actor_agent, human, safety_actor, transport, writer, demo, episode_seed,
+                                    counting_steps(settings, counters, learner, progress, demo), stop)
+                if stats is None:
+                    break  # stopped mid-episode: its recording is dropped
+                if learner.error is not None:
+                    raise RuntimeError("the learner failed") from learner.error
+                published = transport.latest_weights()
+                if published is not None and published[0] != weights_version:
+                    weights_version, weights = published
+                    actor_agent.load_policy_state(weights)
+                    safety_actor.load(weights)
+                counters.episodes += 1
+                if demo:
+                    counters.demo_episodes_done += 1
+                else:
+                    log_episode(tb, counters, stats, learner, started)
+                finished = counters.env_steps >= settings.env_steps
+                if counters.env_steps - last_eval >= settings.eval_every or finished:
+                    last_eval = counters.env_steps
+                    episodes = settings.final_eval_episodes if finished else settings.eval_episodes
+                    result = evaluate(actor_agent, eval_env, episodes, seed=10**6)
+                    record_eval(tb, counters, result, started)
+                    progress.set_postfix(eval_success=f"{result['success_rate']:.2f}",
+                                         interventions=f"{recent_intervention_rate(counters):.2f}")
+                if counters.env_steps - last_checkpoint >= settings.checkpoint_every:
+                    last_checkpoint = counters.env_steps
+                    counters.wall_seconds = time.monotonic() - started
+                    save_checkpoint(checkpoint_dir, learner, counters)
+        except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
+            interrupted = True
+            if writer is not None:
+                writer.discard()
+        finally:
+            learner.stop.set()
+            thread.join()
+            progress.close()
+            env.close()
+            eval_env.close()
+    interrupted = interrupted or stop.is_set()
     counters.wall_seconds = time.monotonic() - started
     with deferred_interrupt():
         save_checkpoint(checkpoint_dir, learner, counters)

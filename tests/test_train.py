@@ -121,6 +121,29 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     assert len(ReplayBuffer.load(run / "checkpoint" / "online_buffer")) == online_saved + 100
 
 
+def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(tmp_path):
+    from robot_rl.data import EpisodeStore
+
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "robot_rl.cli", "train", "task=reach", f"train.run_dir={run}",
+               "train.env_steps=100000", "train.demo_episodes=2", "train.batch_size=32", "train.eval_every=100000",
+               "train.start_training=20", "task.episode_steps=20"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    episodes = run / "episodes.zarr" / "episodes"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (
+            episodes.exists() and len([p for p in episodes.iterdir() if p.name.startswith("episode_")]) >= 6):
+        time.sleep(0.1)
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["interrupted"] and summary["episodes"] >= 6
+    assert len(EpisodeStore.open(run / "episodes.zarr")) == summary["episodes"]  # each finished one, no partial one
+    saved = json.loads((run / "checkpoint" / "counters.json").read_text())["counters"]
+    assert saved["env_steps"] == summary["env_steps"] and saved["episodes"] == summary["episodes"]
+
+
 def test_pixel_pipeline_runs_end_to_end(tmp_path):
     cfg = small_run(tmp_path, "task.cameras=[front,wrist]", "task.image_size=32", "task.object_state=false",
                     "train.env_steps=80", "train.eval_every=80", "train.final_eval_episodes=2", "train.demo_episodes=1",
