@@ -52,11 +52,11 @@ def run_episode(env, agent, human, safety, transport: Transport, writer, demo: b
         length += 1
         interventions += bool(active)
         actions.append(action)
+        budget_spent = after_step(bool(active)) if after_step is not None else False  # counts the step sent
         if stop is not None and stop.is_set():
             if writer is not None:
                 writer.discard()
             return None
-        budget_spent = after_step(bool(active)) if after_step is not None else False
         obs = next_obs
         if terminated or truncated or budget_spent:
             break
