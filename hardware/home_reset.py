@@ -6,8 +6,10 @@ targets on ``/rl/action`` (PoseStamped, base frame) along the straight line from
 pose to ``reset.position`` / ``reset.rotvec`` at ``reset.speed`` m/s, with the gripper open
 (``reset.open_gripper``; false leaves the gripper's last command alone): the
 same path as the policy's commands, so every hard limit applies to the reset too. It answers
-once the TCP is within ``reset.tolerance`` m of home, or fails after ``reset.timeout`` s. The
-objects of the task are the lab's to reset (or a scripted motion of their own).
+once the TCP is within ``reset.tolerance`` m of home, or fails after ``reset.timeout`` s. A
+request while a reset runs fails at once (one motion at a time); a malformed pose (NaN, a zero
+quaternion) is dropped and counted (``guard.dropped``). The objects of the task are the lab's to
+reset (or a scripted motion of their own).
 
     python -m hardware.home_reset robot=fr3 reset.position=[0.45,0.0,0.25]
 """
@@ -27,6 +29,7 @@ from std_srvs.srv import SetBool
 from robot_rl.config import ConfigError, require_all
 from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
 from robot_rl.ros import qos
+from robot_rl.ros.guard import InputGuard
 from robot_rl.ros.messages import pose_msg, pose_to_numpy
 
 POSE_TOPIC = "/franka_robot_state_broadcaster/current_pose"
@@ -46,27 +49,37 @@ class HomeReset:
         self.home_rot = matrix_from_rotvec(np.asarray(settings["rotvec"], float))
         self.pose: tuple[np.ndarray, np.ndarray] | None = None
         self.lock = threading.Lock()
+        self.busy = threading.Lock()  # held while a reset moves the arm
+        self.stopping = threading.Event()  # set at shutdown: a running reset gives up
+        self.guard = InputGuard(node)
         from rclpy.callback_groups import ReentrantCallbackGroup
 
         group = ReentrantCallbackGroup()  # the pose keeps arriving while a reset runs
-        node.create_subscription(PoseStamped, POSE_TOPIC, self._on_pose, qos.STREAM_SUBSCRIBER, callback_group=group)
+        self.guard.subscribe(PoseStamped, POSE_TOPIC, self._on_pose, qos.STREAM_SUBSCRIBER, callback_group=group)
         self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
         node.create_service(SetBool, "/rl/reset", self._on_reset, callback_group=group)
 
     def _on_pose(self, msg) -> None:
+        pose = pose_to_numpy(msg.pose)
         with self.lock:
-            self.pose = pose_to_numpy(msg.pose)
+            self.pose = pose
 
     def _on_reset(self, request, response):
         log = self.node.get_logger()
-        log.info("reset: moving home" + ("; a demonstration comes next, take the SpaceMouse" if request.data else ""))
+        if not self.busy.acquire(blocking=False):
+            response.success, response.message = False, "a reset is already running"
+            return response
         try:
+            demo = "; a demonstration comes next, take the SpaceMouse" if request.data else ""
+            log.info(f"reset: moving home{demo}")
             self.go_home()
             response.success, response.message = True, "home"
-        except TimeoutError as error:
+        except Exception as error:  # noqa: BLE001 - a failed reset is the caller's answer, not the node's end
             log.error(str(error))
             response.success, response.message = False, str(error)
+        finally:
+            self.busy.release()
         return response
 
     def go_home(self) -> None:
@@ -76,7 +89,7 @@ class HomeReset:
         while self.pose is None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reset: no pose on {POSE_TOPIC}")
-            time.sleep(0.01)
+            self._sleep(0.01)
         with self.lock:
             target_pos, target_rot = self.pose[0].copy(), self.pose[1].copy()
         turn = rotvec_from_matrix(self.home_rot @ target_rot.T)
@@ -86,7 +99,7 @@ class HomeReset:
             fraction = step / steps
             self._command(start_pos + fraction * (self.home_pos - start_pos),
                           matrix_from_rotvec(fraction * turn) @ start_rot)
-            time.sleep(period)
+            self._sleep(period)
         while True:
             self._command(self.home_pos, self.home_rot)
             with self.lock:
@@ -95,7 +108,11 @@ class HomeReset:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reset: TCP still {distance:.3f} m from home after {settings['timeout']:g} s")
-            time.sleep(period)
+            self._sleep(period)
+
+    def _sleep(self, seconds: float) -> None:
+        if self.stopping.wait(seconds):
+            raise InterruptedError("reset: the node is shutting down")
 
     def _command(self, position: np.ndarray, rotation: np.ndarray) -> None:
         self.action_pub.publish(pose_msg(position, rotation, self.node.get_clock().now().nanoseconds * 1e-9, "base"))
@@ -113,13 +130,16 @@ def main(argv: list[str] | None = None) -> int:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         settings = OmegaConf.to_container(cfg.reset, resolve=True)
         with ros_node("robot_rl_home_reset", ros_args) as node:
-            HomeReset(node, settings)
+            reset = HomeReset(node, settings)
             executor = MultiThreadedExecutor(num_threads=2)  # a slow service next to its pose stream, not a fast loop
             executor.add_node(node)
             try:
                 executor.spin()
             except KeyboardInterrupt:
                 pass
+            finally:
+                reset.stopping.set()  # a reset in flight stops streaming targets
+                executor.shutdown(timeout_sec=5.0)
     except ConfigError as error:
         return exit_with_error("hardware.home_reset", error)
     return 0

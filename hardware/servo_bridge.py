@@ -12,7 +12,8 @@ requires; header frame = the base frame, Servo's ``robot_link_command_frame``). 
 target (``command_timeout``) or state (``state_timeout``) it sends nothing, and MoveIt Servo
 stops the arm by itself after its own 0.1 s timeout. The gripper command is passed through on
 ``/rl/gripper_command`` for the gripper driver. Limits stay in the safety node: this bridge
-only follows what the safety node let through.
+only follows what the safety node let through. A pose with NaN / inf or a zero quaternion on either
+input is dropped and counted (``guard.dropped``); the last good one stays (and ages out).
 
     python -m hardware.servo_bridge --rate-hz 100 --ros-args -r /franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose
 """
@@ -28,6 +29,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 
 from robot_rl.geometry import rotvec_from_matrix
 from robot_rl.ros import qos
+from robot_rl.ros.guard import InputGuard
 from robot_rl.ros.messages import pose_to_numpy, twist_msg
 
 SERVO_TOPIC = "/servo_node/delta_twist_cmds"
@@ -50,9 +52,10 @@ class ServoBridge:
         self.node, self.args = node, args
         self.target: tuple[np.ndarray, np.ndarray, float] | None = None
         self.state: tuple[np.ndarray, np.ndarray, float] | None = None
-        node.create_subscription(PoseStamped, "/rl/equilibrium_pose", self._on_target, qos.COMMAND)
-        node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_state,
-                                 qos.STREAM_SUBSCRIBER)
+        self.guard = InputGuard(node)
+        self.guard.subscribe(PoseStamped, "/rl/equilibrium_pose", self._on_target, qos.COMMAND)
+        self.guard.subscribe(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_state,
+                             qos.STREAM_SUBSCRIBER)
         self.twist_pub = node.create_publisher(TwistStamped, SERVO_TOPIC, qos.COMMAND)
         node.create_timer(1.0 / args.rate_hz, self.tick)
 

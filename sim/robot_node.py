@@ -20,6 +20,10 @@ unchanged against this node and against the real cell.
 | in | ``/servo_node/delta_twist_cmds`` | TwistStamped, base frame: MoveIt Servo's input (UR bridge), integrated into the target |
 | srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration (unless ``ros.sim_reset_service=false``: then ``hardware.home_reset`` serves it, as on the real cell) |
 
+Every command goes through the node's :class:`~robot_rl.ros.guard.InputGuard` (``guard.dropped``):
+a pose with NaN / inf or a zero quaternion, a non-finite twist or gripper command is dropped and
+counted. A reset that fails answers ``success=False`` with the reason; the node keeps running.
+
 Physics advances by wall-clock time on a ``state_rate_hz`` timer (catching up at most 50 ms per
 tick, and saying so when it falls behind); images are rendered on their own timer.
 
@@ -40,6 +44,7 @@ from std_srvs.srv import SetBool
 
 from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.ros import qos
+from robot_rl.ros.guard import InputGuard, MessageError, finite_scalar
 from robot_rl.ros.messages import (camera_info_msg, image_msg, joint_state_msg, pinhole_matrix, pose_msg, pose_to_numpy,
                                    seconds, twist_to_numpy, wrench_msg)
 from robot_rl.ros.topic_env import camera_topic
@@ -85,10 +90,11 @@ class SimRobot:
         self.cameras = {name: (node.create_publisher(Image, camera_topics(name)[0], qos.STREAM_PUBLISHER),
                                node.create_publisher(CameraInfo, camera_topics(name)[1], qos.STREAM_PUBLISHER))
                         for name in env.cameras}
-        node.create_subscription(PoseStamped, "/rl/equilibrium_pose", self._on_pose_command, qos.COMMAND)
-        node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
+        self.guard = InputGuard(node)
+        self.guard.subscribe(PoseStamped, "/rl/equilibrium_pose", self._on_pose_command, qos.COMMAND)
+        self.guard.subscribe(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
         self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
-        node.create_subscription(Float64, "/rl/gripper_command", self._on_gripper_command, qos.COMMAND)
+        self.guard.subscribe(Float64, "/rl/gripper_command", self._on_gripper_command, qos.COMMAND)
         if reset_service:
             node.create_service(SetBool, "/rl/reset", self._on_reset)
         self.reset(demo=False)
@@ -110,8 +116,13 @@ class SimRobot:
         return seed
 
     def _on_reset(self, request, response):
-        seed = self.reset(bool(request.data))
-        response.success, response.message = True, f"seed {seed}"
+        try:
+            seed = self.reset(bool(request.data))
+        except Exception as error:  # noqa: BLE001 - a failed reset is the caller's answer, not the node's end
+            self.node.get_logger().error(f"reset failed: {error}")
+            response.success, response.message = False, f"reset failed: {error}"
+        else:
+            response.success, response.message = True, f"seed {seed}"
         return response
 
     # ----------------------------------------------------------------- commands
@@ -124,9 +135,7 @@ class SimRobot:
     def _on_servo_command(self, msg) -> None:
         """MoveIt Servo's input (UR bridge): a base-frame twist, m/s and rad/s, integrated into the target."""
         if msg.header.frame_id not in ("", self.frame_id):
-            self.node.get_logger().error(f"servo twist in frame {msg.header.frame_id!r}; expected {self.frame_id!r}",
-                                         throttle_duration_sec=5.0)
-            return
+            raise MessageError(f"servo twist in frame {msg.header.frame_id[:40]!r}; expected {self.frame_id!r}")
         self.servo = (twist_to_numpy(msg.twist), time.monotonic())
 
     def _integrate_servo(self, dt: float) -> None:
@@ -138,7 +147,7 @@ class SimRobot:
         self.env.controller.set_target(np.clip(target, self.env.workspace[0], self.env.workspace[1]), rot)
 
     def _on_gripper_command(self, msg) -> None:
-        self.env.set_gripper_command(float(np.clip(msg.data, -1.0, 1.0)))
+        self.env.set_gripper_command(float(np.clip(finite_scalar("gripper command", msg.data), -1.0, 1.0)))
 
     # ----------------------------------------------------------------- the clock
     def tick(self) -> None:

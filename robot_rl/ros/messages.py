@@ -5,22 +5,33 @@ twists as (linear m/s, angular rad/s), wrenches as (force N, torque N m), all in
 by the message header. ROS quaternions are (x, y, z, w), robot_rl's (w, x, y, z). Stamps are
 ``builtin_interfaces/Time``; :func:`seconds` / :func:`stamp` convert them to and from float
 seconds. Every ``*_msg`` function builds a new message; every ``*_to_numpy`` reads one.
+
+The readers are also the validators of received messages: each refuses what it cannot read
+(sizes, shapes, encodings, NaN / inf, a zero quaternion, missing joints) with a
+:class:`~robot_rl.ros.guard.MessageError` naming the value and what was expected, so a node's
+guarded callback drops the message (:class:`~robot_rl.ros.guard.InputGuard`) instead of crashing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import cv2
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState, Joy
 
 from ..geometry import matrix_from_quat, quat_from_matrix
+from .guard import MessageError, bounded, finite
 
 #: Image encodings understood here -> (numpy dtype, channels)
 ENCODINGS = {"rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "mono8": (np.uint8, 1), "16UC1": (np.uint16, 1),
              "mono16": (np.uint16, 1), "32FC1": (np.float32, 1)}
+MAX_PIXELS = 4096 * 4096  # width * height of the largest image a node reads (a 16 MP camera)
+MAX_POSITION = 100.0  # m: |coordinate| of a pose; no robot cell is larger, and larger values overflow float32 features
+MIN_QUAT_NORM = 1e-6  # a quaternion shorter than this has no direction (all zeros: an unset orientation)
+MAX_ITEMS = 4096  # entries of a joint state or joystick message
 
 
 def stamped(msg, t: float, frame_id: str = ""):
@@ -40,9 +51,17 @@ def stamp(t: float) -> Time:
 
 # ----------------------------------------------------------------------------- poses, twists, wrenches
 def pose_to_numpy(pose) -> tuple[np.ndarray, np.ndarray]:
-    """geometry_msgs/Pose -> (position (3,), rotation (3, 3))."""
+    """geometry_msgs/Pose -> (position (3,) m, rotation (3, 3)); the quaternion is normalised.
+
+    Refuses non-finite values, a coordinate beyond ``MAX_POSITION`` and a quaternion of (near) zero length."""
     p, q = pose.position, pose.orientation
-    return np.array([p.x, p.y, p.z]), matrix_from_quat(np.array([q.w, q.x, q.y, q.z]))
+    position = finite("pose position", [p.x, p.y, p.z])
+    if np.any(np.abs(position) > MAX_POSITION):
+        raise MessageError(f"pose position {position.tolist()} is beyond {MAX_POSITION:g} m of the frame's origin")
+    quat = finite("pose orientation", [q.w, q.x, q.y, q.z])
+    if np.linalg.norm(quat) < MIN_QUAT_NORM:
+        raise MessageError(f"pose orientation {quat.tolist()} (w, x, y, z) has no length; expected a unit quaternion")
+    return position, matrix_from_quat(quat)
 
 
 def numpy_to_pose(pose, position: np.ndarray, rotation: np.ndarray):
@@ -59,8 +78,8 @@ def pose_msg(position: np.ndarray, rotation: np.ndarray, t: float, frame_id: str
     return msg
 
 
-def _vector(v) -> np.ndarray:
-    return np.array([v.x, v.y, v.z])
+def _vector(name: str, v) -> np.ndarray:
+    return finite(name, [v.x, v.y, v.z])
 
 
 def _fill(v, values) -> None:
@@ -75,8 +94,8 @@ def twist_msg(linear: np.ndarray, angular: np.ndarray, t: float, frame_id: str) 
 
 
 def twist_to_numpy(twist) -> np.ndarray:
-    """geometry_msgs/Twist -> (6,) [linear, angular]."""
-    return np.concatenate([_vector(twist.linear), _vector(twist.angular)])
+    """geometry_msgs/Twist -> (6,) [linear, angular]; non-finite values are refused."""
+    return np.concatenate([_vector("twist linear", twist.linear), _vector("twist angular", twist.angular)])
 
 
 def wrench_msg(force: np.ndarray, torque: np.ndarray, t: float, frame_id: str) -> WrenchStamped:
@@ -87,8 +106,8 @@ def wrench_msg(force: np.ndarray, torque: np.ndarray, t: float, frame_id: str) -
 
 
 def wrench_to_numpy(wrench) -> np.ndarray:
-    """geometry_msgs/Wrench -> (6,) [force N, torque N m]."""
-    return np.concatenate([_vector(wrench.force), _vector(wrench.torque)])
+    """geometry_msgs/Wrench -> (6,) [force N, torque N m]; non-finite values are refused."""
+    return np.concatenate([_vector("wrench force", wrench.force), _vector("wrench torque", wrench.torque)])
 
 
 # ----------------------------------------------------------------------------- joints and joysticks
@@ -101,12 +120,22 @@ def joint_state_msg(names: Sequence[str], position: np.ndarray, velocity: np.nda
 
 
 def joint_positions(msg: JointState, names: Sequence[str]) -> np.ndarray:
-    """Positions of ``names`` in that order; a missing joint raises naming what the message has."""
+    """Positions of ``names`` in that order (rad or m).
+
+    Refuses a message whose ``position`` (or a non-empty ``velocity`` / ``effort``) does not have one entry per
+    name, a missing joint (naming what the message has) and non-finite positions of the joints asked for."""
+    count = len(msg.name)
+    bounded("JointState name", count, MAX_ITEMS)
+    for field in ("position", "velocity", "effort"):
+        size = len(getattr(msg, field))
+        if size != count and (field == "position" or size):
+            raise MessageError(f"JointState {field} has {size} entries for {count} names; expected one per name"
+                               + ("" if field == "position" else " or none"))
     index = {name: i for i, name in enumerate(msg.name)}
     missing = [name for name in names if name not in index]
     if missing:
-        raise ValueError(f"JointState has no joints {missing}; it has {list(msg.name)}")
-    return np.array([msg.position[index[name]] for name in names])
+        raise MessageError(f"JointState has no joints {missing}; it has {list(msg.name)[:20]}")
+    return finite(f"JointState position of {list(names)}", [msg.position[index[name]] for name in names])
 
 
 def joy_msg(axes: Sequence[float], buttons: Sequence[int], t: float) -> Joy:
@@ -115,9 +144,28 @@ def joy_msg(axes: Sequence[float], buttons: Sequence[int], t: float) -> Joy:
     return msg
 
 
-def joy_to_numpy(msg: Joy) -> tuple[np.ndarray, np.ndarray]:
-    """sensor_msgs/Joy -> (axes float, buttons int)."""
-    return np.asarray(msg.axes, dtype=float), np.asarray(msg.buttons, dtype=int)
+def joy_to_numpy(msg: Joy, min_axes: int = 0, min_buttons: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """sensor_msgs/Joy -> (axes float, buttons int); refuses fewer than ``min_axes`` / ``min_buttons`` entries,
+    more than ``MAX_ITEMS`` and non-finite axes."""
+    for field, least in (("axes", min_axes), ("buttons", min_buttons)):
+        size = len(getattr(msg, field))
+        bounded(f"Joy {field}", size, MAX_ITEMS)
+        if size < least:
+            raise MessageError(f"Joy has {size} {field}; expected at least {least}")
+    return finite("Joy axes", msg.axes), np.asarray(msg.buttons, dtype=int)
+
+
+def labelled_array(msg, expected: Sequence[tuple[str, int]]) -> np.ndarray:
+    """std_msgs/*MultiArray whose layout labels and sizes are ``expected`` [(label, size), ...] -> float32 (n,).
+
+    Refuses another layout, a ``data`` length other than the sum of the sizes, and non-finite values."""
+    labels = [(d.label, d.size) for d in msg.layout.dim]
+    if labels != list(expected):
+        raise MessageError(f"layout {labels[:20]}; expected {list(expected)}")
+    size = sum(size for _, size in expected)
+    if len(msg.data) != size:
+        raise MessageError(f"{len(msg.data)} values for the layout {list(expected)}; expected {size}")
+    return finite("data", msg.data).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- cameras
@@ -140,17 +188,42 @@ def image_msg(array: np.ndarray, t: float, frame_id: str, encoding: str | None =
 
 
 def image_to_numpy(msg: Image) -> np.ndarray:
-    """sensor_msgs/Image -> HxWx3 uint8 RGB (colour encodings) or HxW (single channel); honours row padding."""
+    """sensor_msgs/Image -> HxWx3 uint8 RGB (colour encodings) or HxW (single channel); honours row padding.
+
+    Refuses an unknown encoding, an empty image or one of more than ``MAX_PIXELS`` pixels, a ``step`` (bytes per
+    row) shorter than a row of pixels, and ``data`` whose length is not ``height * step``."""
     if msg.encoding not in ENCODINGS:
-        raise ValueError(f"image encoding {msg.encoding!r} is not supported (expected one of {', '.join(ENCODINGS)})")
+        raise MessageError(f"image encoding {msg.encoding[:40]!r} is not supported (expected one of "
+                           f"{', '.join(ENCODINGS)})")
     dtype, channels = ENCODINGS[msg.encoding]
     dtype = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
-    row = np.frombuffer(msg.data, dtype=np.uint8).reshape(msg.height, msg.step)
-    pixels = row[:, : msg.width * channels * dtype.itemsize].copy().view(dtype)
-    image = pixels.reshape(msg.height, msg.width, channels) if channels > 1 else pixels.reshape(msg.height, msg.width)
+    height, width, step = int(msg.height), int(msg.width), int(msg.step)
+    if not (0 < width * height <= MAX_PIXELS):
+        raise MessageError(f"image of {width}x{height} pixels; expected 1 to {MAX_PIXELS} pixels")
+    row_bytes = width * channels * dtype.itemsize
+    if step < row_bytes:
+        raise MessageError(f"image step {step} is shorter than a row of {width} {msg.encoding} pixels ({row_bytes} "
+                           "bytes)")
+    if len(msg.data) != height * step:
+        raise MessageError(f"image data has {len(msg.data)} bytes; expected height * step = {height} * {step}")
+    row = np.frombuffer(msg.data, dtype=np.uint8).reshape(height, step)
+    pixels = row[:, :row_bytes].copy().view(dtype)
+    image = pixels.reshape(height, width, channels) if channels > 1 else pixels.reshape(height, width)
     if msg.encoding == "bgr8":
         image = image[..., ::-1]
     return np.ascontiguousarray(image.astype(dtype.newbyteorder("=")))
+
+
+def colour_image(msg: Image, size: tuple[int, int]) -> np.ndarray:
+    """A colour sensor_msgs/Image as the HxWx3 uint8 RGB array of ``size`` (height, width) a policy reads (area
+    interpolation when resized); a single-channel image is refused."""
+    image = image_to_numpy(msg)
+    if image.ndim != 3:
+        raise MessageError(f"a {msg.encoding} image; expected a colour image (rgb8 or bgr8)")
+    height, width = size
+    if image.shape[:2] != (height, width):
+        image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
+    return image
 
 
 def pinhole_matrix(width: int, height: int, fovy_deg: float) -> np.ndarray:

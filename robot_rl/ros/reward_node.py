@@ -3,7 +3,8 @@
 For every new set of frames from ``classifier.cameras`` (``/camera/<name>/color/image_raw``,
 resized to the classifier's input size) it publishes ``/rl/success`` (std_msgs/Bool,
 P(success) > ``classifier.threshold``), ``/rl/reward`` (std_msgs/Float64, 1.0 on success else
-0.0: the sparse reward of HIL-SERL) and ``/rl/success_probability`` (Float64).
+0.0: the sparse reward of HIL-SERL) and ``/rl/success_probability`` (Float64). A frame that is
+not a readable colour image (size, step, encoding) is dropped and counted (``guard.dropped``).
 
     python -m robot_rl.ros.reward_node classifier.out=runs/cell/reward_classifier.pt classifier.cameras=[front]
 """
@@ -12,14 +13,14 @@ from __future__ import annotations
 
 import sys
 
-import cv2
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Float64
 
 from ..classifier import classifier_module
 from ..config import ConfigError
 from . import qos
-from .messages import image_to_numpy
+from .guard import InputGuard
+from .messages import colour_image
 from .node_main import exit_with_error, node_config, ros_node, spin
 from .topic_env import camera_topic
 
@@ -28,19 +29,16 @@ class RewardPublisher:
     def __init__(self, node, classifier, threshold: float):
         self.classifier, self.threshold = classifier, threshold
         self.latest: dict[str, object] = {}
+        self.guard = InputGuard(node)
         for camera in classifier.config.cameras:
-            node.create_subscription(Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m),
-                                     qos.STREAM_SUBSCRIBER)
+            self.guard.subscribe(Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m),
+                                 qos.STREAM_SUBSCRIBER)
         self.success_pub = node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER)
         self.reward_pub = node.create_publisher(Float64, "/rl/reward", qos.STREAM_PUBLISHER)
         self.probability_pub = node.create_publisher(Float64, "/rl/success_probability", qos.STREAM_PUBLISHER)
 
     def _on_image(self, camera: str, msg) -> None:
-        height, width = self.classifier.image_shapes[camera][:2]
-        image = image_to_numpy(msg)
-        if image.shape[:2] != (height, width):
-            image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
-        self.latest[camera] = image
+        self.latest[camera] = colour_image(msg, self.classifier.image_shapes[camera][:2])
         if camera == self.classifier.config.cameras[0] and len(self.latest) == len(self.classifier.config.cameras):
             probability = self.classifier.probability(self.latest)
             success = probability > self.threshold

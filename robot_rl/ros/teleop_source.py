@@ -7,6 +7,8 @@ scripted human publish.
 * ``/rl/intervention`` (std_msgs/Bool): an explicit take-over switch (held: active);
 * ``/spacenav/joy`` (sensor_msgs/Joy): button 0 closes, button 1 opens the gripper.
 
+Messages go through the env's :class:`~robot_rl.ros.guard.InputGuard` (``env.guard``): a twist
+with NaN / inf or a Joy with fewer than two buttons or non-finite axes is dropped and counted.
 An input counts for ``hold`` seconds after its last message. While active the human's action is
 the twist turned into the TCP frame of the newest measured pose, plus the gripper state. In a
 demonstration episode the human owns every step: a released puck is the human's zero motion, not
@@ -23,7 +25,7 @@ from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool
 
 from . import qos
-from .messages import twist_to_numpy
+from .messages import joy_to_numpy, twist_to_numpy
 from .topic_env import TopicEnv
 
 
@@ -34,9 +36,9 @@ class TopicTeleop:
         self.switch, self.switch_time = False, -np.inf
         self.gripper = -1.0
         self.demo = False
-        node.create_subscription(Twist, "/spacenav/twist", self._on_twist, qos.STREAM_SUBSCRIBER)
-        node.create_subscription(Bool, "/rl/intervention", self._on_switch, qos.STREAM_SUBSCRIBER)
-        node.create_subscription(Joy, "/spacenav/joy", self._on_joy, qos.STREAM_SUBSCRIBER)
+        env.guard.subscribe(Twist, "/spacenav/twist", self._on_twist, qos.STREAM_SUBSCRIBER)
+        env.guard.subscribe(Bool, "/rl/intervention", self._on_switch, qos.STREAM_SUBSCRIBER)
+        env.guard.subscribe(Joy, "/spacenav/joy", self._on_joy, qos.STREAM_SUBSCRIBER)
 
     def _on_twist(self, msg) -> None:
         self.twist, self.twist_time = twist_to_numpy(msg), time.monotonic()
@@ -45,7 +47,7 @@ class TopicTeleop:
         self.switch, self.switch_time = bool(msg.data), time.monotonic()
 
     def _on_joy(self, msg) -> None:
-        buttons = list(msg.buttons) + [0, 0]
+        _, buttons = joy_to_numpy(msg, min_buttons=2)
         if buttons[0]:
             self.gripper = 1.0
         elif buttons[1]:

@@ -18,6 +18,11 @@ between ``robot-rl train`` and the node graph unchanged:
   env stops commanding for ``reset_pause`` s, longer than the safety node's command timeout, so
   the safety node holds the measured pose and follows the arm through the reset.
 
+Every message is validated on arrival (:mod:`robot_rl.ros.messages`) through the env's
+:class:`~robot_rl.ros.guard.InputGuard` (``env.guard``): a malformed one (wrong image size or
+encoding, missing joints, NaN, a zero quaternion, a reward beyond ``MAX_REWARD``, another task-state
+layout) is dropped and counted, so the inbox only ever holds values an observation can be built from.
+
 Every step waits one control period, then for state, images and reward received after the
 command went out. A stream that stays silent for ``stream_timeout`` raises
 :class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return.
@@ -30,7 +35,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import gymnasium as gym
 import numpy as np
 from geometry_msgs.msg import PoseStamped
@@ -40,12 +44,14 @@ from std_srvs.srv import SetBool
 
 from ..geometry import delta_target, rotvec_from_matrix
 from . import qos
-from .messages import image_to_numpy, joint_positions, pose_msg, pose_to_numpy, seconds
+from .guard import InputGuard, MessageError, finite_scalar
+from .messages import colour_image, joint_positions, labelled_array, pose_msg, pose_to_numpy, seconds
 
 PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
 POSE = "/franka_robot_state_broadcaster/current_pose"
 JOINTS = "/joint_states"
 REWARD, SUCCESS, TASK_STATE, VIOLATION = "/rl/reward", "/rl/success", "/rl/task_state", "/sim/violation"
+MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
 TYPES = {POSE: "geometry_msgs/msg/PoseStamped", JOINTS: "sensor_msgs/msg/JointState", REWARD: "std_msgs/msg/Float64",
          SUCCESS: "std_msgs/msg/Bool", TASK_STATE: "std_msgs/msg/Float32MultiArray"}
 
@@ -139,7 +145,8 @@ class TopicEnv(gym.Env):
             spaces[camera] = gym.spaces.Box(0, 255, (*settings.image_size, 3), np.uint8)
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (settings.action_dim,), np.float32)
-        self.inbox = Inbox()  # keyed by topic name
+        self.inbox = Inbox()  # keyed by topic name; holds validated values
+        self.guard = InputGuard(node)  # drop counts per topic: guard.dropped
         self.streams = [POSE, JOINTS, REWARD, SUCCESS, *[camera_topic(c) for c in settings.cameras]]
         if self.extra_fields:
             self.streams.append(TASK_STATE)
@@ -149,22 +156,24 @@ class TopicEnv(gym.Env):
         self._steps, self._last_command = 0, 0.0
         self._obs_stamp = 0.0
 
-        stream = qos.STREAM_SUBSCRIBER
-        node.create_subscription(PoseStamped, POSE, self._on_pose, stream)
-        node.create_subscription(JointState, JOINTS, lambda m: self.inbox.put(JOINTS, m), stream)
-        node.create_subscription(Float64, REWARD, lambda m: self.inbox.put(REWARD, m.data), stream)
-        node.create_subscription(Bool, SUCCESS, lambda m: self.inbox.put(SUCCESS, m.data), stream)
-        node.create_subscription(UInt32, VIOLATION, lambda m: self.inbox.put(VIOLATION, m.data), stream)
-        node.create_subscription(Float32MultiArray, TASK_STATE, lambda m: self.inbox.put(TASK_STATE, m), stream)
+        stream, subscribe = qos.STREAM_SUBSCRIBER, self.guard.subscribe
+        subscribe(PoseStamped, POSE, self._on_pose, stream)
+        subscribe(JointState, JOINTS, self._on_joints, stream)
+        subscribe(Float64, REWARD, self._on_reward, stream)
+        subscribe(Bool, SUCCESS, lambda m: self.inbox.put(SUCCESS, bool(m.data)), stream)
+        subscribe(UInt32, VIOLATION, lambda m: self.inbox.put(VIOLATION, int(m.data)), stream)
+        if self.extra_fields:
+            subscribe(Float32MultiArray, TASK_STATE, self._on_task_state, stream)
         for camera in settings.cameras:
             topic = camera_topic(camera)
-            node.create_subscription(Image, topic, lambda m, t=topic: self.inbox.put(t, m), stream)
+            subscribe(Image, topic, lambda m, t=topic: self._on_image(t, m), stream)
         self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
         self.reset_client = node.create_client(SetBool, "/rl/reset")
 
     # ----------------------------------------------------------------- inputs
     def _on_pose(self, msg) -> None:
+        """TCP pose -> (position m, rotation, linear m/s, angular rad/s, stamp s), velocities by finite differences."""
         pos, rot = pose_to_numpy(msg.pose)
         t = seconds(msg.header.stamp)
         linvel, angvel = np.zeros(3), np.zeros(3)
@@ -174,6 +183,25 @@ class TopicEnv(gym.Env):
             angvel = rotvec_from_matrix(rot @ r0.T) / (t - t0)
         self._previous_pose = (pos, rot, t)
         self.inbox.put(POSE, (pos, rot, linvel, angvel, t))
+
+    def _on_joints(self, msg) -> None:
+        """Gripper opening as a fraction of ``gripper_max_opening`` (the sum of the finger joints)."""
+        opening = joint_positions(msg, self.settings.gripper_joints).sum()
+        self.inbox.put(JOINTS, opening / self.settings.gripper_max_opening)
+
+    def _on_reward(self, msg) -> None:
+        reward = finite_scalar("reward", msg.data)
+        if abs(reward) > MAX_REWARD:
+            raise MessageError(f"reward={reward:g} is beyond +-{MAX_REWARD:g}; expected a bounded reward")
+        self.inbox.put(REWARD, reward)
+
+    def _on_task_state(self, msg) -> None:
+        expected = [(name, size) for name, (_, size) in self.extra_fields.items()]
+        self.inbox.put(TASK_STATE, labelled_array(msg, expected))
+
+    def _on_image(self, topic: str, msg) -> None:
+        """Colour frame at the policy's image size, with its stamp (s)."""
+        self.inbox.put(topic, (colour_image(msg, self.settings.image_size), seconds(msg.header.stamp)))
 
     def topics(self) -> dict[str, str]:
         """The topics this env reads, with their types (for start-up checks)."""
@@ -234,31 +262,13 @@ class TopicEnv(gym.Env):
     # ----------------------------------------------------------------- observation
     def _observation(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
         pos, rot, linvel, angvel, stamp = values[POSE]
-        opening = joint_positions(values[JOINTS], self.settings.gripper_joints).sum()
-        parts = [pos, rotvec_from_matrix(self.reference_rot.T @ rot), linvel, angvel,
-                 [opening / self.settings.gripper_max_opening]]
+        parts = [pos, rotvec_from_matrix(self.reference_rot.T @ rot), linvel, angvel, [values[JOINTS]]]
         if self.extra_fields:
-            parts.append(self._task_state(values[TASK_STATE]))
+            parts.append(values[TASK_STATE])
         obs = {"state": np.concatenate([np.ravel(p) for p in parts]).astype(np.float32)}
         camera_stamps = []
         for camera in self.settings.cameras:
-            msg = values[camera_topic(camera)]
-            camera_stamps.append(seconds(msg.header.stamp))
-            obs[camera] = self._resize(image_to_numpy(msg))
+            obs[camera], camera_stamp = values[camera_topic(camera)]
+            camera_stamps.append(camera_stamp)
         self._obs_stamp = max(camera_stamps) if camera_stamps else stamp  # what the command will carry
         return obs
-
-    def _task_state(self, msg) -> np.ndarray:
-        labels = [(d.label, d.size) for d in msg.layout.dim]
-        expected = [(name, size) for name, (_, size) in self.extra_fields.items()]
-        if labels != expected:
-            raise ValueError(f"/rl/task_state carries {labels}; this task's state expects {expected}")
-        return np.asarray(msg.data, dtype=np.float32)
-
-    def _resize(self, image: np.ndarray) -> np.ndarray:
-        height, width = self.settings.image_size
-        if image.ndim != 3 or image.shape[2] != 3:
-            raise ValueError(f"camera images must be colour (HxWx3), got shape {image.shape}")
-        if image.shape[:2] != (height, width):
-            image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
-        return image
