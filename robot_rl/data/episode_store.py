@@ -5,7 +5,7 @@ Layout::
     store.zarr/
       zarr.json                  root group; attrs: format, schema_version, software_version, metadata
       episodes/
-        episode_000000/          attrs: episode metadata (length, source, success, return, seed, ...)
+        episode_000000/          attrs: episode metadata (length, source, uid, checksum, success, return, seed, ...)
           obs/state              (T + 1, D) float32: reset observation, then one per step
           obs/<camera>           (T + 1, H, W, 3) uint8: one frame per chunk, blosc-lz4
           action                 (T, A) float32: the action executed (human or policy)
@@ -19,15 +19,23 @@ Every chunk carries a CRC32C checksum. An episode is written under ``.staging`` 
 as they arrive, so a long episode never sits in memory) and moved into ``episodes/`` with one
 directory rename once complete: a crash or SIGKILL loses only the episode in flight, and a
 reader, even one that opened the store while a writer appends, never sees a partial episode.
+
+Each episode carries ``uid`` (uuid4 hex unless the writer gives one: a resent episode keeps its
+uid, so merges recognise it) and ``checksum``, the sha256 content hash of :class:`ContentHash`.
+:func:`verify` checks every chunk, the lengths and the checksum. :meth:`EpisodeStore.create`
+never removes anything it did not make: it refuses a file and a folder that holds anything but
+a store.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import shutil
 import time
+import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -68,6 +76,27 @@ def is_image(shape: tuple[int, ...], dtype: np.dtype) -> bool:
     return np.dtype(dtype) == np.uint8 and len(shape) == 3 and shape[-1] in (1, 3, 4)
 
 
+class ContentHash:
+    """The checksum of an episode's arrays: sha256 over the fields in sorted order, each as its
+    path (``obs/front``, ``action``, ``streams/ft/data``), a NUL byte and the sha256 of its
+    little-endian C-order bytes. A field may be fed in pieces along its first axis, in order."""
+
+    def __init__(self) -> None:
+        self._fields: dict[str, Any] = {}
+
+    def update(self, field: str, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data)
+        if data.dtype.byteorder == ">":
+            data = data.astype(data.dtype.newbyteorder("<"))
+        self._fields.setdefault(field, hashlib.sha256()).update(data)
+
+    def hexdigest(self) -> str:
+        total = hashlib.sha256()
+        for field in sorted(self._fields):
+            total.update(field.encode() + b"\0" + self._fields[field].digest())
+        return total.hexdigest()
+
+
 class EpisodeStore:
     """A directory of episodes. :meth:`create` to write (or append), :meth:`open` to read."""
 
@@ -78,26 +107,30 @@ class EpisodeStore:
     # ----------------------------------------------------------------- opening
     @classmethod
     def create(cls, path: str | os.PathLike, metadata: Mapping[str, Any]) -> "EpisodeStore":
-        """Create a store, or open an existing one for appending.
+        """Create a store (at a new path or in an empty folder), or open an existing one for appending.
 
         ``metadata`` must hold ``observation_shapes`` ({key: shape}) and ``action_dim``; these
         and ``task`` must equal an existing store's. Leftovers of a crashed writer are removed.
+        A file, or a folder holding anything but a robot_rl store, is refused (nothing is changed).
         """
         metadata = _jsonable(dict(metadata))
         for key in ("observation_shapes", "action_dim"):
             if key not in metadata:
                 raise EpisodeStoreError(f"{path}: store metadata needs {key!r}")
-        path = Path(path)
-        if (path / "zarr.json").exists():
+        if os.fspath(path) and (Path(path) / "zarr.json").exists():
             store = cls.open(path)
             for key in ("observation_shapes", "action_dim", "task"):
                 old, new = store.metadata.get(key), metadata.get(key)
                 if old != new:
-                    raise EpisodeStoreError(f"{path}: store has {key}={old!r}, the new episodes {new!r}")
-            shutil.rmtree(path / ".staging", ignore_errors=True)
+                    raise EpisodeStoreError(f"{store.path}: store has {key}={old!r}, the new episodes {new!r}")
+            shutil.rmtree(store.path / ".staging", ignore_errors=True)  # a crashed writer's episode in flight
             return store
+        path = cls.check_new_path(path)
         path.mkdir(parents=True, exist_ok=True)
-        root = zarr.open_group(str(path), mode="w")
+        try:
+            root = zarr.open_group(str(path), mode="w-")  # fails, and changes nothing, if anything is there
+        except FileExistsError:
+            raise EpisodeStoreError(f"{path}: something was put there meanwhile; expected a new or empty folder") from None
         root.attrs.update(
             {
                 "format": FORMAT,
@@ -109,6 +142,22 @@ class EpisodeStore:
         )
         root.create_group("episodes")
         return cls(path, root)
+
+    @staticmethod
+    def check_new_path(path: str | os.PathLike) -> Path:
+        """``path`` as a Path if a new store may be made there (a new path or an empty folder);
+        EpisodeStoreError for an empty path, a file, or a folder that holds anything."""
+        if not os.fspath(path):
+            raise EpisodeStoreError("store path='' is empty; expected the path of a new or existing episode store")
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise EpisodeStoreError(f"{path}: is a file; expected a folder for an episode store")
+        if path.exists() and any(path.iterdir()):
+            raise EpisodeStoreError(
+                f"{path}: folder holds files and is not a robot_rl episode store; "
+                "expected a new path, an empty folder or an existing store"
+            )
+        return path
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "EpisodeStore":
@@ -161,7 +210,7 @@ class EpisodeStore:
         for field, array in _arrays(group):
             if keys is not None and field not in keys and field.split("/")[0] not in keys:
                 continue
-            data = self._read_checked(name, field, array)
+            data = self.read_field(name, field, array)
             if field.startswith("obs/"):
                 out["obs"][field[4:]] = data
             elif field.startswith("streams/"):
@@ -189,7 +238,8 @@ class EpisodeStore:
             raise EpisodeStoreError(f"{self.path}: no complete episode {name!r}")
         return zarr.open_group(str(path), mode="r")
 
-    def _read_checked(self, name: str, field: str, array: zarr.Array) -> np.ndarray:
+    def read_field(self, name: str, field: str, array: zarr.Array) -> np.ndarray:
+        """One array of an episode, every chunk checked (EpisodeStoreError naming episode and field)."""
         chunk_dir = self.path / "episodes" / name / field / "c"
         expected = math.prod(math.ceil(s / c) for s, c in zip(array.shape, array.chunks)) if array.size else 0
         found = sum(1 for p in chunk_dir.rglob("*") if p.is_file()) if chunk_dir.exists() else 0
@@ -206,7 +256,8 @@ class EpisodeWriter:
 
     Camera frames are compressed and written by background threads as they arrive (at most
     ``max_in_flight`` frames queued, so memory stays bounded and the control loop is not held
-    up by the disk); per-step scalars are kept in memory (small) and written at commit.
+    up by the disk), and hashed in arrival order by one more thread, so commit only hashes the
+    small arrays; per-step scalars are kept in memory (small) and written at commit.
     ``discard()`` drops an episode in progress.
     """
 
@@ -220,6 +271,7 @@ class EpisodeWriter:
         self._staging: Path | None = None
         self._group: zarr.Group | None = None
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episode-writer")
+        self._hash_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="episode-hash")  # one: keeps order
         self._in_flight: deque[Future] = deque()
 
     @property
@@ -234,7 +286,8 @@ class EpisodeWriter:
         self._staging = self.store.path / ".staging" / name
         shutil.rmtree(self._staging, ignore_errors=True)
         self._staging.parent.mkdir(exist_ok=True)
-        self._group = zarr.open_group(str(self._staging), mode="w")
+        self._group = zarr.open_group(str(self._staging), mode="w-")
+        self._hash = ContentHash()
         obs_group = self._group.create_group("obs")
         self._frames: dict[str, zarr.Array] = {}
         self._small_obs: dict[str, list[np.ndarray]] = {}
@@ -314,37 +367,47 @@ class EpisodeWriter:
                 self._drain(raise_errors=False)
                 raise error
 
-    def commit(self, source: str, **attrs: Any) -> str:
+    def commit(self, source: str, uid: str | None = None, **attrs: Any) -> str:
         """Finish the episode and make it visible; returns its name.
 
-        ``attrs`` become episode metadata; ``success`` (any step succeeded) and ``return``
-        (sum of rewards) are filled in unless given.
+        ``uid`` identifies the episode across stores (a new uuid4 hex unless given: a sender
+        passes its own so a resent episode is recognised). ``attrs`` become episode metadata;
+        ``success`` (any step succeeded) and ``return`` (sum of rewards) are filled in unless
+        given; ``length``, ``source``, ``uid`` and ``checksum`` are always the writer's.
         """
         if not self.active or not len(self):
             raise RuntimeError("cannot commit an episode with no steps")
         if source not in SOURCES:
             raise EpisodeStoreError(f"source={source!r}; expected one of {', '.join(SOURCES)}")
+        if uid is not None and not (isinstance(uid, str) and 0 < len(uid) <= 128 and uid.isprintable()):
+            raise EpisodeStoreError(f"uid={uid!r}; expected a printable string of 1 to 128 characters")
         group, length = self._group, len(self)
         self._drain()
         for key, array in self._frames.items():
             array.resize((self._n_obs, *array.shape[1:]))
         for key, values in self._small_obs.items():
-            _write(group["obs"], key, np.stack(values))
+            self._write(group["obs"], f"obs/{key}", np.stack(values))
         for key, values in self._steps.items():
-            _write(group, key, np.asarray(values, dtype=STEP_FIELDS.get(key)))
+            self._write(group, key, np.asarray(values, dtype=STEP_FIELDS.get(key)))
         if self._streams:
             streams = group.create_group("streams")
             for name, (data, stamps) in self._streams.items():
                 stream = streams.create_group(name)
-                _write(stream, "data", np.stack(data))
-                _write(stream, "timestamp", np.asarray(stamps, dtype=np.float64))
+                self._write(stream, f"streams/{name}/data", np.stack(data))
+                self._write(stream, f"streams/{name}/timestamp", np.asarray(stamps, dtype=np.float64))
         summary = {"success": bool(np.any(self._steps["success"])), "return": float(np.sum(self._steps["reward"]))}
-        group.attrs.update(_jsonable({**summary, **attrs, "length": length, "source": source}))
+        identity = {"uid": uid or uuid.uuid4().hex, "checksum": self._hash.hexdigest()}
+        group.attrs.update(_jsonable({**summary, **attrs, "length": length, "source": source, **identity}))
         _fsync_tree(self._staging)
         name = self._staging.name
         os.rename(self._staging, self.store.path / "episodes" / name)
         self._staging, self._group = None, None
         return name
+
+    def _write(self, group: zarr.Group, field: str, data: np.ndarray) -> None:
+        """Write array ``field`` (its path in the episode; the last part is its name in ``group``) and hash it."""
+        _write(group, field.rsplit("/", 1)[-1], data)
+        self._hash.update(field, data)
 
     def _append_obs(self, obs: Mapping[str, np.ndarray]) -> None:
         index = self._n_obs
@@ -353,7 +416,9 @@ class EpisodeWriter:
                 array.resize((array.shape[0] + self.growth, *array.shape[1:]))  # metadata only
             while len(self._in_flight) >= self.max_in_flight:
                 self._in_flight.popleft().result()
-            self._in_flight.append(self._pool.submit(array.__setitem__, index, np.array(obs[key], copy=True)))
+            frame = np.array(obs[key], copy=True)
+            self._in_flight.append(self._pool.submit(array.__setitem__, index, frame))
+            self._in_flight.append(self._hash_pool.submit(self._hash.update, f"obs/{key}", frame))
         for key, values in self._small_obs.items():
             values.append(np.asarray(obs[key]))
         self._n_obs += 1
@@ -369,6 +434,83 @@ class EpisodeWriter:
                 raise EpisodeStoreError(
                     f"{where}: obs/{key} has shape {tuple(np.shape(value))}, the store {self.shapes[key]}"
                 )
+
+
+def verify_episode(store: EpisodeStore, name: str) -> list[str]:
+    """What is wrong with one episode, one line each (empty when it is sound): unreadable
+    metadata or chunks, missing fields, lengths that disagree with ``length`` (observations
+    T + 1, step fields T, a stream's data and timestamps alike), a content checksum that
+    differs from the recorded one (episodes written before checksums have none to compare)."""
+    where = f"episode {name}"
+    try:
+        group = store._group(name)
+        attrs, arrays = dict(group.attrs), dict(_arrays(group))
+    except Exception as error:  # unreadable zarr.json, of the episode or of an array
+        return [f"{where}: unreadable metadata ({_one_line(error)})"]
+    problems = []
+    length = attrs.get("length")
+    if type(length) is not int or length < 1:
+        problems.append(f"{where}: length={length!r}; expected a positive integer")
+    missing = sorted(({f"obs/{key}" for key in store.observation_shapes} | set(STEP_FIELDS)) - set(arrays))
+    if missing:
+        problems.append(f"{where}: missing field(s) {', '.join(missing)}")
+    content = ContentHash()
+    stream_lengths: dict[str, set[int]] = {}
+    for field, array in sorted(arrays.items()):
+        try:
+            data = store.read_field(name, field, array)
+        except EpisodeStoreError as error:
+            problems.append(_one_line(error).removeprefix(f"{store.path}: "))
+            continue
+        content.update(field, data)
+        if field.startswith("streams/"):
+            stream_lengths.setdefault(field.split("/")[1], set()).add(len(data))
+            continue
+        expected = length + 1 if field.startswith("obs/") else length
+        if type(length) is int and data.shape[:1] != (expected,):
+            rows = data.shape[0] if data.ndim else 0
+            problems.append(f"{where}, field {field}: {rows} rows; expected {expected} "
+                            f"(length {length}{' + 1' if field.startswith('obs/') else ''})")
+        key = field.removeprefix("obs/")
+        if field.startswith("obs/") and key in store.observation_shapes and data.shape[1:] != store.observation_shapes[key]:
+            problems.append(f"{where}, field {field}: frame shape {data.shape[1:]}; the store's {store.observation_shapes[key]}")
+    for stream, lengths in stream_lengths.items():
+        if len(lengths) > 1:
+            problems.append(f"{where}, stream {stream}: data and timestamp lengths {sorted(lengths)} differ")
+    recorded = attrs.get("checksum")
+    if recorded is not None and not problems and content.hexdigest() != recorded:
+        problems.append(f"{where}: content checksum {content.hexdigest()[:16]}... differs from the recorded {str(recorded)[:16]}...")
+    return problems
+
+
+def verify(store: EpisodeStore) -> list[str]:
+    """What is wrong with the store's episodes, one line each (:func:`verify_episode`); empty when all are sound."""
+    return [problem for name in store.episode_names() for problem in verify_episode(store, name)]
+
+
+def check(*stores: EpisodeStore) -> None:
+    """Verify every episode of every store; if :func:`verify` finds anything, raise EpisodeStoreError
+    naming the store(s) and bad episodes (the first three problems and how many more)."""
+    problems = [f"{store.path}: {problem}" for store in stores for problem in verify(store)]
+    if problems:
+        more = f"; and {len(problems) - 3} more problem(s)" if len(problems) > 3 else ""
+        raise EpisodeStoreError(f"failed verification: {'; '.join(problems[:3])}{more}")
+
+
+def episode_uid(store: EpisodeStore, name: str) -> str:
+    """The episode's ``uid``; for one written before uids, ``content-`` and the sha256 of its arrays
+    (:class:`ContentHash`), the same wherever the episode was copied to."""
+    uid = store.episode_attrs(name).get("uid")
+    if isinstance(uid, str):
+        return uid
+    content = ContentHash()
+    for field, array in _arrays(store._group(name)):
+        content.update(field, store.read_field(name, field, array))
+    return "content-" + content.hexdigest()
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split())
 
 
 def _arrays(group: zarr.Group, prefix: str = "") -> Iterator[tuple[str, zarr.Array]]:

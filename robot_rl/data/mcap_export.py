@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..folders import creating
 from .episode_store import EpisodeStore, EpisodeStoreError
 
 TOPIC_STATE = "/robot_rl/state"
@@ -35,7 +36,11 @@ def camera_topic(name: str) -> str:
 
 
 def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[int] | None = None) -> dict[str, Any]:
-    """Write the chosen episodes (indices; all by default) of a store to a rosbag2 MCAP folder."""
+    """Write the chosen episodes (indices; all by default) of a store to a new rosbag2 MCAP folder.
+
+    The bag is written in a temporary sibling and renamed to ``out`` when complete: a failure
+    (an unreadable episode, a full disk) leaves no ``out``. ``out`` must not exist (or be empty).
+    """
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -45,9 +50,9 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
     for index in chosen:
         if not 0 <= index < len(names):
             raise EpisodeStoreError(f"{store.path}: episode index {index} out of range (0..{len(names) - 1})")
+    if not os.fspath(out):
+        raise EpisodeStoreError("out='' is empty; expected a new folder for the rosbag2 MCAP export")
     out = Path(out)
-    if out.exists():
-        raise FileExistsError(f"{out} exists; rosbag2 writes a new folder")
     period = 1.0 / float(store.metadata.get("control_rate_hz") or 10)
     types = get_typestore(Stores.ROS2_JAZZY)
     msg = types.types
@@ -65,7 +70,7 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
         return Array(layout=layout, data=values)
 
     written = 0
-    with Writer(out, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+    with creating(out) as work, Writer(work, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
         connections: dict[str, Any] = {}
 
         def write(topic: str, message, stamp: float) -> None:

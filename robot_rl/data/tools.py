@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .episode_store import EpisodeStore, EpisodeStoreError, _fsync_tree
+from ..folders import creating
+from .episode_store import EpisodeStore, EpisodeStoreError, _fsync_tree, check, episode_uid
 
 SCHEMA_KEYS = ("observation_shapes", "action_dim", "task")
 
@@ -19,8 +20,13 @@ def disk_bytes(path: Path) -> int:
 
 
 def info(path: str | os.PathLike) -> dict[str, Any]:
-    """Summary of a store: metadata, episodes, steps and success per source, size on disk."""
+    """Summary of a store: metadata, episodes, steps and success per source, size on disk.
+
+    Every episode is verified first (:func:`~robot_rl.data.episode_store.verify`): a bad one raises
+    EpisodeStoreError naming the store and the episode.
+    """
     store = EpisodeStore.open(path)
+    check(store)
     meta = store.metadata
     by_source: dict[str, dict[str, float]] = {}
     steps = interventions = 0
@@ -71,18 +77,23 @@ def format_info(summary: dict[str, Any]) -> str:
 
 
 def merge(inputs: list[str | os.PathLike], out: str | os.PathLike) -> dict[str, Any]:
-    """Copy the episodes of ``inputs`` into ``out`` (created, or appended to) after schema checks.
+    """Copy the episodes of ``inputs`` into ``out`` (created, or appended to) after schema checks,
+    skipping those ``out`` already holds (same uid): merging twice adds nothing.
 
-    All checks run before anything is written; a mismatch raises EpisodeStoreError naming the
-    store and the field, and no store is modified.
+    All checks run before anything is written: a schema mismatch or an input episode that fails
+    verification raises EpisodeStoreError naming the store and the field or episode, and no store
+    is modified. A new ``out`` is built in a temporary sibling and renamed into place at the end,
+    so a failure leaves no partial store; appending adds one whole episode at a time.
     """
     if not inputs:
         raise EpisodeStoreError("merge needs at least one input store")
     stores = [EpisodeStore.open(path) for path in inputs]
     reference = stores[0].metadata
+    existing = EpisodeStore.open(out) if (Path(out) / "zarr.json").exists() else None
+    if existing is None:
+        EpisodeStore.check_new_path(out)
     out = Path(out)
-    targets = stores[1:] + ([EpisodeStore.open(out)] if (out / "zarr.json").exists() else [])
-    for store in targets:
+    for store in stores[1:] + ([existing] if existing is not None else []):
         for key in SCHEMA_KEYS:
             if store.metadata.get(key) != reference.get(key):
                 raise EpisodeStoreError(
@@ -91,18 +102,34 @@ def merge(inputs: list[str | os.PathLike], out: str | os.PathLike) -> dict[str, 
                 )
     if any(store.path.resolve() == out.resolve() for store in stores):
         raise EpisodeStoreError(f"{out}: the output cannot also be an input")
-    target = EpisodeStore.create(out, reference)
-    copied = 0
+    check(*stores)
+    if existing is not None:
+        counts = _copy_new_episodes(stores, EpisodeStore.create(out, reference))
+    else:
+        with creating(out) as work:
+            counts = _copy_new_episodes(stores, EpisodeStore.create(work, reference))
+    return {"out": str(out), **counts, "episodes_in_store": len(EpisodeStore.open(out))}
+
+
+def _copy_new_episodes(stores: list[EpisodeStore], target: EpisodeStore) -> dict[str, int]:
+    """Copy each episode (bit for bit, one whole episode at a time) unless ``target`` holds its uid."""
+    held = {episode_uid(target, name) for name in target.episode_names()}
+    copied = skipped = 0
     for store in stores:
         for name in store.episode_names():
+            uid = episode_uid(store, name)
+            if uid in held:
+                skipped += 1
+                continue
             new_name = target._next_name()
             staging = target.path / ".staging" / new_name
             staging.parent.mkdir(exist_ok=True)
             shutil.copytree(store.path / "episodes" / name, staging)
             _fsync_tree(staging)
             os.rename(staging, target.path / "episodes" / new_name)
+            held.add(uid)
             copied += 1
-    return {"out": str(target.path), "copied": copied, "episodes_in_store": len(target)}
+    return {"copied": copied, "skipped": skipped}
 
 
 def render_episode(path: str | os.PathLike, episode: int, out: str | os.PathLike, height: int = 240) -> dict[str, Any]:

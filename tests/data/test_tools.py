@@ -101,7 +101,7 @@ def test_data_commands_through_the_cli(store_path, tmp_path, capsys):
     assert "episodes       3" in capsys.readouterr().out
     assert main(["data", "export", f"store={store_path}", f"out={tmp_path / 'bag'}", "episodes=[1]"]) == 0
     assert '"episodes": 1' in capsys.readouterr().out
-    assert main(["data", "info", f"store={tmp_path / 'missing.zarr'}"]) == 1
+    assert main(["data", "info", f"store={tmp_path / 'missing.zarr'}"]) != 0
     assert "no robot_rl episode store" in capsys.readouterr().err
-    assert main(["data", "show", f"store={store_path}", "episode=9"]) == 1
+    assert main(["data", "show", f"store={store_path}", "episode=9"]) != 0
     assert "episode index 9 out of range" in capsys.readouterr().err
