@@ -9,6 +9,7 @@ episode writer when one is given.
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any, Callable
 
 import numpy as np
@@ -31,6 +32,7 @@ def run_episode(env, agent, human, safety, transport: Transport, writer, demo: b
     safety.begin_episode()
     if writer is not None:
         writer.start(obs)
+    uid = uuid.uuid4().hex  # the episode's identity in every store and at the learner
     ret, length, interventions, actions = 0.0, 0, 0, []
     while True:
         policy_action = agent.act(obs, explore=True)
@@ -44,7 +46,7 @@ def run_episode(env, agent, human, safety, transport: Transport, writer, demo: b
             "obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "terminated": terminated,
             "truncated": truncated, "intervened": bool(active), "demo": demo, "first": length == 0,
             "cost": float(violation != 0), "filtered": filtered, "policy_action": policy_action,
-            "success": bool(info["success"]), "violation": violation}])
+            "success": bool(info["success"]), "violation": violation, "episode": uid, "step": length}])
         if writer is not None:
             writer.add(next_obs, action, reward, terminated, truncated, policy_action=policy_action,
                        success=info["success"], intervened=bool(active), safety_flags=violation)
@@ -65,5 +67,5 @@ def run_episode(env, agent, human, safety, transport: Transport, writer, demo: b
     if writer is not None:
         with deferred_interrupt():
             extra = {} if randomization is None else {"randomization": randomization}
-            writer.commit("demo" if demo else "online", **stats, **extra)
+            writer.commit("demo" if demo else "online", uid=uid, **stats, **extra)
     return stats

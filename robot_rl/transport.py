@@ -56,3 +56,65 @@ class LocalTransport(Transport):
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
         with self._lock:
             return self._weights
+
+
+class DeliveryLedger:
+    """The learner's record of what it ingested, so a resend or a backfill never adds a step twice.
+
+    Transitions that carry ``actor`` and ``seq`` (the ROS actor numbers them) are taken once per
+    ``(actor, seq)``, in order; after a gap in an actor's numbering the rest of that episode is
+    skipped (its steps would no longer follow each other in the replay buffer). Transitions that
+    carry ``episode`` (a uid) are taken only for episodes whose first step was taken, and an episode
+    whose first step arrives a second time (a resend of an episode backfilled from a store) is skipped.
+    """
+
+    def __init__(self) -> None:
+        self.received: dict[str, int] = {}  # actor -> highest seq ingested
+        self.episodes: set[str] = set()  # uids of episodes whose first step was ingested
+        self.skipping: set[str] = set()
+        self.ingested = self.duplicates = self.gaps = self.orphans = 0
+
+    def accept(self, transition: dict[str, Any]) -> bool:
+        """True when ``transition`` is new and continues its episode (then it counts as ingested)."""
+        if self._accept(transition):
+            self.ingested += 1
+            return True
+        return False
+
+    def _accept(self, transition: dict[str, Any]) -> bool:
+        actor, seq, uid = transition.get("actor") or "", int(transition.get("seq") or 0), transition.get("episode") or ""
+        if seq:
+            last = self.received.get(actor, 0)
+            if seq <= last:
+                self.duplicates += 1
+                return False
+            self.received[actor] = seq
+            if last and seq != last + 1 and not transition["first"] and uid:
+                self.gaps += 1
+                self.skipping.add(uid)
+        if not uid:
+            return True
+        if transition["first"]:
+            if uid in self.episodes:
+                self.duplicates += 1
+                self.skipping.add(uid)
+                return False
+            self.skipping.discard(uid)
+            self.episodes.add(uid)
+            return True
+        if uid in self.skipping:
+            return False
+        if uid not in self.episodes:
+            self.orphans += 1  # its start was never received (e.g. sent before this learner started)
+            return False
+        return True
+
+    def state(self) -> dict[str, Any]:
+        return {"received": dict(self.received), "episodes": sorted(self.episodes), "ingested": self.ingested,
+                "duplicates": self.duplicates, "gaps": self.gaps, "orphans": self.orphans}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.received = {str(k): int(v) for k, v in state.get("received", {}).items()}
+        self.episodes = set(state.get("episodes", []))
+        self.ingested, self.duplicates = int(state.get("ingested", 0)), int(state.get("duplicates", 0))
+        self.gaps, self.orphans = int(state.get("gaps", 0)), int(state.get("orphans", 0))

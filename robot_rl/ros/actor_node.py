@@ -20,6 +20,7 @@ import json
 import signal
 import sys
 import time
+import uuid
 
 import numpy as np
 import torch
@@ -27,12 +28,15 @@ from omegaconf import OmegaConf
 from std_msgs.msg import String
 
 from ..actor import run_episode
-from ..config import ConfigError
-from ..envs import make_env, observation_shapes
+from ..config import ConfigError, non_negative, positive
+from ..data import EpisodeStore
+from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluate
 from ..safety.training import SafetyActor, safety_settings
 from ..train import load_checkpoint_agent, make_agent, settings_from
 from . import qos
+from .codec import weight_shapes
+from .delivery import Outbox, stored_transitions, write_episode
 from .node_main import (TopicError, exit_with_error, node_config, require_topics, ros_node,
                         spinning_in_background)
 from .teleop_source import TopicTeleop
@@ -46,6 +50,7 @@ class ActorLoop:
         spec_env = make_env(task)  # the task's spaces and state layout; the cell itself is behind topics
         shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
         layout = spec_env.unwrapped.state_layout
+        self.store_metadata = {**store_metadata(task, spec_env), "source": "robot_rl.ros.actor_node"}
         spec_env.close()
         self.node, self.cfg = node, cfg
         self.settings = settings_from(cfg.train)
@@ -53,13 +58,26 @@ class ActorLoop:
         self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), layout)
         self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
         self.human = TopicTeleop(node, self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold)
-        self.safety = SafetyActor(safety_settings(cfg.get("safety")))
-        self.transport = RosTransport(node, "actor")
-        self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
+        safety = safety_settings(cfg.get("safety"))
+        self.safety = SafetyActor(safety)
         names = cfg.ros.transition_subscribers
         if not (OmegaConf.is_list(names) and all(isinstance(name, str) and name for name in names)):
             raise ConfigError("ros.transition_subscribers", names, "a list of node names (e.g. [robot_rl_learner])")
         self.transition_subscribers = list(names)
+        delivery = cfg.ros.delivery
+        self.local_store_path = delivery.actor_store
+        if not self.local_store_path:
+            raise ConfigError("ros.delivery.actor_store", self.local_store_path, "the path of the actor's own episode store")
+        self.local_store: EpisodeStore | None = None  # created at the first episode it must keep
+        outbox = Outbox(f"actor-{uuid.uuid4().hex[:8]}",
+                        int(positive("ros.delivery.memory_mb", delivery.memory_mb) * 2**20),
+                        non_negative("ros.delivery.record_timeout", delivery.record_timeout), self.record_locally,
+                        for_learner="robot_rl_learner" in self.transition_subscribers,
+                        for_recorder="robot_rl_recorder" in self.transition_subscribers)
+        risk_input = (shapes["state"][0], action_dim) if safety.enabled and "state" in shapes else None
+        self.transport = RosTransport(node, "actor", expected_weights=weight_shapes(self.agent.policy_state()),
+                                      risk_input=risk_input, outbox=outbox)
+        self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
         self.weights_seen = 0
         self.env_steps = self.episodes = 0
 
@@ -94,8 +112,31 @@ class ActorLoop:
         def count(intervened: bool) -> bool:
             if not demo:
                 self.env_steps += 1
+            self.transport.service(self.read_local)
             return self.env_steps >= self.settings.env_steps
         return count
+
+    # ----------------------------------------------------------------- the actor's own episode store
+    def record_locally(self, transitions: list[dict]) -> None:
+        """Keep an episode the recorder did not acknowledge (or that left memory) in the actor's store."""
+        if self.local_store is None:
+            self.local_store = EpisodeStore.create(self.local_store_path, self.store_metadata)
+            self.local_writer = self.local_store.writer()
+        if not transitions[0]["first"]:
+            self.log.warning(f"episode {transitions[0]['episode']}: its start is no longer in memory; not recorded")
+            return
+        name = write_episode(self.local_writer, transitions)
+        self.log.info(f"recorded {name} in the actor's store {self.local_store.path} (the recorder did not confirm it)")
+
+    def read_local(self, spilled: list[tuple[str, int]]) -> list[list[dict]]:
+        """Spilled episodes, read back from the actor's store as the transitions first sent."""
+        if not spilled or self.local_store is None:
+            return []
+        wanted = dict(spilled)
+        names = {self.local_store.episode_attrs(name).get("uid"): name for name in self.local_store.episode_names()}
+        actor = self.transport.outbox.actor_id
+        return [stored_transitions(self.local_store.read_episode(names[uid]), uid, actor, first)
+                for uid, first in wanted.items() if uid in names]
 
     def evaluate_checkpoint(self) -> None:
         """``ros.eval_only``: ``ros.eval_episodes`` deterministic episodes with ``eval.checkpoint`` on the cell."""
@@ -160,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 except KeyboardInterrupt:
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
                     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                actor.transport.flush(timeout=5.0)  # the recorder and learner get the last episode
+                actor.transport.flush(timeout=3.0)  # the recorder and learner get the last episode
+                actor.transport.finish(record_wait=min(3.0, float(cfg.ros.delivery.record_timeout)))
                 node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
                                        f"{time.monotonic() - started:.0f} s")
     except (ConfigError, TopicError) as error:

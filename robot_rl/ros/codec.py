@@ -1,39 +1,107 @@
-"""Transitions and policy weights as bytes for ``std_msgs/UInt8MultiArray`` messages.
+"""Transitions and policy weights as bytes for ``std_msgs/UInt8MultiArray`` messages, and their checks.
 
 The payload is an uncompressed ``.npz`` archive (numpy arrays only, loaded with
 ``allow_pickle=False``, so a message can never execute code) plus a JSON header under the key
-``__meta__``. A batch of transitions is stored column-wise: ``obs/<key>`` and ``next_obs/<key>``
-stacked per observation key, scalars as 1-D arrays.
+``__meta__`` (``kind``, ``codec`` = :data:`CODEC_VERSION`, ...). A batch of transitions is stored
+column-wise: ``obs/<key>`` and ``next_obs/<key>`` stacked per observation key, scalars as 1-D arrays.
+
+Anyone on the DDS domain can publish on our topics, so decoding is also validation: the payload
+size, the archive's declared sizes (no zip bombs), the header, every column's name, dtype and shape
+against the receiver's :class:`TransitionSchema` (or the actor's own weight shapes), and finite
+values. Anything else raises :class:`~robot_rl.ros.guard.MessageError` and the message is dropped.
+
+Every transition carries where it comes from: ``actor`` (the sending actor's session id), ``seq``
+(its position in that actor's stream, from 1), ``episode`` (the episode's uid) and ``step`` (its index
+in the episode). The learner uses them to drop duplicates of a resend and to acknowledge delivery.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import zipfile
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-SCALARS = {"reward": np.float32, "terminated": bool, "truncated": bool, "intervened": bool, "demo": bool,
-           "first": bool, "cost": np.float32, "filtered": bool, "success": bool, "violation": np.uint32}
+from .guard import MessageError, bounded
+
+CODEC_VERSION = 2
+MAX_TRANSITIONS_BYTES = 64 * 2**20  # a batch of camera transitions is a few MB
+MAX_WEIGHTS_BYTES = 256 * 2**20  # a ResNet-10 encoder with heads is ~40 MB
+MAX_BATCH = 10_000  # transitions per message
+MAX_HEADER_BYTES = 64 * 2**10
+UID_CHARS = 32
+
+SCALARS = {"reward": np.float32, "terminated": np.bool_, "truncated": np.bool_, "intervened": np.bool_,
+           "demo": np.bool_, "first": np.bool_, "cost": np.float32, "filtered": np.bool_, "success": np.bool_,
+           "violation": np.uint32, "seq": np.int64, "step": np.int64}
 VECTORS = ("action", "policy_action")
+IDS = ("actor", "episode")  # strings: sender session id, episode uid
 
 
+@dataclass(frozen=True)
+class TransitionSchema:
+    """What the receiver's agent and store take: observation shapes (images uint8 HxWxC, the rest
+    float32) and the action size. Transitions of any other layout are refused."""
+
+    observation_shapes: dict[str, tuple[int, ...]]
+    action_dim: int
+
+    def obs_dtype(self, key: str) -> np.dtype:
+        return np.dtype(np.uint8 if len(self.observation_shapes[key]) == 3 else np.float32)
+
+
+# ----------------------------------------------------------------------------- archive
 def pack(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> bytes:
     buffer = io.BytesIO()
-    header = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    header = np.frombuffer(json.dumps({**meta, "codec": CODEC_VERSION}).encode(), dtype=np.uint8)
     np.savez(buffer, __meta__=header, **arrays)
     return buffer.getvalue()
 
 
-def unpack(data: bytes | bytearray | memoryview) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as archive:
-        arrays = {key: archive[key] for key in archive.files}
-    meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+def unpack(data: bytes | bytearray | memoryview, limit: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Arrays and header of a payload of at most ``limit`` bytes (also after decompression)."""
+    bounded("payload", len(data), limit)
+    try:
+        with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:
+            declared = sum(info.file_size for info in archive.infolist())
+        bounded("payload (unpacked)", declared, limit)
+        with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except MessageError:
+        raise
+    except Exception as error:  # not a zip, not .npy members, object arrays (pickle), truncated
+        raise MessageError(f"payload is not an npz archive of plain arrays ({type(error).__name__}: {error})") from None
+    header = arrays.pop("__meta__", None)
+    if header is None or header.dtype != np.uint8 or header.ndim != 1 or header.size > MAX_HEADER_BYTES:
+        raise MessageError("payload has no valid __meta__ header")
+    try:
+        meta = json.loads(header.tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MessageError(f"payload header is not JSON ({error})") from None
+    if not isinstance(meta, dict):
+        raise MessageError("payload header is not a JSON object")
+    if meta.get("codec") != CODEC_VERSION:
+        raise MessageError(f"payload codec={meta.get('codec')!r}; this robot_rl reads codec version {CODEC_VERSION}")
     return arrays, meta
 
 
+def _check_kind(meta: dict[str, Any], kind: str) -> None:
+    if meta.get("kind") != kind:
+        raise MessageError(f"expected a {kind} message, got kind={meta.get('kind')!r}")
+
+
+def _check_column(name: str, array: np.ndarray, dtype: Any, shape: tuple[int, ...]) -> None:
+    if array.dtype != np.dtype(dtype) or array.shape != shape:
+        raise MessageError(f"column {name} is {array.dtype}{list(array.shape)}; expected {np.dtype(dtype)}{list(shape)}")
+    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        raise MessageError(f"column {name} has non-finite values")
+
+
+# ----------------------------------------------------------------------------- transitions
 def encode_transitions(transitions: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> bytes:
     arrays: dict[str, np.ndarray] = {}
     for part in ("obs", "next_obs"):
@@ -43,17 +111,36 @@ def encode_transitions(transitions: list[dict[str, Any]], meta: dict[str, Any] |
         arrays[key] = np.stack([np.asarray(t.get(key, t["action"]), np.float32) for t in transitions])
     for key, dtype in SCALARS.items():
         arrays[key] = np.array([t.get(key, 0) for t in transitions], dtype=dtype)
+    for key in IDS:
+        arrays[key] = np.array([str(t.get(key, ""))[:UID_CHARS] for t in transitions], dtype=f"<U{UID_CHARS}")
     return pack(arrays, {"kind": "transitions", "count": len(transitions), **(meta or {})})
 
 
-def decode_transitions(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    arrays, meta = unpack(data)
-    if meta.get("kind") != "transitions":
-        raise ValueError(f"expected a transitions message, got {meta.get('kind')!r}")
+def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Transitions of a payload, checked against ``schema`` (column set, dtypes, shapes, finite
+    values); ``schema=None`` checks the framing only (for tools that read foreign recordings)."""
+    arrays, meta = unpack(data, MAX_TRANSITIONS_BYTES)
+    _check_kind(meta, "transitions")
+    count = meta.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 < count <= MAX_BATCH:
+        raise MessageError(f"transitions count={count!r}; expected an integer in 1..{MAX_BATCH}")
+    if schema is not None:
+        expected = {f"{part}/{key}": (schema.obs_dtype(key), (count, *shape))
+                    for part in ("obs", "next_obs") for key, shape in schema.observation_shapes.items()}
+        expected.update({key: (np.float32, (count, schema.action_dim)) for key in VECTORS})
+        expected.update({key: (dtype, (count,)) for key, dtype in SCALARS.items()})
+        expected.update({key: (np.dtype(f"<U{UID_CHARS}"), (count,)) for key in IDS})
+        if set(arrays) != set(expected):
+            missing, extra = sorted(set(expected) - set(arrays)), sorted(set(arrays) - set(expected))
+            raise MessageError(f"transitions columns differ from this run's: missing {missing}, unexpected {extra}")
+        for name, (dtype, shape) in expected.items():
+            _check_column(name, arrays[name], dtype, shape)
     transitions = []
-    for i in range(meta["count"]):
+    for i in range(count):
         t: dict[str, Any] = {"obs": {}, "next_obs": {}}
         for key, column in arrays.items():
+            if len(column) != count:
+                raise MessageError(f"column {key} has {len(column)} rows for {count} transitions")
             part, _, name = key.partition("/")
             if name:
                 t[part][name] = column[i]
@@ -63,6 +150,7 @@ def decode_transitions(data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any
     return transitions, meta
 
 
+# ----------------------------------------------------------------------------- weights
 def encode_weights(weights: dict[str, Any], meta: dict[str, Any]) -> bytes:
     """Policy weights (``OffPolicyAgent.policy_state()`` tensors) and risk models (``to_arrays()``)."""
     arrays, risk_models = {}, []
@@ -75,14 +163,51 @@ def encode_weights(weights: dict[str, Any], meta: dict[str, Any]) -> bytes:
     return pack(arrays, {"kind": "weights", "risk_models": risk_models, **meta})
 
 
-def decode_weights(data: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+def decode_weights(data: bytes, expected: dict[str, tuple[tuple[int, ...], np.dtype]],
+                   risk_input: tuple[int, int] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Weights of a payload that has exactly the tensors of ``expected`` ({name: (shape, dtype)},
+    from the receiving agent's own ``policy_state()``), all finite. Risk models are rebuilt and
+    must map a ``risk_input`` = (state_dim, action_dim) input to one finite risk; without
+    ``risk_input`` a payload that carries one is refused."""
     from policies.safety_critic import RiskModel
 
-    arrays, meta = unpack(data)
-    if meta.get("kind") != "weights":
-        raise ValueError(f"expected a weights message, got {meta.get('kind')!r}")
-    weights: dict[str, Any] = {key: torch.from_numpy(value) for key, value in arrays.items() if "//" not in key}
-    for key in meta["risk_models"]:
+    arrays, meta = unpack(data, MAX_WEIGHTS_BYTES)
+    _check_kind(meta, "weights")
+    names = meta.get("risk_models", [])
+    if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+        raise MessageError(f"weights risk_models={names!r}; expected a list of names")
+    tensors = {key: value for key, value in arrays.items() if "//" not in key}
+    if set(tensors) != set(expected):
+        missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
+        raise MessageError(f"weights differ from this agent's: missing {missing[:5]}, unexpected {extra[:5]}")
+    for key, (shape, dtype) in expected.items():
+        _check_column(key, tensors[key], dtype, tuple(shape))
+    weights: dict[str, Any] = {key: torch.from_numpy(value) for key, value in tensors.items()}
+    for key in names:
+        if risk_input is None:
+            raise MessageError(f"weights carry a risk model {key!r} this actor does not use")
         prefix = key + "//"
-        weights[key] = RiskModel.from_arrays({k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+        parts = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+        weights[key] = _checked_risk_model(RiskModel, key, parts, *risk_input)
+    if set(arrays) - set(tensors) - {k for k in arrays for name in names if k.startswith(name + "//")}:
+        raise MessageError("weights carry arrays of no listed risk model")
     return weights, meta
+
+
+def _checked_risk_model(risk_model_class, key: str, parts: dict[str, np.ndarray], state_dim: int, action_dim: int):
+    for name, value in parts.items():
+        if value.dtype.kind not in "fiu" or (value.dtype.kind == "f" and not np.all(np.isfinite(value))):
+            raise MessageError(f"risk model {key}: {name} is not a finite numeric array")
+    try:
+        model = risk_model_class.from_arrays(parts)
+        risk = model(np.zeros(state_dim, np.float32), np.zeros((1, action_dim), np.float32))
+    except Exception as error:  # wrong layer names, inconsistent shapes
+        raise MessageError(f"risk model {key} is malformed ({type(error).__name__}: {error})") from None
+    if model.state_dim != state_dim or np.shape(risk) != (1,) or not np.all(np.isfinite(risk)):
+        raise MessageError(f"risk model {key} does not map a ({state_dim} + {action_dim}) input to one finite risk")
+    return model
+
+
+def weight_shapes(policy_state: dict[str, torch.Tensor]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """``expected`` for :func:`decode_weights` from an agent's own ``policy_state()``."""
+    return {key: (tuple(value.shape), value.detach().cpu().numpy().dtype) for key, value in policy_state.items()}

@@ -23,11 +23,34 @@ import torch
 from omegaconf import OmegaConf
 
 from ..config import ConfigError
+from ..data import EpisodeStore
+from ..data.episode_store import EpisodeStoreError
 from ..envs import make_env, observation_shapes
 from ..safety.training import make_safety_learner, safety_settings
 from ..train import Counters, Learner, make_agent, restore, save_checkpoint, settings_from
+from .codec import TransitionSchema
+from .delivery import stored_transitions
 from .node_main import exit_with_error, node_config, ros_node
 from .transport import RosTransport
+
+
+def backfill(learner: Learner, path: Path, log) -> int:
+    """Ingest the finished episodes of the recorder's store that the learner does not have (it crashed
+    after they were acknowledged and before its checkpoint held them); returns how many."""
+    if not (path / "zarr.json").exists():
+        return 0
+    try:
+        store = EpisodeStore.open(path)
+        taken = 0
+        for name in store.episode_names():
+            uid = store.episode_attrs(name).get("uid")
+            if uid and uid not in learner.ledger.episodes:
+                learner.ingest_locked(stored_transitions(store.read_episode(name), uid))
+                taken += 1
+    except (EpisodeStoreError, OSError) as error:
+        log.warning(f"backfill from {path} stopped: {error}")
+        return 0
+    return taken
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint = run_dir / "checkpoint"
     with ros_node("robot_rl_learner", ros_args) as node:
         log = node.get_logger()
-        transport = RosTransport(node, "learner")
+        transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim))
         learner = Learner(agent, settings, shapes, action_dim, transport, int(cfg.seed),
                           make_safety_learner(safety, shapes, action_dim, int(cfg.seed)),
                           safety.penalty if safety.enabled else 0.0)
@@ -63,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run_dir.mkdir(parents=True, exist_ok=True)
             OmegaConf.save(cfg, run_dir / "config.yaml")
+        if cfg.ros.delivery.backfill:
+            taken = backfill(learner, Path(cfg.ros.recorder.store), log)
+            if taken:
+                log.info(f"backfilled {taken} episodes from {cfg.ros.recorder.store}")
+        durable = dict(learner.ledger.received)  # per actor: the last transition the checkpoint holds
         transport.publish_weights(learner.update_calls, learner.published_weights())
         thread = threading.Thread(target=learner.run, name="learner", daemon=True)
         thread.start()
@@ -75,11 +103,21 @@ def main(argv: list[str] | None = None) -> int:
                 last_checkpoint = learner.online_received
                 counters.env_steps = learner.online_received
                 counters.wall_seconds = time.monotonic() - started
+                with learner.lock:
+                    snapshot = dict(learner.ledger.received)
                 save_checkpoint(checkpoint, learner, counters)
+                durable.update(snapshot)
+                acknowledge()
                 log.info(f"checkpoint: {learner.update_calls} updates, {learner.online_received} online transitions, "
                          f"{transport.transitions_received} received")
 
+        def acknowledge() -> None:
+            with learner.lock:
+                received = dict(learner.ledger.received)
+            transport.acknowledge(received, durable)
+
         node.create_timer(1.0, checkpoint_if_due)
+        node.create_timer(0.5, acknowledge)
         import rclpy
 
         try:

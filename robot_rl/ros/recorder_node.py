@@ -3,7 +3,11 @@
 Episodes are rebuilt from the transitions on ``/rl/transitions`` (the stream the learner gets):
 an episode starts at a transition flagged ``first`` and is committed when one ends it
 (terminated or truncated); an episode cut short (the actor paused, crashed or was stopped) is
-dropped, so the store only ever holds finished episodes, also after Ctrl-C or SIGTERM.
+dropped, so the store only ever holds finished episodes, also after Ctrl-C or SIGTERM. Each
+committed episode keeps the actor's episode uid and is acknowledged on ``/rl/transitions_ack``: an
+episode the recorder never confirms (it was down) is recorded by the actor itself. Transitions an
+actor sends again for a restarted learner (an old ``seq``) and episodes already in the store are
+skipped; malformed transition messages are dropped and counted.
 With ``ros.recorder.mcap=<folder>`` the raw messages of the cell's topics (cameras, state,
 commands, teleop) are also written to a rosbag2 MCAP there, serialized as received.
 
@@ -16,15 +20,19 @@ import sys
 import time
 from pathlib import Path
 
+import json
+
 from omegaconf import OmegaConf
-from std_msgs.msg import UInt8MultiArray
+from std_msgs.msg import String, UInt8MultiArray
 
 from ..config import ConfigError
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
 from ..envs import make_env, store_metadata
 from . import qos
-from .codec import decode_transitions
+from .codec import TransitionSchema, decode_transitions
+from .delivery import ACK_TOPIC
+from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin
 from .transport import TRANSITIONS_TOPIC
 
@@ -48,28 +56,43 @@ MCAP_TOPICS = {
 class EpisodeRecorder:
     """Transitions -> committed episodes."""
 
-    def __init__(self, store: EpisodeStore, log):
-        self.writer, self.log = store.writer(), log
+    def __init__(self, store: EpisodeStore, log, acknowledge=lambda uids: None):
+        self.writer, self.log, self.acknowledge = store.writer(), log, acknowledge
         self.committed = 0
         self.last_receipt = time.monotonic()
+        self.last_seq: dict[str, int] = {}  # actor -> newest seq taken
+        self.uids = {store.episode_attrs(name).get("uid") for name in store.episode_names()} - {None}
+        self.recent: list[str] = []  # uids committed lately, acknowledged again now and then
 
     def add(self, transitions: list[dict]) -> None:
         self.last_receipt = time.monotonic()
         for t in transitions:
+            actor, seq = t.get("actor", ""), int(t.get("seq", 0))
+            if seq:
+                if seq <= self.last_seq.get(actor, 0):
+                    continue  # sent again for a restarted learner
+                self.last_seq[actor] = seq
             if t["first"]:
                 if self.writer.active:
                     self.log.warning("dropped an unfinished episode (the actor started a new one)")
+                    self.writer.discard()
+                if t.get("episode") in self.uids:
+                    continue  # already in the store
                 self.writer.start(t["obs"])
-                self.demo = t["demo"]
+                self.demo, self.uid = t["demo"], t.get("episode") or None
             if not self.writer.active:
                 continue  # the rest of an episode whose start was missed
             self.writer.add(t["next_obs"], t["action"], t["reward"], t["terminated"], t["truncated"],
                             policy_action=t["policy_action"], success=t["success"], intervened=t["intervened"],
-                            safety_flags=t["violation"])
+                            safety_flags=t["violation"], filtered=t["filtered"])
             if t["terminated"] or t["truncated"]:
-                name = self.writer.commit("demo" if self.demo else "online")
+                name = self.writer.commit("demo" if self.demo else "online", uid=self.uid)
                 self.committed += 1
                 self.log.info(f"recorded {name} ({'demo' if self.demo else 'online'})")
+                if self.uid:
+                    self.uids.add(self.uid)
+                    self.recent = [*self.recent[-49:], self.uid]
+                    self.acknowledge([self.uid])
 
     def close(self) -> None:
         self.writer.discard()
@@ -78,7 +101,7 @@ class EpisodeRecorder:
 class McapRecorder:
     """Raw (serialized) messages of the given topics to a rosbag2 MCAP folder."""
 
-    def __init__(self, node, folder: Path, topics: dict[str, str]):
+    def __init__(self, node, folder: Path, topics: dict[str, str], guard: InputGuard):
         from rosbags.rosbag2 import StoragePlugin, Writer
         from rosbags.typesys import Stores, get_typestore
 
@@ -90,8 +113,8 @@ class McapRecorder:
         self.written = 0
         for topic, kind in topics.items():
             connection = self.writer.add_connection(topic, kind, typestore=self.types)
-            node.create_subscription(_message_class(kind), topic,
-                                     lambda data, c=connection: self._write(c, data), qos.TRANSITIONS, raw=True)
+            guard.subscribe(_message_class(kind), topic, lambda data, c=connection: self._write(c, data),
+                            qos.TRANSITIONS, raw=True)
 
     def _write(self, connection, data: bytes) -> None:
         self.writer.write(connection, time.time_ns(), bytes(data))
@@ -132,16 +155,24 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EpisodeStoreError) as error:
         return exit_with_error("robot_rl.ros.recorder_node", error)
     with ros_node("robot_rl_recorder", ros_args) as node:
-        recorder = EpisodeRecorder(store, node.get_logger())
-        node.create_subscription(UInt8MultiArray, TRANSITIONS_TOPIC,
-                                 lambda msg: recorder.add(decode_transitions(msg.data)[0]), qos.TRANSITIONS)
+        acks = node.create_publisher(String, ACK_TOPIC, qos.EVENT)
+
+        def acknowledge(uids: list[str]) -> None:
+            acks.publish(String(data=json.dumps({"node": "recorder", "episodes": uids})))
+
+        recorder = EpisodeRecorder(store, node.get_logger(), acknowledge)
+        schema = TransitionSchema(store.observation_shapes, int(store.metadata["action_dim"]))
+        guard = InputGuard(node)
+        guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC,
+                        lambda msg: recorder.add(decode_transitions(msg.data, schema)[0]), qos.TRANSITIONS)
+        node.create_timer(1.0, lambda: recorder.recent and acknowledge(recorder.recent))  # for acks that were missed
         mcap = None
         if cfg.ros.recorder.mcap:
             topics = dict(MCAP_TOPICS)
             for camera in task.get("cameras") or ():
                 topics[f"/camera/{camera}/color/image_raw"] = "sensor_msgs/msg/Image"
                 topics[f"/camera/{camera}/color/camera_info"] = "sensor_msgs/msg/CameraInfo"
-            mcap = McapRecorder(node, Path(cfg.ros.recorder.mcap), topics)
+            mcap = McapRecorder(node, Path(cfg.ros.recorder.mcap), topics, guard)
         node.get_logger().info(f"recording episodes to {store.path}" + (f" and MCAP to {cfg.ros.recorder.mcap}" if mcap else ""))
         try:
             spin(node)

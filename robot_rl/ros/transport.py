@@ -6,20 +6,30 @@ payloads, so actor and learner can sit on different machines of one DDS domain w
 standard message types between them. Weights are latched (TRANSIENT_LOCAL): an actor that
 starts after the learner, or a learner that restarts from its checkpoint, is picked up without
 restarting anyone. Each weights message carries the learner's session id and update count.
+
+Every received message is validated (:mod:`robot_rl.ros.codec`: size, columns, dtypes, shapes,
+finite values) inside an :class:`~robot_rl.ros.guard.InputGuard`; a bad one is dropped and counted.
+Delivery survives a learner or recorder that is down for a while (:mod:`robot_rl.ros.delivery`):
+the actor keeps what the learner has not checkpointed and sends it again to a restarted learner;
+the learner acknowledges on ``/rl/transitions_ack``.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from std_msgs.msg import UInt8MultiArray
+from std_msgs.msg import String, UInt8MultiArray
 
 from ..transport import LocalTransport, Transport
 from . import qos
-from .codec import decode_transitions, decode_weights, encode_transitions, encode_weights
+from .codec import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
+from .delivery import ACK_TOPIC, Outbox, parse_ack
+from .guard import InputGuard
 
 TRANSITIONS_TOPIC = "/rl/transitions"
 WEIGHTS_TOPIC = "/rl/policy_weights"
@@ -28,31 +38,58 @@ WEIGHTS_TOPIC = "/rl/policy_weights"
 class RosTransport(Transport):
     """``role="actor"`` sends transitions and receives weights; ``role="learner"`` the reverse.
 
-    Received messages are decoded in the executor's thread and queued; the interface methods
+    The actor gives ``expected_weights`` (:func:`~robot_rl.ros.codec.weight_shapes` of its own
+    policy) and ``risk_input`` (state and action size, when it runs the safety filter), and an
+    :class:`~robot_rl.ros.delivery.Outbox`; the learner gives the ``schema`` of the transitions it
+    takes. Received messages are decoded in the executor's thread and queued; the interface methods
     may be called from any other thread.
     """
 
-    def __init__(self, node, role: str):
+    def __init__(self, node, role: str, *, schema: TransitionSchema | None = None,
+                 expected_weights: dict | None = None, risk_input: tuple[int, int] | None = None,
+                 outbox: Outbox | None = None, guard: InputGuard | None = None):
         if role not in ("actor", "learner"):
             raise ValueError(f"role must be 'actor' or 'learner', got {role!r}")
         self.node, self.role = node, role
+        self.guard = guard or InputGuard(node)
         self.session = uuid.uuid4().hex[:8]
         self.inbox = LocalTransport()  # what arrived, in arrival order
         self.weights_received = 0
         self.weights_meta: dict[str, Any] = {}
         self.transitions_received = 0
+        self.schema, self.expected_weights, self.risk_input = schema, expected_weights, risk_input
+        self.outbox = outbox
+        self.lock = threading.Lock()  # the outbox: actor thread and executor thread
+        self.resend_requested = False
+        self.current_episode: str | None = None
         if role == "actor":
+            if expected_weights is None or outbox is None:
+                raise ValueError("the actor's transport needs expected_weights and an outbox")
             self._out = node.create_publisher(UInt8MultiArray, TRANSITIONS_TOPIC, qos.TRANSITIONS)
-            node.create_subscription(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
+            self.guard.subscribe(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
+            self.guard.subscribe(String, ACK_TOPIC, self._on_ack, qos.EVENT)
         else:
+            if schema is None:
+                raise ValueError("the learner's transport needs the transitions' schema")
             self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
-            node.create_subscription(UInt8MultiArray, TRANSITIONS_TOPIC, self._on_transitions, qos.TRANSITIONS)
+            self.acks = node.create_publisher(String, ACK_TOPIC, qos.EVENT)
+            self.guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC, self._on_transitions, qos.TRANSITIONS)
 
     # ----------------------------------------------------------------- actor side
     def send_transitions(self, transitions: list[dict[str, Any]]) -> None:
         self._require("actor")
-        if transitions:
-            self._out.publish(UInt8MultiArray(data=encode_transitions(transitions, {"session": self.session})))
+        if not transitions:
+            return
+        with self.lock:
+            for t in transitions:
+                if t.get("first") and self.current_episode is not None:
+                    self.outbox.end_episode(self.current_episode)
+                self.current_episode = t.get("episode", self.current_episode)
+                self.outbox.stamp(t)
+        self._publish(transitions)
+
+    def _publish(self, transitions: list[dict[str, Any]]) -> None:
+        self._out.publish(UInt8MultiArray(data=encode_transitions(transitions, {"session": self.session})))
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
         """(count of weights messages received, weights): the count changes with every new message,
@@ -61,10 +98,52 @@ class RosTransport(Transport):
         return self.inbox.latest_weights()
 
     def _on_weights(self, msg) -> None:
-        weights, meta = decode_weights(msg.data)  # executor thread only: one writer
-        self.weights_received += 1
+        weights, meta = decode_weights(msg.data, self.expected_weights, self.risk_input)
+        self.weights_received += 1  # executor thread only: one writer
         self.weights_meta = meta
         self.inbox.publish_weights(self.weights_received, weights)
+
+    def _on_ack(self, msg) -> None:
+        ack = parse_ack(msg.data)
+        with self.lock:
+            if self.outbox.on_ack(ack):
+                self.resend_requested = True
+
+    def service(self, read_spilled: Callable[[list[str]], list[list[dict[str, Any]]]]) -> None:
+        """The actor thread's housekeeping between steps: resend what a restarted learner lacks
+        (spilled episodes through ``read_spilled``), record episodes the recorder did not
+        acknowledge, keep the outbox under its memory limit."""
+        self._require("actor")
+        with self.lock:
+            resend, self.resend_requested = self.resend_requested, False
+            for uid in self.outbox.unrecorded_due():
+                self.outbox.record_locally(uid)
+            self.outbox.enforce_memory_limit()
+            spilled, pending = self.outbox.resend() if resend else ([], [])
+        for episode in read_spilled(spilled):
+            self._publish_batches(episode)
+        self._publish_batches(pending)
+
+    def _publish_batches(self, transitions: list[dict[str, Any]], size: int = 64) -> None:
+        for start in range(0, len(transitions), size):
+            self._publish(transitions[start:start + size])
+
+    def finish(self, record_wait: float) -> None:
+        """At the actor's exit: wait up to ``record_wait`` s for the recorder to acknowledge the finished
+        episodes, then record the rest in the actor's own store."""
+        with self.lock:
+            if self.current_episode is not None:
+                self.outbox.end_episode(self.current_episode)
+        deadline = time.monotonic() + record_wait
+        while time.monotonic() < deadline:
+            with self.lock:
+                waiting = [uid for uid in self.outbox.finished_at if uid not in self.outbox.recorded]
+            if not waiting:
+                return
+            time.sleep(0.05)
+        with self.lock:
+            for uid in [uid for uid in self.outbox.finished_at if uid not in self.outbox.recorded]:
+                self.outbox.record_locally(uid)
 
     # ----------------------------------------------------------------- learner side
     def receive_transitions(self, timeout: float) -> list[dict[str, Any]]:
@@ -76,10 +155,17 @@ class RosTransport(Transport):
         self._out.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "session": self.session})))
 
     def _on_transitions(self, msg) -> None:
-        transitions, _ = decode_transitions(msg.data)
+        transitions, _ = decode_transitions(msg.data, self.schema)
         self.transitions_received += len(transitions)
         self.inbox.send_transitions(transitions)
 
+    def acknowledge(self, received: dict[str, int], durable: dict[str, int]) -> None:
+        """Tell the actors what this learner has ingested and what is in its checkpoint."""
+        self._require("learner")
+        actors = {actor: {"received": int(seq), "durable": int(durable.get(actor, 0))} for actor, seq in received.items()}
+        self.acks.publish(String(data=json.dumps({"node": "learner", "session": self.session, "actors": actors})))
+
+    # ----------------------------------------------------------------- both
     def wait_for_subscribers(self, nodes: Sequence[str], timeout: float) -> list[str]:
         """Wait up to ``timeout`` s until every named node subscribes to our topic and our publisher
         has matched each subscriber it knows of (DDS discovery); returns the names still missing.

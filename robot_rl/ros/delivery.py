@@ -1,0 +1,209 @@
+"""Delivery of the actor's transitions when the learner or the recorder is down for a while.
+
+The actor numbers its transitions (``seq``, from 1, per actor session) and keeps each one in its
+:class:`Outbox` until the learner acknowledges it as **durable** (in a written checkpoint). The learner
+acknowledges on ``/rl/transitions_ack`` (std_msgs/String, JSON) what it has **received** (ingested) and
+what is durable, per actor. A learner that restarts from its checkpoint answers with a new session id and
+the received count of that checkpoint; the actor then sends again everything after it, and the learner
+drops what it already has (by ``seq``). So a learner restart, also after ``kill -9``, loses nothing.
+
+The recorder acknowledges each episode it committed (by episode uid). A finished episode the recorder
+did not acknowledge within ``record_timeout`` seconds (recorder down, or it missed the start) is written
+by the actor to its own episode store, so no episode is lost while the recorder is away; both stores hold
+the episode uid, so ``robot-rl data merge`` never counts an episode twice.
+
+Memory is bounded: above ``memory_limit`` bytes the oldest finished episodes move from memory to the
+actor's store ("spilled") and are read back from there when a learner asks for them again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .guard import MessageError
+
+ACK_TOPIC = "/rl/transitions_ack"
+
+
+def transition_bytes(transition: dict[str, Any]) -> int:
+    return sum(np.asarray(v).nbytes for part in ("obs", "next_obs") for v in transition[part].values()) + 64
+
+
+class Outbox:
+    """The actor's transitions, episode by episode, until the learner has them durably and the
+    recorder (or the actor's own store) has each finished episode."""
+
+    def __init__(self, actor_id: str, memory_limit: int, record_timeout: float,
+                 spill: Callable[[list[dict[str, Any]]], None], for_learner: bool = True, for_recorder: bool = True):
+        """``for_learner`` / ``for_recorder`` False: the graph has no such node, nothing is kept for it."""
+        self.actor_id, self.memory_limit, self.record_timeout = actor_id, memory_limit, record_timeout
+        self.for_learner, self.for_recorder = for_learner, for_recorder
+        self.spill_episode = spill  # writes a finished episode to the actor's store
+        self.seq = 0
+        self.episodes: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # uid -> transitions, in memory
+        self.finished_at: dict[str, float] = {}  # uid -> when the episode ended (waiting for the recorder)
+        self.recorded: set[str] = set()  # uid of finished episodes the recorder or our store holds
+        self.spilled: OrderedDict[str, tuple[int, int]] = OrderedDict()  # uid -> (first seq, last seq), on disk
+        self.bytes = 0
+        self.learner_session: str | None = None
+        self.received = 0  # highest seq the current learner session has ingested
+        self.durable = 0  # highest seq in a learner checkpoint
+        self.spilled_count = self.recorded_locally = 0
+
+    # ----------------------------------------------------------------- sending
+    def stamp(self, transition: dict[str, Any]) -> dict[str, Any]:
+        """Number a new transition and keep it."""
+        self.seq += 1
+        transition.update(actor=self.actor_id, seq=self.seq)
+        self.episodes.setdefault(transition["episode"], []).append(transition)
+        self.bytes += transition_bytes(transition)
+        if not self.for_learner:
+            self.durable = self.seq
+        if transition["terminated"] or transition["truncated"]:
+            self.end_episode(transition["episode"])
+        return transition
+
+    def end_episode(self, uid: str) -> None:
+        """An episode cut short (budget spent, stop) is finished too."""
+        if uid in self.episodes:
+            self.finished_at.setdefault(uid, time.monotonic())
+            if not self.for_recorder:
+                self.recorded.add(uid)
+            self._forget()
+
+    # ----------------------------------------------------------------- acknowledgements
+    def on_ack(self, ack: dict[str, Any]) -> bool:
+        """Apply an acknowledgement; True when a new learner session asks for a resend."""
+        if ack.get("node") == "recorder" or not self.for_learner:
+            for uid in ack.get("episodes", []):
+                if uid in self.finished_at or uid in self.episodes:
+                    self.recorded.add(uid)
+            self._forget()
+            return False
+        entry = ack.get("actors", {}).get(self.actor_id, {"received": 0, "durable": 0})
+        received, durable = int(entry.get("received", 0)), int(entry.get("durable", 0))
+        new_session = ack.get("session") != self.learner_session
+        self.learner_session = ack.get("session")
+        self.received = received if new_session else max(self.received, received)
+        self.durable = max(self.durable, durable) if not new_session else durable
+        self._forget()
+        return new_session and self.seq > self.received
+
+    def _forget(self) -> None:
+        """Drop finished episodes that are durable at the learner and recorded."""
+        for uid in list(self.episodes):
+            transitions = self.episodes[uid]
+            if uid in self.finished_at and uid in self.recorded and transitions[-1]["seq"] <= self.durable:
+                self._remove(uid)
+        for uid, (_, last) in list(self.spilled.items()):  # the store keeps the episode itself
+            if last <= self.durable:
+                del self.spilled[uid]
+
+    def _remove(self, uid: str) -> list[dict[str, Any]]:
+        transitions = self.episodes.pop(uid)
+        self.bytes -= sum(transition_bytes(t) for t in transitions)
+        self.finished_at.pop(uid, None)
+        self.recorded.discard(uid)
+        return transitions
+
+    # ----------------------------------------------------------------- housekeeping (the actor's loop)
+    def unrecorded_due(self, now: float | None = None) -> list[str]:
+        """Finished episodes the recorder has not acknowledged within ``record_timeout``."""
+        now = time.monotonic() if now is None else now
+        return [uid for uid, ended in self.finished_at.items()
+                if uid not in self.recorded and now - ended > self.record_timeout]
+
+    def record_locally(self, uid: str) -> None:
+        self.spill_episode(self.episodes[uid])
+        self.recorded.add(uid)
+        self.recorded_locally += 1
+        self._forget()
+
+    def enforce_memory_limit(self) -> None:
+        """Move the oldest finished episodes to the actor's store while over the memory limit."""
+        for uid in list(self.episodes):
+            if self.bytes <= self.memory_limit:
+                return
+            if uid not in self.finished_at:
+                continue
+            if uid not in self.recorded:
+                self.record_locally(uid)
+                if uid not in self.episodes:
+                    continue
+            transitions = self._remove(uid)
+            if transitions[-1]["seq"] > self.durable:
+                self.spilled[uid] = (transitions[0]["seq"], transitions[-1]["seq"])
+                self.spilled_count += 1
+
+    def resend(self) -> tuple[list[tuple[str, int]], list[dict[str, Any]]]:
+        """([(spilled episode uid, its first seq)], in-memory transitions) the current learner session lacks."""
+        spilled = [(uid, first) for uid, (first, last) in self.spilled.items() if last > self.received]
+        pending = [t for transitions in self.episodes.values() for t in transitions if t["seq"] > self.received]
+        return spilled, pending
+
+    def undelivered(self) -> int:
+        """Transitions the learner has not received (memory and spilled)."""
+        in_memory = sum(1 for transitions in self.episodes.values() for t in transitions if t["seq"] > self.received)
+        on_disk = sum(last - max(first - 1, self.received) for first, last in self.spilled.values()
+                      if last > self.received)
+        return in_memory + on_disk
+
+
+def parse_ack(text: str) -> dict[str, Any]:
+    """An acknowledgement message, checked (it comes from the network)."""
+    if len(text) > 1_000_000:
+        raise MessageError(f"ack of {len(text)} characters")
+    ack = json.loads(text)
+    if not isinstance(ack, dict) or ack.get("node") not in ("learner", "recorder"):
+        raise MessageError("ack is not an object from a learner or a recorder")
+    if ack["node"] == "recorder":
+        episodes = ack.get("episodes")
+        if not isinstance(episodes, list) or not all(isinstance(uid, str) for uid in episodes):
+            raise MessageError("recorder ack needs a list of episode uids")
+        return ack
+    actors = ack.get("actors")
+    if not isinstance(ack.get("session"), str) or not isinstance(actors, dict):
+        raise MessageError("learner ack needs a session and actors")
+    for entry in actors.values():
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), int) and entry[k] >= 0
+                                                  for k in ("received", "durable")):
+            raise MessageError("learner ack entries need received and durable counts")
+    return ack
+
+
+def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first_seq: int = 0) -> list[dict[str, Any]]:
+    """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as
+    the actor sent them; ``first_seq`` numbers them from there (0: unnumbered)."""
+    steps = len(episode["action"])
+    demo = episode["attrs"].get("source") == "demo"
+    extras = {key: episode[key] for key in ("filtered",) if key in episode}
+    out = []
+    for t in range(steps):
+        violation = int(episode["safety_flags"][t])
+        out.append({
+            "obs": {key: value[t] for key, value in episode["obs"].items()},
+            "next_obs": {key: value[t + 1] for key, value in episode["obs"].items()},
+            "action": episode["action"][t], "policy_action": episode["policy_action"][t],
+            "reward": float(episode["reward"][t]), "terminated": bool(episode["terminated"][t]),
+            "truncated": bool(episode["truncated"][t]), "intervened": bool(episode["intervened"][t]),
+            "demo": demo, "first": t == 0, "cost": float(violation != 0),
+            "filtered": bool(extras["filtered"][t]) if "filtered" in extras else False,
+            "success": bool(episode["success"][t]), "violation": violation,
+            "episode": uid, "step": t, "actor": actor, "seq": first_seq + t if first_seq else 0})
+    return out
+
+
+def write_episode(writer, transitions: list[dict[str, Any]]) -> str:
+    """Record transitions (one episode, from its first step) with an EpisodeWriter; returns the name."""
+    writer.start(transitions[0]["obs"])
+    for t in transitions:
+        writer.add(t["next_obs"], t["action"], t["reward"], t["terminated"], t["truncated"],
+                   policy_action=t["policy_action"], success=t["success"], intervened=t["intervened"],
+                   safety_flags=t["violation"], filtered=t["filtered"])
+    return writer.commit("demo" if transitions[0]["demo"] else "online", uid=transitions[0]["episode"])
