@@ -121,6 +121,7 @@ class HomeReset:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import rclpy
     from omegaconf import OmegaConf
     from rclpy.executors import MultiThreadedExecutor
 
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             executor = MultiThreadedExecutor(num_threads=2)  # a slow service next to its pose stream, not a fast loop
             executor.add_node(node)
             try:
-                executor.spin()
+                while rclpy.ok():  # waking every 0.1 s, so Ctrl-C / SIGTERM is seen when nothing arrives
+                    executor.spin_once(timeout_sec=0.1)
             except KeyboardInterrupt:
                 pass
             finally:

@@ -1,6 +1,7 @@
 """robot-rl launch (the graph launcher), the ROS 2 launch files, start-up topic checks, and the
 teleop node driven by recorded keyboard bytes and joystick events."""
 
+import signal
 import struct
 import subprocess
 import sys
@@ -268,3 +269,50 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
     nodes = {n.name: n for n in graph_nodes(franka)}
     assert "bridge" not in nodes
     assert "/rl/equilibrium_pose:=/cartesian_impedance_controller/equilibrium_pose" in nodes["safety"].command([])
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, stop):
+    rclpy = require("rclpy")
+    from std_srvs.srv import SetBool
+
+    logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("teleop", "bridge", "reset")}
+    processes = {
+        "teleop": subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node"], stdin=subprocess.PIPE,
+                                   stdout=logs["teleop"], stderr=subprocess.STDOUT),
+        "bridge": subprocess.Popen([sys.executable, "-m", "hardware.servo_bridge"], stdout=logs["bridge"],
+                                   stderr=subprocess.STDOUT),
+        "reset": subprocess.Popen([sys.executable, "-m", "hardware.home_reset", "reset.timeout=60"],
+                                  stdout=logs["reset"], stderr=subprocess.STDOUT)}
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_signals")
+    client = node.create_client(SetBool, "/rl/reset")
+    try:
+        names = {"robot_rl_teleop", "robot_rl_servo_bridge", "robot_rl_home_reset"}
+        end = time.monotonic() + 90
+        while not names <= set(node.get_node_names()) and time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.1)
+        assert names <= set(node.get_node_names()), node.get_node_names()
+        assert client.wait_for_service(timeout_sec=30)
+        future = client.call_async(SetBool.Request(data=False))  # a reset in flight: no pose comes, it waits
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        for process in processes.values():
+            process.send_signal(stop)
+        stopped = time.monotonic()
+        codes = {name: process.wait(timeout=10) for name, process in processes.items()}
+        assert time.monotonic() - stopped < 6.0 and codes == {name: 0 for name in processes}, codes
+        assert not future.done() or not future.result().success
+        assert "reset: the node is shutting down" in (tmp_path / "reset.log").read_text()  # gave up, did not hang
+        for name in processes:
+            output = (tmp_path / f"{name}.log").read_text()
+            assert "Traceback" not in output and "terminate called" not in output, f"{name}: {output[-2000:]}"
+    finally:
+        for process in processes.values():
+            process.kill()
+            process.wait()
+        for log in logs.values():
+            log.close()
+        node.destroy_node()
+        rclpy.shutdown()
