@@ -262,3 +262,40 @@ def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
         reward_log.close()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def test_every_subscription_of_the_actor_drops_junk_without_raising():
+    """Without DDS: junk straight into each guarded callback of a TopicEnv and its teleop mux."""
+    rclpy = require("rclpy")
+    from geometry_msgs.msg import PoseStamped, Twist
+    from sensor_msgs.msg import Image, JointState, Joy
+    from std_msgs.msg import Float32MultiArray, Float64
+
+    from robot_rl.ros.teleop_source import TopicTeleop
+    from robot_rl.ros.topic_env import JOINTS, REWARD, TASK_STATE, TopicEnv, TopicEnvSettings
+
+    junk = {Image: junk_image, JointState: junk_joint_state, PoseStamped: junk_pose, Float64: junk_float,
+            Float32MultiArray: junk_task_state, Joy: junk_joy, Twist: lambda rng: junk_twist(rng, stamped=False)}
+    layout = {"tcp_pos": (0, 3), "tcp_rotvec": (3, 3), "tcp_linvel": (6, 3), "tcp_angvel": (9, 3), "gripper": (12, 1),
+              "goal_pos": (13, 3)}
+    settings = TopicEnvSettings(control_rate_hz=10.0, action_dim=4, pos_step=0.02, rot_step=0.1,
+                                workspace=np.array([[0.3, -0.3, 0.0], [0.7, 0.3, 0.4]]), episode_steps=10,
+                                cameras=("front",), image_size=(32, 32), terminate_on_success=True)
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_junk_callbacks")
+    try:
+        env = TopicEnv(node, settings, layout)
+        TopicTeleop(node, env, deadzone=0.05, hold=0.3)
+        rng = np.random.default_rng(1)
+        fed = {}
+        for subscription in node.subscriptions:
+            if subscription.msg_type in junk:
+                for _ in range(200):
+                    subscription.callback(junk[subscription.msg_type](rng))  # raises nothing
+                fed[subscription.topic_name] = 200
+        assert set(fed) >= {CAMERA, POSE, JOINTS, REWARD, TASK_STATE, "/spacenav/twist", "/spacenav/joy"}
+        assert env.guard.dropped == fed and not env.guard.accepted
+        assert not env.inbox.latest  # nothing malformed reached an observation
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
