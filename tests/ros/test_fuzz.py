@@ -11,7 +11,7 @@ and ``/rl/equilibrium_pose`` get nothing: a foreign publisher there latches the 
 import io
 import re
 import signal
-import time
+import subprocess
 
 import numpy as np
 
@@ -159,11 +159,9 @@ def train_classifier(path):
 
 def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
     rclpy = require("rclpy")
-    import subprocess
-
     from geometry_msgs.msg import PoseStamped, Twist, TwistStamped, WrenchStamped
     from sensor_msgs.msg import Image, JointState, Joy
-    from std_msgs.msg import Float32MultiArray, Float64, String, UInt8MultiArray, UInt32
+    from std_msgs.msg import Float32MultiArray, Float64, String, UInt8MultiArray
 
     from robot_rl.ros import qos
     from robot_rl.ros.messages import image_msg
