@@ -62,10 +62,12 @@ class DeliveryLedger:
     """The learner's record of what it ingested, so a resend or a backfill never adds a step twice.
 
     Transitions that carry ``actor`` and ``seq`` (the ROS actor numbers them) are taken once per
-    ``(actor, seq)``, in order; after a gap in an actor's numbering the rest of that episode is
-    skipped (its steps would no longer follow each other in the replay buffer). Transitions that
-    carry ``episode`` (a uid) are taken only for episodes whose first step was taken, and an episode
-    whose first step arrives a second time (a resend of an episode backfilled from a store) is skipped.
+    ``(actor, seq)`` and in order: one that skips ahead (the actor's live stream reached a restarted
+    learner before the resend of what it lacks) is dropped, and comes again with the resend. ``floor``
+    is the lowest ``seq`` the actor still holds; what lies below it can no longer be asked for.
+    Transitions that carry ``episode`` (a uid) are taken only for episodes whose first step was taken,
+    and an episode whose first step arrives a second time (a resend of an episode backfilled from a
+    store) is skipped.
     """
 
     def __init__(self) -> None:
@@ -84,14 +86,14 @@ class DeliveryLedger:
     def _accept(self, transition: dict[str, Any]) -> bool:
         actor, seq, uid = transition.get("actor") or "", int(transition.get("seq") or 0), transition.get("episode") or ""
         if seq:
-            last = self.received.get(actor, 0)
+            last = max(self.received.get(actor, 0), int(transition.get("floor") or 1) - 1)
             if seq <= last:
                 self.duplicates += 1
                 return False
+            if seq != last + 1:
+                self.gaps += 1  # ahead of a resend that will bring the steps between
+                return False
             self.received[actor] = seq
-            if last and seq != last + 1 and not transition["first"] and uid:
-                self.gaps += 1
-                self.skipping.add(uid)
         if not uid:
             return True
         if transition["first"]:
@@ -105,7 +107,7 @@ class DeliveryLedger:
         if uid in self.skipping:
             return False
         if uid not in self.episodes:
-            self.orphans += 1  # its start was never received (e.g. sent before this learner started)
+            self.orphans += 1  # its start was never received (it lies below the actor's floor)
             return False
         return True
 

@@ -203,8 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                     signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 actor.transport.flush(timeout=3.0)  # the recorder and learner get the last episode
                 actor.transport.finish(record_wait=min(3.0, float(cfg.ros.delivery.record_timeout)))
+                outbox = actor.transport.outbox
                 node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
-                                       f"{time.monotonic() - started:.0f} s")
+                                       f"{time.monotonic() - started:.0f} s; {outbox.seq} transitions sent, "
+                                       f"{outbox.recorded_locally} episodes recorded in the actor's store")
     except (ConfigError, TopicError) as error:
         return exit_with_error("robot_rl.ros.actor_node", error)
     return 0

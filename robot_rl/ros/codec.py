@@ -11,7 +11,7 @@ against the receiver's :class:`TransitionSchema` (or the actor's own weight shap
 values. Anything else raises :class:`~robot_rl.ros.guard.MessageError` and the message is dropped.
 
 Every transition carries where it comes from: ``actor`` (the sending actor's session id), ``seq``
-(its position in that actor's stream, from 1), ``episode`` (the episode's uid) and ``step`` (its index
+(its position in that actor's stream, from 1), ``floor`` (the lowest ``seq`` the actor still holds), ``episode`` (the episode's uid) and ``step`` (its index
 in the episode). The learner uses them to drop duplicates of a resend and to acknowledge delivery.
 """
 
@@ -37,7 +37,7 @@ UID_CHARS = 32
 
 SCALARS = {"reward": np.float32, "terminated": np.bool_, "truncated": np.bool_, "intervened": np.bool_,
            "demo": np.bool_, "first": np.bool_, "cost": np.float32, "filtered": np.bool_, "success": np.bool_,
-           "violation": np.uint32, "seq": np.int64, "step": np.int64}
+           "violation": np.uint32, "seq": np.int64, "floor": np.int64, "step": np.int64}
 VECTORS = ("action", "policy_action")
 IDS = ("actor", "episode")  # strings: sender session id, episode uid
 

@@ -54,13 +54,15 @@ class Outbox:
         self.learner_session: str | None = None
         self.received = 0  # highest seq the current learner session has ingested
         self.durable = 0  # highest seq in a learner checkpoint
+        self.progress_at = time.monotonic()  # when the learner last acknowledged something new
+        self.resend_after = 3.0  # s without progress while it lacks transitions -> send them again
         self.spilled_count = self.recorded_locally = 0
 
     # ----------------------------------------------------------------- sending
     def stamp(self, transition: dict[str, Any]) -> dict[str, Any]:
         """Number a new transition and keep it."""
         self.seq += 1
-        transition.update(actor=self.actor_id, seq=self.seq)
+        transition.update(actor=self.actor_id, seq=self.seq, floor=self.durable + 1)
         self.episodes.setdefault(transition["episode"], []).append(transition)
         self.bytes += transition_bytes(transition)
         if not self.for_learner:
@@ -90,10 +92,16 @@ class Outbox:
         received, durable = int(entry.get("received", 0)), int(entry.get("durable", 0))
         new_session = ack.get("session") != self.learner_session
         self.learner_session = ack.get("session")
+        now = time.monotonic()
+        if new_session or received > self.received:
+            self.progress_at = now
         self.received = received if new_session else max(self.received, received)
         self.durable = max(self.durable, durable) if not new_session else durable
         self._forget()
-        return new_session and self.seq > self.received
+        stalled = self.seq > self.received and now - self.progress_at > self.resend_after
+        if stalled:
+            self.progress_at = now  # once per resend_after, not on every acknowledgement
+        return (new_session and self.seq > self.received) or stalled
 
     def _forget(self) -> None:
         """Drop finished episodes that are durable at the learner and recorded."""
@@ -195,7 +203,7 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
             "demo": demo, "first": t == 0, "cost": float(violation != 0),
             "filtered": bool(extras["filtered"][t]) if "filtered" in extras else False,
             "success": bool(episode["success"][t]), "violation": violation,
-            "episode": uid, "step": t, "actor": actor, "seq": first_seq + t if first_seq else 0})
+            "episode": uid, "step": t, "actor": actor, "seq": first_seq + t if first_seq else 0, "floor": 0})
     return out
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from ..checkpoint import task_definition
 from ..config import ConfigError
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
         spec_env.close()
         agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
+        definition = task_definition(cfg, agent)
     except ConfigError as error:
         return exit_with_error("robot_rl.ros.learner_node", error)
     torch.manual_seed(int(cfg.seed))
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 counters.wall_seconds = time.monotonic() - started
                 with learner.lock:
                     snapshot = dict(learner.ledger.received)
-                save_checkpoint(checkpoint, learner, counters)
+                save_checkpoint(checkpoint, learner, counters, definition)
                 durable.update(snapshot)
                 acknowledge()
                 log.info(f"checkpoint: {learner.update_calls} updates, {learner.online_received} online transitions, "

@@ -116,3 +116,32 @@ def test_stored_episodes_come_back_as_the_transitions_that_were_sent(tmp_path):
         np.testing.assert_array_equal(before["next_obs"]["state"], after["next_obs"]["state"])
         assert (before["reward"], before["terminated"], before["first"]) == (after["reward"], after["terminated"],
                                                                               after["first"])
+
+
+def test_live_transitions_that_overtake_a_resend_wait_for_it():
+    stream = episode("e1", 5) + episode("e2", 4)
+    for seq, t in enumerate(stream, start=1):
+        t.update(actor="a", seq=seq, floor=1)
+    ledger = DeliveryLedger()
+    order = stream[:3] + stream[6:8] + stream[3:8] + stream[8:]  # 7, 8 arrive live before the resend of 4..8
+    assert [t["seq"] for t in order if ledger.accept(t)] == list(range(1, 10))
+    assert ledger.gaps == 2 and ledger.duplicates == 0
+
+
+def test_a_fresh_learner_starts_at_the_actors_floor():
+    stream = episode("e1", 3) + episode("e2", 3)
+    for seq, t in enumerate(stream, start=11):
+        t.update(actor="a", seq=seq, floor=11)  # seq 1..10 are durable at an earlier learner
+    ledger = DeliveryLedger()
+    assert all(ledger.accept(t) for t in stream) and ledger.received == {"a": 16}
+
+
+def test_a_learner_that_stops_acknowledging_progress_gets_the_rest_again():
+    outbox = Outbox("a", memory_limit=10**9, record_timeout=5.0, spill=lambda episode: None)
+    outbox.resend_after = 0.0
+    for t in episode("e1", 4):
+        outbox.stamp(t)
+    assert not outbox.on_ack(learner_ack("L1", 4, 0)) and outbox.on_ack(learner_ack("L1", 4, 0)) is False
+    outbox.stamp(episode("e2", 1)[0])
+    assert outbox.on_ack(learner_ack("L1", 4, 0))  # seq 5 was lost: no progress while it lacks it
+    assert [t["seq"] for t in outbox.resend()[1]] == [5]
