@@ -57,7 +57,7 @@ class ActorLoop:
         self.log = node.get_logger()
         self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), layout)
         self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
-        self.human = TopicTeleop(node, self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold)
+        self.human = TopicTeleop(self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold)
         safety = safety_settings(cfg.get("safety"))
         self.safety = SafetyActor(safety)
         names = cfg.ros.transition_subscribers
@@ -76,7 +76,7 @@ class ActorLoop:
                         for_recorder="robot_rl_recorder" in self.transition_subscribers)
         risk_input = (shapes["state"][0], action_dim) if safety.enabled and "state" in shapes else None
         self.transport = RosTransport(node, "actor", expected_weights=weight_shapes(self.agent.policy_state()),
-                                      risk_input=risk_input, outbox=outbox)
+                                      risk_input=risk_input, outbox=outbox, guard=self.env.guard)
         self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
         self.weights_seen = 0
         self.env_steps = self.episodes = 0

@@ -30,7 +30,7 @@ from .topic_env import TopicEnv
 
 
 class TopicTeleop:
-    def __init__(self, node, env: TopicEnv, deadzone: float, hold: float):
+    def __init__(self, env: TopicEnv, deadzone: float, hold: float):
         self.env, self.deadzone, self.hold = env, float(deadzone), float(hold)
         self.twist, self.twist_time = np.zeros(6), -np.inf
         self.switch, self.switch_time = False, -np.inf

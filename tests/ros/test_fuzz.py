@@ -283,7 +283,7 @@ def test_every_subscription_of_the_actor_drops_junk_without_raising():
     node = rclpy.create_node("robot_rl_test_junk_callbacks")
     try:
         env = TopicEnv(node, settings, layout)
-        TopicTeleop(node, env, deadzone=0.05, hold=0.3)
+        TopicTeleop(env, deadzone=0.05, hold=0.3)
         rng = np.random.default_rng(1)
         fed = {}
         for subscription in node.subscriptions:
