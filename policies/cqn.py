@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError, require_all
+from robot_rl.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.envs import PRIVILEGED_KEY
 
 from .base import OffPolicyAgent, soft_update
@@ -193,18 +193,22 @@ class CQNConfig:
     def validate(self) -> None:
         checks = {
             **camera_checks(self),
-            "levels": (self.levels >= 2, "an integer >= 2"),
-            "bins": (self.bins >= 2, "an integer >= 2"),
-            "atoms": (self.atoms >= 2, "an integer >= 2"),
-            "v_max": (self.v_max > self.v_min, f"greater than v_min={self.v_min}"),
-            "hidden": (self.hidden >= 1, "a positive integer"),
-            "discount": (0.0 < self.discount <= 1.0, "a number in (0, 1]"),
-            "lr": (self.lr > 0, "a positive number"),
-            "weight_decay": (self.weight_decay >= 0, "a number >= 0"),
-            "tau": (0.0 < self.tau <= 1.0, "a number in (0, 1]"),
-            "utd": (self.utd >= 1, "an integer >= 1"),
-            "margin": (self.margin >= 0, "a number >= 0"),
-            "explore_std": (self.explore_std >= 0, "a number >= 0"),
+            "levels": (is_integer(self.levels) and self.levels >= 2, "an integer >= 2"),
+            "bins": (is_integer(self.bins) and self.bins >= 2, "an integer >= 2"),
+            "atoms": (is_integer(self.atoms) and self.atoms >= 2, "an integer >= 2"),
+            "v_min": (is_number(self.v_min), "a finite number"),
+            "v_max": (is_number(self.v_max) and self.v_max > self.v_min, f"a finite number > v_min={self.v_min}"),
+            "hidden": (is_integer(self.hidden) and self.hidden >= 1, "a positive integer"),
+            "discount": (is_number(self.discount) and 0.0 < self.discount <= 1.0, "a number in (0, 1]"),
+            "lr": (is_number(self.lr) and self.lr > 0, "a positive finite number"),
+            "weight_decay": (is_number(self.weight_decay) and self.weight_decay >= 0, "a number >= 0"),
+            "tau": (is_number(self.tau) and 0.0 < self.tau <= 1.0, "a number in (0, 1]"),
+            "utd": (is_integer(self.utd) and self.utd >= 1, "an integer >= 1"),
+            "rl_loss_weight": (is_number(self.rl_loss_weight) and self.rl_loss_weight >= 0, "a number >= 0"),
+            "margin_loss_weight": (is_number(self.margin_loss_weight) and self.margin_loss_weight >= 0,
+                                   "a number >= 0"),
+            "margin": (is_number(self.margin) and self.margin >= 0, "a number >= 0"),
+            "explore_std": (is_number(self.explore_std) and self.explore_std >= 0, "a number >= 0"),
         }
         require_all("agent", self, checks)
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from robot_rl.config import require_all
+from robot_rl.config import is_integer, is_number, require_all
 
 from .cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
 
@@ -85,8 +85,8 @@ class CQNASConfig(CQNConfig):
     def validate(self) -> None:
         super().validate()
         require_all("agent", self, {
-            "horizon": (isinstance(self.horizon, int) and self.horizon >= 1, "an integer K >= 1 (actions per sequence)"),
-            "ensemble_decay": (self.ensemble_decay >= 0, "a number >= 0"),
+            "horizon": (is_integer(self.horizon) and self.horizon >= 1, "an integer K >= 1 (actions per sequence)"),
+            "ensemble_decay": (is_number(self.ensemble_decay) and self.ensemble_decay >= 0, "a number >= 0"),
         })
 
 

@@ -13,6 +13,7 @@ class-balanced batches and an episode-wise held-out split, and reports held-out 
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from robot_rl.config import ConfigError, require_all
+from robot_rl.checkpoint import load_tensors
+from robot_rl.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.data.augment import random_shift
 
 from .encoders import ObservationEncoder
@@ -46,10 +48,15 @@ class RewardClassifierConfig:
         require_all("classifier", self, {
             "cameras": (len(self.cameras) > 0, "at least one camera name"),
             "camera_encoder": (self.camera_encoder in ("cnn", "resnet10"), "cnn or resnet10"),
-            "updates": (isinstance(self.updates, int) and self.updates > 0, "a positive integer"),
-            "batch_size": (isinstance(self.batch_size, int) and self.batch_size > 1, "an integer > 1"),
-            "threshold": (0.0 < self.threshold < 1.0, "a probability in (0, 1)"),
-            "validation_fraction": (0.0 < self.validation_fraction < 1.0, "a fraction in (0, 1)"),
+            "feature_dim": (is_integer(self.feature_dim) and self.feature_dim > 0, "a positive integer"),
+            "hidden": (is_integer(self.hidden) and self.hidden > 0, "a positive integer"),
+            "lr": (is_number(self.lr) and self.lr > 0, "a positive finite number"),
+            "updates": (is_integer(self.updates) and self.updates > 0, "a positive integer"),
+            "batch_size": (is_integer(self.batch_size) and self.batch_size > 1, "an integer > 1"),
+            "shift_pad": (is_integer(self.shift_pad) and self.shift_pad >= 0, "an integer >= 0"),
+            "threshold": (is_number(self.threshold) and 0.0 < self.threshold < 1.0, "a probability in (0, 1)"),
+            "validation_fraction": (is_number(self.validation_fraction) and 0.0 < self.validation_fraction < 1.0,
+                                    "a fraction in (0, 1)"),
         })
 
 
@@ -80,16 +87,26 @@ class RewardClassifier(nn.Module):
         return self.probability(obs) > self.config.threshold
 
     def save(self, path: str | Path) -> None:
+        """Config, image shapes and weights (plain values and tensors), written beside ``path`` and renamed."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
         torch.save({"config": asdict(self.config), "image_shapes": self.image_shapes, "state_dict": self.state_dict()},
-                   path)
+                   tmp)
+        os.replace(tmp, path)
 
     @classmethod
     def load(cls, path: str | Path) -> "RewardClassifier":
+        """A classifier written by :meth:`save`; tensors and plain values only are read (never code), anything
+        else -> ConfigError naming ``classifier.out``."""
         if not Path(path).is_file():
             raise FileNotFoundError(f"reward classifier not found: {path}")
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-        model = cls(saved["image_shapes"], RewardClassifierConfig(**saved["config"]))
-        model.load_state_dict(saved["state_dict"])
+        saved = load_tensors("classifier.out", Path(path))
+        try:
+            model = cls(saved["image_shapes"], RewardClassifierConfig(**saved["config"]))
+            model.load_state_dict(saved["state_dict"])
+        except (KeyError, TypeError, RuntimeError) as error:
+            raise ConfigError("classifier.out", str(path), f"a reward classifier saved by robot_rl "
+                              f"({type(error).__name__})") from None
         return model.eval()
 
 

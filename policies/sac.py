@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError, choice, require_all
+from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all
 from robot_rl.envs import PRIVILEGED_KEY
 
 from .base import OffPolicyAgent, soft_update
@@ -69,19 +69,31 @@ class SACConfig:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
         checks = {
             **camera_checks(self),
-            "critic_ensemble": (self.critic_ensemble >= 1, "an integer >= 1"),
-            "critic_subset": (1 <= self.critic_subset <= self.critic_ensemble,
+            "hidden": (isinstance(self.hidden, (list, tuple)) and len(self.hidden) >= 1
+                       and all(is_integer(width) and width >= 1 for width in self.hidden),
+                       "a non-empty list of positive integers (layer widths)"),
+            "critic_ensemble": (is_integer(self.critic_ensemble) and self.critic_ensemble >= 1, "an integer >= 1"),
+            "critic_subset": (is_integer(self.critic_subset) and 1 <= self.critic_subset <= self.critic_ensemble,
                               f"<= critic_ensemble={self.critic_ensemble} and >= 1"),
-            "utd": (self.utd >= 1, "an integer >= 1"),
-            "critic_actor_ratio": (self.critic_actor_ratio >= 1, "an integer >= 1"),
-            "discount": (0.0 < self.discount <= 1.0, "a number in (0, 1]"),
-            "lr": (self.lr > 0, "a positive number"),
-            "tau": (0.0 < self.tau <= 1.0, "a number in (0, 1]"),
-            "init_temperature": (self.init_temperature > 0, "a positive number"),
-            "sde_sample_freq": (self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
+            "utd": (is_integer(self.utd) and self.utd >= 1, "an integer >= 1"),
+            "critic_actor_ratio": (is_integer(self.critic_actor_ratio) and self.critic_actor_ratio >= 1,
+                                   "an integer >= 1"),
+            "discount": (is_number(self.discount) and 0.0 < self.discount <= 1.0, "a number in (0, 1]"),
+            "lr": (is_number(self.lr) and self.lr > 0, "a positive finite number"),
+            "tau": (is_number(self.tau) and 0.0 < self.tau <= 1.0, "a number in (0, 1]"),
+            "init_temperature": (is_number(self.init_temperature) and self.init_temperature > 0,
+                                 "a positive finite number"),
+            "target_entropy": (self.target_entropy is None or is_number(self.target_entropy),
+                               "null (-|A| / 2) or a finite number"),
+            "sde_sample_freq": (is_integer(self.sde_sample_freq) and (self.sde_sample_freq == -1
+                                                                      or self.sde_sample_freq >= 1),
                                 "-1 (once per episode) or a positive number of steps"),
-            "grasp_penalty": (self.grasp_penalty >= 0, "a number >= 0"),
-            "gripper_epsilon": (0.0 <= self.gripper_epsilon <= 1.0, "a number in [0, 1]"),
+            "sde_log_std_init": (is_number(self.sde_log_std_init), "a finite number (log sigma)"),
+            "grasp_penalty": (is_number(self.grasp_penalty) and self.grasp_penalty >= 0, "a number >= 0"),
+            "gripper_epsilon": (is_number(self.gripper_epsilon) and 0.0 <= self.gripper_epsilon <= 1.0,
+                                "a number in [0, 1]"),
+            "gripper_initial_command": (is_number(self.gripper_initial_command)
+                                        and -1.0 <= self.gripper_initial_command <= 1.0, "a number in [-1, 1]"),
         }
         require_all("agent", self, checks)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from .config import ConfigError
+from .config import ConfigError, integer, output_path
 
 
 def classifier_module(cfg: DictConfig):
@@ -23,14 +23,15 @@ def classifier_module(cfg: DictConfig):
 def train_classifier(cfg: DictConfig) -> dict[str, Any]:
     module = classifier_module(cfg)
     settings = cfg.classifier
-    if not Path(str(settings.store)).exists():
+    if not settings.store or not Path(str(settings.store)).is_dir():
         raise ConfigError("classifier.store", settings.store, "an episode store with labelled frames")
+    out = output_path("classifier.out", settings.out, folder=False)
+    seed = integer("seed", cfg.seed)
     config = module.RewardClassifierConfig(cameras=tuple(settings.cameras), camera_encoder=settings.camera_encoder,
-                                           pretrained_weights=settings.pretrained_weights, updates=int(settings.updates),
-                                           threshold=float(settings.threshold))
+                                           pretrained_weights=settings.pretrained_weights, updates=settings.updates,
+                                           threshold=settings.threshold)
     images, labels, groups = module.frames_from_store(settings.store, config.cameras)
-    model, report = module.train_reward_classifier(images, labels, groups, config, seed=int(cfg.seed))
-    out = Path(str(settings.out))
+    model, report = module.train_reward_classifier(images, labels, groups, config, seed=seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     return {"store": str(settings.store), "out": str(out), "positive_frames": int(labels.sum()), **report}

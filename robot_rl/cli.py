@@ -30,9 +30,12 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from .config import ConfigError
+from .config import ConfigError, finite_everywhere, integer
 from .data.episode_store import EpisodeStoreError
 
+# bad input: a config value, or a path the user gave that is missing, taken or of the wrong kind -> exit code 2
+USER_ERRORS = (ConfigError, EpisodeStoreError, FileNotFoundError, FileExistsError, NotADirectoryError,
+               IsADirectoryError, PermissionError)
 VERBS = ("train", "eval", "collect", "data", "classifier", "launch", "tasks", "config")
 DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
@@ -52,7 +55,10 @@ def task_names() -> list[str]:
 
 
 def load_config(overrides: list[str]) -> DictConfig:
-    """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError."""
+    """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError.
+
+    Checked here for every verb and node: each override names a known key or group option, no number
+    anywhere is NaN or infinite, and ``seed`` is an integer."""
     for override in overrides:
         key, _, value = override.partition("=")
         group = key.lstrip("+~")
@@ -60,7 +66,8 @@ def load_config(overrides: list[str]) -> DictConfig:
             raise ConfigError(group, value, "one of " + ", ".join(group_options(group)))
     try:
         with initialize_config_module(config_module="configs", version_base=None):
-            return compose(config_name="config", overrides=overrides)
+            cfg = compose(config_name="config", overrides=overrides)
+        values = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as error:
         message = str(error).strip().splitlines()[0]
         unknown = re.search(r"Could not override '([^']+)'", message)
@@ -69,6 +76,9 @@ def load_config(overrides: list[str]) -> DictConfig:
             value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0] == key), None)
             raise ConfigError(key, value, "an existing config key (`robot-rl config` lists them)") from None
         raise ConfigError("overrides", " ".join(overrides), f"valid Hydra overrides ({message})") from None
+    finite_everywhere(values)
+    integer("seed", values["seed"])
+    return cfg
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,13 +127,15 @@ def main(argv: list[str] | None = None) -> int:
             from .train import evaluate_checkpoint
 
             print(json.dumps(evaluate_checkpoint(cfg), indent=2))
-    except ConfigError as error:
-        print(f"robot-rl: error: {error}", file=sys.stderr)
+    except USER_ERRORS as error:
+        print(f"robot-rl: error: {one_line(error)}", file=sys.stderr)
         return 2
-    except (EpisodeStoreError, FileNotFoundError, FileExistsError) as error:
-        print(f"robot-rl: error: {error}", file=sys.stderr)
-        return 1
     return 0
+
+
+def one_line(error: BaseException) -> str:
+    """The error's message on one line (a traceback-free answer to bad input)."""
+    return " ".join(str(error).split())
 
 
 def _data_key(override: str) -> str:

@@ -17,8 +17,9 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from .config import ConfigError, non_negative, positive
+from .config import ConfigError, integer, is_number, non_negative, output_path, positive
 from .data import EpisodeStore
+from .data.episode_store import EpisodeStoreError
 from .envs import make_env, make_expert, store_metadata
 from .interrupts import interrupt_requests
 from .robustness import randomized
@@ -63,20 +64,27 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     episodes = positive("collect.episodes", cfg.collect.episodes, integer=True)
     action_noise = non_negative("collect.action_noise", cfg.collect.get("action_noise", 0.0))
     correlation = cfg.collect.get("noise_correlation", 0.0)
-    if not (isinstance(correlation, (int, float)) and 0.0 <= correlation < 1.0):
+    if not (is_number(correlation) and 0.0 <= correlation < 1.0):
         raise ConfigError("collect.noise_correlation", correlation, "a number in [0, 1)")
+    out = output_path("collect.out", cfg.collect.out, folder=True)
+    seed = integer("seed", cfg.seed)
     source = "probe" if action_noise else "demo"
     task = OmegaConf.to_container(cfg.task, resolve=True)
-    env = randomized(make_env(task), cfg.get("randomization"), int(cfg.seed))
+    env = randomized(make_env(task), cfg.get("randomization"), seed)
     expert = make_expert(task, env)
-    store = EpisodeStore.create(cfg.collect.out, store_metadata(task, env))
+    try:
+        store = EpisodeStore.create(out, store_metadata(task, env))
+    except EpisodeStoreError as error:
+        env.close()
+        raise ConfigError("collect.out", str(out), f"a new folder, an empty one or an episode store of this task "
+                          f"({error})") from None
     writer = store.writer()
     results: list[dict[str, Any]] = []
     progress = tqdm(range(episodes), desc=f"collect {task['name']}", unit="ep")
     try:
         with interrupt_requests() as stop:  # Ctrl-C: finish the step, drop the unfinished episode, keep the rest
             for index in progress:
-                summary = run_episode(env, expert, writer, int(cfg.seed) + index, action_noise, correlation, stop)
+                summary = run_episode(env, expert, writer, seed + index, action_noise, correlation, stop)
                 if summary is None:
                     break
                 writer.commit(source, task=task["name"], config=task, **summary)

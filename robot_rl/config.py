@@ -7,8 +7,14 @@ answered with a sentence the user can act on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from dataclasses import fields
+from typing import Any, TypeVar
+
+Settings = TypeVar("Settings")
 
 
 class ConfigError(ValueError):
@@ -23,6 +29,16 @@ class ConfigError(ValueError):
         return ConfigError(f"{prefix}.{self.key}", self.value, self.expected)
 
 
+def is_integer(value: Any) -> bool:
+    """An int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float that is not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def choice(key: str, value: Any, allowed: Iterable[Any]) -> Any:
     allowed = list(allowed)
     if value not in allowed:
@@ -31,16 +47,56 @@ def choice(key: str, value: Any, allowed: Iterable[Any]) -> Any:
 
 
 def positive(key: str, value: Any, integer: bool = False) -> float:
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+    if not (is_integer(value) if integer else is_number(value)) or not value > 0:
         raise ConfigError(key, value, "a positive " + ("integer" if integer else "number"))
     return value
 
 
 def non_negative(key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+    if not is_number(value) or not value >= 0:
         raise ConfigError(key, value, "a number >= 0")
     return value
+
+
+def integer(key: str, value: Any) -> int:
+    if not is_integer(value):
+        raise ConfigError(key, value, "an integer")
+    return value
+
+
+def finite_everywhere(values: Any, key: str = "") -> None:
+    """Raise for the first NaN or infinite number in a nested config container (dicts and lists).
+
+    No setting of the stack takes NaN or inf: a rate, gain, limit or learning rate that is not
+    finite only turns into NaN losses or a silent stop later.
+    """
+    if isinstance(values, float) and not math.isfinite(values):
+        raise ConfigError(key, values, "a finite number")
+    if isinstance(values, Mapping):
+        children = [(f"{key}.{name}" if key else str(name), value) for name, value in values.items()]
+    elif isinstance(values, list):
+        children = [(f"{key}[{index}]", value) for index, value in enumerate(values)]
+    else:
+        return
+    for child_key, value in children:
+        finite_everywhere(value, child_key)
+
+
+def output_path(key: str, value: Any, folder: bool) -> Path:
+    """A path the stack writes: a non-empty path that is a ``folder`` (or a file) if it exists, whose nearest
+    existing ancestor is a writable folder. Nothing is created."""
+    kind = "folder" if folder else "file"
+    if value is None or not str(value).strip():
+        raise ConfigError(key, value, f"the path of a {kind} to write")
+    path = Path(str(value)).expanduser()
+    if path.exists() and path.is_dir() != folder:
+        raise ConfigError(key, str(path), f"the path of a {kind} ({path} is {'not ' if folder else ''}a folder)")
+    ancestor = path if path.exists() else next(p for p in path.absolute().parents if p.exists())
+    if not ancestor.is_dir():
+        raise ConfigError(key, str(path), f"a path under a folder ({ancestor} is a file)")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(key, str(path), f"a path where this user can write ({ancestor} is read-only)")
+    return path
 
 
 def subset(key: str, values: Sequence[str], allowed: Iterable[str]) -> tuple[str, ...]:
@@ -73,3 +129,14 @@ def require_all(prefix: str, settings: Any, checks: dict[str, tuple[bool, str]])
     for key, (ok, expected) in checks.items():
         if not ok:
             raise ConfigError(f"{prefix}.{key}", getattr(settings, key), expected)
+
+
+def settings_of(prefix: str, cls: type[Settings], values: Mapping[str, Any] | None) -> Settings:
+    """``cls(**values)`` for a config section: a key that is no field of the dataclass is named as ``<prefix>.<key>``."""
+    values = dict(values or {})
+    known = {f.name for f in fields(cls)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(f"{prefix}.{key}", values[key], "one of " + ", ".join(sorted(known)))
+    return cls(**values)
+

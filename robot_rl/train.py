@@ -25,7 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from .actor import run_episode
-from .config import ConfigError, positive
+from .checkpoint import check_task_definition, load_agent, load_tensors, task_definition, write_task_definition
+from .config import ConfigError, integer, is_integer, is_number, output_path, positive, require_all, settings_of
 from .data import EpisodeStore, MixedSampler, ReplayBuffer
 from .envs import load_entry_point, make_env, make_expert, observation_shapes, store_metadata
 from .evaluate import evaluate
@@ -34,7 +35,7 @@ from .interrupts import deferred_interrupt, interrupt_requests
 from .robustness import randomized, robustness_sweep, write_sweep
 from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
-from .transport import LocalTransport, Transport
+from .transport import DeliveryLedger, LocalTransport, Transport
 
 
 @dataclass
@@ -71,17 +72,19 @@ class Counters:
 
 
 def settings_from(cfg: DictConfig) -> TrainSettings:
-    values = OmegaConf.to_container(cfg, resolve=True)
-    known = {f.name for f in fields(TrainSettings)}
-    for key in values:
-        if key not in known:
-            raise ConfigError(f"train.{key}", values[key], "one of " + ", ".join(sorted(known)))
-    settings = TrainSettings(**values)
+    settings = settings_of("train", TrainSettings, OmegaConf.to_container(cfg, resolve=True))
     for key in ("env_steps", "batch_size", "n_step", "buffer_capacity", "weights_every", "eval_every",
                 "eval_episodes", "final_eval_episodes", "checkpoint_every", "torch_threads", "max_lag"):
         positive(f"train.{key}", getattr(settings, key), integer=True)
-    if not 0.0 <= settings.demo_fraction <= 1.0:
-        raise ConfigError("train.demo_fraction", settings.demo_fraction, "a number in [0, 1]")
+    require_all("train", settings, {
+        "run_dir": (isinstance(settings.run_dir, str) and settings.run_dir.strip() != "", "the path of the run folder"),
+        "demo_episodes": (is_integer(settings.demo_episodes) and settings.demo_episodes >= 0, "an integer >= 0"),
+        "start_training": (is_integer(settings.start_training) and settings.start_training >= 0, "an integer >= 0"),
+        "demo_fraction": (is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
+                          "a number in [0, 1]"),
+        **{key: (isinstance(getattr(settings, key), bool), "true or false")
+           for key in ("resume", "sync", "record_episodes")},
+    })
     return settings
 
 
@@ -109,6 +112,7 @@ class Learner:
         self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim)
         self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim)
         self.sampler = MixedSampler(self.online, self.demo, settings.demo_fraction, seed=seed)
+        self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
         self.online_received = 0
         self.update_calls = 0
         self.metrics: dict[str, float] = {}
@@ -119,6 +123,8 @@ class Learner:
 
     def ingest(self, transitions: list[dict[str, Any]]) -> None:
         for t in transitions:
+            if not self.ledger.accept(t):
+                continue
             if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
                 self.online.close_episode()
                 self.demo.close_episode()
@@ -132,6 +138,12 @@ class Learner:
             self.online_received += 1
             if t["intervened"]:
                 self.demo.add(*args)
+
+    def ingest_locked(self, transitions: list[dict[str, Any]]) -> None:
+        """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
+        if transitions:
+            with self.lock:
+                self.ingest(transitions)
 
     def published_weights(self) -> dict[str, Any]:
         """The actor's policy weights, plus the safety filter's risk model once it is trained enough."""
@@ -152,7 +164,7 @@ class Learner:
             torch.set_num_threads(self.settings.torch_threads)
             started, calls_at_start = time.monotonic(), self.update_calls
             while not self.stop.is_set():
-                self.ingest(self.transport.receive_transitions(timeout=0.01))
+                self.ingest_locked(self.transport.receive_transitions(timeout=0.01))
                 while self.due_updates() > 0 and not self.stop.is_set():
                     with self.lock:
                         metrics = self.agent.update(self.sample)
@@ -162,7 +174,7 @@ class Learner:
                         self.update_calls += 1
                     if self.update_calls % self.settings.weights_every == 0:
                         self.transport.publish_weights(self.update_calls, self.published_weights())
-                    self.ingest(self.transport.receive_transitions(timeout=0.0))
+                    self.ingest_locked(self.transport.receive_transitions(timeout=0.0))
                 elapsed = time.monotonic() - started
                 self.updates_per_second = (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
         except BaseException as error:  # surfaced by the actor
@@ -172,15 +184,17 @@ class Learner:
 def train(cfg: DictConfig) -> dict[str, Any]:
     settings = settings_from(cfg.train)
     safety = safety_settings(cfg.get("safety"))
-    seed = int(cfg.seed)
+    rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
+    seed = integer("seed", cfg.seed)
     task = OmegaConf.to_container(cfg.task, resolve=True)
-    run_dir = Path(settings.run_dir)
+    run_dir = output_path("train.run_dir", settings.run_dir, folder=True)
     checkpoint_dir = run_dir / "checkpoint"
     if run_dir.exists() and any(run_dir.iterdir()) and not settings.resume:
         raise ConfigError("train.run_dir", str(run_dir), "a new folder (or train.resume=true to continue that run)")
-    if settings.resume and not (latest(checkpoint_dir) / "counters.json").exists():
-        raise ConfigError("train.resume", True, f"a run folder with a checkpoint; {checkpoint_dir} has none")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if settings.resume and not ((run_dir / "config.yaml").is_file()
+                                and (latest(checkpoint_dir) / "counters.json").is_file()):
+        raise ConfigError("train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {run_dir} "
+                          "is not one")
     torch.manual_seed(seed)
 
     env = randomized(make_env(task), cfg.get("randomization"), seed)  # evaluation stays nominal
@@ -188,7 +202,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     learner_agent = make_agent(cfg, shapes, action_dim, seed)
     actor_agent = make_agent(cfg, shapes, action_dim, seed)
-    rules = InterventionRules(**OmegaConf.to_container(cfg.human, resolve=True))
     if settings.demo_episodes or rules.enabled:
         human = ScriptedHuman(make_expert(task, env), rules)
     else:
@@ -197,10 +210,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     learner = Learner(learner_agent, settings, shapes, action_dim, transport, seed,
                       make_safety_learner(safety, shapes, action_dim, seed), safety.penalty if safety.enabled else 0.0)
     safety_actor = SafetyActor(safety)
+    definition = task_definition(cfg, learner_agent)
     counters = Counters()
     if settings.resume:
         counters = restore(checkpoint_dir, learner, cfg)
-    else:
+    else:  # every setting is checked by now: the first thing written
+        run_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(cfg, run_dir / "config.yaml")
     actor_agent.load_policy_state(learner_agent.policy_state())
     weights_version = learner.update_calls
@@ -257,7 +272,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 if counters.env_steps - last_checkpoint >= settings.checkpoint_every:
                     last_checkpoint = counters.env_steps
                     counters.wall_seconds = time.monotonic() - started
-                    save_checkpoint(checkpoint_dir, learner, counters)
+                    save_checkpoint(checkpoint_dir, learner, counters, definition)
         except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
             interrupted = True
             if writer is not None:
@@ -271,7 +286,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     interrupted = interrupted or stop.is_set()
     counters.wall_seconds = time.monotonic() - started
     with deferred_interrupt():
-        save_checkpoint(checkpoint_dir, learner, counters)
+        save_checkpoint(checkpoint_dir, learner, counters, definition)
     tb.close()
     summary = write_summary(run_dir, counters, settings, task, interrupted)
     plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
@@ -329,9 +344,13 @@ def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) 
     tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
 
 
-def save_checkpoint(folder: Path, learner: Learner, counters: Counters) -> None:
-    """Agent, both buffers and counters, replaced atomically as one folder."""
+def save_checkpoint(folder: Path, learner: Learner, counters: Counters,
+                    definition: dict[str, Any] | None = None) -> None:
+    """Agent, both buffers, counters and the run's task definition (:func:`~robot_rl.checkpoint.task_definition`,
+    checked on resume), replaced atomically as one folder."""
     with replacing(folder) as tmp:
+        if definition is not None:
+            write_task_definition(tmp, definition)
         with learner.lock:
             torch.save(learner.agent.state_dict(), tmp / "agent.pt")
             if learner.safety is not None:
@@ -339,24 +358,26 @@ def save_checkpoint(folder: Path, learner: Learner, counters: Counters) -> None:
             learner.online.save(tmp / "online_buffer")
             learner.demo.save(tmp / "demo_buffer")
             state = {"counters": asdict(counters), "online_received": learner.online_received,
-                     "update_calls": learner.update_calls, "sampler_rng": learner.sampler.rng.bit_generator.state}
+                     "update_calls": learner.update_calls, "sampler_rng": learner.sampler.rng.bit_generator.state,
+                     "delivery": learner.ledger.state()}
         (tmp / "counters.json").write_text(json.dumps(state))
 
 
 def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
+    """Load a checkpoint into ``learner``; a checkpoint of another task definition is refused before anything
+    is loaded."""
     folder = latest(folder)
+    check_task_definition(folder, task_definition(cfg, learner.agent))
     state = json.loads((folder / "counters.json").read_text())
-    try:
-        learner.agent.load_state_dict(torch.load(folder / "agent.pt", map_location=learner.agent.device, weights_only=False))
-    except ValueError as error:
-        raise ConfigError("train.resume", str(folder), f"a checkpoint of this agent and task ({error})") from None
+    load_agent("train.resume", learner.agent, folder / "agent.pt")
     if learner.safety is not None and (folder / "safety_critic.pt").exists():
-        learner.safety.critic.load_state_dict(torch.load(folder / "safety_critic.pt", weights_only=False))
+        learner.safety.critic.load_state_dict(load_tensors("train.resume", folder / "safety_critic.pt"))
     learner.online = ReplayBuffer.load(folder / "online_buffer")
     learner.demo = ReplayBuffer.load(folder / "demo_buffer")
     learner.sampler.online, learner.sampler.demo = learner.online, learner.demo
     learner.sampler.rng.bit_generator.state = state["sampler_rng"]
     learner.online_received, learner.update_calls = state["online_received"], state["update_calls"]
+    learner.ledger.load(state.get("delivery", {}))
     return Counters(**state["counters"])
 
 
@@ -418,33 +439,35 @@ def plot_learning_curve(path: Path, counters: Counters, title: str | None) -> No
 def load_checkpoint_agent(agent, checkpoint: str | Path) -> Path:
     """Load ``<checkpoint>/agent.pt`` (the newest complete checkpoint) into ``agent``; returns the folder."""
     folder = latest(checkpoint)
-    if not (folder / "agent.pt").exists():
+    if not (folder / "agent.pt").is_file():
         raise ConfigError("eval.checkpoint", str(folder), "a checkpoint folder with agent.pt")
-    try:
-        agent.load_state_dict(torch.load(folder / "agent.pt", map_location=agent.device, weights_only=False))
-    except ValueError as error:
-        raise ConfigError("eval.checkpoint", str(folder), f"a checkpoint of this agent and task ({error})") from None
+    load_agent("eval.checkpoint", agent, folder / "agent.pt")
     return folder
 
 
 def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
     """``robot-rl eval``: load ``eval.checkpoint`` and run deterministic episodes."""
+    episodes = positive("eval.episodes", cfg.eval.episodes, integer=True)
+    points = positive("eval.grid_points", cfg.eval.grid_points, integer=True)
+    eval_seed = integer("eval.seed", cfg.eval.seed)
+    if cfg.eval.video is not None:
+        output_path("eval.video", cfg.eval.video, folder=False)
+    if cfg.eval.report_dir is not None:
+        output_path("eval.report_dir", cfg.eval.report_dir, folder=True)
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = make_env(task)
-    agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), int(cfg.seed))
+    agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), integer("seed", cfg.seed))
     folder = load_checkpoint_agent(agent, cfg.eval.checkpoint)
-    episodes = positive("eval.episodes", cfg.eval.episodes, integer=True)
     randomization = cfg.get("randomization")
     if randomization:
         env.close()
-        points = positive("eval.grid_points", cfg.eval.grid_points, integer=True)
         rows = robustness_sweep(agent, task, OmegaConf.to_container(randomization, resolve=True), points, episodes,
-                                int(cfg.eval.seed))
+                                eval_seed)
         name = randomization.get("name", "randomization")
         files = write_sweep(Path(cfg.eval.report_dir or folder.parent / f"robustness_{name}"), rows,
                             f"{task.get('name')}: success under {name} perturbations")
         return {"task": task.get("name"), "checkpoint": str(folder), "randomization": name, "files": files,
                 "table": [{k: row[k] for k in ("entry", "value", "success_rate", "mean_length")} for row in rows]}
-    result = evaluate(agent, env, episodes, seed=int(cfg.eval.seed), video=cfg.eval.video)
+    result = evaluate(agent, env, episodes, seed=eval_seed, video=cfg.eval.video)
     env.close()
     return {"task": task.get("name"), "checkpoint": str(folder), **result}

@@ -234,3 +234,41 @@ def test_existing_run_dir_needs_resume(tmp_path):
     (tmp_path / "r" / "something").write_text("x")
     with pytest.raises(ConfigError, match="train.resume=true"):
         train(load_config([f"train.run_dir={tmp_path / 'r'}"]))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A finished 60-step reach run (default task definition: dense reward, 10 Hz, SAC with gaussian noise)."""
+    folder = tmp_path_factory.mktemp("tiny")
+    train(small_run(folder, "train.env_steps=60", "train.eval_every=60", "train.final_eval_episodes=1"))
+    return folder / "run"
+
+
+@pytest.mark.parametrize("change, key, saved", [
+    ("task.reward=sparse", "task.reward", "'dense'"),
+    ("task.control_rate_hz=20", "task.control_rate_hz", "10"),
+    ("task.episode_steps=50", "task.episode_steps", "100"),
+    ("agent.hidden=[64,64]", "agent.hidden", "[256, 256]"),
+    ("exploration=gsde", "agent.exploration", "'gaussian'"),
+])
+def test_resume_with_another_task_definition_is_refused_and_changes_nothing(tiny_run, change, key, saved, capsys):
+    from tests.test_bad_input import snapshot
+
+    assert json.loads((tiny_run / "checkpoint" / "task_definition.json").read_text())["task.reward"] == "dense"
+    before = snapshot(tiny_run)
+    code = main(["train", "task=reach", f"train.run_dir={tiny_run}", "train.resume=true", "train.env_steps=80", change])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("robot-rl: error: ") and err.count("\n") == 1, err
+    assert f"{key}=" in err and f"expected {saved} as the checkpoint" in err and "Traceback" not in err, err
+    assert snapshot(tiny_run) == before
+
+
+def test_a_checkpoint_without_a_task_definition_still_resumes(tiny_run, tmp_path):
+    import shutil
+
+    shutil.copytree(tiny_run, tmp_path / "old")
+    (tmp_path / "old" / "checkpoint" / "task_definition.json").unlink()  # written before definitions were recorded
+    summary = train(small_run(tmp_path, "train.resume=true", "train.env_steps=80", "train.eval_every=80",
+                              "train.final_eval_episodes=1", name="old"))
+    assert summary["env_steps"] == 80
+    assert (tmp_path / "old" / "checkpoint" / "task_definition.json").exists()  # recorded from now on

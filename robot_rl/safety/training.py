@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import ConfigError
+from ..config import ConfigError, is_integer, is_number, require_all, settings_of
 from .filter import FilterSettings, SafetyFilter
 
 RISK_MODEL_KEY = "safety.risk_model"
@@ -42,18 +42,22 @@ class SafetySettings:
 
 
 def safety_settings(cfg: DictConfig | None) -> SafetySettings:
-    values = OmegaConf.to_container(cfg, resolve=True) if cfg is not None else {}
-    known = {f.name for f in fields(SafetySettings)}
-    for key in values:
-        if key not in known:
-            raise ConfigError(f"safety.{key}", values[key], "one of " + ", ".join(sorted(known)))
-    settings = SafetySettings(**values)
-    if settings.penalty < 0:
-        raise ConfigError("safety.penalty", settings.penalty, "a number >= 0")
-    if settings.warmup < 0:
-        raise ConfigError("safety.warmup", settings.warmup, "an integer >= 0")
-    if not 0.0 < settings.prior_fraction < 1.0:
-        raise ConfigError("safety.prior_fraction", settings.prior_fraction, "a number in (0, 1)")
+    settings = settings_of("safety", SafetySettings, OmegaConf.to_container(cfg, resolve=True) if cfg else None)
+    require_all("safety", settings, {
+        "enabled": (isinstance(settings.enabled, bool), "true or false"),
+        "penalty": (is_number(settings.penalty) and settings.penalty >= 0, "a number >= 0"),
+        "warmup": (is_integer(settings.warmup) and settings.warmup >= 0, "an integer >= 0"),
+        "pretrain_store": (settings.pretrain_store is None or (isinstance(settings.pretrain_store, str)
+                                                               and settings.pretrain_store.strip() != ""),
+                           "null or the path of an episode store"),
+        "pretrain_updates": (is_integer(settings.pretrain_updates) and settings.pretrain_updates >= 1,
+                             "a positive integer"),
+        "prior_fraction": (is_number(settings.prior_fraction) and 0.0 < settings.prior_fraction < 1.0,
+                           "a number in (0, 1)"),
+    })
+    from policies.safety_critic import SafetyCriticConfig
+
+    settings_of("safety.critic", SafetyCriticConfig, settings.critic).validate()
     filter_settings(settings)  # inconsistent thresholds fail at start-up, not at run time
     return settings
 
