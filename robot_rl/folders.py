@@ -59,7 +59,7 @@ def creating(folder: str | os.PathLike) -> Iterator[Path]:
         except OSError as error:
             if error.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
                 raise
-            raise FileExistsError(f"{folder}: something was put there while it was written; expected a new path") from None
+            raise FileExistsError(f"{folder}: was taken while it was being written; expected a new path") from None
     finally:
         shutil.rmtree(sibling, ignore_errors=True)
 

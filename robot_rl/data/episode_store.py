@@ -78,22 +78,28 @@ def is_image(shape: tuple[int, ...], dtype: np.dtype) -> bool:
 
 class ContentHash:
     """The checksum of an episode's arrays: sha256 over the fields in sorted order, each as its
-    path (``obs/front``, ``action``, ``streams/ft/data``), a NUL byte and the sha256 of its
-    little-endian C-order bytes. A field may be fed in pieces along its first axis, in order."""
+    path (``obs/front``, ``action``, ``streams/ft/data``), a NUL byte and the sha256 of the
+    sha256 digests of its rows (along the first axis; little-endian C-order bytes). Rows may be
+    added one at a time in any order, so the threads that write camera frames hash them too."""
 
     def __init__(self) -> None:
-        self._fields: dict[str, Any] = {}
+        self._rows: dict[str, dict[int, bytes]] = {}
 
-    def update(self, field: str, data: np.ndarray) -> None:
-        data = np.ascontiguousarray(data)
-        if data.dtype.byteorder == ">":
-            data = data.astype(data.dtype.newbyteorder("<"))
-        self._fields.setdefault(field, hashlib.sha256()).update(data)
+    def add_row(self, field: str, index: int, row: np.ndarray) -> None:
+        row = np.ascontiguousarray(row)
+        if row.dtype.byteorder == ">":
+            row = row.astype(row.dtype.newbyteorder("<"))
+        self._rows.setdefault(field, {})[index] = hashlib.sha256(row).digest()
+
+    def add(self, field: str, data: np.ndarray) -> None:
+        for index, row in enumerate(data):
+            self.add_row(field, index, row)
 
     def hexdigest(self) -> str:
         total = hashlib.sha256()
-        for field in sorted(self._fields):
-            total.update(field.encode() + b"\0" + self._fields[field].digest())
+        for field in sorted(self._rows):
+            rows = self._rows[field]
+            total.update(field.encode() + b"\0" + hashlib.sha256(b"".join(rows[i] for i in range(len(rows)))).digest())
         return total.hexdigest()
 
 
@@ -130,7 +136,7 @@ class EpisodeStore:
         try:
             root = zarr.open_group(str(path), mode="w-")  # fails, and changes nothing, if anything is there
         except FileExistsError:
-            raise EpisodeStoreError(f"{path}: something was put there meanwhile; expected a new or empty folder") from None
+            raise EpisodeStoreError(f"{path}: something was put there meanwhile; expected an empty folder") from None
         root.attrs.update(
             {
                 "format": FORMAT,
@@ -256,8 +262,8 @@ class EpisodeWriter:
 
     Camera frames are compressed and written by background threads as they arrive (at most
     ``max_in_flight`` frames queued, so memory stays bounded and the control loop is not held
-    up by the disk), and hashed in arrival order by one more thread, so commit only hashes the
-    small arrays; per-step scalars are kept in memory (small) and written at commit.
+    up by the disk; the same threads hash them, so commit only hashes the small arrays);
+    per-step scalars are kept in memory (small) and written at commit.
     ``discard()`` drops an episode in progress.
     """
 
@@ -271,7 +277,6 @@ class EpisodeWriter:
         self._staging: Path | None = None
         self._group: zarr.Group | None = None
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="episode-writer")
-        self._hash_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="episode-hash")  # one: keeps order
         self._in_flight: deque[Future] = deque()
 
     @property
@@ -407,7 +412,11 @@ class EpisodeWriter:
     def _write(self, group: zarr.Group, field: str, data: np.ndarray) -> None:
         """Write array ``field`` (its path in the episode; the last part is its name in ``group``) and hash it."""
         _write(group, field.rsplit("/", 1)[-1], data)
-        self._hash.update(field, data)
+        self._hash.add(field, data)
+
+    def _write_frame(self, key: str, index: int, frame: np.ndarray) -> None:
+        self._frames[key][index] = frame
+        self._hash.add_row(f"obs/{key}", index, frame)
 
     def _append_obs(self, obs: Mapping[str, np.ndarray]) -> None:
         index = self._n_obs
@@ -416,9 +425,7 @@ class EpisodeWriter:
                 array.resize((array.shape[0] + self.growth, *array.shape[1:]))  # metadata only
             while len(self._in_flight) >= self.max_in_flight:
                 self._in_flight.popleft().result()
-            frame = np.array(obs[key], copy=True)
-            self._in_flight.append(self._pool.submit(array.__setitem__, index, frame))
-            self._in_flight.append(self._hash_pool.submit(self._hash.update, f"obs/{key}", frame))
+            self._in_flight.append(self._pool.submit(self._write_frame, key, index, np.array(obs[key], copy=True)))
         for key, values in self._small_obs.items():
             values.append(np.asarray(obs[key]))
         self._n_obs += 1
@@ -462,7 +469,7 @@ def verify_episode(store: EpisodeStore, name: str) -> list[str]:
         except EpisodeStoreError as error:
             problems.append(_one_line(error).removeprefix(f"{store.path}: "))
             continue
-        content.update(field, data)
+        content.add(field, data)
         if field.startswith("streams/"):
             stream_lengths.setdefault(field.split("/")[1], set()).add(len(data))
             continue
@@ -471,15 +478,15 @@ def verify_episode(store: EpisodeStore, name: str) -> list[str]:
             rows = data.shape[0] if data.ndim else 0
             problems.append(f"{where}, field {field}: {rows} rows; expected {expected} "
                             f"(length {length}{' + 1' if field.startswith('obs/') else ''})")
-        key = field.removeprefix("obs/")
-        if field.startswith("obs/") and key in store.observation_shapes and data.shape[1:] != store.observation_shapes[key]:
-            problems.append(f"{where}, field {field}: frame shape {data.shape[1:]}; the store's {store.observation_shapes[key]}")
+        shape = store.observation_shapes.get(field.removeprefix("obs/")) if field.startswith("obs/") else None
+        if shape is not None and data.shape[1:] != shape:
+            problems.append(f"{where}, field {field}: frame shape {data.shape[1:]}; the store's {shape}")
     for stream, lengths in stream_lengths.items():
         if len(lengths) > 1:
             problems.append(f"{where}, stream {stream}: data and timestamp lengths {sorted(lengths)} differ")
-    recorded = attrs.get("checksum")
-    if recorded is not None and not problems and content.hexdigest() != recorded:
-        problems.append(f"{where}: content checksum {content.hexdigest()[:16]}... differs from the recorded {str(recorded)[:16]}...")
+    recorded, found = attrs.get("checksum"), content.hexdigest()
+    if recorded is not None and not problems and found != recorded:
+        problems.append(f"{where}: content checksum {found[:16]}... differs from the recorded {str(recorded)[:16]}...")
     return problems
 
 
@@ -505,7 +512,7 @@ def episode_uid(store: EpisodeStore, name: str) -> str:
         return uid
     content = ContentHash()
     for field, array in _arrays(store._group(name)):
-        content.update(field, store.read_field(name, field, array))
+        content.add(field, store.read_field(name, field, array))
     return "content-" + content.hexdigest()
 
 
