@@ -469,14 +469,16 @@ def verify_episode(store: EpisodeStore, name: str) -> list[str]:
         except EpisodeStoreError as error:
             problems.append(_one_line(error).removeprefix(f"{store.path}: "))
             continue
+        if data.ndim == 0:
+            problems.append(f"{where}, field {field}: a scalar; expected an array of rows")
+            continue
         content.add(field, data)
         if field.startswith("streams/"):
             stream_lengths.setdefault(field.split("/")[1], set()).add(len(data))
             continue
         expected = length + 1 if field.startswith("obs/") else length
-        if type(length) is int and data.shape[:1] != (expected,):
-            rows = data.shape[0] if data.ndim else 0
-            problems.append(f"{where}, field {field}: {rows} rows; expected {expected} "
+        if type(length) is int and len(data) != expected:
+            problems.append(f"{where}, field {field}: {len(data)} rows; expected {expected} "
                             f"(length {length}{' + 1' if field.startswith('obs/') else ''})")
         shape = store.observation_shapes.get(field.removeprefix("obs/")) if field.startswith("obs/") else None
         if shape is not None and data.shape[1:] != shape:

@@ -89,7 +89,7 @@ def merge(inputs: list[str | os.PathLike], out: str | os.PathLike) -> dict[str, 
         raise EpisodeStoreError("merge needs at least one input store")
     stores = [EpisodeStore.open(path) for path in inputs]
     reference = stores[0].metadata
-    existing = EpisodeStore.open(out) if (Path(out) / "zarr.json").exists() else None
+    existing = EpisodeStore.open(out) if os.fspath(out) and (Path(out) / "zarr.json").exists() else None
     if existing is None:
         EpisodeStore.check_new_path(out)
     out = Path(out)
