@@ -327,3 +327,15 @@ def test_latest_finds_the_previous_version_after_a_crash_between_the_renames(tmp
     with replacing(target) as tmp:  # the next save puts a version in place and removes the dead writer's leftover
         (tmp / "a").write_text("3")
     assert (latest(target) / "a").read_text() == "3" and temporary_siblings(target) == []
+
+
+def test_merge_and_export_refuse_an_empty_out_path(tmp_path, monkeypatch):
+    a = new_store(tmp_path / "a.zarr", seeds=(0,))
+    b = new_store(tmp_path / "b.zarr", seeds=(1,))
+    monkeypatch.chdir(a)  # the current folder is a store: an empty path must not stand for it
+    before = tree_digest(a)
+    with pytest.raises(EpisodeStoreError, match="store path='' is empty"):
+        tools.merge([b], "")
+    with pytest.raises(EpisodeStoreError, match="out='' is empty"):
+        export_mcap(b, "")
+    assert tree_digest(a) == before and len(EpisodeStore.open(a)) == 1
