@@ -11,6 +11,10 @@ arguments (rate, state timeout) and the robot's arm bridge is added (MoveIt Serv
 ``robot-rl launch <graph> key=value ...`` starts every node as a child process, prefixes their
 output with the node name, and on Ctrl-C, SIGTERM or the exit of a required node stops them all
 (SIGINT, then SIGKILL after ``grace`` seconds).
+
+Every node of a launch (``robot-rl launch`` and ``launch_description`` alike) runs in the cell's DDS
+domain, ``ros.domain_id``, with discovery limited to this machine unless ``ros.discovery=subnet``
+(:func:`ros_environment`), so a graph never talks to another cell's or a test's nodes by accident.
 """
 
 from __future__ import annotations
@@ -26,8 +30,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError
+from .config import ConfigError, choice
 from .interrupts import interrupt_on_sigterm
+
+#: ROS 2 domain ids usable on Linux (the others collide with the ephemeral port range)
+DOMAIN_IDS = (*range(0, 102), *range(215, 233))
+DISCOVERY_RANGES = {"localhost": "LOCALHOST", "subnet": "SUBNET"}  # ros.discovery -> ROS_AUTOMATIC_DISCOVERY_RANGE
 
 
 @dataclass
@@ -54,7 +62,8 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
     for index, entry in enumerate(graph.get("nodes") or []):
         unknown = set(entry) - known
         if unknown or "name" not in entry or "module" not in entry:
-            raise ConfigError(f"graph.nodes[{index}]", entry, f"name, module and optionally {sorted(known - {'name', 'module'})}")
+            raise ConfigError(f"graph.nodes[{index}]", entry,
+                              f"name, module and optionally {sorted(known - {'name', 'module'})}")
         entry["args"] = [str(a) for a in entry.get("args", [])]
         node = NodeSpec(**entry)
         if node.only_with_sim is None or node.only_with_sim == bool(graph.get("with_sim", False)):
@@ -74,18 +83,35 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
     return nodes
 
 
-class Launcher:
-    """Child processes of one graph, their output, and their shutdown."""
+def ros_environment(ros: DictConfig) -> dict[str, str]:
+    """The environment variables that put a launch's nodes in the cell's domain (``ros.domain_id``; null: the
+    launching shell's ``ROS_DOMAIN_ID``, else 0) with discovery ``ros.discovery`` (localhost | subnet)."""
+    domain, key = ros.get("domain_id"), "ros.domain_id"
+    if domain is None:  # the shell's, as a ROS 2 node started there would take it
+        domain, key = os.environ.get("ROS_DOMAIN_ID") or "0", "ROS_DOMAIN_ID"
+    if isinstance(domain, str) and domain.strip().isdigit():
+        domain = int(domain)
+    if isinstance(domain, bool) or not isinstance(domain, int) or domain not in DOMAIN_IDS:
+        raise ConfigError(key, domain, "an integer in 0..101 or 215..232 (the ROS 2 domain ids usable on Linux; "
+                                       "ros.domain_id overrides the shell's ROS_DOMAIN_ID)")
+    discovery = choice("ros.discovery", ros.get("discovery"), DISCOVERY_RANGES)
+    return {"ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": DISCOVERY_RANGES[discovery]}
 
-    def __init__(self, nodes: list[NodeSpec], overrides: list[str], grace: float = 10.0, out=None):
-        self.nodes, self.overrides, self.grace = nodes, overrides, grace
+
+class Launcher:
+    """Child processes of one graph, their output, and their shutdown. ``env``: variables set for every node on
+    top of this process's environment (:func:`ros_environment`)."""
+
+    def __init__(self, nodes: list[NodeSpec], overrides: list[str], grace: float = 10.0, out=None,
+                 env: dict[str, str] | None = None):
+        self.nodes, self.overrides, self.grace, self.env = nodes, overrides, grace, env or {}
         self.out = out or sys.stdout
         self.processes: dict[str, subprocess.Popen] = {}
         self.reported: set[str] = set()  # exited nodes already announced
         self._print = threading.Lock()
 
     def start(self, node: NodeSpec) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         process = subprocess.Popen(node.command(self.overrides), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    env=env, text=True, bufsize=1)
         self.processes[node.name] = process
@@ -105,6 +131,8 @@ class Launcher:
 
     def run(self) -> int:
         """Start all nodes and supervise them; returns the exit code of the required node (0 if none)."""
+        if self.env:
+            self.say(" ".join(f"{name}={value}" for name, value in sorted(self.env.items())))
         for node in self.nodes:
             self.start(node)
         code = 0
@@ -153,9 +181,10 @@ def launch(graph: str, overrides: list[str]) -> int:
     if graph not in group_options("graph"):
         raise ConfigError("graph", graph, "one of " + ", ".join(group_options("graph")))
     cfg = load_config([f"graph={graph}", *overrides])
+    nodes, env = graph_nodes(cfg), ros_environment(cfg.ros)
     previous = signal.signal(signal.SIGTERM, interrupt_on_sigterm)
     try:
-        return Launcher(graph_nodes(cfg), [f"graph={graph}", *overrides]).run()
+        return Launcher(nodes, [f"graph={graph}", *overrides], env=env).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -173,9 +202,12 @@ def launch_description(graph: str) -> Any:
 
     def nodes(context):
         overrides = [f"graph={graph}", *LaunchConfiguration("overrides").perform(context).split()]
+        cfg = load_config(overrides)
+        env = ros_environment(cfg.ros)
         actions = []
-        for node in graph_nodes(load_config(overrides)):
-            process = ExecuteProcess(cmd=node.command(overrides), name=node.name, output="screen", respawn=node.respawn)
+        for node in graph_nodes(cfg):
+            process = ExecuteProcess(cmd=node.command(overrides), name=node.name, output="screen", respawn=node.respawn,
+                                     additional_env=env)
             actions.append(process)
             if node.required:
                 actions.append(RegisterEventHandler(OnProcessExit(target_action=process,

@@ -8,6 +8,27 @@ measured pose; no state for ``state_timeout`` -> hold the last command sent; an 
 until a reset message arrives. Every tick's :class:`~robot_rl.safety.Violation` flags are
 published too.
 
+Who may move the arm. Without DDS security (the PyPI ROS 2 wheels have none; ``docs/security.md``)
+any participant of the domain can publish on any topic, so the node watches the ROS graph every
+``graph_period`` s (:class:`PublisherWatch`):
+
+- on its outputs (arm command, gripper command, flags) only its own publishers may exist;
+- on its command inputs (``/rl/action``, ``/rl/gripper``) only publishers of the ``senders`` nodes
+  (default the actor and the home-reset server); an endpoint whose node stays unnamed for
+  ``discovery_grace`` s (a bare DDS participant) counts as foreign too.
+
+A foreign publisher latches the hold exactly like an e-stop, sets
+:attr:`~robot_rl.safety.Violation.FOREIGN_PUBLISHER` while it is present, and is logged as an error
+naming its node, topic and GID. Each command message is also matched to its sender's GID: one
+from a publisher not known to belong to a sender node is dropped (counted; ignored quietly while its
+node is still being discovered), so nothing reaches the arm from a foreign node in the moment before
+the watch sees it. The reset (``/rl/estop_reset``) is obeyed only
+when its sender is an ``operators`` node, every publisher on that topic is one, and no foreign
+publisher remains. Every received message is validated (:class:`~robot_rl.ros.guard.InputGuard`:
+finite, in range, a unit quaternion, a bounded frame id); a bad one is dropped and counted.
+Node names are not authentication: a process that takes an allowed node's name passes these
+checks; SROS2 on a full ROS 2 install closes that gap (``docs/security.md``).
+
 Topics (all remappable with ``--ros-args -r``):
 
 | direction | topic | type |
@@ -21,67 +42,211 @@ Topics (all remappable with ``--ros-args -r``):
 | out | ``/rl/gripper_command`` (std_msgs/Float64), ``/rl/safety_flags`` (std_msgs/UInt32) | |
 
     python -m robot_rl.ros.safety_node [--rate-hz 500] [--command-timeout 0.1] [--state-timeout 0.01]
+        [--senders robot_rl_actor robot_rl_home_reset] [--operators robot_rl_teleop]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 import time
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
-from .messages import numpy_to_pose, pose_to_numpy
+from .guard import InputGuard, MessageError, bounded, finite_scalar
+from .messages import numpy_to_pose, pose_to_numpy, wrench_to_numpy
+from .node_main import exit_with_error, ros_node, spin
+
+DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
+DEFAULT_OPERATORS = ("robot_rl_teleop",)
+UNNAMED = "_NODE_NAME_UNKNOWN_"  # rmw's node name of an endpoint whose node is not discovered (yet)
+MAX_FRAME_ID = 256  # characters of a received header frame id
+QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
+REFRESH_AFTER = 0.01  # s: a message from an unknown sender refreshes the graph view if it is older than this
+
+
+def endpoint_node(info) -> str:
+    """Fully qualified node name of a topic endpoint (``rclpy.topic_endpoint_info.TopicEndpointInfo``)."""
+    return f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+
+
+def is_one_of(info, names: frozenset[str]) -> bool:
+    """Whether the endpoint's node is in ``names`` (plain node names, or fully qualified ones)."""
+    return info.node_name in names or endpoint_node(info) in names
+
+
+def sender_gid(message_info) -> bytes | None:
+    """The GID of the publisher that sent a message (rclpy's ``MessageInfo``), if the middleware reports it."""
+    gid = message_info.get("publisher_gid")
+    return bytes(gid["data"]) if gid else None
+
+
+def describe(gid: bytes | None) -> str:
+    return gid.hex() if gid else "unknown"
+
+
+class PublisherWatch:
+    """Who publishes on the topics the safety node guards, checked against who may.
+
+    ``own``: output topic -> GIDs of the node's own publishers there (no other publisher may exist);
+    ``inputs``: input topic -> names of the nodes allowed to publish there. An input endpoint whose node
+    is still unnamed (discovery of its node lags its endpoint's) is judged after ``discovery_grace`` s."""
+
+    def __init__(self, node, own: dict[str, frozenset[bytes]], inputs: dict[str, frozenset[str]],
+                 discovery_grace: float):
+        self.node, self.own, self.inputs, self.discovery_grace = node, own, inputs, discovery_grace
+        self.trusted: dict[str, frozenset[bytes]] = {topic: frozenset() for topic in inputs}  # allowed GIDs now
+        self.pending: dict[str, frozenset[bytes]] = {topic: frozenset() for topic in inputs}  # unnamed, in grace
+        self.foreign: dict[bytes, str] = {}  # GID -> "node (gid) on topic"
+        self.checked_at = -math.inf  # monotonic s of the last check
+        self._first_seen: dict[bytes, float] = {}
+
+    def check(self, now: float) -> list[str]:
+        """Refresh from the ROS graph; returns the foreign publishers that are new (or newly named) since the
+        last check, each as ``node (gid ...) on topic``."""
+        foreign, first_seen = {}, {}
+        for topic in (*self.own, *self.inputs):
+            trusted, pending = set(), set()
+            for info in self.node.get_publishers_info_by_topic(topic):
+                gid = bytes(info.endpoint_gid)
+                first_seen[gid] = self._first_seen.get(gid, now)
+                if topic in self.own:
+                    allowed = gid in self.own[topic]
+                elif is_one_of(info, self.inputs[topic]):
+                    allowed = True
+                    trusted.add(gid)
+                else:
+                    allowed = info.node_name == UNNAMED and now - first_seen[gid] < self.discovery_grace
+                    if allowed:
+                        pending.add(gid)
+                if not allowed:
+                    foreign[gid] = f"{endpoint_node(info)} (gid {gid.hex()}) on {topic}"
+            if topic in self.inputs:
+                self.trusted[topic], self.pending[topic] = frozenset(trusted), frozenset(pending)
+        appeared = [text for gid, text in foreign.items() if self.foreign.get(gid) != text]
+        self.foreign, self._first_seen, self.checked_at = foreign, first_seen, now
+        return appeared
 
 
 class SafetyNode:
-    """Owns the subscriptions, the timer and the hard-layer state of one arm."""
+    """Owns the subscriptions, the timers, the publisher watch and the hard-layer state of one arm."""
 
-    def __init__(self, node, limits: SafetyLimits, rate_hz: float, frame_id: str = "base"):
+    def __init__(self, node, limits: SafetyLimits, rate_hz: float, frame_id: str = "base",
+                 senders: Iterable[str] = DEFAULT_SENDERS, operators: Iterable[str] = DEFAULT_OPERATORS,
+                 graph_period: float = 0.1, discovery_grace: float = 5.0):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Bool, Empty, Float64, UInt32
 
         self.node, self.limits, self.frame_id = node, limits, frame_id
+        self.operators = frozenset(operators)
         self.latch = EStopLatch()
         self.arm: ArmState | None = None
         self.command: Command | None = None
         self.previous: Command | None = None
         self.gripper = -1.0
         self.flags = Violation.NONE
-        self.tick_times: list[float] = []
+        self.guard = InputGuard(node)
         stream = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
-        node.create_subscription(PoseStamped, "/rl/action", self._on_action, stream)
-        node.create_subscription(Float64, "/rl/gripper", self._on_gripper, stream)
-        node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
-        node.create_subscription(WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
-                                 self._on_wrench, stream)
-        node.create_subscription(Bool, "/rl/estop", self._on_estop, 10)
-        node.create_subscription(Empty, "/rl/estop_reset", lambda _: self.latch.reset(), 10)
-        self.pose_pub = node.create_publisher(PoseStamped, "/rl/equilibrium_pose", 1)
-        self.gripper_pub = node.create_publisher(Float64, "/rl/gripper_command", 1)
-        self.flags_pub = node.create_publisher(UInt32, "/rl/safety_flags", 1)
+        self.action_topic = self._subscribe_with_sender(PoseStamped, "/rl/action", self._on_action, stream)
+        self.gripper_topic = self._subscribe_with_sender(Float64, "/rl/gripper", self._on_gripper, stream)
+        self.reset_topic = self._subscribe_with_sender(Empty, "/rl/estop_reset", self._on_reset, 10)
+        self.guard.subscribe(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
+        self.guard.subscribe(WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
+                             self._on_wrench, stream)
+        self.guard.subscribe(Bool, "/rl/estop", self._on_estop, 10)
+        own: dict[str, frozenset[bytes]] = {}
+        self.pose_pub = self._own_publisher(PoseStamped, "/rl/equilibrium_pose", own)
+        self.gripper_pub = self._own_publisher(Float64, "/rl/gripper_command", own)
+        self.flags_pub = self._own_publisher(UInt32, "/rl/safety_flags", own)
         self._messages = {"pose": PoseStamped, "float": Float64, "flags": UInt32}
         self._force, self._torque = np.zeros(3), np.zeros(3)
+        senders = frozenset(senders)
+        self.watch = PublisherWatch(node, own, {self.action_topic: senders, self.gripper_topic: senders},
+                                    discovery_grace)
+        self.check_graph()
+        node.create_timer(graph_period, self.check_graph)
         node.create_timer(1.0 / rate_hz, self.tick)
 
+    def _gids(self, topic: str) -> set[bytes]:
+        return {bytes(info.endpoint_gid) for info in self.node.get_publishers_info_by_topic(topic)}
+
+    def _own_publisher(self, msg_type, topic: str, own: dict[str, frozenset[bytes]]):
+        """A publisher on ``topic``; its GID goes to ``own[resolved topic]`` (a local endpoint is in the graph at
+        once, so it is the one that was not there before)."""
+        before = self._gids(self.node.resolve_topic_name(topic))
+        publisher = self.node.create_publisher(msg_type, topic, 1)
+        own[publisher.topic_name] = frozenset(self._gids(publisher.topic_name) - before)
+        return publisher
+
+    def _subscribe_with_sender(self, msg_type, topic: str, callback: Callable, qos) -> str:
+        """A guarded subscription whose ``callback(msg, gid)`` also gets the sending publisher's GID; returns the
+        resolved (remapped) topic name."""
+        guarded = self.guard.wrap(topic, lambda received: callback(*received))
+        subscription = self.node.create_subscription(msg_type, topic,
+                                                     lambda msg, info: guarded((msg, sender_gid(info))), qos)
+        return subscription.topic_name
+
+    # ----------------------------------------------------------------- who publishes
+    def check_graph(self) -> None:
+        """Latch the hold while the graph shows a foreign publisher; log each one by name when it appears."""
+        for publisher in self.watch.check(time.monotonic()):
+            self.node.get_logger().error(f"foreign publisher: {publisher} is not allowed there; holding the arm, "
+                                         f"latched until an e-stop reset by {', '.join(sorted(self.operators))}")
+        if self.watch.foreign:
+            self.latch.trigger()
+
+    def _from_sender(self, topic: str, gid: bytes | None) -> bool:
+        """Whether a message on an input topic comes from one of its allowed nodes: true if so, false while its
+        publisher's node is still being discovered (the message is ignored), :class:`MessageError` otherwise."""
+        if gid not in self.watch.trusted[topic] and time.monotonic() - self.watch.checked_at > REFRESH_AFTER:
+            self.check_graph()  # a sender that appeared since the last check
+        if gid in self.watch.trusted[topic]:
+            return True
+        if gid in self.watch.pending[topic]:
+            return False
+        raise MessageError(f"sender gid {describe(gid)} is not a known publisher of "
+                           f"{', '.join(sorted(self.watch.inputs[topic]))}")
+
     # ----------------------------------------------------------------- inputs
-    def _on_action(self, msg) -> None:
-        pos, rot = pose_to_numpy(msg.pose)
+    @staticmethod
+    def _pose(msg) -> tuple[np.ndarray, np.ndarray]:
+        """(position m, rotation) of a PoseStamped; refused unless finite, in range, with a unit quaternion."""
+        bounded("header.frame_id", len(msg.header.frame_id), MAX_FRAME_ID)
+        q = msg.pose.orientation
+        norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)
+        if not abs(norm - 1.0) <= QUATERNION_TOLERANCE:  # also NaN
+            raise MessageError(f"orientation has norm {norm:.4g}; expected a unit quaternion "
+                               f"(1 +- {QUATERNION_TOLERANCE:g})")
+        return pose_to_numpy(msg.pose)
+
+    def _on_action(self, msg, gid: bytes | None) -> None:
+        if not self._from_sender(self.action_topic, gid):
+            return
+        pos, rot = self._pose(msg)
         self.command = Command(pos, rot, self.gripper, time.monotonic())
 
-    def _on_gripper(self, msg) -> None:
-        self.gripper = float(msg.data)
+    def _on_gripper(self, msg, gid: bytes | None) -> None:
+        if not self._from_sender(self.gripper_topic, gid):
+            return
+        gripper = finite_scalar("gripper", msg.data)
+        if not -1.0 <= gripper <= 1.0:
+            raise MessageError(f"gripper={gripper} is outside [-1 (open), 1 (closed)]")
+        self.gripper = gripper
         if self.command is not None:
-            self.command.gripper = self.gripper
+            self.command.gripper = gripper
 
     def _on_pose(self, msg) -> None:
-        pos, rot = pose_to_numpy(msg.pose)
+        pos, rot = self._pose(msg)
         self.arm = ArmState(pos, rot, time.monotonic(), self._force, self._torque)
 
     def _on_wrench(self, msg) -> None:
-        f, t = msg.wrench.force, msg.wrench.torque
-        self._force, self._torque = np.array([f.x, f.y, f.z]), np.array([t.x, t.y, t.z])
+        wrench = wrench_to_numpy(msg.wrench)
+        self._force, self._torque = wrench[:3], wrench[3:]
         if self.arm is not None:
             self.arm.force, self.arm.torque = self._force, self._torque
 
@@ -89,16 +254,38 @@ class SafetyNode:
         if msg.data:
             self.latch.trigger()
 
+    def _on_reset(self, msg, gid: bytes | None) -> None:
+        """Clear the latch if an operator node sent the reset, only operator nodes publish on its topic and no
+        foreign publisher remains; otherwise refuse it (the guard counts and reports the refusal)."""
+        publishers = self.node.get_publishers_info_by_topic(self.reset_topic)
+        operators = ", ".join(sorted(self.operators))
+        others = sorted({endpoint_node(info) for info in publishers if not is_one_of(info, self.operators)})
+        if others:
+            raise MessageError(f"e-stop reset refused: {', '.join(others)} also publish on {self.reset_topic}, "
+                               f"where only {operators} may")
+        sender = next((info for info in publishers if bytes(info.endpoint_gid) == gid), None)
+        if sender is None:
+            raise MessageError(f"e-stop reset refused: its sender (gid {describe(gid)}) is not known as {operators}")
+        self.check_graph()
+        if self.watch.foreign:
+            raise MessageError("e-stop reset refused: foreign publisher(s) still present: "
+                               + "; ".join(self.watch.foreign.values()))
+        if self.latch.latched:
+            self.latch.reset()
+            self.node.get_logger().info(f"e-stop reset by {endpoint_node(sender)}")
+
     # ----------------------------------------------------------------- the loop
     def tick(self) -> None:
-        now = time.monotonic()
-        self.tick_times.append(now)
         if self.arm is None:
             return  # nothing measured yet: nothing to hold, nothing sent
+        now = time.monotonic()
         if self.previous is None:
             self.previous = hold(self.arm, self.gripper, now)
-        command = self.command or Command(self.arm.pos, self.arm.rot, self.gripper, -np.inf)
+        stale = now - 2 * self.limits.command_timeout  # no target yet: a stale one, the arm holds (STALE_COMMAND)
+        command = self.command or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
         self.previous, self.flags = enforce(self.limits, self.latch, self.arm, command, self.previous, now)
+        if self.watch.foreign:
+            self.flags |= Violation.FOREIGN_PUBLISHER
         pose = self._messages["pose"]()
         pose.header.stamp = self.node.get_clock().now().to_msg()
         pose.header.frame_id = self.frame_id
@@ -108,27 +295,35 @@ class SafetyNode:
         self.flags_pub.publish(self._messages["flags"](data=int(self.flags)))
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate-hz", type=float, default=500.0)
     parser.add_argument("--command-timeout", type=float, default=0.1, help="s without a command -> hold the pose")
     parser.add_argument("--state-timeout", type=float, default=0.01, help="s without arm state -> hold the command")
     parser.add_argument("--frame-id", default="base")
-    args, ros_args = parser.parse_known_args(argv)
-    import rclpy
-
-    limits = SafetyLimits(command_timeout=args.command_timeout, state_timeout=args.state_timeout)  # checked here
-    rclpy.init(args=ros_args)
-    node = rclpy.create_node("robot_rl_safety")
-    SafetyNode(node, limits, args.rate_hz, args.frame_id)
+    parser.add_argument("--senders", nargs="+", default=list(DEFAULT_SENDERS),
+                        help="nodes allowed to publish /rl/action and /rl/gripper")
+    parser.add_argument("--operators", nargs="+", default=list(DEFAULT_OPERATORS),
+                        help="nodes whose /rl/estop_reset is obeyed")
+    parser.add_argument("--graph-period", type=float, default=0.1, help="s between checks of who publishes")
+    parser.add_argument("--discovery-grace", type=float, default=5.0,
+                        help="s an input publisher's node may stay unnamed (discovery) before it counts as foreign")
+    args, ros_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    for name in ("rate_hz", "graph_period", "discovery_grace"):
+        if not getattr(args, name) > 0:  # also NaN
+            parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
+        limits = SafetyLimits(command_timeout=args.command_timeout, state_timeout=args.state_timeout)
+        with ros_node("robot_rl_safety", ["robot_rl", *ros_args]) as node:
+            SafetyNode(node, limits, args.rate_hz, args.frame_id, args.senders, args.operators, args.graph_period,
+                       args.discovery_grace)
+            spin(node)
+    except ConfigError as error:
+        return exit_with_error("robot_rl.ros.safety_node", error)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while starting: nothing to clean up beyond ros_node's
         pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -41,6 +41,7 @@ class Violation(enum.IntFlag):
     TRANSLATION_STEP = enum.auto()
     ROTATION_STEP = enum.auto()
     GRIPPER_STEP = enum.auto()
+    FOREIGN_PUBLISHER = enum.auto()  # set by the safety node: a node not allowed publishes to the arm or its inputs
 
 
 @dataclass(frozen=True)

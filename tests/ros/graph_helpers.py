@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from robot_rl.cli import load_config
-from robot_rl.graph import NodeSpec, graph_nodes
+from robot_rl.graph import NodeSpec, graph_nodes, ros_environment
 
 #: an easy reach (4 cm steps and success radius) so learning shows within a test's budget
 EASY_REACH = ["task=reach", "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=40",
@@ -18,17 +18,20 @@ EASY_REACH = ["task=reach", "task.success_radius=0.04", "task.pos_step=0.04", "t
 
 
 class Graph:
-    """The nodes of a graph config as child processes, each logging to ``<folder>/<name>.log``."""
+    """The nodes of a graph config as child processes, each logging to ``<folder>/<name>.log``, in the domain a
+    launch of that config would use (the test's own, from the ``ros_domain`` fixture)."""
 
     def __init__(self, folder: Path, overrides: list[str], graph: str = "sim_train"):
         self.folder, self.overrides = folder, [f"graph={graph}", *overrides]
-        self.specs = {node.name: node for node in graph_nodes(load_config(self.overrides))}
+        cfg = load_config(self.overrides)
+        self.specs = {node.name: node for node in graph_nodes(cfg)}
+        self.env = ros_environment(cfg.ros)
         self.processes: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, *extra: str) -> subprocess.Popen:
         spec: NodeSpec = self.specs[name]
         log = open(self.folder / f"{name}.log", "a")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         self.processes[name] = subprocess.Popen([*spec.command(self.overrides), *extra], stdout=log,
                                                 stderr=subprocess.STDOUT, env=env)
         return self.processes[name]

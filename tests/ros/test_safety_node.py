@@ -1,15 +1,21 @@
 """Fault tests of the fast-loop safety node with real processes over DDS.
 
 The node runs in its own process; an actor process publishes targets; this test process plays
-the arm (publishes the measured pose) and watches the node's output.
+the arm (publishes the measured pose) and the operator (e-stop reset), and watches the node's output.
+Foreign nodes (not allowed to move the arm) are separate processes too.
 """
 
+import math
+import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from tests.conftest import require
 
@@ -29,25 +35,52 @@ ACTOR = textwrap.dedent(
     rclpy.spin(node)
     """
 )
+# a node the safety node was not told about: commands a tool pointing up (180 deg off the cone axis), 15 cm away
+INTRUDER = textwrap.dedent(
+    """
+    import sys
+    import rclpy
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.executors import ExternalShutdownException
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_intruder")
+    pub = node.create_publisher(PoseStamped, sys.argv[1], 1)
+    msg = PoseStamped()
+    msg.header.frame_id = "intruder"
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = 0.6, 0.0, 0.2
+    msg.pose.orientation.w = 1.0
+    node.create_timer(0.01, lambda: pub.publish(msg))
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    """
+)
 HOME = np.array([0.45, 0.0, 0.2])
 STALE_COMMAND, STALE_STATE, ESTOP, TRANSLATION_STEP = 2, 4, 8, 128  # robot_rl.safety.Violation bits
+FOREIGN_PUBLISHER = 1024
+SAFETY = [sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05",
+          "--senders", "robot_rl_test_actor", "--operators", "robot_rl_test_operator"]
 
 
 class Arm:
-    """Publishes the measured pose at 200 Hz and records the node's output with receive times."""
+    """Publishes the measured pose at 200 Hz and records the node's output with receive times. Its executor spins
+    the other nodes a test adds too."""
 
     def __init__(self, rclpy):
         from geometry_msgs.msg import PoseStamped
-        from std_msgs.msg import Bool, Empty, UInt32
+        from rclpy.executors import SingleThreadedExecutor
+        from std_msgs.msg import Bool, UInt32
 
-        self.rclpy = rclpy
         self.node = rclpy.create_node("robot_rl_test_arm")
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
         self.pose_pub = self.node.create_publisher(PoseStamped, "/franka_robot_state_broadcaster/current_pose", 1)
         self.estop_pub = self.node.create_publisher(Bool, "/rl/estop", 10)
-        self.reset_pub = self.node.create_publisher(Empty, "/rl/estop_reset", 10)
-        self.messages = {"Bool": Bool, "Empty": Empty}
+        self.messages = {"Bool": Bool}
         self.streaming = True
         self.outputs: list[tuple[float, float, int]] = []  # (time, commanded x, flags)
+        self.positions: list[list[float]] = []  # every commanded position of the safety node
         self._x = None
         self.node.create_subscription(PoseStamped, "/rl/equilibrium_pose", self._on_pose, 10)
         self.node.create_subscription(UInt32, "/rl/safety_flags", self._on_flags, 10)
@@ -61,7 +94,10 @@ class Arm:
             self.pose_pub.publish(self._pose)
 
     def _on_pose(self, msg):
-        self._x = msg.pose.position.x
+        if msg.header.frame_id != "intruder":  # what the intruder writes to the arm's topic is not the node's output
+            p = msg.pose.position
+            self._x = p.x
+            self.positions.append([p.x, p.y, p.z, msg.pose.orientation.w])
 
     def _on_flags(self, msg):
         if self._x is not None:
@@ -70,25 +106,75 @@ class Arm:
     def spin(self, seconds: float):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            self.rclpy.spin_once(self.node, timeout_sec=0.002)
+            self.executor.spin_once(timeout_sec=0.002)
 
     def wait_for(self, condition, timeout: float) -> float:
         """Spin until ``condition(x, flags)`` holds for the newest output; returns when (monotonic)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            self.rclpy.spin_once(self.node, timeout_sec=0.002)
+            self.executor.spin_once(timeout_sec=0.002)
             if self.outputs and condition(*self.outputs[-1][1:]):
                 return self.outputs[-1][0]
         raise AssertionError(f"not reached within {timeout} s; last outputs {self.outputs[-3:]}")
 
+    def until(self, condition, timeout: float, what: str) -> None:
+        """Spin until ``condition()`` is true."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=0.002)
+            if condition():
+                return
+        raise AssertionError(f"{what}: not within {timeout} s")
 
-def test_actor_death_stale_state_and_estop_hold_the_arm():
+    def recent(self, seconds: float) -> list[tuple[float, int]]:
+        return [(x, flags) for t, x, flags in self.outputs if t > time.monotonic() - seconds]
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+
+
+class ResetSender:
+    """A node that sends e-stop resets (``robot_rl_test_operator`` is the operator the node is told about)."""
+
+    def __init__(self, rclpy, name: str):
+        from std_msgs.msg import Empty
+
+        self.node = rclpy.create_node(name)
+        self.pub = self.node.create_publisher(Empty, "/rl/estop_reset", 10)
+        self.message = Empty
+
+    def reset(self):
+        self.pub.publish(self.message())
+
+
+def start(command: list[str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(command, stdout=log.open("a"), stderr=subprocess.STDOUT)
+
+
+def wait_for_text(path: Path, text: str, timeout: float) -> str:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if text in path.read_text():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in {path.name} within {timeout} s:\n{path.read_text()[-2000:]}")
+
+
+def stop(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def test_actor_death_stale_state_and_estop_hold_the_arm(tmp_path):
     rclpy = require("rclpy")
-    safety = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200",
-                               "--state-timeout", "0.05"])
+    safety = start(SAFETY, tmp_path / "safety.log")
     actor = subprocess.Popen([sys.executable, "-c", ACTOR])
     rclpy.init()
     arm = Arm(rclpy)
+    operator = ResetSender(rclpy, "robot_rl_test_operator")
     try:
         # the actor's target (3 cm ahead) is approached in limited steps, flagged, then reached
         arm.wait_for(lambda x, flags: x > 0.479 and flags == 0, timeout=30)
@@ -109,19 +195,223 @@ def test_actor_death_stale_state_and_estop_hold_the_arm():
         arm.streaming = True
         arm.wait_for(lambda x, flags: not flags & STALE_STATE, timeout=2)
 
-        # e-stop latches: even with a live actor the arm holds until the reset
+        # e-stop latches: even with a live actor the arm holds until the operator's reset
         actor = subprocess.Popen([sys.executable, "-c", ACTOR])
         arm.wait_for(lambda x, flags: x > 0.47, timeout=30)
         arm.estop_pub.publish(arm.messages["Bool"](data=True))
         arm.wait_for(lambda x, flags: flags == ESTOP and abs(x - HOME[0]) < 1e-6, timeout=2)
         arm.spin(0.5)
-        recent = [(x, flags) for t, x, flags in arm.outputs if t > time.monotonic() - 0.4]
+        recent = arm.recent(0.4)
         assert recent and all(flags == ESTOP and abs(x - HOME[0]) < 1e-6 for x, flags in recent)
-        arm.reset_pub.publish(arm.messages["Empty"]())
+        operator.reset()
         arm.wait_for(lambda x, flags: x > 0.47 and flags == 0, timeout=5)
     finally:
-        arm.node.destroy_node()
+        arm.close()
         rclpy.shutdown()
-        for process in (actor, safety):
-            process.kill()
-            process.wait()
+        stop([actor, safety])
+
+
+def test_a_foreign_publisher_on_the_arm_command_topic_latches_the_hold_and_is_named(tmp_path):
+    rclpy = require("rclpy")
+    log = tmp_path / "safety.log"
+    safety = start(SAFETY, log)
+    actor = subprocess.Popen([sys.executable, "-c", ACTOR])
+    rclpy.init()
+    arm = Arm(rclpy)
+    intruder = None
+    try:
+        arm.wait_for(lambda x, flags: x > 0.479 and flags == 0, timeout=30)
+        intruder = start([sys.executable, "-c", INTRUDER, "/rl/equilibrium_pose"], tmp_path / "intruder.log")
+        # the node holds the measured pose (not the actor's target), latched, and says who it was
+        arm.wait_for(lambda x, flags: flags == ESTOP | FOREIGN_PUBLISHER and abs(x - HOME[0]) < 1e-6, timeout=30)
+        text = wait_for_text(log, "foreign publisher: /robot_rl_intruder", timeout=5)
+        assert "on /rl/equilibrium_pose" in text
+        arm.spin(0.5)
+        assert all(flags == ESTOP | FOREIGN_PUBLISHER and abs(x - HOME[0]) < 1e-6 for x, flags in arm.recent(0.4))
+
+        # the intruder leaves: the hold stays latched (the actor is still live) until an operator resets it
+        intruder.send_signal(signal.SIGINT)
+        intruder.wait(timeout=10)
+        arm.wait_for(lambda x, flags: flags == ESTOP, timeout=10)
+        arm.spin(0.5)
+        assert all(flags == ESTOP and abs(x - HOME[0]) < 1e-6 for x, flags in arm.recent(0.4))
+    finally:
+        arm.close()
+        rclpy.shutdown()
+        stop([process for process in (intruder, actor, safety) if process is not None])
+
+
+def test_a_foreign_sender_of_targets_never_moves_the_arm_and_only_the_operator_resets(tmp_path):
+    rclpy = require("rclpy")
+    log = tmp_path / "safety.log"
+    safety = start(SAFETY, log)
+    rclpy.init()
+    arm = Arm(rclpy)
+    operator = ResetSender(rclpy, "robot_rl_test_operator")
+    intruder = None
+    try:
+        arm.wait_for(lambda x, flags: flags == STALE_COMMAND, timeout=30)  # up, holding: no actor yet
+        intruder = start([sys.executable, "-c", INTRUDER, "/rl/action"], tmp_path / "intruder.log")
+        arm.wait_for(lambda x, flags: flags == ESTOP | FOREIGN_PUBLISHER, timeout=30)
+        assert "foreign publisher: /robot_rl_intruder" in wait_for_text(log, "on /rl/action", timeout=5)
+
+        # the operator's reset is refused while the intruder is still there
+        arm.spin(0.3)
+        operator.reset()
+        arm.spin(1.0)
+        assert all(flags == ESTOP | FOREIGN_PUBLISHER for _, flags in arm.recent(0.5))
+        wait_for_text(log, "e-stop reset refused: foreign publisher(s) still present", timeout=5)
+
+        intruder.send_signal(signal.SIGINT)
+        intruder.wait(timeout=10)
+        arm.wait_for(lambda x, flags: flags == ESTOP, timeout=10)
+
+        # a reset from a node that is not an operator is ignored (and the operator's too while it publishes there)
+        stranger = ResetSender(rclpy, "robot_rl_test_stranger")
+        arm.spin(0.5)
+        stranger.reset()
+        operator.reset()
+        arm.spin(1.0)
+        assert all(flags == ESTOP for _, flags in arm.recent(0.5))
+        stranger.node.destroy_node()
+
+        # the operator's reset clears the latch once only operators publish there
+        def released():
+            operator.reset()
+            arm.spin(0.2)
+            return arm.outputs[-1][2] == STALE_COMMAND
+
+        arm.until(released, timeout=10, what="the operator's reset")
+        wait_for_text(log, "e-stop reset by /robot_rl_test_operator", timeout=5)
+        # the intruder's targets never reached the arm: every command held the measured pose, tool down
+        assert arm.positions and np.allclose(arm.positions, [[*HOME, 0.0]], atol=1e-6)
+    finally:
+        arm.close()
+        rclpy.shutdown()
+        stop([process for process in (intruder, safety) if process is not None])
+
+
+def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
+    rclpy = require("rclpy")
+    from geometry_msgs.msg import PoseStamped, WrenchStamped
+    from std_msgs.msg import Float64
+
+    from robot_rl.ros.safety_node import SafetyNode
+    from robot_rl.safety import SafetyLimits
+
+    rclpy.init()
+    arm = Arm(rclpy)  # it also plays the actor: the node is told to take its targets
+    node = rclpy.create_node("robot_rl_safety")
+    arm.executor.add_node(node)
+    action_pub = arm.node.create_publisher(PoseStamped, "/rl/action", 10)
+    gripper_pub = arm.node.create_publisher(Float64, "/rl/gripper", 10)
+    wrench_pub = arm.node.create_publisher(WrenchStamped,
+                                           "/franka_robot_state_broadcaster/external_wrench_in_base_frame", 10)
+
+    def pose(x=0.47, y=0.0, quaternion=(1.0, 0.0, 0.0, 0.0), frame_id="base"):
+        msg = PoseStamped()
+        msg.header.frame_id = frame_id
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, y, 0.2
+        o = msg.pose.orientation
+        o.x, o.y, o.z, o.w = quaternion
+        return msg
+
+    def wrench(fx):
+        msg = WrenchStamped()
+        msg.wrench.force.x = fx
+        return msg
+
+    bad = {
+        "/rl/action": (action_pub, [pose(x=math.nan), pose(y=math.inf), pose(quaternion=(0.5, 0.0, 0.0, 0.0)),
+                                    pose(quaternion=(math.nan, 0.0, 0.0, 1.0)), pose(frame_id="b" * 100_000)]),
+        "/rl/gripper": (gripper_pub, [Float64(data=math.nan), Float64(data=math.inf), Float64(data=1.5)]),
+        "/franka_robot_state_broadcaster/current_pose": (arm.pose_pub, [pose(x=math.nan), pose(frame_id="b" * 10_000)]),
+        "/franka_robot_state_broadcaster/external_wrench_in_base_frame": (wrench_pub, [wrench(math.nan)]),
+    }
+    try:
+        safety = SafetyNode(node, SafetyLimits(state_timeout=0.05), 200.0, senders=["robot_rl_test_arm"])
+        arm.wait_for(lambda x, flags: flags == STALE_COMMAND, timeout=10)
+        arm.streaming = False  # the bad measured poses are not overwritten by good ones before the node reads them
+        for topic, (publisher, messages) in bad.items():
+            for count, message in enumerate(messages, start=1):
+                publisher.publish(message)
+                arm.until(lambda: safety.guard.dropped.get(topic, 0) == count, timeout=5, what=f"{topic} drop {count}")
+        arm.streaming = True
+        arm.spin(0.5)
+        assert {topic: safety.guard.dropped.get(topic) for topic in bad} == {t: len(m) for t, (_, m) in bad.items()}
+        assert np.isfinite(arm.positions).all() and np.allclose(np.array(arm.positions)[:, 0], HOME[0], atol=1e-6)
+        assert safety.gripper == -1.0
+
+        # the pipeline is alive: good inputs still move the arm
+        def moved():
+            action_pub.publish(pose())
+            gripper_pub.publish(Float64(data=1.0))
+            arm.spin(0.05)
+            return arm.outputs[-1][1] > 0.469
+
+        arm.until(moved, timeout=10, what="the good target reached")
+        assert np.isfinite(arm.positions).all() and safety.gripper == 1.0
+    finally:
+        arm.close()
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_publisher_watch_waits_for_an_unnamed_node_then_counts_it_foreign():
+    require("rclpy")
+    from robot_rl.ros.safety_node import UNNAMED, PublisherWatch
+
+    def endpoint(name, gid):
+        return SimpleNamespace(node_name=name, node_namespace="/", endpoint_gid=list(gid))
+
+    graph = {"/rl/equilibrium_pose": [endpoint("robot_rl_safety", b"own")],
+             "/rl/action": [endpoint("robot_rl_actor", b"act"), endpoint(UNNAMED, b"new")]}
+    node = SimpleNamespace(get_publishers_info_by_topic=lambda topic: graph[topic])
+    watch = PublisherWatch(node, {"/rl/equilibrium_pose": frozenset({b"own"})},
+                           {"/rl/action": frozenset({"robot_rl_actor"})}, discovery_grace=1.0)
+    assert watch.check(now=10.0) == [] and watch.trusted["/rl/action"] == {b"act"}
+    assert watch.check(now=10.9) == []  # not named yet: maybe the actor's second publisher, not trusted either
+    assert watch.pending["/rl/action"] == {b"new"} and watch.trusted["/rl/action"] == {b"act"}
+    graph["/rl/action"][1] = endpoint("robot_rl_actor", b"new")
+    assert watch.check(now=11.0) == [] and watch.trusted["/rl/action"] == {b"act", b"new"}
+    assert watch.pending["/rl/action"] == set()
+
+    graph["/rl/action"].append(endpoint(UNNAMED, b"raw"))  # e.g. a bare DDS participant: never named
+    assert watch.check(now=12.0) == []
+    assert watch.check(now=13.1) == [f"/{UNNAMED} (gid {b'raw'.hex()}) on /rl/action"]
+    assert watch.check(now=13.2) == []  # reported once, still foreign
+    assert list(watch.foreign) == [b"raw"]
+
+    # on the arm's topic any publisher but the node's own is foreign, whatever its name, at once
+    graph["/rl/equilibrium_pose"].append(endpoint("robot_rl_safety", b"twin"))
+    assert watch.check(now=13.3) == [f"/robot_rl_safety (gid {b'twin'.hex()}) on /rl/equilibrium_pose"]
+    graph["/rl/action"].pop()
+    graph["/rl/equilibrium_pose"].pop()
+    assert watch.check(now=13.4) == [] and watch.foreign == {}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
+    rclpy = require("rclpy")
+    log = tmp_path / "safety.log"
+    safety = start(SAFETY, log)
+    rclpy.init()
+    arm = Arm(rclpy)
+    try:
+        arm.wait_for(lambda x, flags: True, timeout=30)  # ticking
+        sent = time.monotonic()
+        safety.send_signal(signum)
+        safety.wait(timeout=10)
+        assert time.monotonic() - sent < 3.0
+        assert safety.returncode == 0, log.read_text()[-2000:]
+        assert "Traceback" not in log.read_text() and "terminate called" not in log.read_text()
+    finally:
+        arm.close()
+        rclpy.shutdown()
+        stop([safety])
+
+
+def test_bad_settings_are_named():
+    result = subprocess.run([*SAFETY, "--command-timeout", "-1"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "safety.command_timeout=-1.0" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
