@@ -415,3 +415,24 @@ def test_bad_settings_are_named():
     result = subprocess.run([*SAFETY, "--command-timeout", "-1"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "safety.command_timeout=-1.0" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_sros2_policy_gives_the_arm_and_its_inputs_to_the_nodes_the_safety_node_allows():
+    require("rclpy")
+    from xml.etree import ElementTree
+
+    from robot_rl.ros.safety_node import DEFAULT_OPERATORS, DEFAULT_SENDERS
+
+    folder = Path(__file__).resolve().parents[2] / "configs" / "sros2"
+    ElementTree.parse(folder / "common" / "node.xml")  # well-formed
+    publishers: dict[str, set[str]] = {}
+    enclaves = ElementTree.parse(folder / "robot_rl.policy.xml").getroot().findall("enclaves/enclave")
+    for enclave in enclaves:
+        (profile,) = enclave.findall("profiles/profile")
+        node = profile.get("node")
+        assert enclave.get("path") == "/robot_rl/" + node.removeprefix("robot_rl_").removesuffix("_front")
+        for topic in profile.findall("topics[@publish='ALLOW']/topic"):
+            publishers.setdefault(topic.text, set()).add(node)
+    assert publishers["rl/equilibrium_pose"] == publishers["rl/gripper_command"] == {"robot_rl_safety"}
+    assert publishers["rl/action"] == publishers["rl/gripper"] == set(DEFAULT_SENDERS)
+    assert publishers["rl/estop_reset"] == set(DEFAULT_OPERATORS)
