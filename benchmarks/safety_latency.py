@@ -79,7 +79,8 @@ def across_processes(seconds: float, rate_hz: float = 1000.0) -> dict:
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import UInt32
 
-    node_process = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", str(rate_hz)],
+    node_process = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", str(rate_hz),
+                                     "--senders", "robot_rl_bench_actor_and_arm"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rclpy.init()
     node = rclpy.create_node("robot_rl_bench_actor_and_arm")

@@ -38,7 +38,8 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
         # the sim arm listens only to Servo's twist topic here, not to the equilibrium pose
         subprocess.Popen([sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false",
                           "train.demo_episodes=0", "--ros-args", "-r", "/rl/equilibrium_pose:=/sim/unused"]),
-        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05"]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05",
+                          "--senders", "robot_rl_test_servo_actor"]),
         subprocess.Popen([sys.executable, "-m", "hardware.servo_bridge", "--rate-hz", "100"]),
     ]
     rclpy.init()
