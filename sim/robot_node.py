@@ -47,6 +47,7 @@ from robot_rl.ros import qos
 from robot_rl.ros.guard import InputGuard, MessageError, finite_scalar
 from robot_rl.ros.messages import (camera_info_msg, image_msg, joint_state_msg, pinhole_matrix, pose_msg, pose_to_numpy,
                                    seconds, twist_to_numpy, wrench_msg)
+from robot_rl.ros.senders import PublisherWatch, subscribe_with_sender
 from robot_rl.ros.topic_env import camera_topic
 
 from .panda_env import PandaTaskEnv
@@ -70,7 +71,10 @@ class SimRobot:
     """Owns the task env, its real-time clock and the node's publishers."""
 
     def __init__(self, node, env: PandaTaskEnv, state_rate_hz: float, camera_rate_hz: float, frame_id: str,
-                 teleop: ScriptedTeleop | None, seed: int, reset_service: bool = True):
+                 teleop: ScriptedTeleop | None, seed: int, reset_service: bool = True,
+                 command_senders: tuple[str, ...] = ("robot_rl_safety",)):
+        """``command_senders``: the nodes whose arm and gripper commands the sim arm obeys (the safety node);
+        a command from any other publisher is dropped and counted, as no real arm should take it."""
         self.node, self.env, self.frame_id, self.teleop = node, env, frame_id, teleop
         self.seed, self.episodes = seed, 0
         self.physics_dt = float(env.model.opt.timestep)
@@ -91,10 +95,16 @@ class SimRobot:
                                node.create_publisher(CameraInfo, camera_topics(name)[1], qos.STREAM_PUBLISHER))
                         for name in env.cameras}
         self.guard = InputGuard(node)
-        self.guard.subscribe(PoseStamped, "/rl/equilibrium_pose", self._on_pose_command, qos.COMMAND)
+        pose_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/equilibrium_pose",
+                                           self._on_pose_command, qos.COMMAND)
         self.guard.subscribe(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
         self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
-        self.guard.subscribe(Float64, "/rl/gripper_command", self._on_gripper_command, qos.COMMAND)
+        gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper_command",
+                                              self._on_gripper_command, qos.COMMAND)
+        senders = frozenset(command_senders)
+        self.command_senders = PublisherWatch(node, {}, {pose_topic: senders, gripper_topic: senders},
+                                              discovery_grace=5.0)
+        self.pose_topic, self.gripper_topic = pose_topic, gripper_topic
         if reset_service:
             node.create_service(SetBool, "/rl/reset", self._on_reset)
         self.reset(demo=False)
@@ -126,7 +136,9 @@ class SimRobot:
         return response
 
     # ----------------------------------------------------------------- commands
-    def _on_pose_command(self, msg) -> None:
+    def _on_pose_command(self, msg, gid: bytes | None) -> None:
+        if not self.command_senders.admits(self.pose_topic, gid):
+            return
         if seconds(msg.header.stamp) < self.reset_stamp:
             return  # a command for the pose before the reset
         pos, rot = pose_to_numpy(msg.pose)
@@ -146,7 +158,9 @@ class SimRobot:
         rot = matrix_from_rotvec(twist[3:] * dt) @ self.env.controller.target_rot
         self.env.controller.set_target(np.clip(target, self.env.workspace[0], self.env.workspace[1]), rot)
 
-    def _on_gripper_command(self, msg) -> None:
+    def _on_gripper_command(self, msg, gid: bytes | None) -> None:
+        if not self.command_senders.admits(self.gripper_topic, gid):
+            return
         self.env.set_gripper_command(float(np.clip(finite_scalar("gripper command", msg.data), -1.0, 1.0)))
 
     # ----------------------------------------------------------------- the clock
@@ -220,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     with ros_node("robot_rl_sim_robot", ros_args) as node:
         teleop = None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz)
         SimRobot(node, env, float(cfg.ros.state_rate_hz), float(cfg.ros.camera_rate_hz), cfg.ros.frame_id, teleop,
-                 int(cfg.seed), bool(cfg.ros.sim_reset_service))
+                 int(cfg.seed), bool(cfg.ros.sim_reset_service), tuple(cfg.ros.arm_command_senders))
         node.get_logger().info(f"sim robot: {task.get('name')} at real time, cameras {list(env.cameras)}")
         spin(node)
     return 0

@@ -51,7 +51,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -60,76 +60,12 @@ from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enf
 from .guard import InputGuard, MessageError, bounded, finite_scalar
 from .messages import numpy_to_pose, pose_to_numpy, wrench_to_numpy
 from .node_main import exit_with_error, ros_node, spin
+from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
 DEFAULT_OPERATORS = ("robot_rl_teleop",)
-UNNAMED = "_NODE_NAME_UNKNOWN_"  # rmw's node name of an endpoint whose node is not discovered (yet)
 MAX_FRAME_ID = 256  # characters of a received header frame id
 QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
-REFRESH_AFTER = 0.01  # s: a message from an unknown sender refreshes the graph view if it is older than this
-
-
-def endpoint_node(info) -> str:
-    """Fully qualified node name of a topic endpoint (``rclpy.topic_endpoint_info.TopicEndpointInfo``)."""
-    return f"{info.node_namespace.rstrip('/')}/{info.node_name}"
-
-
-def is_one_of(info, names: frozenset[str]) -> bool:
-    """Whether the endpoint's node is in ``names`` (plain node names, or fully qualified ones)."""
-    return info.node_name in names or endpoint_node(info) in names
-
-
-def sender_gid(message_info) -> bytes | None:
-    """The GID of the publisher that sent a message (rclpy's ``MessageInfo``), if the middleware reports it."""
-    gid = message_info.get("publisher_gid")
-    return bytes(gid["data"]) if gid else None
-
-
-def describe(gid: bytes | None) -> str:
-    return gid.hex() if gid else "unknown"
-
-
-class PublisherWatch:
-    """Who publishes on the topics the safety node guards, checked against who may.
-
-    ``own``: output topic -> GIDs of the node's own publishers there (no other publisher may exist);
-    ``inputs``: input topic -> names of the nodes allowed to publish there. An input endpoint whose node
-    is still unnamed (discovery of its node lags its endpoint's) is judged after ``discovery_grace`` s."""
-
-    def __init__(self, node, own: dict[str, frozenset[bytes]], inputs: dict[str, frozenset[str]],
-                 discovery_grace: float):
-        self.node, self.own, self.inputs, self.discovery_grace = node, own, inputs, discovery_grace
-        self.trusted: dict[str, frozenset[bytes]] = {topic: frozenset() for topic in inputs}  # allowed GIDs now
-        self.pending: dict[str, frozenset[bytes]] = {topic: frozenset() for topic in inputs}  # unnamed, in grace
-        self.foreign: dict[bytes, str] = {}  # GID -> "node (gid) on topic"
-        self.checked_at = -math.inf  # monotonic s of the last check
-        self._first_seen: dict[bytes, float] = {}
-
-    def check(self, now: float) -> list[str]:
-        """Refresh from the ROS graph; returns the foreign publishers that are new (or newly named) since the
-        last check, each as ``node (gid ...) on topic``."""
-        foreign, first_seen = {}, {}
-        for topic in (*self.own, *self.inputs):
-            trusted, pending = set(), set()
-            for info in self.node.get_publishers_info_by_topic(topic):
-                gid = bytes(info.endpoint_gid)
-                first_seen[gid] = self._first_seen.get(gid, now)
-                if topic in self.own:
-                    allowed = gid in self.own[topic]
-                elif is_one_of(info, self.inputs[topic]):
-                    allowed = True
-                    trusted.add(gid)
-                else:
-                    allowed = info.node_name == UNNAMED and now - first_seen[gid] < self.discovery_grace
-                    if allowed:
-                        pending.add(gid)
-                if not allowed:
-                    foreign[gid] = f"{endpoint_node(info)} (gid {gid.hex()}) on {topic}"
-            if topic in self.inputs:
-                self.trusted[topic], self.pending[topic] = frozenset(trusted), frozenset(pending)
-        appeared = [text for gid, text in foreign.items() if self.foreign.get(gid) != text]
-        self.foreign, self._first_seen, self.checked_at = foreign, first_seen, now
-        return appeared
 
 
 class SafetyNode:
@@ -152,9 +88,9 @@ class SafetyNode:
         self.flags = Violation.NONE
         self.guard = InputGuard(node)
         stream = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
-        self.action_topic = self._subscribe_with_sender(PoseStamped, "/rl/action", self._on_action, stream)
-        self.gripper_topic = self._subscribe_with_sender(Float64, "/rl/gripper", self._on_gripper, stream)
-        self.reset_topic = self._subscribe_with_sender(Empty, "/rl/estop_reset", self._on_reset, 10)
+        self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/action", self._on_action, stream)
+        self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper", self._on_gripper, stream)
+        self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "/rl/estop_reset", self._on_reset, 10)
         self.guard.subscribe(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
         self.guard.subscribe(WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
                              self._on_wrench, stream)
@@ -183,14 +119,6 @@ class SafetyNode:
         own[publisher.topic_name] = frozenset(self._gids(publisher.topic_name) - before)
         return publisher
 
-    def _subscribe_with_sender(self, msg_type, topic: str, callback: Callable, qos) -> str:
-        """A guarded subscription whose ``callback(msg, gid)`` also gets the sending publisher's GID; returns the
-        resolved (remapped) topic name."""
-        guarded = self.guard.wrap(topic, lambda received: callback(*received))
-        subscription = self.node.create_subscription(msg_type, topic,
-                                                     lambda msg, info: guarded((msg, sender_gid(info))), qos)
-        return subscription.topic_name
-
     # ----------------------------------------------------------------- who publishes
     def check_graph(self) -> None:
         """Latch the hold while the graph shows a foreign publisher; log each one by name when it appears."""
@@ -201,16 +129,8 @@ class SafetyNode:
             self.latch.trigger()
 
     def _from_sender(self, topic: str, gid: bytes | None) -> bool:
-        """Whether a message on an input topic comes from one of its allowed nodes: true if so, false while its
-        publisher's node is still being discovered (the message is ignored), :class:`MessageError` otherwise."""
-        if gid not in self.watch.trusted[topic] and time.monotonic() - self.watch.checked_at > REFRESH_AFTER:
-            self.check_graph()  # a sender that appeared since the last check
-        if gid in self.watch.trusted[topic]:
-            return True
-        if gid in self.watch.pending[topic]:
-            return False
-        raise MessageError(f"sender gid {describe(gid)} is not a known publisher of "
-                           f"{', '.join(sorted(self.watch.inputs[topic]))}")
+        """:meth:`PublisherWatch.admits`, refreshing through :meth:`check_graph` (which latches on a foreigner)."""
+        return self.watch.admits(topic, gid, self.check_graph)
 
     # ----------------------------------------------------------------- inputs
     @staticmethod

@@ -359,7 +359,7 @@ def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
 
 def test_publisher_watch_waits_for_an_unnamed_node_then_counts_it_foreign():
     require("rclpy")
-    from robot_rl.ros.safety_node import UNNAMED, PublisherWatch
+    from robot_rl.ros.senders import UNNAMED, PublisherWatch
 
     def endpoint(name, gid):
         return SimpleNamespace(node_name=name, node_namespace="/", endpoint_gid=list(gid))
