@@ -2,11 +2,14 @@
 
 Publishes at ``teleop_device.rate_hz``: ``/spacenav/twist`` (geometry_msgs/Twist, normalised
 [-1, 1], base frame), ``/spacenav/joy`` (sensor_msgs/Joy: button 0 close, button 1 open the
-gripper) and ``/rl/intervention`` (std_msgs/Bool, the take-over switch).
+gripper) and ``/rl/intervention`` (std_msgs/Bool, the take-over switch). The operator's e-stop button
+publishes ``/rl/estop`` (std_msgs/Bool true: the safety node holds the arm) and the reset button
+``/rl/estop_reset`` (std_msgs/Empty): this node is the safety node's default operator, the only one
+whose reset it obeys.
 
 Keyboard (the terminal the node runs in, or any byte stream on stdin): ``w``/``s`` +x/-x,
 ``a``/``d`` +y/-y, ``r``/``f`` +z/-z, ``c`` close, ``v`` open, space toggles take-over, ``y``
-marks success, ``q`` quits. A key moves for ``key_hold`` seconds; the terminal's key repeat keeps a held key moving.
+marks success, ``x`` e-stop, ``z`` e-stop reset, ``q`` quits. A key moves for ``key_hold`` seconds; the terminal's key repeat keeps a held key moving.
 
 SpaceMouse: 3Dconnexion HID reports from ``/dev/hidrawN`` (see :class:`SpaceMouse`).
 
@@ -29,7 +32,7 @@ import time
 import numpy as np
 from geometry_msgs.msg import Twist
 from sensor_msgs.msg import Joy
-from std_msgs.msg import Bool, Float64
+from std_msgs.msg import Bool, Empty, Float64
 
 from ..config import ConfigError
 from . import qos
@@ -37,7 +40,7 @@ from .messages import joy_msg
 from .node_main import exit_with_error, node_config, ros_node
 
 KEYS = {"w": (0, 1.0), "s": (0, -1.0), "a": (1, 1.0), "d": (1, -1.0), "r": (2, 1.0), "f": (2, -1.0)}
-KEY_BUTTONS = {"c": "close", "v": "open", " ": "takeover", "y": "success"}
+KEY_BUTTONS = {"c": "close", "v": "open", " ": "takeover", "y": "success", "x": "estop", "z": "reset"}
 JS_EVENT = struct.Struct("IhBB")  # time (ms), value, type, number
 JS_BUTTON, JS_AXIS, JS_INIT = 0x01, 0x02, 0x80
 AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")
@@ -50,11 +53,13 @@ class TeleopState:
     def __init__(self):
         self.twist, self.gripper_close, self.takeover = np.zeros(6), False, False
         self.success_until = -np.inf  # monotonic time until which the operator marks success
+        self.requests: list[str] = []  # "estop" / "reset" presses not yet published
         self.lock = threading.Lock()
         self.quit = False
 
     def press(self, button: str) -> None:
-        """A button of any device: ``close``, ``open``, ``takeover`` (toggles) or ``success`` (hold the lock)."""
+        """A button of any device: ``close``, ``open``, ``takeover`` (toggles), ``success``, ``estop`` or ``reset``
+        (hold the lock)."""
         if button == "close":
             self.gripper_close = True
         elif button == "open":
@@ -63,6 +68,8 @@ class TeleopState:
             self.takeover = not self.takeover
         elif button == "success":
             self.success_until = time.monotonic() + SUCCESS_HOLD
+        elif button in ("estop", "reset"):
+            self.requests.append(button)
 
 
 class Keyboard:
@@ -256,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
             joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)
             switch_pub = node.create_publisher(Bool, "/rl/intervention", qos.STREAM_PUBLISHER)
+            estop_pub = node.create_publisher(Bool, "/rl/estop", qos.EVENT)
+            reset_pub = node.create_publisher(Empty, "/rl/estop_reset", qos.EVENT)
             if device_cfg.publish_success:
                 success_pub = node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER)
                 reward_pub = node.create_publisher(Float64, "/rl/reward", qos.STREAM_PUBLISHER)
@@ -266,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
                 while not state.quit and reader.is_alive():
                     with state.lock:
                         twist, close, takeover = state.twist.copy(), state.gripper_close, state.takeover
+                        requests, state.requests = state.requests, []
+                    for request in requests:
+                        if request == "estop":
+                            estop_pub.publish(Bool(data=True))
+                        else:
+                            reset_pub.publish(Empty())
+                        node.get_logger().info(f"operator: {request}")
                     msg = Twist()
                     msg.linear.x, msg.linear.y, msg.linear.z = map(float, twist[:3])
                     msg.angular.x, msg.angular.y, msg.angular.z = map(float, twist[3:])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher
+from tests.ros.graph_helpers import Watcher, tear_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -316,3 +316,34 @@ def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, s
             log.close()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
+    """x on the teleop keyboard latches the safety node's e-stop; z (the operator's reset) releases it."""
+    rclpy = require("rclpy")
+    from std_msgs.msg import UInt32
+
+    from robot_rl.safety import Violation
+
+    processes = [subprocess.Popen([sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false",
+                                   "train.demo_episodes=0"]),
+                 subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--state-timeout", "0.05"])]
+    teleop = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node"], stdin=subprocess.PIPE)
+    rclpy.init()
+    watcher = TeleopWatcher(rclpy)
+    flags: list[int] = []
+    watcher.node.create_subscription(UInt32, "/rl/safety_flags", lambda m: flags.append(m.data), 10)
+    try:
+        watcher.wait_for(lambda _: len(flags) > 20 and watcher.twists, 120, "safety flags and teleop")
+        assert not flags[-1] & Violation.ESTOP
+        teleop.stdin.write(b"x")
+        teleop.stdin.flush()
+        watcher.wait_for(lambda _: flags[-1] & Violation.ESTOP, 10, "the e-stop from the x key")
+        watcher.spin(0.5)
+        assert flags[-1] & Violation.ESTOP  # latched
+        teleop.stdin.write(b"z")
+        teleop.stdin.flush()
+        watcher.wait_for(lambda _: not flags[-1] & Violation.ESTOP, 10, "the operator's reset from the z key")
+    finally:
+        teleop.kill()
+        tear_down(rclpy, watcher.node, processes + [teleop])
