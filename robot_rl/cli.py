@@ -77,7 +77,7 @@ def load_config(overrides: list[str]) -> DictConfig:
             raise ConfigError(key, value, "an existing config key (`robot-rl config` lists them)") from None
         raise ConfigError("overrides", " ".join(overrides), f"valid Hydra overrides ({message})") from None
     finite_everywhere(values)
-    integer("seed", values["seed"])
+    integer("seed", values.get("seed"))
     return cfg
 
 

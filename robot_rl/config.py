@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from dataclasses import fields
+from pathlib import Path
 from typing import Any, TypeVar
 
 Settings = TypeVar("Settings")

@@ -74,7 +74,8 @@ CASES = [
 def test_a_bad_value_is_one_line_naming_its_key(argv, key, tmp_path, capsys):
     run = tmp_path / "run"
     paths = [f"train.run_dir={run}", f"collect.out={tmp_path / 'demos.zarr'}", f"eval.checkpoint={tmp_path / 'ckpt'}",
-             f"classifier.store={tmp_path}", f"classifier.out={tmp_path / 'classifier.pt'}"]
+             f"classifier.store={tmp_path}", f"classifier.out={tmp_path / 'classifier.pt'}", "train.env_steps=10",
+             "train.demo_episodes=1", "train.eval_every=10", "train.final_eval_episodes=1", "eval.episodes=1"]
     overrides = argv[2:] if argv[0] in ("launch", "data") else argv[1:]
     verb = argv[:2] if argv[0] in ("launch", "data") else argv[:1]
     code = main([*verb, "task=reach", *paths, *overrides])

@@ -47,7 +47,7 @@ def test_a_pretrained_encoder_file_is_loaded_and_bad_input_is_named(tmp_path):
     torch.save(ResNet10((32, 32, 3)).backbone_state_dict(), weights)
     config = RewardClassifierConfig(camera_encoder="resnet10", pretrained_weights=str(weights), updates=2)
     model = RewardClassifier({"front": (32, 32, 3)}, config)
-    expected = torch.load(weights)["stem.0.weight"]
+    expected = torch.load(weights, weights_only=True)["stem.0.weight"]
     torch.testing.assert_close(model.encoder.camera_nets["front"].stem[0].weight, expected)
 
     with pytest.raises(ConfigError, match="classifier.cameras"):
@@ -59,3 +59,21 @@ def test_a_pretrained_encoder_file_is_loaded_and_bad_input_is_named(tmp_path):
         train_reward_classifier(images, np.zeros(10, bool), np.arange(10), RewardClassifierConfig(updates=1))
     with pytest.raises(FileNotFoundError, match="reward classifier not found"):
         RewardClassifier.load(tmp_path / "missing.pt")
+
+
+def test_a_saved_classifier_round_trips_and_a_crafted_file_never_runs(tmp_path):
+    from tests.test_bad_input import _Payload
+
+    model = RewardClassifier({"front": (32, 32, 3)}, RewardClassifierConfig(cameras=("front",), threshold=0.7))
+    model.save(tmp_path / "classifier.pt")
+    loaded = RewardClassifier.load(tmp_path / "classifier.pt")  # tensors and plain values only
+    assert loaded.config.threshold == 0.7 and loaded.image_shapes == {"front": (32, 32, 3)}
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["classifier.pt"]  # written beside it, then renamed
+
+    marker = tmp_path / "payload_ran"
+    torch.save({"config": _Payload(marker), "image_shapes": {}, "state_dict": {}}, tmp_path / "crafted.pt")
+    with pytest.raises(ConfigError, match="classifier.out"):
+        RewardClassifier.load(tmp_path / "crafted.pt")
+    assert not marker.exists()
