@@ -9,15 +9,18 @@ from collections.abc import Mapping, Sequence
 import torch
 import torch.nn as nn
 
-from robot_rl.config import ConfigError
+from robot_rl.config import ConfigError, is_integer
 from robot_rl.envs import PRIVILEGED_KEY
 
 
 def camera_checks(config) -> dict[str, tuple[bool, str]]:
     """``validate`` checks of the camera settings every agent config carries (``require_all`` format)."""
     strides = config.camera_strides
-    return {"camera_strides": (len(strides) >= 1 and all(isinstance(s, int) and s >= 1 for s in strides),
-                               "a non-empty list of positive integers")}
+    return {"camera_strides": (len(strides) >= 1 and all(is_integer(s) and s >= 1 for s in strides),
+                               "a non-empty list of positive integers"),
+            "camera_feature_dim": (is_integer(config.camera_feature_dim) and config.camera_feature_dim >= 1,
+                                   "a positive integer"),
+            "image_pad": (is_integer(config.image_pad) and config.image_pad >= 0, "an integer >= 0")}
 
 
 class CameraCNN(nn.Module):

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import require_all
+from robot_rl.config import is_integer, is_number, require_all
 
 from .base import soft_update
 from .networks import CriticEnsemble
@@ -39,12 +39,14 @@ class SafetyCriticConfig:
     violation_fraction: float = 0.3  # share of violations in each batch (when there are any)
 
     def validate(self) -> None:
+        number = {key: is_number(getattr(self, key)) for key in ("discount", "lr", "tau", "violation_fraction")}
         checks = {
-            "discount": (0.0 <= self.discount < 1.0, "a number in [0, 1)"),
-            "lr": (self.lr > 0, "a positive number"),
-            "tau": (0.0 < self.tau <= 1.0, "a number in (0, 1]"),
-            "batch_size": (self.batch_size >= 2, "an integer >= 2"),
-            "violation_fraction": (0.0 < self.violation_fraction < 1.0, "a number in (0, 1)"),
+            "discount": (number["discount"] and 0.0 <= self.discount < 1.0, "a number in [0, 1)"),
+            "lr": (number["lr"] and self.lr > 0, "a positive number"),
+            "tau": (number["tau"] and 0.0 < self.tau <= 1.0, "a number in (0, 1]"),
+            "batch_size": (is_integer(self.batch_size) and self.batch_size >= 2, "an integer >= 2"),
+            "violation_fraction": (number["violation_fraction"] and 0.0 < self.violation_fraction < 1.0,
+                                   "a number in (0, 1)"),
         }
         require_all("safety.critic", self, checks)
 

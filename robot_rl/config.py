@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -94,9 +95,19 @@ def output_path(key: str, value: Any, folder: bool) -> Path:
     ancestor = path if path.exists() else next(p for p in path.absolute().parents if p.exists())
     if not ancestor.is_dir():
         raise ConfigError(key, str(path), f"a path under a folder ({ancestor} is a file)")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
+    if not writable(ancestor):
         raise ConfigError(key, str(path), f"a path where this user can write ({ancestor} is read-only)")
     return path
+
+
+def writable(folder: Path) -> bool:
+    """Whether a new entry can be made in ``folder``: tried with an empty temporary folder, removed at once
+    (permission bits do not tell for root, read-only mounts or /proc)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".robot_rl_write_test_", dir=folder))
+    except OSError:
+        return False
+    return True
 
 
 def subset(key: str, values: Sequence[str], allowed: Iterable[str]) -> tuple[str, ...]:

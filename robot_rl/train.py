@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +93,8 @@ def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], 
     agent_cfg = OmegaConf.to_container(cfg.agent, resolve=True)
     entry_point, config_entry_point = agent_cfg.pop("entry_point"), agent_cfg.pop("config")
     agent_cfg.pop("name", None)
-    config_class = load_entry_point(config_entry_point)
-    known = {f.name for f in fields(config_class)}
-    for key in agent_cfg:
-        if key not in known:
-            raise ConfigError(f"agent.{key}", agent_cfg[key], "one of " + ", ".join(sorted(known)))
-    return load_entry_point(entry_point)(observation_shapes, action_dim, config_class(**agent_cfg), seed=seed)
+    config = settings_of("agent", load_entry_point(config_entry_point), agent_cfg)
+    return load_entry_point(entry_point)(observation_shapes, action_dim, config, seed=seed)
 
 
 class Learner:

@@ -216,7 +216,7 @@ class SimRobot:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from robot_rl.config import ConfigError
+    from robot_rl.config import ConfigError, settings_of
     from robot_rl.envs import make_env, make_expert
     from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin
     from robot_rl.teleop import InterventionRules, ScriptedHuman
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         env = make_env(task).unwrapped
         if not isinstance(env, PandaTaskEnv):
             raise ConfigError("task", task.get("name"), "a robot_rl MuJoCo task (the sim robot node runs PandaTaskEnv)")
-        rules = InterventionRules(**OmegaConf.to_container(cfg.human, resolve=True))
+        rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
         human = ScriptedHuman(make_expert(task, env), rules) if task.get("expert") else None
     except ConfigError as error:
         return exit_with_error("sim.robot_node", error)

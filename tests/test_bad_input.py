@@ -35,6 +35,10 @@ def assert_one_line_error(capsys, code: int, key: str) -> str:
 CASES = [
     # non-finite anywhere in the config
     (["train", "agent.lr=inf"], "agent.lr"),
+    (["train", "agent.camera_feature_dim=0"], "agent.camera_feature_dim"),
+    (["train", "agent=cqn", "agent.image_pad=-1"], "agent.image_pad"),
+    (["train", "safety.critic.lr=abc"], "safety.critic.lr"),
+    (["train", "train.run_dir=/proc/robot_rl_run"], "train.run_dir"),
     (["train", "agent.lr=nan"], "agent.lr"),
     (["train", "agent=cqn", "agent.v_min=-inf"], "agent.v_min"),
     (["train", "safety.critic.lr=inf"], "safety.critic.lr"),
