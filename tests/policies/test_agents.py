@@ -99,7 +99,7 @@ def test_cqn_exploration_stays_on_the_grid():
     (["agent=cqn_as", "agent.horizon=0"], "agent.horizon", "an integer K >= 1"),
     (["agent=cqn", "agent.levels=1"], "agent.levels", "an integer >= 2"),
     (["agent=cqn", "agent.bins=1"], "agent.bins", "an integer >= 2"),
-    (["agent=cqn", "agent.v_max=-40"], "agent.v_max", "greater than v_min"),
+    (["agent=cqn", "agent.v_max=-40"], "agent.v_max", "> v_min"),
     (["exploration=gsde", "agent.sde_sample_freq=0"], "agent.sde_sample_freq", "-1 (once per episode)"),
     (["agent.exploration=ou"], "agent.exploration", "one of gaussian, gsde"),
     (["agent.camera_strides=[2,0]"], "agent.camera_strides", "a non-empty list of positive integers"),

@@ -12,7 +12,7 @@ def transition(index: int) -> dict:
     state = np.full(5, index, np.float32)
     return {"obs": {"state": state}, "next_obs": {"state": state + 1}, "action": np.zeros(4, np.float32),
             "reward": float(index), "terminated": False, "truncated": False, "intervened": False, "demo": True,
-            "first": index == 0}
+            "first": index == 0, "episode": "e" * 32, "step": index}
 
 
 def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition():
@@ -22,7 +22,8 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     from std_msgs.msg import UInt8MultiArray
 
     from robot_rl.ros import qos
-    from robot_rl.ros.codec import decode_transitions
+    from robot_rl.ros.codec import TransitionSchema, decode_transitions
+    from robot_rl.ros.delivery import Outbox
     from robot_rl.ros.transport import TRANSITIONS_TOPIC, RosTransport
 
     # two contexts: the actor and its subscribers are separate DDS participants, as in separate processes
@@ -30,16 +31,20 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     rclpy.init(context=actor_context)
     rclpy.init(context=cell_context)
     try:
-        actor = RosTransport(rclpy.create_node("robot_rl_actor", context=actor_context), "actor")
+        outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=10.0, spill=lambda episode: None)
+        actor = RosTransport(rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={},
+                             outbox=outbox)
+        schema = TransitionSchema({"state": (5,)}, 4)
         started = time.monotonic()
         assert actor.wait_for_subscribers(["robot_rl_recorder"], timeout=0.5) == ["robot_rl_recorder"]
         assert time.monotonic() - started >= 0.5  # it waited the whole timeout for a node that is not there
 
-        learner = RosTransport(rclpy.create_node("robot_rl_learner", context=cell_context), "learner")
+        learner = RosTransport(rclpy.create_node("robot_rl_learner", context=cell_context), "learner", schema=schema)
         recorder_node = rclpy.create_node("robot_rl_recorder", context=cell_context)
         recorded: list[dict] = []
         recorder_node.create_subscription(UInt8MultiArray, TRANSITIONS_TOPIC,
-                                          lambda msg: recorded.extend(decode_transitions(msg.data)[0]), qos.TRANSITIONS)
+                                          lambda msg: recorded.extend(decode_transitions(msg.data, schema)[0]),
+                                          qos.TRANSITIONS)
         assert actor.wait_for_subscribers(["robot_rl_learner", "robot_rl_recorder"], timeout=30) == []
 
         for index in range(20):  # at once, as an actor that starts its first episode right after the wait
@@ -53,6 +58,7 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
             executor.spin_once(timeout_sec=0.05)
             learned += learner.receive_transitions(timeout=0)
         assert [t["reward"] for t in learned] == [float(i) for i in range(20)]
+        assert [t["seq"] for t in learned] == list(range(1, 21)) and {t["actor"] for t in learned} == {"actor-1"}
         assert [t["reward"] for t in recorded] == [float(i) for i in range(20)]
         executor.shutdown()
     finally:
