@@ -111,14 +111,18 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         watcher.wait_for(lambda rs: any(r["kind"] == "train" for r in rs[count:]), timeout=60, what="resuming")
         assert "paused" in graph.log("actor") and "/camera/front/color/image_raw" in graph.log("actor")
 
-        # kill the actor mid-episode: the safety node holds the arm within 100 ms (+ one tick and transport)
+        # kill the actor mid-episode: the safety node holds the arm 100 ms after the last command it received (a
+        # command the actor sent just before it died may still arrive: on a loaded machine its 10 Hz cadence and
+        # the transport jitter by tens of ms), and keeps holding
         watcher.wait_for(lambda rs: flags and not flags[-1][1] & STALE_COMMAND, timeout=30, what="an actor commanding")
         graph.processes["actor"].kill()
         killed = time.monotonic()
         watcher.spin(1.0)
-        held = [t for t, f in flags if t > killed and f & STALE_COMMAND]
-        assert held and held[0] - killed < 0.15, f"hold after {held[0] - killed if held else None} s"
-        assert all(f & STALE_COMMAND for t, f in flags if t > held[0])  # and it keeps holding
+        after = [(t, f) for t, f in flags if t > killed]
+        moving = [t for t, f in after if not f & STALE_COMMAND]
+        held = [t for t, f in after if f & STALE_COMMAND and (not moving or t > moving[-1])]
+        assert held and held[0] - killed < 0.25, f"held for good {held[0] - killed if held else None} s after the kill"
+        assert after[-1][0] - held[0] > 0.5  # and it keeps holding
     finally:
         graph.stop()
         watcher.node.destroy_node()
