@@ -564,12 +564,14 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
         # the safety node: no command reaches the arm; the sim arm holds; training resumes with a new one
         cell.kill("safety")
         watch.spin(2.0)
+        restarted = time.monotonic()
         cell.start("safety")
         resumed = watch.more_training(2, timeout=180)
+        commanding = watch.until(lambda: watch.flags and watch.flags[-1][0] > restarted and watch.flags[-1][1] == 0, 30)
         rows.append(Row("SIGKILL safety node, restart", "8 nodes down",
-                        "nothing else dies; training goes on once it is back",
-                        f"alive: {sorted(cell.alive())}; resumed: {resumed}",
-                        resumed and len(cell.alive()) == 5))
+                        "nothing else dies; the new safety node passes the actor's commands (no flag) again",
+                        f"alive: {sorted(cell.alive())}; resumed: {resumed}; commands pass: {commanding}; last flags "
+                        f"{watch.flags[-1][1] if watch.flags else None}", resumed and commanding and len(cell.alive()) == 5))
 
         # the actor: the safety node holds the arm at once (stale command); a new actor carries on
         cell.kill("actor")
@@ -578,9 +580,10 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
         held = [at for at, flags in watch.flags if at > killed and flags & Violation.STALE_COMMAND]
         cell.start("actor")
         resumed = watch.more_training(2, timeout=180)
+        seen = sorted({flags for at, flags in watch.flags if killed < at < killed + 1.0})
         rows.append(Row("SIGKILL actor, restart", "8 nodes down",
                         "the safety node holds within 150 ms; a new actor trains on",
-                        f"hold after {held[0] - killed if held else None} s; resumed: {resumed}",
+                        f"hold after {held[0] - killed if held else None} s (flags seen {seen}); resumed: {resumed}",
                         bool(held) and held[0] - killed < 0.15 and resumed))
 
         # the end: the actor spends its budget; every node stops within the grace, without a traceback
