@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import write_result  # noqa: E402
+from benchmarks.common import write_result
 
 GRACE = 10.0  # s a node has to exit after SIGINT / SIGTERM (robot-rl launch's grace)
 REACH = ["task=reach", "task.episode_steps=15"]
@@ -79,7 +79,7 @@ def robot_rl(*args: str, cwd: Path | None = None, timeout: float = 300) -> Resul
     """``robot-rl <args>`` in a fresh process."""
     command = [sys.executable, "-m", "robot_rl.cli", *args]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False,
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     except subprocess.TimeoutExpired as expired:
         return Result(None, str(expired.stdout or ""), str(expired.stderr or ""))
@@ -165,8 +165,8 @@ def never_delete(work: Path, ready: dict[str, Path]) -> list[Row]:
     folder = user_folder(work / "user_recorder")
     before = digest(folder)
     try:
-        done = subprocess.run([sys.executable, "-m", "robot_rl.ros.recorder_node", *REACH,
-                               f"ros.recorder.store={folder}"], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-m", "robot_rl.ros.recorder_node", *REACH, f"ros.recorder.store={folder}"],
+                              capture_output=True, text=True, timeout=120, check=False)
         result = Result(done.returncode, done.stdout, done.stderr)
     except subprocess.TimeoutExpired as expired:
         result = Result(None, str(expired.stdout or ""), str(expired.stderr or ""))
@@ -425,16 +425,14 @@ def hostile_messages(work: Path, domain: int, rounds: int = 200) -> list[Row]:
 
 def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
     """Item 4: foreign publishers latch the safety node's hold; only the operator resets it."""
+    import numpy as np
     import rclpy
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Empty
 
+    from robot_rl.geometry import matrix_from_quat
     from robot_rl.ros import qos
     from robot_rl.safety import Violation
-
-    import numpy as np
-
-    from robot_rl.geometry import matrix_from_quat
 
     cell = Cell(work, [*REACH, f"train.run_dir={work / 'arm'}"], domain)
     rclpy.init()
@@ -468,7 +466,7 @@ def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
             for _ in range(20):
                 publisher.publish(tilted)
                 watch.spin(0.05)
-            seen = watch.until(lambda: any(at > since and flags & foreign for at, flags in watch.flags), 10)
+            seen = watch.until(lambda since=since: any(at > since and flags & foreign for at, flags in watch.flags), 10)
             named = "robot_rl_intruder" in cell.log("safety")
             intruder.destroy_node()
             worst = max((tilt for at, tilt in tilts if at > since), default=float("nan"))
@@ -573,18 +571,24 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
                         f"alive: {sorted(cell.alive())}; resumed: {resumed}; commands pass: {commanding}; last flags "
                         f"{watch.flags[-1][1] if watch.flags else None}", resumed and commanding and len(cell.alive()) == 5))
 
-        # the actor: the safety node holds the arm at once (stale command); a new actor carries on
+        # the actor: the safety node holds the arm 100 ms after the last command it received (a command sent just
+        # before the SIGKILL may still arrive); any hold counts (stale command, stale state, e-stop); a new actor
+        # carries on
         cell.kill("actor")
         killed = time.monotonic()
         watch.spin(1.0)
-        held = [at for at, flags in watch.flags if at > killed and flags & Violation.STALE_COMMAND]
+        holding = Violation.STALE_COMMAND | Violation.STALE_STATE | Violation.ESTOP
+        after = [(at, flags) for at, flags in watch.flags if at > killed]
+        passed = [at for at, flags in after if not flags & holding]
+        held_from = passed[-1] - killed if passed else 0.0  # s after the kill when the last command went through
+        seen = sorted({flags for _, flags in after})
         cell.start("actor")
         resumed = watch.more_training(2, timeout=180)
-        seen = sorted({flags for at, flags in watch.flags if killed < at < killed + 1.0})
         rows.append(Row("SIGKILL actor, restart", "8 nodes down",
-                        "the safety node holds within 150 ms; a new actor trains on",
-                        f"hold after {held[0] - killed if held else None} s (flags seen {seen}); resumed: {resumed}",
-                        bool(held) and held[0] - killed < 0.15 and resumed))
+                        "the safety node holds (no command passes) from at most 250 ms after the kill; a new actor "
+                        "trains on", f"last command passed {held_from * 1000:.0f} ms after the kill, then held "
+                        f"({len(after)} ticks seen, flags {seen}); resumed: {resumed}",
+                        bool(after) and held_from < 0.25 and resumed))
 
         # the end: the actor spends its budget; every node stops within the grace, without a traceback
         done = cell.processes["actor"].wait(timeout=900) == 0

@@ -166,7 +166,7 @@ def test_weights_must_match_the_actors_own_policy_and_risk_input(codec):
         "nan": ({**policy, "actor.net.0.bias": torch.tensor([0.0, float("nan"), 0.0])}, "non-finite"),
         "dtype": ({**policy, "actor.net.0.bias": torch.zeros(3, dtype=torch.float64)}, "float64"),
     }
-    for name, (weights, match) in bad.items():
+    for weights, match in bad.values():
         with pytest.raises(MessageError, match=match):
             codec.decode_weights(codec.encode_weights(weights, {}), expected)
     wrong_input = SafetyCritic(7, 4, SafetyCriticConfig(hidden=(16, 16)), seed=0).risk_model()

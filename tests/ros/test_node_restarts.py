@@ -5,7 +5,6 @@ actor's own store."""
 
 import json
 import re
-import time
 
 from tests.conftest import require
 from tests.ros.graph_helpers import Graph, Watcher
