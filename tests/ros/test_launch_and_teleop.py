@@ -336,14 +336,22 @@ def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
     try:
         watcher.wait_for(lambda _: len(flags) > 20 and watcher.twists, 120, "safety flags and teleop")
         assert not flags[-1] & Violation.ESTOP
-        teleop.stdin.write(b"x")
-        teleop.stdin.flush()
-        watcher.wait_for(lambda _: flags[-1] & Violation.ESTOP, 10, "the e-stop from the x key")
+
+        def press_until(key: bytes, done, what: str) -> None:
+            """Press ``key`` every 0.5 s until ``done()``: a press before DDS matched the safety node's
+            subscription to the teleop node's publisher is lost, as an operator's first press would be."""
+            for _ in range(40):
+                teleop.stdin.write(key)
+                teleop.stdin.flush()
+                watcher.spin(0.5)
+                if done():
+                    return
+            raise AssertionError(f"{what}: not within 20 s; last flags {flags[-1]}")
+
+        press_until(b"x", lambda: flags[-1] & Violation.ESTOP, "the e-stop from the x key")
         watcher.spin(0.5)
         assert flags[-1] & Violation.ESTOP  # latched
-        teleop.stdin.write(b"z")
-        teleop.stdin.flush()
-        watcher.wait_for(lambda _: not flags[-1] & Violation.ESTOP, 10, "the operator's reset from the z key")
+        press_until(b"z", lambda: not flags[-1] & Violation.ESTOP, "the operator's reset from the z key")
     finally:
         teleop.kill()
         tear_down(rclpy, watcher.node, processes + [teleop])
