@@ -73,7 +73,7 @@ def unpack(data: bytes | bytearray | memoryview, limit: int) -> tuple[dict[str, 
             arrays = {key: archive[key] for key in archive.files}
     except MessageError:
         raise
-    except Exception as error:  # not a zip, not .npy members, object arrays (pickle), truncated
+    except Exception as error:  # noqa: BLE001 - not a zip, not .npy members, object arrays (pickle), truncated
         raise MessageError(f"payload is not an npz archive of plain arrays ({type(error).__name__}: {error})") from None
     header = arrays.pop("__meta__", None)
     if header is None or header.dtype != np.uint8 or header.ndim != 1 or header.size > MAX_HEADER_BYTES:
@@ -135,12 +135,13 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
             raise MessageError(f"transitions columns differ from this run's: missing {missing}, unexpected {extra}")
         for name, (dtype, shape) in expected.items():
             _check_column(name, arrays[name], dtype, shape)
+    for key, column in arrays.items():
+        if column.ndim == 0 or len(column) != count:
+            raise MessageError(f"column {key} has shape {list(column.shape)}; expected {count} rows")
     transitions = []
     for i in range(count):
         t: dict[str, Any] = {"obs": {}, "next_obs": {}}
         for key, column in arrays.items():
-            if len(column) != count:
-                raise MessageError(f"column {key} has {len(column)} rows for {count} transitions")
             part, _, name = key.partition("/")
             if name:
                 t[part][name] = column[i]
@@ -201,7 +202,7 @@ def _checked_risk_model(risk_model_class, key: str, parts: dict[str, np.ndarray]
     try:
         model = risk_model_class.from_arrays(parts)
         risk = model(np.zeros(state_dim, np.float32), np.zeros((1, action_dim), np.float32))
-    except Exception as error:  # wrong layer names, inconsistent shapes
+    except Exception as error:  # noqa: BLE001 - wrong layer names, inconsistent shapes
         raise MessageError(f"risk model {key} is malformed ({type(error).__name__}: {error})") from None
     if model.state_dim != state_dim or np.shape(risk) != (1,) or not np.all(np.isfinite(risk)):
         raise MessageError(f"risk model {key} does not map a ({state_dim} + {action_dim}) input to one finite risk")

@@ -56,7 +56,7 @@ class Outbox:
         self.durable = 0  # highest seq in a learner checkpoint
         self.progress_at = time.monotonic()  # when the learner last acknowledged something new
         self.resend_after = 3.0  # s without progress while it lacks transitions -> send them again
-        self.spilled_count = self.recorded_locally = 0
+        self.recorded_locally = 0  # episodes the actor wrote to its own store
 
     # ----------------------------------------------------------------- sending
     def stamp(self, transition: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +147,6 @@ class Outbox:
             transitions = self._remove(uid)
             if transitions[-1]["seq"] > self.durable:
                 self.spilled[uid] = (transitions[0]["seq"], transitions[-1]["seq"])
-                self.spilled_count += 1
 
     def resend(self) -> tuple[list[tuple[str, int]], list[dict[str, Any]]]:
         """([(spilled episode uid, its first seq)], in-memory transitions) the current learner session lacks."""
