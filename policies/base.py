@@ -40,7 +40,10 @@ class OffPolicyAgent:
         self.action_dim = int(action_dim)
         device = config.device
         self.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
-        torch.manual_seed(seed)
+        torch.manual_seed(seed)  # weight initialisation, on the thread that builds the agent
+        # every draw while acting or learning comes from the agent's own generators, never from torch's global
+        # one: the actor and learner threads of one run then draw the same numbers however they interleave
+        self.generator = torch.Generator(self.device).manual_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.updates = 0
 
@@ -62,9 +65,14 @@ class OffPolicyAgent:
             if len(self.observation_shapes[key]) == 3:
                 tensor = tensor.permute(0, 3, 1, 2).float()
                 if augment and self.config.image_pad:
-                    tensor = random_shift(tensor, self.config.image_pad)
+                    tensor = random_shift(tensor, self.config.image_pad, self.generator)
             out[key] = tensor
         return out
+
+    def normal_noise(self, like: torch.Tensor) -> torch.Tensor:
+        """Standard normal noise shaped and placed like ``like``, drawn from the agent's own generator."""
+        noise = torch.randn(like.shape, generator=self.generator, device=self.generator.device, dtype=like.dtype)
+        return noise.to(like.device)
 
     def single_obs(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         return self.obs_tensors({key: np.asarray(value)[None] for key, value in obs.items()})
@@ -101,6 +109,7 @@ class OffPolicyAgent:
             "extra": self.extra_state(),
             "updates": self.updates,
             "rng": self.rng.bit_generator.state,
+            "generator": self.generator.get_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -112,6 +121,8 @@ class OffPolicyAgent:
         self.load_extra_state(state["extra"])
         self.updates = state["updates"]
         self.rng.bit_generator.state = state["rng"]
+        if "generator" in state:  # checkpoints before the agent had its own generator lack it
+            self.generator.set_state(state["generator"])
 
 
 def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:

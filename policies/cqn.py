@@ -93,7 +93,7 @@ def coarse_to_fine(q_values: Callable[[torch.Tensor, int], torch.Tensor], batch:
         index = q.argmax(-1)
         tied = (q.max(-1).values - q.min(-1).values) < TIE_TOLERANCE
         if tied.any():
-            random_index = torch.randint(0, bins, index.shape, generator=generator, device="cpu").to(index.device)
+            random_index = torch.randint(0, bins, index.shape, generator=generator, device=index.device)
             index = torch.where(tied, random_index, index)
         width = (high - low) / bins
         low = low + width * index
@@ -232,7 +232,6 @@ class CQNAgent(OffPolicyAgent):
         self.critic = self.make_critic(self.encoder.output_dim).to(self.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.atoms, device=self.device)
-        self.generator = torch.Generator().manual_seed(seed)
         parameters = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
@@ -268,7 +267,7 @@ class CQNAgent(OffPolicyAgent):
     # ----------------------------------------------------------------- acting
     def explore_noise(self, action: torch.Tensor) -> torch.Tensor:
         cfg = self.config
-        noisy = (action + cfg.explore_std * torch.randn(action.shape, generator=self.generator)).clamp(-1, 1)
+        noisy = (action + cfg.explore_std * self.normal_noise(action)).clamp(-1, 1)
         return snap_to_grid(noisy, cfg.levels, cfg.bins)
 
     @torch.no_grad()

@@ -113,7 +113,7 @@ class CQNASAgent(CQNAgent):
         chunk = self.greedy(self.target_critic, features)[0].view(self.config.horizon, self.action_dim)
         action = torch.as_tensor(self.ensemble(chunk.cpu().numpy()))[None]
         if explore:
-            action = (action + self.config.explore_std * torch.randn(action.shape, generator=self.generator)).clamp(-1, 1)
+            action = (action + self.config.explore_std * self.normal_noise(action)).clamp(-1, 1)
         return action[0].numpy().astype(np.float32)
 
     def executed_actions(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -45,10 +45,10 @@ class GSDEActor(nn.Module):
             sigma = self.log_std.exp()
         return sigma.expand(self.latent_dim, self.action_dim)
 
-    def exploration_matrix(self) -> torch.Tensor:
+    def exploration_matrix(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """theta ~ N(0, sigma^2), reparameterised: (latent_dim, action_dim)."""
         sigma = self.std()
-        return sigma * torch.randn_like(sigma)
+        return sigma * torch.randn(sigma.shape, generator=generator, device=sigma.device, dtype=sigma.dtype)
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(clamped mean of u, latent features z)."""
@@ -59,11 +59,11 @@ class GSDEActor(nn.Module):
         """Standard deviation of u given s: sqrt(sum_i z_i^2 sigma_ij^2 + 1e-6), (B, action_dim)."""
         return torch.sqrt(latent.pow(2) @ self.std().pow(2) + VARIANCE_EPSILON)
 
-    def sample(self, features: torch.Tensor, exploration_matrix: torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """An action and its log-probability; a fresh theta for the whole batch unless given."""
+    def sample(self, features: torch.Tensor, exploration_matrix: torch.Tensor | None = None,
+               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """An action and its log-probability; a fresh theta (from ``generator``) for the whole batch unless given."""
         mean, latent = self(features)
-        theta = self.exploration_matrix() if exploration_matrix is None else exploration_matrix
+        theta = self.exploration_matrix(generator) if exploration_matrix is None else exploration_matrix
         pre_tanh = mean + latent @ theta
         return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, self.marginal_std(latent))
 
@@ -84,11 +84,11 @@ class NoiseSchedule:
     def begin_episode(self) -> None:
         self.matrix = None
 
-    def current(self, actor: GSDEActor) -> torch.Tensor:
+    def current(self, actor: GSDEActor, generator: torch.Generator | None = None) -> torch.Tensor:
         """The theta to act with at this step."""
         if self.matrix is None or (self.sample_freq > 0 and self.steps % self.sample_freq == 0):
             with torch.no_grad():
-                self.matrix = actor.exploration_matrix()
+                self.matrix = actor.exploration_matrix(generator)
             self.steps = 0
         self.steps += 1
         return self.matrix

@@ -87,11 +87,14 @@ class TanhGaussianActor(nn.Module):
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (torch.tanh(log_std) + 1)
         return mean, log_std
 
-    def sample(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action and its log-probability (with the tanh correction)."""
+    def sample(self, features: torch.Tensor, generator: torch.Generator | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action and its log-probability (with the tanh correction); the noise
+        comes from ``generator`` (the agent's own) when given."""
         mean, log_std = self(features)
         std = log_std.exp()
-        pre_tanh = mean + std * torch.randn_like(mean)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        pre_tanh = mean + std * noise
         return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, std)
 
     def mode(self, features: torch.Tensor) -> torch.Tensor:

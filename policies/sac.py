@@ -155,9 +155,9 @@ class SACAgent(OffPolicyAgent):
         if not explore:
             action = self.actor.mode(features)
         elif self.config.exploration == "gsde":
-            action = self.actor.sample(features, self.noise_schedule.current(self.actor))[0]
+            action = self.actor.sample(features, self.noise_schedule.current(self.actor, self.generator))[0]
         else:
-            action = self.actor.sample(features)[0]
+            action = self.actor.sample(features, generator=self.generator)[0]
         action = action[0].cpu().numpy().astype(np.float32)
         if self.config.gripper_critic:
             action = np.append(action, np.float32(self.gripper_policy(self.gripper_critic(features), explore)))
@@ -194,7 +194,7 @@ class SACAgent(OffPolicyAgent):
         discount = torch.as_tensor(batch["discount"], device=self.device)  # gamma^n, 0 after termination
         with torch.no_grad():
             next_features = self.encoder(next_obs)
-            next_action, next_log_prob = self.actor.sample(next_features)
+            next_action, next_log_prob = self.actor.sample(next_features, generator=self.generator)
             subset = self.rng.choice(cfg.critic_ensemble, cfg.critic_subset, replace=False)
             target_next_features = self.target_encoder(next_obs)
             target_q = self.target_critic(self.critic_input(target_next_features, next_obs), next_action)
@@ -225,7 +225,7 @@ class SACAgent(OffPolicyAgent):
 
     def _update_actor(self, features: torch.Tensor, obs: dict[str, torch.Tensor]) -> dict[str, float]:
         """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen)."""
-        action, log_prob = self.actor.sample(features)
+        action, log_prob = self.actor.sample(features, generator=self.generator)
         q = self.critic(self.critic_input(features, obs), action).mean(0)
         actor_loss = (self.alpha.detach() * log_prob - q).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
