@@ -27,12 +27,15 @@ from ..config import ConfigError, is_integer, is_number, require_all, settings_o
 from .filter import FilterSettings, SafetyFilter
 
 RISK_MODEL_KEY = "safety.risk_model"
+RELABEL = ("proposed", "executed")
 
 
 @dataclass
 class SafetySettings:
     enabled: bool = False
     penalty: float = 0.1  # reward penalty on steps the filter changed
+    relabel: str = "proposed"  # what the task policy learns a filtered step as: the action it proposed (Recovery RL,
+    # the filter is part of the environment) or the action executed; the safety critic always learns the executed one
     warmup: int = 1000  # online transitions before a critic trained from scratch acts (a pretrained one acts at once)
     pretrain_store: str | None = None  # episode store with recorded violations (safety_flags)
     pretrain_updates: int = 2000
@@ -46,6 +49,7 @@ def safety_settings(cfg: DictConfig | None) -> SafetySettings:
     require_all("safety", settings, {
         "enabled": (isinstance(settings.enabled, bool), "true or false"),
         "penalty": (is_number(settings.penalty) and settings.penalty >= 0, "a number >= 0"),
+        "relabel": (settings.relabel in RELABEL, " or ".join(RELABEL)),
         "warmup": (is_integer(settings.warmup) and settings.warmup >= 0, "an integer >= 0"),
         "pretrain_store": (settings.pretrain_store is None or (isinstance(settings.pretrain_store, str)
                                                                and settings.pretrain_store.strip() != ""),
