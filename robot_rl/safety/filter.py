@@ -5,13 +5,16 @@ Every proposed action a is scored by a risk model (the safety critic's numpy exp
 ``scales`` x a (the line search), the recovery action (e.g. hold the pose: zero Cartesian step,
 gripper unchanged) and the escape actions (a step of ``escape_step`` along +-x, +-y, +-z of the
 action's translation part, gripper unchanged). While the filter is engaged it executes the first
-scaled action whose risk is below ``threshold_on``; when there is none, the recovery action if it
-is below ``threshold_on`` too, else the least risky of the recovery and escape actions (Recovery
+scaled action whose risk is below ``threshold_off``; when there is none, the recovery action if it
+is below ``threshold_off`` too, else the least risky of the recovery and escape actions (Recovery
 RL's argmin of Q_risk: holding still inside a hazard, e.g. a keep-out zone the arm has entered,
 would only prolong the violation).
 
 Hysteresis: the filter engages when the risk of a exceeds ``threshold_on`` and releases only
-after the risk has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
+after the risk of a has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
+While engaged, every action is held to ``threshold_off``: one whose risk is between the two
+thresholds is filtered (scaled down, or replaced), one below ``threshold_off`` passes unchanged
+and counts towards the release. Released, every action below ``threshold_on`` passes unchanged.
 
 Bypass: if the risk model raises, returns NaN/inf, or takes longer than ``deadline_s``, the
 proposed action passes unchanged (``bypassed``) and the hard layer alone protects the arm. The
@@ -31,8 +34,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -132,7 +135,7 @@ class SafetyFilter:
         started = self.clock()
         try:
             risks = np.asarray(self.risk(state, candidates), dtype=np.float64).tolist()  # decisions on floats
-        except Exception:  # a broken model must never stop the arm loop: the hard layer still applies
+        except Exception:  # noqa: BLE001 - a broken model must never stop the arm loop: the hard layer still applies
             risks = [math.nan]
         seconds = self.clock() - started
         if seconds > self.settings.deadline_s or not math.isfinite(sum(risks)) or len(risks) != len(candidates):
@@ -145,17 +148,18 @@ class SafetyFilter:
             self._calm_steps = self._calm_steps + 1 if proposed < self.settings.threshold_off else 0
             if self._calm_steps >= self.settings.dwell_steps:
                 self.engaged = False
-        if not self.engaged or proposed < threshold_on:  # released, or engaged but the action itself is safe
-            return FilterResult(action, proposed, False, False, self.engaged, seconds)
-        scaled = len(self.settings.scales)
-        safe = [index for index in range(scaled) if risks[index] < threshold_on]
+        if not self.engaged:
+            return FilterResult(action, proposed, False, False, False, seconds)
+        limit, scaled = self.settings.threshold_off, len(self.settings.scales)  # engaged: held to threshold_off
+        safe = [index for index in range(scaled) if risks[index] < limit]
         if safe:
-            chosen = safe[0]
-        elif risks[scaled] < threshold_on:
+            chosen = safe[0]  # 0, the proposed action itself, when it is below threshold_off already
+        elif risks[scaled] < limit:
             chosen = scaled
         else:
             chosen = min(range(scaled, len(risks)), key=risks.__getitem__)
         executed = candidates[chosen]
         intervened = executed.tolist() != candidates[0].tolist()  # both float32: no rounding difference
         self.interventions += intervened
-        return FilterResult(executed.astype(action.dtype), proposed, intervened, False, True, seconds)
+        return FilterResult(executed.astype(action.dtype) if intervened else action, proposed, intervened, False,
+                            True, seconds)

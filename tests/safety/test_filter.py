@@ -57,6 +57,25 @@ def test_hysteresis_releases_only_after_the_dwell_time_below_the_off_threshold()
     assert engaged == [True, True, True, True, True, True, True, False, False]
 
 
+def test_hysteresis_holds_the_executed_action_below_the_off_threshold_while_engaged():
+    """Risk 0.3 x the Cartesian step's length: between threshold_off=0.1 and threshold_on=0.25 the action
+    passes when the filter is released, and is scaled down to below 0.1 while it is engaged."""
+    safety = SafetyFilter(lambda state, actions: 0.3 * np.linalg.norm(actions[:, :-1], axis=1),
+                          FilterSettings(threshold_on=0.25, threshold_off=0.1, dwell_steps=2))
+    state, between = np.zeros(3), np.array([0.5, 0.0, 0.0, 1.0])  # risk 0.15
+    engaging = safety(state, np.array([1.0, 0.0, 0.0, 1.0]))  # risk 0.3: engages
+    np.testing.assert_allclose(engaging.action, [0.25, 0.0, 0.0, 1.0])  # scale 0.25: risk 0.075 < 0.1
+    held = safety(state, between)
+    assert held.engaged and held.intervened and held.risk == pytest.approx(0.15)
+    np.testing.assert_allclose(held.action, [0.25, 0.0, 0.0, 1.0])  # scale 0.5: risk 0.075
+    calm = np.array([0.2, 0.0, 0.0, 1.0])  # risk 0.06: passes unchanged, counts towards the release
+    assert [not safety(state, calm).intervened for _ in range(2)] == [True, True] and not safety.engaged
+    released = safety(state, between)
+    assert not released.intervened and not released.engaged
+    np.testing.assert_array_equal(released.action, between)
+    assert safety.interventions == 2
+
+
 def test_a_slow_or_broken_risk_model_is_bypassed():
     ticks = iter([0.0, 0.01])  # 10 ms > the 2 ms deadline
     slow = SafetyFilter(lambda s, a: np.zeros(len(a)), clock=lambda: next(ticks))
