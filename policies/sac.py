@@ -11,7 +11,8 @@
 - ``privileged_state`` in the observation (``task.privileged_state``, sim only): the critics also
   read the simulator's clean state (asymmetric actor-critic); the actor never does
 - ``exploration: gsde``: state-dependent exploration (:mod:`policies.gsde`), noise held for
-  ``sde_sample_freq`` steps (-1: one draw per episode), also during warm-up
+  ``sde_sample_freq`` steps (default 8; -1: one draw per episode), also during warm-up; the
+  actor loss adds the gSDE mean penalty (|mu| beyond 2)
 - ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
   {open, stay, close} with a grasp penalty (:mod:`policies.gripper`)
 """
@@ -32,7 +33,7 @@ from robot_rl.envs import PRIVILEGED_KEY
 from .base import OffPolicyAgent, soft_update
 from .encoders import camera_checks
 from .gripper import GripperCritic, GripperPolicy, gripper_loss
-from .gsde import GSDEActor, NoiseSchedule
+from .gsde import DEFAULT_SAMPLE_FREQ, GSDEActor, NoiseSchedule
 from .networks import CriticEnsemble, TanhGaussianActor
 
 
@@ -50,8 +51,8 @@ class SACConfig:
     utd: int = 4
     critic_actor_ratio: int = 2
     exploration: str = "gaussian"  # gaussian | gsde
-    sde_sample_freq: int = -1  # gSDE: env steps per noise draw, -1 = once per episode
-    sde_log_std_init: float = -3.0
+    sde_sample_freq: int = DEFAULT_SAMPLE_FREQ  # gSDE: env steps per noise draw, -1 = once per episode
+    sde_log_std_init: float = -3.3  # gSDE: initial std of the action noise ~0.35 at 256 features
     sde_full_std: bool = True
     sde_use_expln: bool = False
     gripper_critic: bool = False
@@ -228,6 +229,8 @@ class SACAgent(OffPolicyAgent):
         action, log_prob = self.actor.sample(features, generator=self.generator)
         q = self.critic(self.critic_input(features, obs), action).mean(0)
         actor_loss = (self.alpha.detach() * log_prob - q).mean()
+        if self.config.exploration == "gsde":
+            actor_loss = actor_loss + self.actor.mean_penalty(features)
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_optimizer.step()
