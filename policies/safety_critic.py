@@ -4,6 +4,10 @@ Q_risk(s, a) is the discounted probability that a constraint is violated from st
 action a: the target is y = c + (1 - c) (1 - terminated) gamma_risk max(Q1', Q2')(s', a') with
 c = 1 on a violation, two heads and the pessimistic max in the target, a' the action taken next
 in the data (an on-policy estimate that follows the behaviour as online data replaces old data).
+It bootstraps through a time limit, as the task critic does: only termination ends the risk (a
+violation-free episode cut by its time limit has not shown that nothing can go wrong after it).
+Where no next action was taken (the last step of a truncated or closed episode), a' is the action
+a itself: the behaviour at s' is unknown, and the action just taken is its best stand-in at 10 Hz.
 Batches are class-balanced: ``violation_fraction`` of the rows are violations when the buffer has
 any. Trained with binary cross-entropy on sigmoid outputs, offline from recorded episodes
 (``safety_flags`` in the episode store) and online from new transitions.
@@ -81,26 +85,32 @@ class SafetyCritic:
         index = np.concatenate([violating[self.rng.integers(0, len(violating), take)] if take else np.zeros(0, int),
                                 valid[self.rng.integers(0, len(valid), size - take)]])
         actions, mask = buffer.action_sequences(index, 2)
-        next_index = (index + 1) % buffer.capacity
-        return {"state": buffer.obs["state"][index], "action": buffer.action[index], "cost": buffer.cost[index],
-                "next_state": buffer.obs["state"][next_index], "next_action": actions[:, 1],
-                "has_next": mask[:, 1], "terminated": buffer.terminated[index]}
+        action = buffer.action[index]
+        next_index = (index + 1) % buffer.capacity  # every stored transition's next observation
+        return {"state": buffer.obs["state"][index], "action": action, "cost": buffer.cost[index],
+                "next_state": buffer.obs["state"][next_index],
+                "next_action": np.where(mask[:, 1:], actions[:, 1], action),  # no next step: the same action again
+                "terminated": buffer.terminated[index]}
 
-    def update(self, batch: dict[str, Any]) -> dict[str, float]:
-        cfg = self.config
-        state, action = torch.as_tensor(batch["state"]), torch.as_tensor(batch["action"])
+    def targets(self, batch: dict[str, Any]) -> torch.Tensor:
+        """y = c + (1 - c) (1 - terminated) gamma_risk max(Q1', Q2')(s', a'), (B,) in [0, 1]."""
         cost = torch.as_tensor(batch["cost"] > 0, dtype=torch.float32)
         with torch.no_grad():
             next_risk = torch.sigmoid(self.target(torch.as_tensor(batch["next_state"]),
                                                   torch.as_tensor(batch["next_action"]))).max(0).values
-            continues = torch.as_tensor(batch["has_next"] & ~batch["terminated"], dtype=torch.float32)
-            target = cost + (1 - cost) * continues * cfg.discount * next_risk
+            continues = torch.as_tensor(~batch["terminated"], dtype=torch.float32)
+            return cost + (1 - cost) * continues * self.config.discount * next_risk
+
+    def update(self, batch: dict[str, Any]) -> dict[str, float]:
+        state, action = torch.as_tensor(batch["state"]), torch.as_tensor(batch["action"])
+        cost = torch.as_tensor(batch["cost"] > 0, dtype=torch.float32)
+        target = self.targets(batch)
         logits = self.critic(state, action)
         loss = F.binary_cross_entropy_with_logits(logits, target.expand_as(logits))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        soft_update(self.critic, self.target, cfg.tau)
+        soft_update(self.critic, self.target, self.config.tau)
         self.updates += 1
         with torch.no_grad():
             risk = torch.sigmoid(logits).max(0).values

@@ -59,6 +59,35 @@ def test_the_critic_learns_where_violations_are():
     assert risk(np.array([0.95]), np.array([[-0.25]]))[0] < at_wall  # backing off is safer
 
 
+def one_episode(steps: int, terminated: bool) -> ReplayBuffer:
+    """A violation-free episode of ``steps`` steps, state t and action 0.1 t, ended by termination or the time limit."""
+    buffer = ReplayBuffer(64, {"state": ((1,), np.float32)}, 1)
+    for t in range(steps):
+        last = t == steps - 1
+        buffer.add({"state": np.array([t], np.float32)}, np.array([0.1 * t], np.float32), 0.0,
+                   {"state": np.array([t + 1], np.float32)}, last and terminated, last and not terminated)
+    return buffer
+
+
+@pytest.mark.parametrize("terminated", [False, True])
+def test_the_risk_target_bootstraps_through_the_time_limit_not_through_termination(terminated):
+    critic = SafetyCritic(1, 1, SafetyCriticConfig(hidden=[16], batch_size=64), seed=0)
+    with torch.no_grad():
+        critic.target.net[-1].bias.fill_(6.0)  # the target critic sees a violation ahead everywhere: risk ~0.998
+    batch = critic.sample(one_episode(5, terminated))
+    last = batch["state"][:, 0] == 4
+    assert last.any() and (~last).any()
+    np.testing.assert_array_equal(batch["next_action"][last], batch["action"][last])  # no next step: the same action
+    np.testing.assert_allclose(batch["next_action"][~last], batch["action"][~last] + np.float32(0.1), atol=1e-6)
+    targets = critic.targets(batch).numpy()
+    assert targets[~last] == pytest.approx(0.7 * 0.9975, abs=0.002)
+    if terminated:  # nothing follows a termination: the target is the cost alone
+        np.testing.assert_array_equal(targets[last], batch["cost"][last])
+    else:  # cut by the time limit, the risk ahead still counts
+        assert targets[last] == pytest.approx(0.7 * 0.9975, abs=0.002) and (targets[last] > batch["cost"][last]).all()
+    assert np.isfinite(critic.update(batch)["safety_loss"])
+
+
 def test_pretraining_from_an_episode_store(tmp_path):
     rng = np.random.default_rng(1)
     buffer = ReplayBuffer(20_000, {"state": ((1,), np.float32)}, 1)
