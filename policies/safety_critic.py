@@ -81,7 +81,7 @@ class SafetyCritic:
             raise ValueError("the safety critic's buffer is empty")
         violating = valid[buffer.cost[valid] > 0]
         size = size or self.config.batch_size
-        take = int(round(self.config.violation_fraction * size)) if len(violating) else 0
+        take = round(self.config.violation_fraction * size) if len(violating) else 0
         index = np.concatenate([violating[self.rng.integers(0, len(violating), take)] if take else np.zeros(0, int),
                                 valid[self.rng.integers(0, len(valid), size - take)]])
         actions, mask = buffer.action_sequences(index, 2)
@@ -118,7 +118,7 @@ class SafetyCritic:
             gap = (risk[violation].mean() - risk[~violation].mean()).item() if violation.any() else float("nan")
         return {"safety_loss": loss.item(), "safety_risk_mean": risk.mean().item(), "safety_risk_gap": gap}
 
-    def risk_model(self) -> "RiskModel":
+    def risk_model(self) -> RiskModel:
         return RiskModel.from_critic(self.critic, self.state_dim)
 
     def state_dict(self) -> dict[str, Any]:
@@ -167,7 +167,7 @@ class RiskModel:
                 self._plan.append((weight, bias, None, None, None))
 
     @classmethod
-    def from_critic(cls, critic: CriticEnsemble, state_dim: int) -> "RiskModel":
+    def from_critic(cls, critic: CriticEnsemble, state_dim: int) -> RiskModel:
         layers, modules = [], list(critic.net)
         for index, module in enumerate(modules):
             if hasattr(module, "weight") and module.weight.dim() == 3:  # EnsembleLinear (members, in, out)
@@ -193,7 +193,7 @@ class RiskModel:
         return {**arrays, "state_dim": np.array(self.state_dim)}
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "RiskModel":
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> RiskModel:
         layers: list[dict[str, np.ndarray]] = []
         for key, value in arrays.items():
             if key == "state_dim":

@@ -100,8 +100,9 @@ def test_pretraining_from_an_episode_store(tmp_path):
     for end in ends:
         writer.start({"state": buffer.obs["state"][start]})
         for slot in range(start, end + 1):
-            writer.add({"state": buffer.obs["state"][slot + 1]}, buffer.action[slot], 0.0, bool(buffer.terminated[slot]),
-                       bool(buffer.truncated[slot]), safety_flags=int(buffer.cost[slot]) * int(Constraint.KEEP_OUT))
+            writer.add({"state": buffer.obs["state"][slot + 1]}, buffer.action[slot], 0.0,
+                       bool(buffer.terminated[slot]), bool(buffer.truncated[slot]),
+                       safety_flags=int(buffer.cost[slot]) * int(Constraint.KEEP_OUT))
         writer.commit("demo")
         start = end + 2
     settings = SafetySettings(enabled=True, pretrain_store=str(tmp_path / "violations.zarr"), pretrain_updates=800,
