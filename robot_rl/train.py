@@ -33,7 +33,7 @@ from .evaluate import evaluate
 from .folders import latest, replacing
 from .interrupts import deferred_interrupt, interrupt_requests
 from .robustness import randomized, robustness_sweep, write_sweep
-from .safety.training import SafetyActor, make_safety_learner, safety_settings
+from .safety.training import SafetyActor, SafetySettings, make_safety_learner, safety_settings
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
 from .transport import DeliveryLedger, LocalTransport, Transport
 
@@ -98,17 +98,29 @@ def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], 
 
 
 class Learner:
-    """Replay buffers + agent updates; runs in its own thread."""
+    """Replay buffers + agent updates; runs in its own thread.
+
+    Ingesting: demo episodes go to the demo buffer, online steps to the online buffer, and every
+    human takeover to the demo buffer as well, each takeover as a segment of its own (it starts
+    at the observation where the human took over, not where the last takeover ended). A step the
+    safety filter changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, is
+    learned by the task policy as the action it proposed (Recovery RL: the filter is part of the
+    environment); the buffers keep the executed action too, for the safety critic.
+    """
 
     def __init__(self, agent, settings: TrainSettings, shapes: dict[str, tuple[int, ...]], action_dim: int,
-                 transport: Transport, seed: int, safety=None, safety_penalty: float = 0.0):
+                 transport: Transport, seed: int, safety=None, safety_settings: SafetySettings | None = None):
         self.agent, self.settings, self.transport = agent, settings, transport
-        self.safety, self.safety_penalty = safety, safety_penalty  # SafetyLearner or None
+        self.safety = safety  # SafetyLearner or None
+        enabled = safety_settings is not None and safety_settings.enabled
+        self.safety_penalty = safety_settings.penalty if enabled else 0.0
+        self.relabel_proposed = enabled and safety_settings.relabel == "proposed"
         space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
         self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim)
         self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim)
         self.sampler = MixedSampler(self.online, self.demo, settings.demo_fraction, seed=seed)
         self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
+        self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)
         self.online_received = 0
         self.update_calls = 0
         self.metrics: dict[str, float] = {}
@@ -124,16 +136,24 @@ class Learner:
             if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
                 self.online.close_episode()
                 self.demo.close_episode()
-            reward = t["reward"] - self.safety_penalty * t.get("filtered", False)
-            args = (t["obs"], t["action"], reward, t["next_obs"], t["terminated"], t["truncated"], t["intervened"],
-                    t.get("cost", 0.0))
+            filtered = bool(t.get("filtered", False))
+            learned = t["policy_action"] if filtered and self.relabel_proposed else t["action"]
+            args = (t["obs"], t["action"], t["reward"] - self.safety_penalty * filtered, t["next_obs"],
+                    t["terminated"], t["truncated"], t["intervened"], t.get("cost", 0.0), learned)
             if t["demo"]:
                 self.demo.add(*args)
                 continue
             self.online.add(*args)
             self.online_received += 1
+            stream = str(t.get("actor", ""))
+            before = self.last_step.get(stream)
+            follows = (before is not None and not t["first"] and before[0] == t.get("episode")
+                       and (t.get("step") is None or before[1] == t["step"] - 1))
             if t["intervened"]:
-                self.demo.add(*args)
+                if not (follows and before[3]):  # a new takeover: a segment of its own
+                    self.demo.close_episode()
+                self.demo.add(*args, opening_action=before[2] if follows else None)
+            self.last_step[stream] = (t.get("episode"), t.get("step"), np.asarray(learned), bool(t["intervened"]))
 
     def ingest_locked(self, transitions: list[dict[str, Any]]) -> None:
         """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
@@ -204,7 +224,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         human = NoHuman()
     transport = LocalTransport()
     learner = Learner(learner_agent, settings, shapes, action_dim, transport, seed,
-                      make_safety_learner(safety, shapes, action_dim, seed), safety.penalty if safety.enabled else 0.0)
+                      make_safety_learner(safety, shapes, action_dim, seed), safety)
     safety_actor = SafetyActor(safety)
     definition = task_definition(cfg, learner_agent)
     counters = Counters()

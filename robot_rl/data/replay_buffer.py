@@ -9,6 +9,13 @@ never duplicated between ``obs`` and ``next_obs``.
 Sampling returns n-step returns (bootstrapping through truncation, not through termination)
 and, for action-sequence critics (CQN-AS), the next K actions with a validity mask that is
 False past the end of the episode.
+
+Two actions are kept per transition: ``action``, the one executed (what happened; the safety
+critic learns from it), and ``learned_action``, the one the task policy learns from (the same
+unless the learner relabelled a filtered step with the action the policy proposed).
+A stored episode may be a segment of a longer one (a human takeover in the demo buffer): its
+``opening_action`` is the action taken just before its first observation, so the gripper
+critic's "previous command" stays right at the segment's first step.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from ..folders import latest, replacing
 
 BUFFER_FORMAT = "robot_rl.replay"
 _STEP_ARRAYS = ("action", "reward", "cost", "terminated", "truncated", "intervened", "has_transition", "episode")
+_SEGMENT_ARRAYS = ("learned_action", "opening_action", "has_opening_action")  # absent in buffers saved before them
 
 
 class ReplayBuffer:
@@ -43,6 +51,9 @@ class ReplayBuffer:
         self.action_dim = int(action_dim)
         self.obs = {key: np.zeros((capacity, *shape), dtype) for key, (shape, dtype) in self.observation_space.items()}
         self.action = np.zeros((capacity, action_dim), np.float32)
+        self.learned_action = np.zeros((capacity, action_dim), np.float32)
+        self.opening_action = np.zeros((capacity, action_dim), np.float32)  # at a segment's first slot
+        self.has_opening_action = np.zeros(capacity, bool)
         self.reward = np.zeros(capacity, np.float32)
         self.cost = np.zeros(capacity, np.float32)  # constraint violations (1 = violated), for the safety critic
         self.terminated = np.zeros(capacity, bool)
@@ -68,13 +79,21 @@ class ReplayBuffer:
         truncated: bool,
         intervened: bool = False,
         cost: float = 0.0,
+        learned_action: np.ndarray | None = None,
+        opening_action: np.ndarray | None = None,
     ) -> None:
         """Add one transition; ``obs`` is only stored when it starts an episode. ``cost`` is 1 when
-        the transition violated a safety constraint."""
+        the transition violated a safety constraint. ``learned_action`` is what the task policy
+        learns from (default: ``action``, the executed one). ``opening_action``, for a transition
+        that starts a segment in the middle of an episode, is the action taken just before it."""
         if not self._episode_open:
             self._write_obs(obs, new_episode=True)
+            if opening_action is not None:
+                self.opening_action[self.cursor - 1] = opening_action
+                self.has_opening_action[self.cursor - 1] = True
         slot = (self.cursor - 1) % self.capacity
         self.action[slot] = action
+        self.learned_action[slot] = action if learned_action is None else learned_action
         self.reward[slot] = reward
         self.cost[slot] = cost
         self.terminated[slot] = terminated
@@ -120,6 +139,7 @@ class ReplayBuffer:
         for key, array in self.obs.items():
             array[slot] = obs[key]
         self.has_transition[slot] = False
+        self.has_opening_action[slot] = False
         self.episode[slot] = self.episodes_started - 1
         self.cursor = (slot + 1) % self.capacity
         self.filled = min(self.filled + 1, self.capacity)
@@ -161,7 +181,8 @@ class ReplayBuffer:
         batch = {
             "obs": {key: array[index] for key, array in self.obs.items()},
             "next_obs": {key: array[next_index] for key, array in self.obs.items()},
-            "action": self.action[index],
+            "action": self.learned_action[index],
+            "executed_action": self.action[index],
             "reward": reward,
             "cost": self.cost[index],
             "discount": np.where(terminated, 0.0, gamma ** steps).astype(np.float32),
@@ -169,9 +190,10 @@ class ReplayBuffer:
             "intervened": self.intervened[index],
             "index": index,
         }
-        batch["previous_action"], batch["has_previous"] = self.previous_actions(index)
+        batch["previous_action"], batch["has_previous"] = self.previous_actions(index, self.learned_action)
         if sequence_length > 1:
-            batch["action_sequence"], batch["sequence_mask"] = self.action_sequences(index, sequence_length)
+            batch["action_sequence"], batch["sequence_mask"] = self.action_sequences(index, sequence_length,
+                                                                                     self.learned_action)
         return batch
 
     def n_step_returns(self, index: np.ndarray, n_step: int, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -187,21 +209,29 @@ class ReplayBuffer:
             terminated |= take & self.terminated[slot]
         return ret.astype(np.float32), steps, terminated
 
-    def previous_actions(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The action taken one step before each index in the same episode (zeros at an
-        episode's first step) and whether there was one."""
+    def previous_actions(self, index: np.ndarray, actions: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """The action taken one step before each index (from ``actions``, default the executed
+        ones): in the same stored episode, or a segment's opening action at its first step; zeros
+        at an episode's first step. Also whether there was one."""
+        actions = self.action if actions is None else actions
         slot = (index - 1) % self.capacity
-        has_previous = self.has_transition[slot] & (self.episode[slot] == self.episode[index])
-        return np.where(has_previous[:, None], self.action[slot], 0.0).astype(np.float32), has_previous
+        in_episode = self.has_transition[slot] & (self.episode[slot] == self.episode[index])
+        opening = ~in_episode & self.has_opening_action[index]
+        previous = np.where(in_episode[:, None], actions[slot], np.where(opening[:, None], self.opening_action[index], 0.0))
+        return previous.astype(np.float32), in_episode | opening
 
-    def action_sequences(self, index: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``length`` actions from each index (zeros past the episode end) and their mask."""
+    def action_sequences(self, index: np.ndarray, length: int, actions: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``length`` actions from each index (from ``actions``, default the executed ones;
+        zeros past the episode end) and their mask."""
         if length < 1:
             raise ValueError(f"sequence length={length}; expected >= 1")
+        source = self.action if actions is None else actions
         actions = np.zeros((len(index), length, self.action_dim), np.float32)
         mask = np.zeros((len(index), length), bool)
         for k, slot, take in self._steps_ahead(index, length):
-            actions[take, k] = self.action[slot[take]]
+            actions[take, k] = source[slot[take]]
             mask[:, k] = take
         return actions, mask
 
@@ -221,7 +251,7 @@ class ReplayBuffer:
         with replacing(path) as tmp:
             for key, array in self.obs.items():
                 np.save(tmp / f"obs.{key}.npy", array)
-            for name in _STEP_ARRAYS:
+            for name in _STEP_ARRAYS + _SEGMENT_ARRAYS:
                 np.save(tmp / f"{name}.npy", getattr(self, name))
             meta = {
                 "format": BUFFER_FORMAT,
@@ -249,6 +279,10 @@ class ReplayBuffer:
             buffer.obs[key] = np.load(path / f"obs.{key}.npy")
         for name in _STEP_ARRAYS:
             setattr(buffer, name, np.load(path / f"{name}.npy"))
+        buffer.learned_action = buffer.action.copy()  # a buffer saved before relabelling learned the executed actions
+        for name in _SEGMENT_ARRAYS:
+            if (path / f"{name}.npy").exists():
+                setattr(buffer, name, np.load(path / f"{name}.npy"))
         buffer.cursor, buffer.filled = meta["cursor"], meta["filled"]
         buffer.episodes_started = meta["episodes_started"]
         buffer._episode_open, buffer._episode_length = meta["episode_open"], meta["episode_length"]

@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         log = node.get_logger()
         transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim))
         learner = Learner(agent, settings, shapes, action_dim, transport, int(cfg.seed),
-                          make_safety_learner(safety, shapes, action_dim, int(cfg.seed)),
-                          safety.penalty if safety.enabled else 0.0)
+                          make_safety_learner(safety, shapes, action_dim, int(cfg.seed)), safety)
         counters = Counters()
         if (checkpoint / "counters.json").exists():
             try:

@@ -1,0 +1,103 @@
+"""How the learner files transitions: human takeovers as demo segments of their own, filtered steps relabelled."""
+
+import numpy as np
+import pytest
+
+from robot_rl.safety.training import SafetySettings
+from robot_rl.train import Learner, TrainSettings
+from robot_rl.transport import LocalTransport
+
+
+class _Agent:
+    class config:
+        discount = 0.9
+
+
+def learner(safety: SafetySettings | None = None) -> Learner:
+    return Learner(_Agent(), TrainSettings(buffer_capacity=200), {"state": (3,)}, 2, LocalTransport(), seed=0,
+                   safety_settings=safety)
+
+
+def episode(length: int, human_steps: set[int], uid: str = "e0", filtered: set[int] = frozenset()) -> list[dict]:
+    """Step t: observation t, next observation t + 1, action (t, t), reward t; the human acts at ``human_steps``."""
+    return [{"obs": {"state": np.full(3, t, np.float32)}, "action": np.full(2, t, np.float32),
+             "policy_action": np.full(2, -t, np.float32), "reward": float(t),
+             "next_obs": {"state": np.full(3, t + 1, np.float32)}, "terminated": False, "truncated": t == length - 1,
+             "intervened": t in human_steps, "demo": False, "first": t == 0, "filtered": t in filtered,
+             "episode": uid, "step": t} for t in range(length)]
+
+
+def segments(buffer) -> list[list[float]]:
+    """The first state value of every stored transition, grouped by stored episode."""
+    valid = buffer.valid_indices()
+    return [buffer.obs["state"][valid[buffer.episode[valid] == e], 0].tolist() for e in np.unique(buffer.episode[valid])]
+
+
+def slot_of_step(buffer, step: int) -> np.ndarray:
+    valid = buffer.valid_indices()
+    return valid[buffer.obs["state"][valid, 0] == step]
+
+
+def test_intervention_segment_each_takeover_is_its_own_demo_episode():
+    rl = learner()
+    rl.ingest(episode(12, human_steps={2, 3, 7, 8, 9}))
+    assert segments(rl.demo) == [[2, 3], [7, 8, 9]]  # the old code stored [2, 3, 4, 8, 9]: step 7 began at obs 4
+    assert segments(rl.online) == [list(range(12))]
+    assert rl.online_received == 12
+
+
+def test_intervention_segment_n_step_returns_stop_at_the_end_of_a_takeover():
+    rl = learner()
+    rl.ingest(episode(12, human_steps={2, 3, 7, 8}))
+    last_of_first = slot_of_step(rl.demo, 3)
+    reward, steps, terminated = rl.demo.n_step_returns(last_of_first, 3, 1.0)
+    assert (reward[0], steps[0], terminated[0]) == (3.0, 1, False)  # bootstraps from obs 4, never adds reward 7
+    next_state = rl.demo.obs["state"][(last_of_first + steps) % rl.demo.capacity, 0]
+    assert next_state[0] == 4
+
+
+def test_intervention_segment_action_sequences_and_previous_action():
+    rl = learner()
+    rl.ingest(episode(12, human_steps={2, 3, 7, 8}))
+    first_of_second = slot_of_step(rl.demo, 7)
+    actions, mask = rl.demo.action_sequences(first_of_second, 4)
+    assert mask[0].tolist() == [True, True, False, False]
+    assert actions[0, :2, 0].tolist() == [7, 8]
+    previous, has_previous = rl.demo.previous_actions(first_of_second)
+    assert has_previous[0] and previous[0, 0] == 6  # the policy's command just before the takeover (gripper label)
+    previous, has_previous = rl.demo.previous_actions(slot_of_step(rl.demo, 8))
+    assert has_previous[0] and previous[0, 0] == 7
+
+
+def test_intervention_segment_opening_actions_survive_save_and_load(tmp_path):
+    rl = learner()
+    rl.ingest(episode(12, human_steps={2, 3, 7, 8}))
+    rl.demo.save(tmp_path / "demo")
+    loaded = type(rl.demo).load(tmp_path / "demo")
+    previous, has_previous = loaded.previous_actions(slot_of_step(loaded, 7))
+    assert has_previous[0] and previous[0, 0] == 6
+
+
+def test_intervention_segment_a_new_episode_closes_the_last_takeover():
+    rl = learner()
+    rl.ingest(episode(5, human_steps={3, 4}, uid="a")[:4])  # cut short in a takeover (budget, crash)
+    rl.ingest(episode(5, human_steps={0, 1}, uid="b"))
+    assert segments(rl.demo) == [[3], [0, 1]]
+    _, has_previous = rl.demo.previous_actions(slot_of_step(rl.demo, 0))
+    assert not has_previous[0]  # the episode's first step has no command before it
+
+
+@pytest.mark.parametrize("relabel", ["proposed", "executed"])
+def test_a_filtered_step_is_learned_as_the_relabel_setting_says(relabel):
+    rl = learner(SafetySettings(enabled=True, penalty=0.5, relabel=relabel))
+    rl.ingest(episode(6, human_steps=set(), filtered={2}))
+    slot = slot_of_step(rl.online, 2)
+    assert rl.online.reward[slot][0] == pytest.approx(2 - 0.5)
+    assert rl.online.action[slot][0, 0] == 2  # the executed action is kept (the safety critic learns from it)
+    learned = rl.online.learned_action[slot][0, 0]
+    assert learned == (-2 if relabel == "proposed" else 2)
+    batch = rl.online.sample(64, np.random.default_rng(0))
+    rows = batch["obs"]["state"][:, 0] == 2
+    assert rows.any() and (batch["action"][rows, 0] == learned).all() and (batch["executed_action"][rows, 0] == 2).all()
+    unfiltered = slot_of_step(rl.online, 3)
+    assert rl.online.learned_action[unfiltered][0, 0] == rl.online.action[unfiltered][0, 0] == 3
