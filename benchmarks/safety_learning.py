@@ -1,16 +1,24 @@
-"""Does the learned safety critic cut violations? pick_cube_hazard, with vs without, one run.
+"""Does the learned safety critic cut violations? pick_cube_hazard, with vs without, one run each.
 
-Both runs are the main job (20 scripted demos + interventions, same seed and budget) on
+Every run is the main job (20 scripted demos + interventions, same seed and budget) on
 ``pick_cube_hazard`` (pressing on the table above 15 N, or entering the keep-out zone, is a
 violation); "hard limits only" trains without the critic, "critic + filter" with
 ``safety.enabled=true``. The critic is first pretrained on recorded violations: a probe set of
 noisy-expert episodes recorded in simulation (``robot-rl collect collect.action_noise=1.0
 collect.noise_correlation=0.95``, other seeds than training), then fine-tuned online. The probe
 set's own violations happen in the recording, not in training, and are reported apart.
-Reported: violations per 100 training episodes, filter interventions, final deterministic
-success, and violations per episode along training (PNG).
 
-    python -m benchmarks.safety_learning [--steps 16000] [--seed 0] [--probe-episodes 60]
+The filter runs twice, once per ``safety.relabel``: ``proposed`` (Recovery RL, the default: the
+task policy learns a filtered step as the action it proposed, with the penalty, so it can learn
+not to propose it) and ``executed`` (it learns the safe action the filter executed, with the
+penalty). If relabelling works, the policy proposes fewer risky actions as it learns: fewer filter
+interventions late in training with ``proposed``.
+
+Reported: violations and filter interventions per 100 training episodes (whole run, and per
+quarter of the env-step budget), final deterministic success, and both per episode along
+training (PNG).
+
+    python -m benchmarks.safety_learning [--steps 16000] [--seed 0] [--probe-episodes 60] [--workers 2]
 """
 
 from __future__ import annotations
@@ -26,7 +34,10 @@ import numpy as np
 
 from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
 
-VARIANTS = {"hard_limits_only": [], "critic_and_filter": ["safety.enabled=true", "safety.pretrain_store={probe}"]}
+FILTER = ["safety.enabled=true", "safety.pretrain_store={probe}"]
+VARIANTS = {"hard_limits_only": [], "critic_and_filter": [*FILTER, "safety.relabel=proposed"],
+            "critic_and_filter_executed": [*FILTER, "safety.relabel=executed"]}
+QUARTERS = 4  # filter interventions and violations per quarter of the env-step budget
 PROBE_SEED = 100_000  # far from the training run's episode seeds
 
 
@@ -55,10 +66,22 @@ def run_variant(name: str, args: argparse.Namespace) -> dict:
         "training_episodes": len(log),
         "final_success": summary["final_eval_success"],
         "wall_seconds": round(summary["wall_seconds"], 1),
+        "violations_per_100_episodes_by_quarter": by_quarter(log, "violations", args.steps),
+        "filter_interventions_per_100_episodes_by_quarter": by_quarter(log, "filter_interventions", args.steps),
         "violations_by_episode": [(e["env_steps"], e["violations"]) for e in log],
+        "filter_interventions_by_episode": [(e["env_steps"], e["filter_interventions"]) for e in log],
     }
-    print(name, {k: v for k, v in result.items() if k != "violations_by_episode"}, flush=True)
+    print(name, {k: v for k, v in result.items() if not k.endswith("_by_episode")}, flush=True)
     return result
+
+
+def by_quarter(log: list[dict], key: str, steps: int) -> list[float | None]:
+    """``key`` per 100 episodes over the episodes that ended in each quarter of the ``steps`` budget
+    (None for a quarter without episodes)."""
+    quarters: list[list[int]] = [[] for _ in range(QUARTERS)]
+    for episode in log:
+        quarters[min(QUARTERS - 1, (episode["env_steps"] - 1) * QUARTERS // steps)].append(episode[key])
+    return [round(100 * float(np.mean(values)), 1) if values else None for values in quarters]
 
 
 def main() -> None:
@@ -67,23 +90,48 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--probe-episodes", type=int, default=60)
     parser.add_argument("--runs", default="runs/safety_learning")
+    parser.add_argument("--workers", type=int, default=2, help="training runs at a time")
     args = parser.parse_args()
     Path(args.runs).mkdir(parents=True, exist_ok=True)
     probe = record_probe_set(args)
     args.probe = probe["path"]
-    results = side_by_side(run_variant, VARIANTS, args)
+    results = side_by_side(run_variant, VARIANTS, args, workers=args.workers)
     base, critic = results["hard_limits_only"], results["critic_and_filter"]
-    cut = 1.0 - critic["violations_per_100_episodes"] / max(base["violations_per_100_episodes"], 1e-9)
-    drop = base["final_success"] - critic["final_success"]
-    print(f"violations cut by {100 * cut:.0f}%, final success {critic['final_success']:.2f} vs {base['final_success']:.2f}")
+    cut, drop = violation_cut(base, critic), base["final_success"] - critic["final_success"]
+    print(f"violations cut by {100 * cut:.0f}%, final success {critic['final_success']:.2f} "
+          f"vs {base['final_success']:.2f}")
+    relabel = compare_relabel(base, critic, results["critic_and_filter_executed"])
+    print("relabel", relabel)
     plot(results, RESULTS / "safety_learning.png")
     path = write_result("safety_learning", {"variants": results, "violation_cut": round(cut, 3),
-                                            "success_drop": round(drop, 3), "probe_set": probe},
+                                            "success_drop": round(drop, 3), "relabel": relabel, "probe_set": probe},
                         settings={"task": "pick_cube_hazard (state), demos + interventions", "env_steps": args.steps,
                                   "seed": args.seed, "final_eval_episodes": 50,
                                   "critic_pretraining": f"{args.probe_episodes} probe episodes (action_noise 1.0, "
-                                                        "noise_correlation 0.95), safety.pretrain_updates 2000"})
+                                                        "noise_correlation 0.95), safety.pretrain_updates 2000",
+                                  "relabel": "critic_and_filter: safety.relabel=proposed (the default); "
+                                             "critic_and_filter_executed: safety.relabel=executed",
+                                  "workers": args.workers})
     print("wrote", path)
+
+
+def violation_cut(base: dict, filtered: dict) -> float:
+    """The share of the hard-limits-only run's violations per episode that the filtered run avoided."""
+    return 1.0 - filtered["violations_per_100_episodes"] / max(base["violations_per_100_episodes"], 1e-9)
+
+
+def compare_relabel(base: dict, proposed: dict, executed: dict) -> dict:
+    """``safety.relabel=proposed`` vs ``executed``: filter interventions (whole run, last quarter), violations,
+    final success."""
+    runs = {"proposed": proposed, "executed": executed}
+    interventions = "filter_interventions_per_100_episodes"
+    return {
+        interventions: {k: r[interventions] for k, r in runs.items()},
+        f"late_{interventions}": {k: r[f"{interventions}_by_quarter"][-1] for k, r in runs.items()},
+        "violations_per_100_episodes": {k: r["violations_per_100_episodes"] for k, r in runs.items()},
+        "violation_cut": {k: round(violation_cut(base, r), 3) for k, r in runs.items()},
+        "final_success": {k: r["final_success"] for k, r in runs.items()},
+    }
 
 
 def plot(results: dict, path: Path) -> None:
@@ -92,16 +140,18 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(6, 3.5), dpi=120)
-    for name, result in results.items():
-        steps, violations = zip(*result["violations_by_episode"])
-        window = 20
-        smoothed = np.convolve(violations, np.ones(window) / window, mode="valid")
-        axis.plot(steps[window - 1:], smoothed, label=f"{name} (final success {result['final_success']:.2f})")
-    axis.set_xlabel("online env steps")
-    axis.set_ylabel("violations per episode (20-episode mean)")
-    axis.set_title("pick_cube_hazard: learned safety critic vs hard limits only")
-    axis.legend(fontsize=7)
+    figure, axes = plt.subplots(1, 2, figsize=(11, 3.8), dpi=120)
+    window = 20
+    for axis, key, label in ((axes[0], "violations_by_episode", "violations"),
+                             (axes[1], "filter_interventions_by_episode", "filter interventions")):
+        for name, result in results.items():
+            steps, counts = zip(*result[key])
+            smoothed = np.convolve(counts, np.ones(window) / window, mode="valid")
+            axis.plot(steps[window - 1:], smoothed, label=f"{name} (final success {result['final_success']:.2f})")
+        axis.set_xlabel("online env steps")
+        axis.set_ylabel(f"{label} per episode")
+        axis.set_title(f"pick_cube_hazard: {label} ({window}-episode mean)", fontsize=9)
+        axis.legend(fontsize=7)
     save_figure(figure, path)
 
 
