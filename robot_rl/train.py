@@ -58,6 +58,8 @@ class TrainSettings:
     checkpoint_every: int = 4_000
     record_episodes: bool = True
     torch_threads: int = 1
+    deterministic: bool = False  # same seed, same weights: the actor takes new weights only once the learner has
+    # caught up with every step sent (slower), and torch uses deterministic algorithms
 
 
 @dataclass
@@ -83,7 +85,7 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
         "demo_fraction": (is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
                           "a number in [0, 1]"),
         **{key: (isinstance(getattr(settings, key), bool), "true or false")
-           for key in ("resume", "sync", "record_episodes")},
+           for key in ("resume", "sync", "record_episodes", "deterministic")},
     })
     return settings
 
@@ -122,6 +124,7 @@ class Learner:
         self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
         self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)
         self.online_received = 0
+        self.taken = 0  # transitions taken from the transport (ingested or refused by the ledger)
         self.update_calls = 0
         self.metrics: dict[str, float] = {}
         self.lock = threading.Lock()  # held during updates and checkpointing
@@ -131,6 +134,7 @@ class Learner:
 
     def ingest(self, transitions: list[dict[str, Any]]) -> None:
         for t in transitions:
+            self.taken += 1
             if not self.ledger.accept(t):
                 continue
             if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
@@ -176,25 +180,36 @@ class Learner:
                                    gamma=self.agent.config.discount, sequence_length=self.agent.sequence_length)
 
     def run(self) -> None:
+        """Ingest each transition, then make the updates it made due: update k always sees the first
+        ``start_training + k`` online steps, however the actor's sends were batched."""
         try:
             torch.set_num_threads(self.settings.torch_threads)
             started, calls_at_start = time.monotonic(), self.update_calls
             while not self.stop.is_set():
-                self.ingest_locked(self.transport.receive_transitions(timeout=0.01))
-                while self.due_updates() > 0 and not self.stop.is_set():
-                    with self.lock:
-                        metrics = self.agent.update(self.sample)
-                        if self.safety is not None:
-                            metrics.update(self.safety.update(self.online))
-                        self.metrics = metrics  # replaced whole: the actor thread reads it
-                        self.update_calls += 1
-                    if self.update_calls % self.settings.weights_every == 0:
-                        self.transport.publish_weights(self.update_calls, self.published_weights())
-                    self.ingest_locked(self.transport.receive_transitions(timeout=0.0))
+                for transition in self.transport.receive_transitions(timeout=0.01):
+                    self.ingest_locked([transition])
+                    self.update_while_due()
+                self.update_while_due()  # a resumed run may start with updates due
                 elapsed = time.monotonic() - started
                 self.updates_per_second = (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
         except BaseException as error:  # surfaced by the actor
             self.error = error
+
+    def update_while_due(self) -> None:
+        while self.due_updates() > 0 and not self.stop.is_set():
+            with self.lock:
+                metrics = self.agent.update(self.sample)
+                if self.safety is not None:
+                    metrics.update(self.safety.update(self.online))
+                self.metrics = metrics  # replaced whole: the actor thread reads it
+                self.update_calls += 1
+            if self.update_calls % self.settings.weights_every == 0:
+                self.transport.publish_weights(self.update_calls, self.published_weights())
+
+    def wait_until_caught_up(self, sent: int) -> None:
+        """Block until every one of the ``sent`` transitions is ingested and its updates are made."""
+        while (self.taken < sent or self.due_updates() > 0) and self.error is None and not self.stop.is_set():
+            time.sleep(0.0005)
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -212,6 +227,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {run_dir} "
                           "is not one")
     torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(settings.deterministic)
 
     env = randomized(make_env(task), cfg.get("randomization"), seed)  # evaluation stays nominal
     eval_env = make_env(task)
@@ -265,6 +281,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                                     counting_steps(settings, counters, learner, progress, demo), stop)
                 if stats is None:
                     break  # stopped mid-episode: its recording is dropped
+                if settings.deterministic:
+                    learner.wait_until_caught_up(transport.sent)
                 if learner.error is not None:
                     raise RuntimeError("the learner failed") from learner.error
                 published = transport.latest_weights()

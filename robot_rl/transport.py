@@ -33,10 +33,12 @@ class LocalTransport(Transport):
         self._transitions: queue.Queue = queue.Queue()
         self._weights: tuple[int, dict[str, Any]] | None = None
         self._lock = threading.Lock()
+        self.sent = 0  # transitions sent so far
 
     def send_transitions(self, transitions: list[dict[str, Any]]) -> None:
         for transition in transitions:
             self._transitions.put(transition)
+            self.sent += 1
 
     def receive_transitions(self, timeout: float) -> list[dict[str, Any]]:
         try:

@@ -81,6 +81,23 @@ def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
     assert frames == round(3 * report["mean_length"])  # one frame per evaluated step
 
 
+def test_training_is_reproducible_with_train_deterministic(tmp_path):
+    """Two in-process runs with one seed: the actor and learner threads interleave differently, the weights do not."""
+    from robot_rl.checkpoint import load_tensors
+
+    def run(name: str, seed: int) -> dict:
+        summary = train(small_run(tmp_path, f"seed={seed}", "train.deterministic=true", "train.env_steps=250",
+                                  "train.demo_episodes=2", "train.start_training=30", "train.eval_every=250",
+                                  "train.final_eval_episodes=3", "train.weights_every=5", name=name))
+        return summary, load_tensors("test", tmp_path / name / "checkpoint" / "agent.pt")["modules"]
+
+    (first, a), (second, b), (_, other) = run("a", 0), run("b", 0), run("c", 1)
+    flat = {f"{m}.{k}": v for m, state in a.items() for k, v in state.items()}
+    assert flat and all(torch.equal(v, b[m][k]) for m, state in a.items() for k, v in state.items())
+    assert first["eval_history"][-1]["mean_return"] == second["eval_history"][-1]["mean_return"]
+    assert not all(torch.equal(v, other[m][k]) for m, state in a.items() for k, v in state.items())  # seeds matter
+
+
 def test_learning_on_reach_with_a_tiny_budget(tmp_path):
     # a coarser reach (4 cm steps, 4 cm success radius, 50-step episodes) learns in ~1,500 steps
     cfg = small_run(tmp_path, "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50",
