@@ -11,9 +11,12 @@ level's interval centres and a one-hot of the level.
 - Q = sum_z softmax(logits) z over ``atoms`` atoms on [v_min, v_max]; ties (max - min < 1e-4 over
   the bins) pick a random bin, which matters at initialisation
 - target: a* = coarse-to-fine argmax of the online critic at s' (double Q), distribution from the
-  target critic, C51 projection of r + gamma^n z; loss = ``rl_loss_weight`` x cross-entropy
-  averaged over levels and dimensions + ``margin_loss_weight`` x a margin loss on demo rows
-  (every other bin must be ``margin`` below the demo action's bin)
+  target critic, C51 projection of r + gamma^n z
+- loss (the reference's, younggyoseo/CQN ``CQNAgent.update_critic``): ``critic_lambda`` x the C51
+  cross-entropy, plus on demo rows (demos and human takeovers) ``bc_lambda`` x (a first-order
+  stochastic dominance loss + a margin loss): the demo bin's return distribution must dominate
+  every other bin's, and its Q must exceed every other bin's by ``bc_margin``. Every term is a
+  mean over levels, action numbers and bins (demo rows only for the BC terms)
 - acting uses the target critic; exploration adds N(0, ``explore_std``) and snaps to the grid
 - batches are 50/50 demo/online (the learner's sampler); AdamW
 
@@ -120,11 +123,25 @@ def categorical_projection(probs: torch.Tensor, reward: torch.Tensor, discount: 
 
 
 def margin_loss(q: torch.Tensor, demo_index: torch.Tensor, margin: float) -> torch.Tensor:
-    """sum over bins b != demo of max(0, margin - (Q(demo) - Q(b))), for Q (..., bins); (...)."""
+    """Mean over the bins b of max(0, margin - (Q(demo) - Q(b))) for Q (..., bins), the demo bin
+    itself counting 0; (...).
+
+    The reference averages over all bins, the demo bin included, which adds the constant
+    margin / bins (no gradient); it is left out so that a satisfied margin reads 0.
+    """
     demo_q = q.gather(-1, demo_index[..., None])
     violation = F.relu(margin - (demo_q - q))
     others = torch.ones_like(q).scatter_(-1, demo_index[..., None], 0.0)
-    return (violation * others).sum(-1)
+    return (violation * others).mean(-1)
+
+
+def fosd_loss(probs: torch.Tensor, demo_index: torch.Tensor) -> torch.Tensor:
+    """First-order stochastic dominance of the demo bin's return distribution over every bin:
+    mean over the bins b of sum_z max(0, CDF_demo(z) - CDF_b(z)), for probabilities
+    (..., bins, atoms); (...). Zero when no bin's distribution puts more mass on higher returns."""
+    cdf = probs.cumsum(-1)
+    demo_cdf = cdf.gather(-2, demo_index[..., None, None].expand(*demo_index.shape, 1, cdf.shape[-1]))
+    return F.relu(demo_cdf - cdf).sum(-1).mean(-1)
 
 
 # --------------------------------------------------------------------- networks
@@ -179,9 +196,9 @@ class CQNConfig:
     weight_decay: float = 0.1
     tau: float = 0.02
     utd: int = 2
-    rl_loss_weight: float = 0.1
-    margin_loss_weight: float = 1.0
-    margin: float = 0.01
+    critic_lambda: float = 0.1  # weight of the C51 cross-entropy
+    bc_lambda: float = 1.0  # weight of the demo losses (stochastic dominance + margin)
+    bc_margin: float = 0.01  # Q(demo bin) - Q(other bin) the margin loss asks for; 0 turns it off
     explore_std: float = 0.01
     camera_encoder: str = "cnn"  # cnn | resnet10
     camera_feature_dim: int = 50
@@ -204,10 +221,9 @@ class CQNConfig:
             "weight_decay": (is_number(self.weight_decay) and self.weight_decay >= 0, "a number >= 0"),
             "tau": (is_number(self.tau) and 0.0 < self.tau <= 1.0, "a number in (0, 1]"),
             "utd": (is_integer(self.utd) and self.utd >= 1, "an integer >= 1"),
-            "rl_loss_weight": (is_number(self.rl_loss_weight) and self.rl_loss_weight >= 0, "a number >= 0"),
-            "margin_loss_weight": (is_number(self.margin_loss_weight) and self.margin_loss_weight >= 0,
-                                   "a number >= 0"),
-            "margin": (is_number(self.margin) and self.margin >= 0, "a number >= 0"),
+            "critic_lambda": (is_number(self.critic_lambda) and self.critic_lambda >= 0, "a number >= 0"),
+            "bc_lambda": (is_number(self.bc_lambda) and self.bc_lambda >= 0, "a number >= 0"),
+            "bc_margin": (is_number(self.bc_margin) and self.bc_margin >= 0, "a number >= 0"),
             "explore_std": (is_number(self.explore_std) and self.explore_std >= 0, "a number >= 0"),
         }
         require_all("agent", self, checks)
@@ -312,15 +328,12 @@ class CQNAgent(OffPolicyAgent):
         log_probs = pick(logits, indices).log_softmax(-1)
         weight = mask[:, None].expand(-1, cfg.levels, -1).float()
         rl_loss = (-(target * log_probs).sum(-1) * weight).sum() / weight.sum()
-        loss = cfg.rl_loss_weight * rl_loss
+        loss = cfg.critic_lambda * rl_loss
         metrics = {"critic_loss": rl_loss.item()}
-        is_demo = torch.as_tensor(batch.get("is_demo", np.zeros(len(reward), bool)), device=self.device)
-        if cfg.margin_loss_weight and is_demo.any():
-            margins = margin_loss(self.q_from_logits(logits[is_demo]), indices[is_demo], cfg.margin)
-            demo_weight = weight[is_demo]
-            demo_loss = (margins * demo_weight).sum() / demo_weight.sum()
-            loss = loss + cfg.margin_loss_weight * demo_loss
-            metrics["margin_loss"] = demo_loss.item()
+        is_demo = torch.as_tensor(batch.get("is_demo", np.zeros(len(reward), bool)), device=self.device).bool()
+        for name, demo_loss in self.demo_losses(logits, indices, weight, is_demo).items():
+            loss = loss + cfg.bc_lambda * demo_loss
+            metrics[name] = demo_loss.item()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -329,6 +342,23 @@ class CQNAgent(OffPolicyAgent):
             q = (pick(logits, indices).softmax(-1) * self.support).sum(-1)
         metrics.update(q_mean=q.mean().item(), target_clipped=clipped.float().mean().item())
         return metrics
+
+    def demo_losses(self, logits: torch.Tensor, indices: torch.Tensor, weight: torch.Tensor, is_demo: torch.Tensor
+                    ) -> dict[str, torch.Tensor]:
+        """The BC losses on the demo rows, each a mean over the counted (row, level, number) entries.
+
+        ``logits`` (B, L, M, bins, atoms) of the online critic along the executed action's zoom-in
+        path, ``indices`` (B, L, M) its bins, ``weight`` (B, L, M) 1 where an entry counts, ``is_demo``
+        (B,). Empty when ``bc_lambda`` is 0 or the batch holds no demo row.
+        """
+        cfg = self.config
+        if not cfg.bc_lambda or not is_demo.any():
+            return {}
+        probs, demo_index, demo_weight = logits[is_demo].softmax(-1), indices[is_demo], weight[is_demo]
+        losses = {"bc_fosd_loss": fosd_loss(probs, demo_index)}
+        if cfg.bc_margin:
+            losses["margin_loss"] = margin_loss((probs * self.support).sum(-1), demo_index, cfg.bc_margin)
+        return {name: (value * demo_weight).sum() / demo_weight.sum() for name, value in losses.items()}
 
     def identity(self) -> dict[str, Any]:
         cfg = self.config

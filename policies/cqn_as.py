@@ -7,7 +7,9 @@ fine selection runs over all K x D numbers at once.
 
 - training: a batch carries the executed actions a_{0:K} with a validity mask (False past the
   episode end); every (level, t, d) distribution regresses to the C51 target of
-  r_0 + gamma^n Z_target(s_n, a*_{0:K}), masked entries excluded from the losses
+  r_0 + gamma^n Z_target(s_n, a*_{0:K}); on demo rows the CQN BC losses (stochastic dominance +
+  margin, ``bc_lambda``) hold at every (level, t, d) too, as in the reference's CQN-AS; masked
+  entries are excluded from every loss
 - execution: a chunk is predicted every step and the executed action is the temporal ensemble
   of all chunks that cover the current step (:class:`TemporalEnsemble`), plus N(0, explore_std)
   while exploring

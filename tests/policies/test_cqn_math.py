@@ -72,9 +72,10 @@ def test_c51_projection_matches_a_worked_example_and_conserves_mass():
 def test_margin_loss_is_zero_when_the_demo_action_dominates_by_the_margin():
     q = torch.tensor([[1.0, 0.5, 0.98]])
     assert margin_loss(q, torch.tensor([0]), margin=0.01).item() == 0.0
-    # bin 2 only 0.005 below the demo bin: 0.01 - 0.005 = 0.005; bin 1 above it by 0.2: 0.01 + 0.2 = 0.21
+    # bin 2 only 0.005 below the demo bin: 0.01 - 0.005 = 0.005; bin 1 above it by 0.2: 0.01 + 0.2 = 0.21;
+    # the demo bin itself 0: the mean over the 3 bins, as the reference (a sum would weigh it 3x)
     q = torch.tensor([[1.0, 1.2, 0.995]])
-    assert margin_loss(q, torch.tensor([0]), margin=0.01).item() == pytest.approx(0.215)
+    assert margin_loss(q, torch.tensor([0]), margin=0.01).item() == pytest.approx(0.215 / 3)
 
 
 def test_temporal_ensemble_weights_and_masking():
