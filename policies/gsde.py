@@ -13,7 +13,8 @@ for a sample interval. Nearby states get nearby noise, so the executed actions a
   below ``mean_bound`` with a quadratic penalty, so a saturated mean still gets a gradient
 - sigma = exp(log_std) (or "expln": exp(x) for x <= 0, log1p(x) + 1 above), one per (i, j) with
   ``full_std``, one per feature i otherwise; log_std is learned. With d_z features of typical
-  size ~0.6 the initial std of u is ~0.6 sqrt(d_z) exp(log_std_init): ~0.35 at d_z = 256, -3.3
+  size ~0.6 the initial std of u is ~0.6 sqrt(d_z) exp(log_std_init): ~0.18 at d_z = 256 and -4,
+  the Gaussian actor's initial ~0.22 (a larger one, held for 8 steps, drifts the arm ~6 cm per draw)
 - log pi(a|s) uses the marginal Gaussian of u given s: var_j = sum_i z_i^2 sigma_ij^2 (+1e-6),
   with the tanh correction
 - the learner draws one theta per sample of each batch (reparameterised, so sigma gets gradients;
@@ -39,7 +40,7 @@ class GSDEActor(nn.Module):
     mean_bound = 2.0  # |mu| beyond this is penalised (tanh(2) = 0.96)
     mean_penalty_weight = 1.0
 
-    def __init__(self, feature_dim: int, action_dim: int, hidden: list[int], log_std_init: float = -3.3,
+    def __init__(self, feature_dim: int, action_dim: int, hidden: list[int], log_std_init: float = -4.0,
                  full_std: bool = True, use_expln: bool = False):
         super().__init__()
         self.latent = mlp(feature_dim, hidden[:-1], hidden[-1])

@@ -52,7 +52,7 @@ class SACConfig:
     critic_actor_ratio: int = 2
     exploration: str = "gaussian"  # gaussian | gsde
     sde_sample_freq: int = DEFAULT_SAMPLE_FREQ  # gSDE: env steps per noise draw, -1 = once per episode
-    sde_log_std_init: float = -3.3  # gSDE: initial std of the action noise ~0.35 at 256 features
+    sde_log_std_init: float = -4.0  # gSDE: initial std of the action noise ~0.18 at 256 features
     sde_full_std: bool = True
     sde_use_expln: bool = False
     gripper_critic: bool = False
