@@ -14,7 +14,9 @@ torch thread each). Reported per variant, as the mean over seeds:
 
 plus the per-seed figures, and a PNG of eval success vs env steps (mean and per seed).
 
-    python -m benchmarks.exploration [--seeds 0 1 2] [--jobs 2] [--runs runs/exploration] [overrides ...]
+    python -m benchmarks.exploration [--seeds 0 1 2] [--jobs 2] [--runs runs/exploration] [--resume] [overrides ...]
+
+``--resume`` continues in an existing ``--runs`` folder: a run with a summary.json is read, not run again.
 """
 
 from __future__ import annotations
@@ -57,11 +59,12 @@ def first_at(history: list[dict], threshold: float = THRESHOLD) -> int | None:
 
 
 def run(variant: str, seed: int, runs: Path, overrides: list[str]) -> dict:
-    """One ``robot-rl train`` in a subprocess, in a new run folder; its figures."""
+    """One ``robot-rl train`` in a subprocess, in a new run folder (or the finished run found there); its figures."""
     run_dir = runs / f"{variant}_seed{seed}"
-    command = [sys.executable, "-m", "robot_rl.cli", "train", f"seed={seed}", f"train.run_dir={run_dir}",
-               *VARIANTS[variant], *overrides]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not (run_dir / "summary.json").is_file():
+        command = [sys.executable, "-m", "robot_rl.cli", "train", f"seed={seed}", f"train.run_dir={run_dir}",
+                   *VARIANTS[variant], *overrides]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     summary = json.loads((run_dir / "summary.json").read_text())
     jerk, triples = action_jerk(EpisodeStore.open(run_dir / "episodes.zarr"))
     history = summary["eval_history"]
@@ -111,16 +114,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--runs", type=Path, default=Path("runs/exploration"), help="a new folder for the runs")
+    parser.add_argument("--resume", action="store_true", help="read the finished runs of an existing --runs folder")
     parser.add_argument("overrides", nargs="*", help="key=value for every run")
     args = parser.parse_args()
-    if args.runs.exists():
-        print(f"robot-rl: error: runs={args.runs} exists; expected a new folder (runs are never overwritten)",
-              file=sys.stderr)
+    if args.runs.exists() != args.resume:
+        expected = "an existing folder (--resume)" if args.resume else "a new folder (runs are never overwritten)"
+        print(f"robot-rl: error: runs={args.runs}; expected {expected}", file=sys.stderr)
         sys.exit(2)
     if args.jobs < 1:
         print(f"robot-rl: error: jobs={args.jobs}; expected an integer >= 1", file=sys.stderr)
         sys.exit(2)
-    args.runs.mkdir(parents=True)
+    args.runs.mkdir(parents=True, exist_ok=args.resume)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {(variant, seed): pool.submit(run, variant, seed, args.runs, args.overrides)
                    for seed in args.seeds for variant in VARIANTS}

@@ -93,6 +93,12 @@ class GSDEActor(nn.Module):
         pre_tanh = mean + noise
         return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, self.marginal_std(latent))
 
+    def explore(self, features: torch.Tensor, exploration_matrix: torch.Tensor) -> torch.Tensor:
+        """The acting side's action tanh(mu(s) + z(s)^T theta), without the log-probability: a few
+        tensor ops per step (each one waits for the GIL while the learner thread runs)."""
+        mean, latent = self(features)
+        return torch.tanh(mean + latent @ exploration_matrix)
+
     def mode(self, features: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(features)[0])
 

@@ -156,7 +156,7 @@ class SACAgent(OffPolicyAgent):
         if not explore:
             action = self.actor.mode(features)
         elif self.config.exploration == "gsde":
-            action = self.actor.sample(features, self.noise_schedule.current(self.actor, self.generator))[0]
+            action = self.actor.explore(features, self.noise_schedule.current(self.actor, self.generator))
         else:
             action = self.actor.sample(features, generator=self.generator)[0]
         action = action[0].cpu().numpy().astype(np.float32)

@@ -134,3 +134,10 @@ def test_by_default_the_noise_is_redrawn_every_few_steps_not_once_per_episode():
     # over an episode the pushes average out: the mean noise is well below its per-draw size
     noise = actions - agent.act(obs, explore=False)
     assert np.abs(noise.mean(0)).max() < 0.6 * noise.std(0).min()
+
+
+def test_acting_gives_the_sampled_action_without_its_log_probability():
+    torch.manual_seed(0)
+    actor = GSDEActor(feature_dim=6, action_dim=3, hidden=[16, 8], log_std_init=-1.0)
+    features, theta = torch.randn(4, 6), actor.exploration_matrix().detach()
+    torch.testing.assert_close(actor.explore(features, theta), actor.sample(features, theta)[0])
