@@ -175,6 +175,11 @@ class Learner:
     def due_updates(self) -> int:
         return max(self.online_received - self.settings.start_training, 0) - self.update_calls
 
+    def backlog(self, sent: int) -> int:
+        """How far the learner is behind an actor that has sent ``sent`` transitions: those it has not
+        taken yet (each online one will make an update due) plus the updates already due."""
+        return sent - self.taken + self.due_updates()
+
     def sample(self) -> dict[str, Any]:
         return self.sampler.sample(self.settings.batch_size, n_step=self.settings.n_step,
                                    gamma=self.agent.config.discount, sequence_length=self.agent.sequence_length)
@@ -278,7 +283,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 demo = counters.demo_episodes_done < settings.demo_episodes
                 episode_seed = int(rng.integers(2**31))
                 stats = run_episode(env, actor_agent, human, safety_actor, transport, writer, demo, episode_seed,
-                                    counting_steps(settings, counters, learner, progress, demo), stop)
+                                    counting_steps(settings, counters, learner, transport, progress, demo), stop)
                 if stats is None:
                     break  # stopped mid-episode: its recording is dropped
                 if settings.deterministic:
@@ -327,7 +332,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
-def counting_steps(settings: TrainSettings, counters: Counters, learner: Learner, progress, demo: bool):
+def counting_steps(settings: TrainSettings, counters: Counters, learner: Learner, transport: LocalTransport,
+                   progress, demo: bool):
     """``after_step`` for :func:`~robot_rl.actor.run_episode`: counts online steps, keeps the
     actor within ``max_lag`` steps of the learner (sim) and ends the episode when the budget is spent."""
 
@@ -338,7 +344,7 @@ def counting_steps(settings: TrainSettings, counters: Counters, learner: Learner
         counters.intervention_steps += intervened
         progress.update(1)
         if settings.sync:
-            while learner.due_updates() > settings.max_lag and learner.error is None:
+            while learner.backlog(transport.sent) > settings.max_lag and learner.error is None:
                 time.sleep(0.001)
         return counters.env_steps >= settings.env_steps
 

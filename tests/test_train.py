@@ -81,6 +81,15 @@ def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
     assert frames == round(3 * report["mean_length"])  # one frame per evaluated step
 
 
+def test_the_actor_stays_within_max_lag_of_the_learner(tmp_path):
+    """train.sync: every online step sent is ingested and learned from as it comes (update-to-data ratio 1 per
+    step), the actor never more than max_lag steps ahead, counting what still waits in the transport."""
+    train(small_run(tmp_path, "train.max_lag=5", "train.eval_every=1000"))
+    state = json.loads((tmp_path / "run" / "checkpoint" / "counters.json").read_text())
+    assert state["online_received"] >= 300 - 5, state["online_received"]
+    assert state["update_calls"] >= state["online_received"] - 50 - 5, state["update_calls"]
+
+
 def test_training_is_reproducible_with_train_deterministic(tmp_path):
     """Two in-process runs with one seed: the actor and learner threads interleave differently, the weights do not."""
     from robot_rl.checkpoint import load_tensors
