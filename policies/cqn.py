@@ -26,13 +26,14 @@ Targets outside [v_min, v_max] are clipped: the ``target_clipped`` metric report
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from robot_rl.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.envs import PRIVILEGED_KEY

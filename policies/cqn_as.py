@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from robot_rl.config import is_integer, is_number, require_all
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 
 def squashed_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:

@@ -267,7 +267,7 @@ class ReplayBuffer:
             (tmp / "meta.json").write_text(json.dumps(meta))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ReplayBuffer":
+    def load(cls, path: str | os.PathLike) -> ReplayBuffer:
         """A buffer written by :meth:`save`."""
         path = latest(path)
         meta = json.loads((path / "meta.json").read_text())

@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from policies.cqn import (categorical_projection, coarse_to_fine, decode_indices, encode_action, margin_loss,
-                          snap_to_grid)
+from policies.cqn import (
+    categorical_projection,
+    coarse_to_fine,
+    decode_indices,
+    encode_action,
+    margin_loss,
+    snap_to_grid,
+)
 from policies.cqn_as import TemporalEnsemble
 
 
