@@ -213,7 +213,7 @@ class Learner:
 
     def wait_until_caught_up(self, sent: int) -> None:
         """Block until every one of the ``sent`` transitions is ingested and its updates are made."""
-        while (self.taken < sent or self.due_updates() > 0) and self.error is None and not self.stop.is_set():
+        while self.backlog(sent) > 0 and self.error is None and not self.stop.is_set():
             time.sleep(0.0005)
 
 
