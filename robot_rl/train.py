@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,11 @@ class Learner:
         self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
         self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)
         self.online_received = 0
-        self.taken = 0  # transitions taken from the transport (ingested or refused by the ledger)
+        self.received = 0  # transitions received from the transport
+        self.pending: deque[dict[str, Any]] = deque()  # received, not ingested yet (one at a time, between updates)
+        self.taken = 0  # transitions ingested or refused by the ledger
+        self.running = False  # run() is receiving: nobody else may
+        self.thread: threading.Thread | None = None
         self.update_calls = 0
         self.metrics: dict[str, float] = {}
         self.lock = threading.Lock()  # held during updates and checkpointing
@@ -184,21 +189,58 @@ class Learner:
         return self.sampler.sample(self.settings.batch_size, n_step=self.settings.n_step,
                                    gamma=self.agent.config.discount, sequence_length=self.agent.sequence_length)
 
+    def start(self) -> None:
+        """Run :meth:`run` in a daemon thread."""
+        self.running = True  # before the thread starts: from now on only it receives
+        self.thread = threading.Thread(target=self.run, name="learner", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop the thread; what it received and did not ingest yet stays in :attr:`pending`."""
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
     def run(self) -> None:
         """Ingest each transition, then make the updates it made due: update k always sees the first
         ``start_training + k`` online steps, however the actor's sends were batched."""
+        self.running = True
         try:
             torch.set_num_threads(self.settings.torch_threads)
             started, calls_at_start = time.monotonic(), self.update_calls
             while not self.stop.is_set():
-                for transition in self.transport.receive_transitions(timeout=0.01):
-                    self.ingest_locked([transition])
-                    self.update_while_due()
-                self.update_while_due()  # a resumed run may start with updates due
+                self.receive(timeout=0.0 if self.pending else 0.01)
+                self.ingest_next()
+                self.update_while_due()  # also a resumed run's updates, due before anything arrives
                 elapsed = time.monotonic() - started
                 self.updates_per_second = (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
-        except BaseException as error:  # surfaced by the actor
+        except BaseException as error:  # noqa: BLE001 - surfaced by the actor thread
             self.error = error
+        finally:
+            self.running = False
+
+    def receive(self, timeout: float) -> None:
+        received = self.transport.receive_transitions(timeout=timeout)
+        with self.lock:
+            self.pending.extend(received)
+            self.received += len(received)
+
+    def ingest_next(self) -> None:
+        with self.lock:
+            if self.pending:
+                self.ingest([self.pending.popleft()])
+
+    def ingest_everything_sent(self, sent: int) -> None:
+        """Put every one of the ``sent`` transitions into the buffers now, their updates left due, so a
+        checkpoint holds every step the actor counted. Works while :meth:`run` runs and after it stopped."""
+        while self.received < sent and self.error is None:
+            if self.running:
+                time.sleep(0.0005)  # run() receives between two updates
+            else:
+                self.receive(timeout=0.01)
+        with self.lock:
+            while self.pending:
+                self.ingest([self.pending.popleft()])
 
     def update_while_due(self) -> None:
         while self.due_updates() > 0 and not self.stop.is_set():
@@ -266,8 +308,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from torch.utils.tensorboard import SummaryWriter
 
     tb = SummaryWriter(str(run_dir / "tb"))
-    thread = threading.Thread(target=learner.run, name="learner", daemon=True)
-    thread.start()
+    learner.start()
     rng = np.random.default_rng(seed + counters.episodes)
     started = time.monotonic() - counters.wall_seconds
     progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"train {task.get('name')}", unit="step",
@@ -311,14 +352,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 if counters.env_steps - last_checkpoint >= settings.checkpoint_every:
                     last_checkpoint = counters.env_steps
                     counters.wall_seconds = time.monotonic() - started
+                    learner.ingest_everything_sent(transport.sent)
                     save_checkpoint(checkpoint_dir, learner, counters, definition)
         except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
             interrupted = True
             if writer is not None:
                 writer.discard()
         finally:
-            learner.stop.set()
-            thread.join()
+            learner.close()
+            learner.ingest_everything_sent(transport.sent)
             progress.close()
             env.close()
             eval_env.close()

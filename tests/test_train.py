@@ -116,6 +116,18 @@ def test_learning_on_reach_with_a_tiny_budget(tmp_path):
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
 
 
+def test_the_final_checkpoint_holds_every_step_the_actor_counted(tmp_path):
+    """train.sync=false lets the actor run far ahead: what is still in the transport when the budget is
+    spent goes into the buffers (its updates stay due for a resumed run), not lost with the thread."""
+    from robot_rl.data import ReplayBuffer
+
+    summary = train(small_run(tmp_path, "train.sync=false", "train.env_steps=400", "train.demo_episodes=1",
+                              "train.start_training=20", "train.eval_every=400", "train.final_eval_episodes=1"))
+    state = json.loads((tmp_path / "run" / "checkpoint" / "counters.json").read_text())
+    assert summary["env_steps"] == state["online_received"] == 400
+    assert len(ReplayBuffer.load(tmp_path / "run" / "checkpoint" / "online_buffer")) == 400
+
+
 def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     run = tmp_path / "run"
     command = [sys.executable, "-m", "robot_rl.cli", "train", "task=reach", f"train.run_dir={run}",
@@ -136,6 +148,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     from robot_rl.data import ReplayBuffer
 
     online_saved = len(ReplayBuffer.load(run / "checkpoint" / "online_buffer"))
+    assert online_saved == steps_saved  # the periodic checkpoint holds every step it counted
     cfg = load_config(["task=reach", f"train.run_dir={run}", "train.resume=true", f"train.env_steps={steps_saved + 100}",
                        "train.demo_episodes=2", "train.checkpoint_every=150", "train.batch_size=32",
                        "train.eval_every=5000", "train.final_eval_episodes=2", "train.start_training=20"])

@@ -15,7 +15,6 @@ checkpoint resumes from it (agent, buffers, counters) and publishes its weights 
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -93,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 log.info(f"backfilled {taken} episodes from {cfg.ros.recorder.store}")
         durable = dict(learner.ledger.received)  # per actor: the last transition the checkpoint holds
         transport.publish_weights(learner.update_calls, learner.published_weights())
-        thread = threading.Thread(target=learner.run, name="learner", daemon=True)
-        thread.start()
+        learner.start()
         started = time.monotonic() - counters.wall_seconds
         last_checkpoint = learner.online_received
 
@@ -127,8 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             pass
         finally:
-            learner.stop.set()
-            thread.join()
+            learner.close()
             if learner.error is not None:
                 log.error(f"the learner failed: {learner.error!r}")
             checkpoint_if_due(final=True)
