@@ -290,7 +290,8 @@ class Cell:
         from robot_rl.cli import load_config
         from robot_rl.graph import graph_nodes, ros_environment
 
-        self.folder, self.overrides = folder, ["graph=sim_train", *overrides]
+        # the wall clock: the scenarios time holds, stalls and restarts as a real cell would see them
+        self.folder, self.overrides = folder, ["graph=sim_train", "ros.sim_time=false", *overrides]
         cfg = load_config(self.overrides)
         self.specs = {node.name: node for node in graph_nodes(cfg)}
         os.environ.update({**ros_environment(cfg.ros), "ROS_DOMAIN_ID": str(domain)})

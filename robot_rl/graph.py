@@ -34,7 +34,8 @@ from .config import ConfigError, choice
 from .interrupts import interrupt_on_sigterm
 
 #: ROS 2 domain ids usable on Linux (the others collide with the ephemeral port range)
-DOMAIN_IDS = (*range(0, 102), *range(215, 233))
+DOMAIN_IDS = (*range(102), *range(215, 233))
+SIM_TIME_KEY = "ros.sim_time"
 DISCOVERY_RANGES = {"localhost": "LOCALHOST", "subnet": "SUBNET"}  # ros.discovery -> ROS_AUTOMATIC_DISCOVERY_RANGE
 
 
@@ -47,17 +48,24 @@ class NodeSpec:
     required: bool = False
     respawn: bool = False
     only_with_sim: bool | None = None
+    clock: bool = False
+    sim_time_args: list[str] = field(default_factory=list)
     ros_args: list[str] = field(default_factory=list)  # after --ros-args: remaps of a robot config
+    sim_time: bool = False  # resolved by graph_nodes from ros.sim_time
 
     def command(self, overrides: list[str]) -> list[str]:
         ros = ["--ros-args", *self.ros_args] if self.ros_args else []
-        return [sys.executable, "-m", self.module, *self.args, *(overrides if self.hydra else []), *ros]
+        if not self.hydra:
+            return [sys.executable, "-m", self.module, *self.args, *(self.sim_time_args if self.sim_time else []), *ros]
+        overrides = [o for o in overrides if not o.startswith(f"{SIM_TIME_KEY}=")]  # the resolved value instead
+        return [sys.executable, "-m", self.module, *self.args, *overrides,
+                f"{SIM_TIME_KEY}={'true' if self.sim_time else 'false'}", *ros]
 
 
 def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
-    """The nodes of ``cfg.graph`` that apply (``with_sim``), checked."""
+    """The nodes of ``cfg.graph`` that apply (``with_sim``), checked, on the clock of ``ros.sim_time``."""
     graph = OmegaConf.to_container(cfg.graph, resolve=True)
-    known = set(NodeSpec.__dataclass_fields__)
+    known = set(NodeSpec.__dataclass_fields__) - {"ros_args", "sim_time"}
     nodes = []
     for index, entry in enumerate(graph.get("nodes") or []):
         unknown = set(entry) - known
@@ -70,6 +78,16 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
             nodes.append(node)
     if not nodes:
         raise ConfigError("graph.nodes", graph.get("nodes"), "at least one node")
+    sim_time = cfg.ros.get("sim_time")
+    if sim_time is None:
+        sim_time = graph.get("sim_time", False)
+    if not isinstance(sim_time, bool):
+        raise ConfigError(SIM_TIME_KEY, sim_time, "true, false or null (the graph's default)")
+    if sim_time and not any(node.clock for node in nodes):
+        raise ConfigError(SIM_TIME_KEY, True, f"a graph with a sim robot node to own /clock; graph "
+                          f"{graph.get('name')} has none (on a real cell set ros.sim_time=false)")
+    for node in nodes:
+        node.sim_time = sim_time
     robot = OmegaConf.to_container(cfg.robot, resolve=True) if cfg.get("robot") else None
     if robot:
         if robot.get("bridge"):
@@ -192,11 +210,12 @@ def launch(graph: str, overrides: list[str]) -> int:
 def launch_description(graph: str) -> Any:
     """The ROS 2 ``LaunchDescription`` of a graph, for the files in ``launch/`` (needs a full ROS 2
     install: ``launch`` is not on PyPI). ``overrides:="key=value ..."`` passes Hydra overrides."""
-    from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, EmitEvent, ExecuteProcess, OpaqueFunction, RegisterEventHandler
     from launch.event_handlers import OnProcessExit
     from launch.events import Shutdown
     from launch.substitutions import LaunchConfiguration
+
+    from launch import LaunchDescription
 
     from .cli import load_config
 

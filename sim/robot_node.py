@@ -16,7 +16,9 @@ unchanged against this node and against the real cell.
 | out | ``/rl/reward`` (std_msgs/Float64), ``/rl/success`` (std_msgs/Bool) | the task's signals |
 | out | ``/rl/task_state`` | std_msgs/Float32MultiArray: privileged task features (labels in the layout) |
 | out | ``/sim/violation`` | std_msgs/UInt32: :class:`~sim.constraints.Constraint` flags |
+| out | ``/clock`` | rosgraph_msgs/Clock: sim time only |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
+| in | ``/rl/action`` | PoseStamped from the actor: sim time only, the stamp of the observation it answers |
 | in | ``/servo_node/delta_twist_cmds`` | TwistStamped, base frame: MoveIt Servo's input (UR bridge), integrated into the target |
 | srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration (unless ``ros.sim_reset_service=false``: then ``hardware.home_reset`` serves it, as on the real cell) |
 
@@ -24,20 +26,34 @@ Every command goes through the node's :class:`~robot_rl.ros.guard.InputGuard` (`
 a pose with NaN / inf or a zero quaternion, a non-finite twist or gripper command is dropped and
 counted. A reset that fails answers ``success=False`` with the reason; the node keeps running.
 
-Physics advances by wall-clock time on a ``state_rate_hz`` timer (catching up at most 50 ms per
-tick, and saying so when it falls behind); images are rendered on their own timer.
+Two clocks (:mod:`robot_rl.ros.sim_clock`):
 
-    python -m sim.robot_node task=pick_cube ros.camera_rate_hz=10 [--ros-args ...]
+* real time (``ros.sim_time=false``): physics advances by wall-clock time on a ``state_rate_hz``
+  timer (catching up at most 50 ms per tick, and saying so when it falls behind); images are
+  rendered on their own timer. For rehearsing the cell's latencies.
+* sim time (``ros.sim_time=true``): the node owns ``/clock`` and runs in lockstep with the actor.
+  It publishes the observation of time T (the scripted human's input first, then the task signals,
+  joints, images and last the pose), and waits for the actor's command stamped T (``/rl/action``,
+  read only as the go signal). Then, for each state period of the control period, it publishes
+  ``/clock``, waits for the safety node's arm command of that instant, applies it, steps the physics
+  and publishes the pose and wrench the safety node's next tick reads. No sleeping: a rehearsal runs
+  as fast as the nodes answer. A reset moves the clock on by ``ros.reset_pause`` so the safety node
+  sees the actor's last command go stale and holds the measured pose, as on the cell. While it waits,
+  the clock and the stamped pose and wrench go out again every 0.1 s for nodes that join late.
+
+    python -m sim.robot_node task=pick_cube ros.camera_rate_hz=10 [ros.sim_time=true] [--ros-args ...]
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import mujoco
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, Float32MultiArray, Float64, MultiArrayDimension, UInt32
 from std_srvs.srv import SetBool
@@ -45,9 +61,19 @@ from std_srvs.srv import SetBool
 from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.ros import qos
 from robot_rl.ros.guard import InputGuard, MessageError, finite_scalar
-from robot_rl.ros.messages import (camera_info_msg, image_msg, joint_state_msg, pinhole_matrix, pose_msg, pose_to_numpy,
-                                   seconds, twist_to_numpy, wrench_msg)
+from robot_rl.ros.messages import (
+    camera_info_msg,
+    image_msg,
+    joint_state_msg,
+    pinhole_matrix,
+    pose_msg,
+    pose_to_numpy,
+    seconds,
+    twist_to_numpy,
+    wrench_msg,
+)
 from robot_rl.ros.senders import PublisherWatch, subscribe_with_sender
+from robot_rl.ros.sim_clock import CLOCK_TOPIC
 from robot_rl.ros.topic_env import camera_topic
 
 from .panda_env import PandaTaskEnv
@@ -60,6 +86,27 @@ STATE_TOPICS = {
 }
 MAX_CATCH_UP = 0.05  # s of physics per tick at most
 SERVO_TIMEOUT = 0.1  # s: MoveIt Servo's halt timeout
+SIM_START = 1.0  # s: sim time of the first observation (ROS time 0 means "no clock yet")
+STAMP_TOLERANCE_NS = 1000  # a stamp sent as float seconds comes back within a microsecond
+CLOCK_REPEAT = 0.1  # s (wall clock) between two /clock messages while the sim waits, for nodes that join late
+
+
+def stamp_ns(stamp) -> int:
+    """A header stamp (builtin_interfaces/Time) in integer nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def lockstep_chunks(physics_dt: float, state_rate_hz: float, control_rate_hz: float) -> tuple[int, int]:
+    """(physics steps per state period, state periods per control period) of sim time; the state period is
+    rounded to whole physics steps and must divide the control period."""
+    from robot_rl.config import ConfigError
+
+    steps = max(round(1.0 / (state_rate_hz * physics_dt)), 1)
+    per_period = 1.0 / (control_rate_hz * physics_dt * steps)
+    if abs(per_period - round(per_period)) > 1e-6 or round(per_period) < 1:
+        raise ConfigError("ros.state_rate_hz", state_rate_hz, f"a rate whose period ({steps} physics steps of "
+                          f"{physics_dt * 1e3:g} ms) divides the control period ({1e3 / control_rate_hz:g} ms)")
+    return steps, round(per_period)
 
 
 def camera_topics(name: str) -> tuple[str, str]:
@@ -71,13 +118,24 @@ class SimRobot:
     """Owns the task env, its real-time clock and the node's publishers."""
 
     def __init__(self, node, env: PandaTaskEnv, state_rate_hz: float, camera_rate_hz: float, frame_id: str,
-                 teleop: ScriptedTeleop | None, seed: int, reset_service: bool = True,
-                 command_senders: tuple[str, ...] = ("robot_rl_safety",)):
+                 seed: int, reset_service: bool = True, command_senders: tuple[str, ...] = ("robot_rl_safety",),
+                 sim_time: bool = False, reset_pause: float = 0.15, command_wait: float = 1.0):
         """``command_senders``: the nodes whose arm and gripper commands the sim arm obeys (the safety node);
-        a command from any other publisher is dropped and counted, as no real arm should take it."""
-        self.node, self.env, self.frame_id, self.teleop = node, env, frame_id, teleop
+        a command from any other publisher is dropped and counted, as no real arm should take it.
+        ``sim_time``: lockstep on ``/clock`` (module docstring), with a reset moving the clock ``reset_pause`` s
+        on and ``command_wait`` wall s allowed for the safety node's answer to each ``/clock`` message."""
+        self.node, self.env, self.frame_id = node, env, frame_id
+        self.teleop: ScriptedTeleop | None = None
         self.seed, self.episodes = seed, 0
+        self.sim_time, self.command_wait = sim_time, command_wait
         self.physics_dt = float(env.model.opt.timestep)
+        self.chunk_steps, self.chunks = lockstep_chunks(self.physics_dt, state_rate_hz, env.control_rate_hz)
+        self.chunk_ns = round(self.chunk_steps * self.physics_dt * 1e9)
+        self.pause_ns = round(reset_pause * 1e9)
+        self.now_ns = round(SIM_START * 1e9)  # sim time; the observation's time between two periods
+        self.clock_ns = 0  # the last /clock published
+        self.action_stamp_ns = 0  # sim time: the observation the actor's newest command answers
+        self.arm_command_ns = 0  # sim time: stamp of the newest arm command obeyed
         moving = (mujoco.mjtJoint.mjJNT_SLIDE, mujoco.mjtJoint.mjJNT_HINGE)  # arm and fingers, not free objects
         self.joint_names = [env.model.joint(i).name for i in range(env.model.njnt) if env.model.jnt_type[i] in moving]
         self.joint_qpos = [env.model.joint(name).qposadr[0] for name in self.joint_names]
@@ -95,22 +153,38 @@ class SimRobot:
                                node.create_publisher(CameraInfo, camera_topics(name)[1], qos.STREAM_PUBLISHER))
                         for name in env.cameras}
         self.guard = InputGuard(node)
+        # the gripper's subscription before the pose's: an executor serves ready subscriptions in that order, and
+        # in sim time the pose command of an instant is the sign that the instant's commands are in
+        gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper_command",
+                                              self._on_gripper_command, qos.COMMAND)
         pose_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/equilibrium_pose",
                                            self._on_pose_command, qos.COMMAND)
         self.guard.subscribe(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
         self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
-        gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper_command",
-                                              self._on_gripper_command, qos.COMMAND)
         senders = frozenset(command_senders)
         self.command_senders = PublisherWatch(node, {}, {pose_topic: senders, gripper_topic: senders},
                                               discovery_grace=5.0)
         self.pose_topic, self.gripper_topic = pose_topic, gripper_topic
         if reset_service:
             node.create_service(SetBool, "/rl/reset", self._on_reset)
+        if sim_time:
+            self.clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, qos.COMMAND)
+            self.guard.subscribe(PoseStamped, "/rl/action", self._on_action, qos.COMMAND)
+        else:
+            node.create_timer(1.0 / state_rate_hz, self.tick)
+            if self.cameras:
+                node.create_timer(1.0 / camera_rate_hz, self.publish_images)
+
+    def start(self, teleop: ScriptedTeleop | None) -> None:
+        """The scripted human (it reads this node's clock, so it comes after it), then the first episode."""
+        self.teleop = teleop
         self.reset(demo=False)
-        node.create_timer(1.0 / state_rate_hz, self.tick)
-        if self.cameras:
-            node.create_timer(1.0 / camera_rate_hz, self.publish_images)
+
+    def time(self) -> float:
+        """The robot's clock, s: sim time, or the node's (wall) clock in real time."""
+        if self.sim_time:
+            return self.now_ns * 1e-9
+        return self.node.get_clock().now().nanoseconds * 1e-9
 
     # ----------------------------------------------------------------- episode
     def reset(self, demo: bool) -> int:
@@ -118,11 +192,21 @@ class SimRobot:
         self.env.reset(seed=seed)
         self.episodes += 1
         self.started: float | None = None  # the physics clock starts at the first tick
-        self.reset_stamp = self.node.get_clock().now().nanoseconds * 1e-9
         self.physics_steps = 0
         if self.teleop is not None:
             self.teleop.begin_episode(demo)
-        self.publish_state()
+        if self.sim_time:
+            # the pause: the safety node ticks once with the actor's last command gone stale, holding the measured
+            # pose (it waits for the episode's first observation, one state period later); the clock goes first,
+            # so the actor hears the scripted human's input of the new episode at the new time
+            pause_ns = self.now_ns + self.pause_ns
+            self.now_ns = pause_ns + self.chunk_ns
+            self.reset_stamp = pause_ns * 1e-9
+            self.publish_clock(pause_ns)
+            self.end_period()
+        else:
+            self.reset_stamp = self.time()
+            self.publish_state()
         return seed
 
     def _on_reset(self, request, response):
@@ -139,10 +223,16 @@ class SimRobot:
     def _on_pose_command(self, msg, gid: bytes | None) -> None:
         if not self.command_senders.admits(self.pose_topic, gid):
             return
-        if seconds(msg.header.stamp) < self.reset_stamp:
+        if seconds(msg.header.stamp) < self.reset_stamp - STAMP_TOLERANCE_NS * 1e-9:
             return  # a command for the pose before the reset
         pos, rot = pose_to_numpy(msg.pose)
         self.env.controller.set_target(np.clip(pos, self.env.workspace[0], self.env.workspace[1]), rot)
+        self.arm_command_ns = max(self.arm_command_ns, stamp_ns(msg.header.stamp))
+
+    def _on_action(self, msg) -> None:
+        """Sim time: the actor's command for the observation stamped ``header.stamp`` (the safety node takes
+        it from the same topic; this node only learns that the period may start)."""
+        self.action_stamp_ns = max(self.action_stamp_ns, stamp_ns(msg.header.stamp))
 
     def _on_servo_command(self, msg) -> None:
         """MoveIt Servo's input (UR bridge): a base-frame twist, m/s and rad/s, integrated into the target."""
@@ -182,15 +272,94 @@ class SimRobot:
         if self.teleop is not None:
             self.teleop.tick(time.monotonic(), self.env.dense_reward())
 
+    # ----------------------------------------------------------------- sim time
+    def run_lockstep(self, stop: threading.Event) -> None:
+        """Sim time: one control period per command of the actor, until ``stop`` or shutdown."""
+        import rclpy
+
+        repeat_at = 0.0
+        while rclpy.ok() and not stop.is_set():
+            if self.action_stamp_ns < self.now_ns - STAMP_TOLERANCE_NS:  # waiting for the actor (or a reset)
+                if time.monotonic() >= repeat_at:  # the clock and the stamped arm state again, for nodes that join
+                    repeat_at = time.monotonic() + CLOCK_REPEAT  # late (the time stands: nothing else repeats)
+                    self.publish_clock(again=True)
+                    self.publish_arm_state(joints=False)
+                rclpy.spin_once(self.node, timeout_sec=CLOCK_REPEAT)
+                continue
+            for _ in range(self.chunks):
+                self.publish_clock()
+                if not self.wait_for_arm_command(stop):
+                    return
+                self._integrate_servo(self.chunk_steps * self.physics_dt)
+                self.env.simulate(self.chunk_steps)
+                self.now_ns += self.chunk_ns
+                self.publish_arm_state()
+            self.end_period()
+
+    def publish_clock(self, at_ns: int | None = None, again: bool = False) -> None:
+        """``/clock`` at ``at_ns`` (default: the robot's time; ``again``: the last one once more, the time stands)."""
+        if not again:
+            self.clock_ns = self.now_ns if at_ns is None else at_ns
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = divmod(self.clock_ns, 1_000_000_000)
+        self.clock_pub.publish(msg)
+
+    def wait_for_arm_command(self, stop: threading.Event) -> bool:
+        """Spin until the safety node's arm command of the current ``/clock`` instant arrived (its gripper command
+        goes out just before), at most ``command_wait`` wall s: without one the arm keeps its last command, as a
+        real arm would. False on stop."""
+        import rclpy
+
+        start = time.monotonic()
+        deadline, repeat_at = start + self.command_wait, start + CLOCK_REPEAT
+        while self.arm_command_ns < self.clock_ns - STAMP_TOLERANCE_NS:
+            if stop.is_set() or not rclpy.ok():
+                return False
+            if time.monotonic() > repeat_at:  # the answer was lost (or dropped while its sender was discovered)
+                repeat_at = time.monotonic() + CLOCK_REPEAT
+                self.publish_clock(again=True)
+            if time.monotonic() > deadline:
+                self.node.get_logger().warning(
+                    f"no arm command for sim time {self.clock_ns * 1e-9:.3f} s within {self.command_wait:g} s; "
+                    "is the safety node running (with ros.sim_time=true)? The arm keeps its last command",
+                    throttle_duration_sec=5.0)
+                return True
+            rclpy.spin_once(self.node, timeout_sec=0.01)
+        rclpy.spin_once(self.node, timeout_sec=0.0)  # the gripper command sent just before, if it came late
+        return True
+
+    def end_period(self) -> None:
+        """The observation of the robot's time: the scripted human's rule step and input first, then the state
+        (the pose last: the actor reads the observation once the pose of its time is in) and the images."""
+        if self.teleop is not None:
+            self.teleop.decide(self.env.dense_reward())
+            self.teleop.publish()
+        self.publish_task_signals()
+        self.publish_images()
+        self.publish_arm_state()
+
     def publish_state(self) -> None:
-        env, now = self.env, self.node.get_clock().now().nanoseconds * 1e-9
+        self.publish_task_signals()
+        self.publish_arm_state()
+
+    def publish_arm_state(self, joints: bool = True) -> None:
+        """Joint states, wrench and TCP pose (what the safety node reads every tick). The joint states (the
+        gripper opening the actor reads) are left out of a repeat: only stamps tell a repeat from news, and the
+        actor waits for the pose by its stamp, for the rest by arrival."""
+        env, now = self.env, self.time()
         data = env.data
-        self.pub["joint_states"].publish(joint_state_msg(
-            self.joint_names, data.qpos[self.joint_qpos], data.qvel[self.joint_dof], data.qfrc_actuator[self.joint_dof], now))
-        self.pub["pose"].publish(pose_msg(env.tcp_pos, env.tcp_rot, now, self.frame_id))
+        if joints:
+            self.pub["joint_states"].publish(joint_state_msg(self.joint_names, data.qpos[self.joint_qpos],
+                                                             data.qvel[self.joint_dof], data.qfrc_actuator[self.joint_dof],
+                                                             now))
         force, torque = np.split(env.wrench(), 2)
         hand_to_base = env.tcp_rot
         self.pub["wrench"].publish(wrench_msg(hand_to_base @ force, hand_to_base @ torque, now, self.frame_id))
+        self.pub["pose"].publish(pose_msg(env.tcp_pos, env.tcp_rot, now, self.frame_id))
+
+    def publish_task_signals(self) -> None:
+        """Reward, success, constraint flags and the privileged task state."""
+        env = self.env
         success = env.is_success()
         self.pub["reward"].publish(Float64(data=env.reward(success)))
         self.pub["success"].publish(Bool(data=bool(success)))
@@ -205,7 +374,7 @@ class SimRobot:
 
     def publish_images(self) -> None:
         for name, (image_pub, info_pub) in self.cameras.items():
-            now = self.node.get_clock().now().nanoseconds * 1e-9
+            now = self.time()
             frame = self.env._render_camera(name)
             image_pub.publish(image_msg(frame, now, f"{name}_color_optical_frame"))
             fovy = float(self.env.model.cam_fovy[self.env.model.camera(name).id])
@@ -218,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from robot_rl.config import ConfigError, settings_of
     from robot_rl.envs import make_env, make_expert
-    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin
+    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin, stop_requests
+    from robot_rl.ros.sim_clock import sim_time_of
     from robot_rl.teleop import InterventionRules, ScriptedHuman
 
     try:
@@ -229,14 +399,22 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("task", task.get("name"), "a robot_rl MuJoCo task (the sim robot node runs PandaTaskEnv)")
         rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
         human = ScriptedHuman(make_expert(task, env), rules) if task.get("expert") else None
+        sim_time = sim_time_of(cfg)
+        lockstep_chunks(float(env.model.opt.timestep), float(cfg.ros.state_rate_hz), env.control_rate_hz)
     except ConfigError as error:
         return exit_with_error("sim.robot_node", error)
     with ros_node("robot_rl_sim_robot", ros_args) as node:
-        teleop = None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz)
-        SimRobot(node, env, float(cfg.ros.state_rate_hz), float(cfg.ros.camera_rate_hz), cfg.ros.frame_id, teleop,
-                 int(cfg.seed), bool(cfg.ros.sim_reset_service), tuple(cfg.ros.arm_command_senders))
-        node.get_logger().info(f"sim robot: {task.get('name')} at real time, cameras {list(env.cameras)}")
-        spin(node)
+        robot = SimRobot(node, env, float(cfg.ros.state_rate_hz), float(cfg.ros.camera_rate_hz), cfg.ros.frame_id,
+                         int(cfg.seed), bool(cfg.ros.sim_reset_service), tuple(cfg.ros.arm_command_senders),
+                         sim_time, float(cfg.ros.reset_pause), float(cfg.ros.stream_timeout))
+        robot.start(None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz, robot.time))
+        clock = "in lockstep on sim time (/clock)" if sim_time else "at real time"
+        node.get_logger().info(f"sim robot: {task.get('name')} {clock}, cameras {list(env.cameras)}")
+        if sim_time:
+            with stop_requests() as stop:
+                robot.run_lockstep(stop)
+        else:
+            spin(node)
     return 0
 
 

@@ -5,11 +5,13 @@ privileged sim state; this class publishes its decisions the way an operator wit
 reaches the actor: ``/rl/intervention`` (std_msgs/Bool, the take-over switch),
 ``/spacenav/twist`` (geometry_msgs/Twist, normalised [-1, 1], base frame) and ``/spacenav/joy``
 (sensor_msgs/Joy: button 0 closes, button 1 opens the gripper). The intervention rules advance
-once per control period; the expert's action is recomputed at every tick so the actor always
-reads a fresh one.
+once per control period (:meth:`decide`); in real time the messages go out at every tick with the
+expert's action recomputed, in sim time once per period, before the period's observation.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from geometry_msgs.msg import Twist
@@ -24,8 +26,10 @@ from .panda_env import PandaTaskEnv
 
 
 class ScriptedTeleop:
-    def __init__(self, node, env: PandaTaskEnv, human: ScriptedHuman, control_period: float):
-        self.node, self.env, self.human, self.period = node, env, human, control_period
+    def __init__(self, node, env: PandaTaskEnv, human: ScriptedHuman, control_period: float,
+                 stamp: Callable[[], float]):
+        """``stamp``: the sim robot's time (s) for message headers."""
+        self.node, self.env, self.human, self.period, self.stamp = node, env, human, control_period, stamp
         self.twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
         self.joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)
         self.switch_pub = node.create_publisher(Bool, "/rl/intervention", qos.STREAM_PUBLISHER)
@@ -35,13 +39,22 @@ class ScriptedTeleop:
         self.human.begin_episode(demo)
         self.active, self.next_decision, self.first = False, 0.0, True
 
+    def decide(self, progress: float) -> None:
+        """One rule step (once per control period): the progress of the step just made, then take over or not."""
+        if not self.first:
+            self.human.observe(progress)
+        self.first = False
+        self.active, _ = self.human(None, None)
+
     def tick(self, now: float, progress: float) -> None:
-        if now >= self.next_decision:  # one rule step per control period
+        """Real time: a rule step when a control period has passed, then the messages."""
+        if now >= self.next_decision:
             self.next_decision = now + self.period
-            if not self.first:
-                self.human.observe(progress)
-            self.first = False
-            self.active, _ = self.human(None, None)
+            self.decide(progress)
+        self.publish()
+
+    def publish(self) -> None:
+        """The switch, the twist (the expert's action now, turned into the base frame) and the gripper buttons."""
         self.switch_pub.publish(Bool(data=bool(self.active)))
         twist = Twist()  # hands off the puck: zeros, as spacenav_node reports a released SpaceMouse
         if not self.active:
@@ -54,4 +67,4 @@ class ScriptedTeleop:
             twist.angular.x, twist.angular.y, twist.angular.z = map(float, rot @ action[3:6])
         self.twist_pub.publish(twist)
         close = action[-1] > 0
-        self.joy_pub.publish(joy_msg([0.0] * 6, [int(close), int(not close)], self.node.get_clock().now().nanoseconds * 1e-9))
+        self.joy_pub.publish(joy_msg([0.0] * 6, [int(close), int(not close)], self.stamp()))

@@ -11,7 +11,7 @@ Layout::
           action                 (T, A) float32: the action executed (human or policy)
           policy_action          (T, A) float32: what the policy proposed (= action for demos)
           reward (float32), terminated, truncated, success, intervened (bool),
-          safety_flags (uint32 bit mask), timestamp (float64, s since the epoch)   all (T,)
+          safety_flags (uint32 bit mask), timestamp (float64, s; sim time if metadata clock=sim)   all (T,)
           streams/<name>/data, streams/<name>/timestamp   optional sensor streams at their own rate
       .staging/                  the episode being written; never read
 
@@ -112,7 +112,7 @@ class EpisodeStore:
 
     # ----------------------------------------------------------------- opening
     @classmethod
-    def create(cls, path: str | os.PathLike, metadata: Mapping[str, Any]) -> "EpisodeStore":
+    def create(cls, path: str | os.PathLike, metadata: Mapping[str, Any]) -> EpisodeStore:
         """Create a store (at a new path or in an empty folder), or open an existing one for appending.
 
         ``metadata`` must hold ``observation_shapes`` ({key: shape}) and ``action_dim``; these
@@ -166,7 +166,7 @@ class EpisodeStore:
         return path
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "EpisodeStore":
+    def open(cls, path: str | os.PathLike) -> EpisodeStore:
         path = Path(path)
         if not (path / "zarr.json").exists():
             raise FileNotFoundError(f"{path}: no robot_rl episode store here")
@@ -230,7 +230,7 @@ class EpisodeStore:
         for name in self.episode_names():
             yield self.read_episode(name)
 
-    def writer(self) -> "EpisodeWriter":
+    def writer(self) -> EpisodeWriter:
         return EpisodeWriter(self)
 
     def _next_name(self) -> str:

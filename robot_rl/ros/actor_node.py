@@ -37,11 +37,13 @@ from ..train import load_checkpoint_agent, make_agent, settings_from
 from . import qos
 from .codec import weight_shapes
 from .delivery import Outbox, stored_transitions, write_episode
-from .node_main import (TopicError, exit_with_error, node_config, require_topics, ros_node,
-                        spinning_in_background)
+from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
+from .sim_clock import ClockError, sim_time_of, wait_for_clock
 from .teleop_source import TopicTeleop
 from .topic_env import StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
+
+LEARNER_SILENCE = 5.0  # s (wall clock) without news from the learner before the actor stops waiting for it
 
 
 class ActorLoop:
@@ -80,6 +82,7 @@ class ActorLoop:
         self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
         self.weights_seen = 0
         self.env_steps = self.episodes = 0
+        self.sim_time = sim_time_of(cfg)
 
     def wait_for_transition_subscribers(self) -> None:
         """Hold the first episode until the nodes of ``ros.transition_subscribers`` (the learner, the
@@ -113,8 +116,24 @@ class ActorLoop:
             if not demo:
                 self.env_steps += 1
             self.transport.service(self.read_local)
+            if self.sim_time and self.settings.sync:
+                self.wait_for_learner()
             return self.env_steps >= self.settings.env_steps
         return count
+
+    def wait_for_learner(self) -> None:
+        """Sim time with ``train.sync``: keep within ``train.max_lag`` steps of the learner (its transitions not yet
+        ingested plus its updates due, from ``/rl/learner_progress``), as ``robot-rl train`` does, so the
+        update-to-data ratio holds however fast the sim runs. A learner silent for ``LEARNER_SILENCE`` s is not
+        waited for (none started, or it is down: the actor acts on its weights)."""
+        start_training = self.settings.start_training
+        while True:
+            progress = self.transport.learner_progress
+            backlog = (self.env_steps - progress.online_received
+                       + max(progress.online_received - start_training, 0) - progress.update_calls)
+            if backlog <= self.settings.max_lag or time.monotonic() - progress.heard_at > LEARNER_SILENCE:
+                return
+            time.sleep(0.001)
 
     # ----------------------------------------------------------------- the actor's own episode store
     def record_locally(self, transitions: list[dict]) -> None:
@@ -189,9 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         torch.set_num_threads(int(cfg.train.torch_threads))
-        with ros_node("robot_rl_actor", ros_args) as node:
+        with ros_node("robot_rl_actor", ros_args, sim_time_of(cfg)) as node:
             actor = ActorLoop(node, cfg)
             with spinning_in_background(node):
+                if actor.sim_time:
+                    wait_for_clock(node, float(cfg.ros.startup_timeout), spinning=True)
                 require_topics(node, actor.env.topics(), float(cfg.ros.startup_timeout))
                 if not cfg.ros.eval_only:
                     actor.wait_for_transition_subscribers()
@@ -207,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
                                        f"{time.monotonic() - started:.0f} s; {outbox.seq} transitions sent, "
                                        f"{outbox.recorded_locally} episodes recorded in the actor's store")
-    except (ConfigError, TopicError) as error:
+    except (ConfigError, TopicError, ClockError) as error:
         return exit_with_error("robot_rl.ros.actor_node", error)
     return 0
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
+from rclpy.clock import Clock, ClockType
 
 from ..checkpoint import task_definition
 from ..config import ConfigError
@@ -30,8 +31,11 @@ from ..safety.training import make_safety_learner, safety_settings
 from ..train import Counters, Learner, make_agent, restore, save_checkpoint, settings_from
 from .codec import TransitionSchema
 from .delivery import stored_transitions
-from .node_main import exit_with_error, node_config, ros_node
+from .node_main import exit_with_error, node_config, ros_node, spin
+from .sim_clock import ClockError, sim_time_of, wait_for_clock
 from .transport import RosTransport
+
+PROGRESS_PERIOD = 0.005  # s (wall clock) between two looks at the learner's progress
 
 
 def backfill(learner: Learner, path: Path, log) -> int:
@@ -64,14 +68,20 @@ def main(argv: list[str] | None = None) -> int:
         spec_env.close()
         agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
         definition = task_definition(cfg, agent)
+        sim_time = sim_time_of(cfg)
     except ConfigError as error:
         return exit_with_error("robot_rl.ros.learner_node", error)
     torch.manual_seed(int(cfg.seed))
     torch.set_num_threads(settings.torch_threads)
     run_dir = Path(settings.run_dir)
     checkpoint = run_dir / "checkpoint"
-    with ros_node("robot_rl_learner", ros_args) as node:
+    with ros_node("robot_rl_learner", ros_args, sim_time) as node:
         log = node.get_logger()
+        try:
+            if sim_time:
+                wait_for_clock(node, float(cfg.ros.startup_timeout))
+        except ClockError as error:
+            return exit_with_error("robot_rl.ros.learner_node", error)
         transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim))
         learner = Learner(agent, settings, shapes, action_dim, transport, int(cfg.seed),
                           make_safety_learner(safety, shapes, action_dim, int(cfg.seed)), safety)
@@ -117,13 +127,19 @@ def main(argv: list[str] | None = None) -> int:
 
         node.create_timer(1.0, checkpoint_if_due)
         node.create_timer(0.5, acknowledge)
-        import rclpy
+        published = (-1, -1)
 
+        def publish_progress() -> None:
+            nonlocal published
+            now = (learner.online_received, learner.update_calls)
+            if now != published:
+                published = now
+                transport.publish_progress(*now)
+
+        # on the wall clock: an actor in sim time waits for it while the sim clock stands still
+        node.create_timer(PROGRESS_PERIOD, publish_progress, clock=Clock(clock_type=ClockType.STEADY_TIME))
         try:
-            while rclpy.ok() and learner.error is None:
-                rclpy.spin_once(node, timeout_sec=0.1)
-        except KeyboardInterrupt:
-            pass
+            spin(node, until=lambda: learner.error is not None)
         finally:
             learner.close()
             if learner.error is not None:

@@ -45,8 +45,12 @@ def seconds(time_msg) -> float:
 
 
 def stamp(t: float) -> Time:
+    """``t`` s as a header stamp, to the nearest nanosecond (9.9999999999 s is 10 s, not 9.999999999 s)."""
     sec = int(np.floor(t))
-    return Time(sec=sec, nanosec=min(int(round((t - sec) * 1e9)), 999_999_999))
+    nanosec = round((t - sec) * 1e9)
+    if nanosec >= 1_000_000_000:
+        sec, nanosec = sec + 1, nanosec - 1_000_000_000
+    return Time(sec=sec, nanosec=nanosec)
 
 
 # ----------------------------------------------------------------------------- poses, twists, wrenches

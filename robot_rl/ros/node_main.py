@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from omegaconf import DictConfig
@@ -36,17 +36,19 @@ def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
 
 
 @contextmanager
-def ros_node(name: str, ros_args: list[str]) -> Iterator:
-    """An initialised rclpy context and one node; SIGTERM is turned into KeyboardInterrupt so the
-    same clean-up (checkpoints, episode stores) runs for ``kill`` and Ctrl-C."""
+def ros_node(name: str, ros_args: list[str], sim_time: bool = False) -> Iterator:
+    """An initialised rclpy context and one node (on ``/clock`` with ``sim_time``:
+    :mod:`robot_rl.ros.sim_clock`); SIGTERM is turned into KeyboardInterrupt so the same clean-up
+    (checkpoints, episode stores) runs for ``kill`` and Ctrl-C."""
     import rclpy
-
     from rclpy.signals import SignalHandlerOptions
+
+    from .sim_clock import sim_time_parameters
 
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, interrupt_on_sigterm)
-    node = rclpy.create_node(name)
+    node = rclpy.create_node(name, parameter_overrides=sim_time_parameters(sim_time))
     try:
         yield node
     finally:
@@ -81,16 +83,32 @@ def spinning_in_background(node) -> Iterator[threading.Thread]:
         thread.join(timeout=5.0)
 
 
-def spin(node) -> None:
-    """Spin until Ctrl-C / SIGTERM (waking every 0.1 s so the signal is seen even when no messages come)."""
+@contextmanager
+def stop_requests() -> Iterator[threading.Event]:
+    """For the block, SIGINT and SIGTERM set the returned event instead of raising: a KeyboardInterrupt raised
+    inside rclpy's C++ code (``spin_once`` converting a callback's arguments) surfaces as a ``RuntimeError``
+    traceback instead of a clean stop."""
+    requested = threading.Event()
+    previous = {number: signal.signal(number, lambda signum, frame: requested.set())
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield requested
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def spin(node, until: Callable[[], bool] = lambda: False) -> None:
+    """Spin until Ctrl-C / SIGTERM or ``until()`` (waking every 0.1 s so both are seen when no messages come)."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
-    try:
-        while rclpy.ok():
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    with stop_requests() as stop:
+        try:
+            while rclpy.ok() and not stop.is_set() and not until():
+                rclpy.spin_once(node, timeout_sec=0.1)
+        except ExternalShutdownException:
+            pass
 
 
 class TopicError(RuntimeError):

@@ -16,11 +16,10 @@ commands, teleop) are also written to a rosbag2 MCAP there, serialized as receiv
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
-
-import json
 
 from omegaconf import OmegaConf
 from std_msgs.msg import String, UInt8MultiArray
@@ -34,6 +33,7 @@ from .codec import TransitionSchema, decode_transitions
 from .delivery import ACK_TOPIC
 from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin
+from .sim_clock import ClockError, sim_time_of, wait_for_clock
 from .transport import TRANSITIONS_TOPIC
 
 #: topics recorded to MCAP (name -> type) besides each camera's image and camera_info
@@ -56,8 +56,9 @@ MCAP_TOPICS = {
 class EpisodeRecorder:
     """Transitions -> committed episodes."""
 
-    def __init__(self, store: EpisodeStore, log, acknowledge=lambda uids: None):
-        self.writer, self.log, self.acknowledge = store.writer(), log, acknowledge
+    def __init__(self, store: EpisodeStore, log, acknowledge=lambda uids: None, clock=time.time):
+        """``clock``: the steps' ``timestamp`` (s) at receipt: wall time, or the sim clock in sim time."""
+        self.writer, self.log, self.acknowledge, self.clock = store.writer(), log, acknowledge, clock
         self.committed = 0
         self.last_receipt = time.monotonic()
         self.last_seq: dict[str, int] = {}  # actor -> newest seq taken
@@ -84,7 +85,7 @@ class EpisodeRecorder:
                 continue  # the rest of an episode whose start was missed
             self.writer.add(t["next_obs"], t["action"], t["reward"], t["terminated"], t["truncated"],
                             policy_action=t["policy_action"], success=t["success"], intervened=t["intervened"],
-                            safety_flags=t["violation"], filtered=t["filtered"])
+                            safety_flags=t["violation"], filtered=t["filtered"], timestamp=self.clock())
             if t["terminated"] or t["truncated"]:
                 name = self.writer.commit("demo" if self.demo else "online", uid=self.uid)
                 self.committed += 1
@@ -151,16 +152,24 @@ def main(argv: list[str] | None = None) -> int:
         spec_env = make_env(task)
         metadata = store_metadata(task, spec_env)
         spec_env.close()
-        store = EpisodeStore.create(cfg.ros.recorder.store, {**metadata, "source": "robot_rl.ros.recorder_node"})
-    except (ConfigError, EpisodeStoreError) as error:
+        sim_time = sim_time_of(cfg)
+    except ConfigError as error:
         return exit_with_error("robot_rl.ros.recorder_node", error)
-    with ros_node("robot_rl_recorder", ros_args) as node:
+    with ros_node("robot_rl_recorder", ros_args, sim_time) as node:
+        try:
+            if sim_time:  # before the store is made: a graph without a sim clock leaves nothing behind
+                wait_for_clock(node, float(cfg.ros.startup_timeout))
+            store = EpisodeStore.create(cfg.ros.recorder.store, {**metadata, "source": "robot_rl.ros.recorder_node",
+                                                                 "clock": "sim" if sim_time else "wall"})
+        except (ClockError, EpisodeStoreError) as error:
+            return exit_with_error("robot_rl.ros.recorder_node", error)
         acks = node.create_publisher(String, ACK_TOPIC, qos.EVENT)
 
         def acknowledge(uids: list[str]) -> None:
             acks.publish(String(data=json.dumps({"node": "recorder", "episodes": uids})))
 
-        recorder = EpisodeRecorder(store, node.get_logger(), acknowledge)
+        clock = (lambda: node.get_clock().now().nanoseconds * 1e-9) if sim_time else time.time
+        recorder = EpisodeRecorder(store, node.get_logger(), acknowledge, clock)
         schema = TransitionSchema(store.observation_shapes, int(store.metadata["action_dim"]))
         guard = InputGuard(node)
         guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC,

@@ -57,14 +57,20 @@ import numpy as np
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
+from . import qos
 from .guard import InputGuard, MessageError, bounded, finite_scalar
 from .messages import numpy_to_pose, pose_to_numpy, wrench_to_numpy
+from .messages import seconds as stamp_seconds
 from .node_main import exit_with_error, ros_node, spin
 from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
+from .sim_clock import CLOCK_TOPIC, ClockError, wait_for_clock
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
 DEFAULT_OPERATORS = ("robot_rl_teleop",)
 MAX_FRAME_ID = 256  # characters of a received header frame id
+MAX_SIM_TICKS = 1000  # sim time: ticks made at one /clock instant at most (a long jump, e.g. a reset's pause)
+MAX_CLOCK_LEAD = 5.0  # s: sim time, a received stamp this far ahead of the clock is no sim time (the sim robot
+#                      publishes a state just before the clock instant it belongs to, a reset's pause ahead)
 QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
 
 
@@ -73,12 +79,17 @@ class SafetyNode:
 
     def __init__(self, node, limits: SafetyLimits, rate_hz: float, frame_id: str = "base",
                  senders: Iterable[str] = DEFAULT_SENDERS, operators: Iterable[str] = DEFAULT_OPERATORS,
-                 graph_period: float = 0.1, discovery_grace: float = 5.0):
+                 graph_period: float = 0.1, discovery_grace: float = 5.0, sim_time: bool = False):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
+        from rclpy.clock import Clock, ClockType
         from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rosgraph_msgs.msg import Clock as ClockMessage
         from std_msgs.msg import Bool, Empty, Float64, UInt32
 
         self.node, self.limits, self.frame_id = node, limits, frame_id
+        self.rate_hz, self.sim_time = rate_hz, sim_time
+        self.ticked_ns = 0  # sim time: the instant of the last tick
+        self.due_ns: int | None = None  # sim time: a /clock instant waiting for the arm state of that instant
         self.operators = frozenset(operators)
         self.latch = EStopLatch()
         self.arm: ArmState | None = None
@@ -87,7 +98,8 @@ class SafetyNode:
         self.gripper = -1.0
         self.flags = Violation.NONE
         self.guard = InputGuard(node)
-        stream = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+        # sim time: reliable, as every message of the lockstep matters (the sim robot waits for each answer)
+        stream = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE if sim_time else ReliabilityPolicy.BEST_EFFORT)
         self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/action", self._on_action, stream)
         self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper", self._on_gripper, stream)
         self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "/rl/estop_reset", self._on_reset, 10)
@@ -105,8 +117,11 @@ class SafetyNode:
         self.watch = PublisherWatch(node, own, {self.action_topic: senders, self.gripper_topic: senders},
                                     discovery_grace)
         self.check_graph()
-        node.create_timer(graph_period, self.check_graph)
-        node.create_timer(1.0 / rate_hz, self.tick)
+        node.create_timer(graph_period, self.check_graph, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        if sim_time:
+            node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.COMMAND)
+        else:
+            node.create_timer(1.0 / rate_hz, self.tick)
 
     def _gids(self, topic: str) -> set[bytes]:
         return {bytes(info.endpoint_gid) for info in self.node.get_publishers_info_by_topic(topic)}
@@ -148,7 +163,7 @@ class SafetyNode:
         if not self._from_sender(self.action_topic, gid):
             return
         pos, rot = self._pose(msg)
-        self.command = Command(pos, rot, self.gripper, time.monotonic())
+        self.command = Command(pos, rot, self.gripper, self._received(msg))
 
     def _on_gripper(self, msg, gid: bytes | None) -> None:
         if not self._from_sender(self.gripper_topic, gid):
@@ -162,7 +177,42 @@ class SafetyNode:
 
     def _on_pose(self, msg) -> None:
         pos, rot = self._pose(msg)
-        self.arm = ArmState(pos, rot, time.monotonic(), self._force, self._torque)
+        self.arm = ArmState(pos, rot, self._received(msg), self._force, self._torque)
+        self._tick_when_due()
+
+    def _received(self, msg) -> float:
+        """When a command or a state counts as received, s: in sim time its stamp (the sim robot's instant; a stamp
+        ahead of the clock by more than the command timeout is refused), else the monotonic clock now."""
+        if not self.sim_time:
+            return time.monotonic()
+        stamp = stamp_seconds(msg.header.stamp)
+        ahead = stamp - self.node.get_clock().now().nanoseconds * 1e-9
+        if ahead > MAX_CLOCK_LEAD:
+            raise MessageError(f"stamp {stamp:.3f} s is {ahead:.3f} s ahead of the sim clock; expected sim time")
+        return stamp
+
+    def _on_clock(self, msg) -> None:
+        """Sim time: tick at each new ``/clock`` instant, once the arm state of that instant is in."""
+        now_ns = int(msg.clock.sec) * 1_000_000_000 + int(msg.clock.nanosec)
+        if now_ns > max(self.ticked_ns, self.due_ns or 0):
+            self.due_ns = now_ns
+            self._tick_when_due()
+        elif now_ns == self.ticked_ns and self.due_ns is None and self.previous is not None:
+            self._publish(now_ns * 1e-9)  # the clock stands (the sim robot asks again): the same command again
+
+    def _tick_when_due(self) -> None:
+        if self.due_ns is None or self.arm is None or self.arm.stamp < self.due_ns * 1e-9 - 1e-9:
+            return
+        now_ns, self.due_ns = self.due_ns, None
+        # the ticks the node would have made at rate_hz since the last one, all on this arm state
+        ticks = 1 if self.ticked_ns == 0 else min(max(round((now_ns - self.ticked_ns) * 1e-9 * self.rate_hz), 1),
+                                                  MAX_SIM_TICKS)
+        flags = Violation.NONE
+        for index in range(ticks, 0, -1):
+            self.tick(now=(now_ns - (index - 1) * 1e9 / self.rate_hz) * 1e-9, publish=index == 1)
+            flags |= self.flags
+        self.ticked_ns = now_ns
+        self.flags_pub.publish(self._messages["flags"](data=int(flags)))
 
     def _on_wrench(self, msg) -> None:
         wrench = wrench_to_numpy(msg.wrench)
@@ -195,10 +245,12 @@ class SafetyNode:
             self.node.get_logger().info(f"e-stop reset by {endpoint_node(sender)}")
 
     # ----------------------------------------------------------------- the loop
-    def tick(self) -> None:
+    def tick(self, now: float | None = None, publish: bool = True) -> None:
+        """One pass of the hard layer at ``now`` (s; default the monotonic clock) and, with ``publish``, its
+        command, gripper and flags (in sim time the flags of all ticks of one instant go out together)."""
         if self.arm is None:
             return  # nothing measured yet: nothing to hold, nothing sent
-        now = time.monotonic()
+        now = time.monotonic() if now is None else now
         if self.previous is None:
             self.previous = hold(self.arm, self.gripper, now)
         stale = now - 2 * self.limits.command_timeout  # no target yet: a stale one, the arm holds (STALE_COMMAND)
@@ -206,13 +258,22 @@ class SafetyNode:
         self.previous, self.flags = enforce(self.limits, self.latch, self.arm, command, self.previous, now)
         if self.watch.foreign:
             self.flags |= Violation.FOREIGN_PUBLISHER
+        if publish:
+            self._publish(now)
+
+    def _publish(self, now: float) -> None:
+        """The last command sent (arm pose and gripper), stamped ``now``; the flags too in real time."""
         pose = self._messages["pose"]()
-        pose.header.stamp = self.node.get_clock().now().to_msg()
+        if self.sim_time:
+            pose.header.stamp.sec, pose.header.stamp.nanosec = divmod(round(now * 1e9), 1_000_000_000)
+        else:
+            pose.header.stamp = self.node.get_clock().now().to_msg()
         pose.header.frame_id = self.frame_id
         numpy_to_pose(pose.pose, self.previous.pos, self.previous.rot)
-        self.pose_pub.publish(pose)
         self.gripper_pub.publish(self._messages["float"](data=float(self.previous.gripper)))
-        self.flags_pub.publish(self._messages["flags"](data=int(self.flags)))
+        self.pose_pub.publish(pose)  # last: in sim time, the stamped sign that this instant's commands are out
+        if not self.sim_time:
+            self.flags_pub.publish(self._messages["flags"](data=int(self.flags)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,17 +289,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--graph-period", type=float, default=0.1, help="s between checks of who publishes")
     parser.add_argument("--discovery-grace", type=float, default=5.0,
                         help="s an input publisher's node may stay unnamed (discovery) before it counts as foreign")
+    parser.add_argument("--sim-time", action="store_true",
+                        help="tick on /clock from the sim robot node (ros.sim_time=true) instead of a wall-clock timer")
+    parser.add_argument("--clock-timeout", type=float, default=30.0,
+                        help="s (wall clock) to wait for the first /clock with --sim-time before giving up")
     args, ros_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    for name in ("rate_hz", "graph_period", "discovery_grace"):
+    for name in ("rate_hz", "graph_period", "discovery_grace", "clock_timeout"):
         if not getattr(args, name) > 0:  # also NaN
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     try:
         limits = SafetyLimits(command_timeout=args.command_timeout, state_timeout=args.state_timeout)
-        with ros_node("robot_rl_safety", ["robot_rl", *ros_args]) as node:
+        with ros_node("robot_rl_safety", ["robot_rl", *ros_args], args.sim_time) as node:
             SafetyNode(node, limits, args.rate_hz, args.frame_id, args.senders, args.operators, args.graph_period,
-                       args.discovery_grace)
+                       args.discovery_grace, args.sim_time)
+            if args.sim_time:
+                wait_for_clock(node, args.clock_timeout)
             spin(node)
-    except ConfigError as error:
+    except (ConfigError, ClockError) as error:
         return exit_with_error("robot_rl.ros.safety_node", error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while starting: nothing to clean up beyond ros_node's
         pass

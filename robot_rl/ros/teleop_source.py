@@ -9,15 +9,14 @@ scripted human publish.
 
 Messages go through the env's :class:`~robot_rl.ros.guard.InputGuard` (``env.guard``): a twist
 with NaN / inf or a Joy with fewer than two buttons or non-finite axes is dropped and counted.
-An input counts for ``hold`` seconds after its last message. While active the human's action is
+An input counts for ``hold`` seconds after its last message (of the sim clock in sim time, where
+the sim robot publishes the scripted human's input once per control period). While active the human's action is
 the twist turned into the TCP frame of the newest measured pose, plus the gripper state. In a
 demonstration episode the human owns every step: a released puck is the human's zero motion, not
 the policy's turn (so a late switch message at the start of a demo cannot hand a step to the policy).
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 from geometry_msgs.msg import Twist
@@ -26,12 +25,14 @@ from std_msgs.msg import Bool
 
 from . import qos
 from .messages import joy_to_numpy, twist_to_numpy
+from .sim_clock import NodeClock
 from .topic_env import TopicEnv
 
 
 class TopicTeleop:
     def __init__(self, env: TopicEnv, deadzone: float, hold: float):
         self.env, self.deadzone, self.hold = env, float(deadzone), float(hold)
+        self.clock = NodeClock(env.node, env.settings.sim_time)
         self.twist, self.twist_time = np.zeros(6), -np.inf
         self.switch, self.switch_time = False, -np.inf
         self.gripper = -1.0
@@ -41,10 +42,10 @@ class TopicTeleop:
         env.guard.subscribe(Joy, "/spacenav/joy", self._on_joy, qos.STREAM_SUBSCRIBER)
 
     def _on_twist(self, msg) -> None:
-        self.twist, self.twist_time = twist_to_numpy(msg), time.monotonic()
+        self.twist, self.twist_time = twist_to_numpy(msg), self.clock.now()
 
     def _on_switch(self, msg) -> None:
-        self.switch, self.switch_time = bool(msg.data), time.monotonic()
+        self.switch, self.switch_time = bool(msg.data), self.clock.now()
 
     def _on_joy(self, msg) -> None:
         _, buttons = joy_to_numpy(msg, min_buttons=2)
@@ -59,7 +60,7 @@ class TopicTeleop:
         self.env.demo_next = demo
 
     def active(self) -> bool:
-        now = time.monotonic()
+        now = self.clock.now()
         moving = now - self.twist_time < self.hold and np.linalg.norm(self.twist) > self.deadzone
         switched = now - self.switch_time < self.hold and self.switch
         return bool(moving or switched)
@@ -68,7 +69,7 @@ class TopicTeleop:
         if not (self.demo or self.active()):
             return False, None
         rot = self.env.tcp_rot
-        twist = self.twist if time.monotonic() - self.twist_time < self.hold else np.zeros(6)
+        twist = self.twist if self.clock.now() - self.twist_time < self.hold else np.zeros(6)
         action = np.zeros(self.env.action_space.shape[0], dtype=np.float32)
         action[:3] = rot.T @ twist[:3]
         if action.size == 7:

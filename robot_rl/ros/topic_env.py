@@ -24,7 +24,9 @@ encoding, missing joints, NaN, a zero quaternion, a reward beyond ``MAX_REWARD``
 layout) is dropped and counted, so the inbox only ever holds values an observation can be built from.
 
 Every step waits one control period, then for state, images and reward received after the
-command went out. A stream that stays silent for ``stream_timeout`` raises
+command went out. In sim time (``sim_time``) it does not sleep: the sim robot steps the period as
+soon as the command is in, and the step waits for the pose stamped one control period after the
+observation it answered (stream timeouts stay on the wall clock, so a dead sim is still noticed). A stream that stays silent for ``stream_timeout`` raises
 :class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return.
 """
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +54,7 @@ PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
 POSE = "/franka_robot_state_broadcaster/current_pose"
 JOINTS = "/joint_states"
 REWARD, SUCCESS, TASK_STATE, VIOLATION = "/rl/reward", "/rl/success", "/rl/task_state", "/sim/violation"
+MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
 MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
 TYPES = {POSE: "geometry_msgs/msg/PoseStamped", JOINTS: "sensor_msgs/msg/JointState", REWARD: "std_msgs/msg/Float64",
          SUCCESS: "std_msgs/msg/Bool", TASK_STATE: "std_msgs/msg/Float32MultiArray"}
@@ -81,13 +85,14 @@ class TopicEnvSettings:
     image_size: tuple[int, int]
     terminate_on_success: bool
     stream_timeout: float = 1.0  # s
-    reset_pause: float = 0.15  # s without commands before a reset: the safety node holds the measured pose
+    reset_pause: float = 0.3  # s without commands before a reset (> the safety node's command timeout): it holds
     frame_id: str = "base"
     gripper_joints: tuple[str, ...] = ("finger_left", "finger_right")
     gripper_max_opening: float = 0.08  # m, sum of the finger joints when fully open
+    sim_time: bool = False  # the sim robot node steps in lockstep with this env (robot_rl.ros.sim_clock)
 
     @classmethod
-    def from_config(cls, task: dict[str, Any], ros: dict[str, Any]) -> "TopicEnvSettings":
+    def from_config(cls, task: dict[str, Any], ros: dict[str, Any]) -> TopicEnvSettings:
         from ..config import ConfigError, image_size
 
         if task.get("privileged_state"):
@@ -100,7 +105,7 @@ class TopicEnvSettings:
                    terminate_on_success=bool(task.get("terminate_on_success", True)),
                    stream_timeout=float(ros["stream_timeout"]), reset_pause=float(ros["reset_pause"]),
                    frame_id=str(ros["frame_id"]), gripper_joints=tuple(ros["gripper_joints"]),
-                   gripper_max_opening=float(ros["gripper_max_opening"]))
+                   gripper_max_opening=float(ros["gripper_max_opening"]), sim_time=bool(ros.get("sim_time")))
 
 
 class Inbox:
@@ -115,14 +120,19 @@ class Inbox:
             self.latest[topic] = (value, time.monotonic())
             self.changed.notify_all()
 
-    def wait_newer(self, topics: list[str], after: float, timeout: float) -> dict[str, Any]:
-        """The newest value of every topic, once each arrived after ``after``; StreamStalled otherwise."""
+    def wait_newer(self, topics: list[str], after: float, timeout: float,
+                   complete: Callable[[dict[str, Any]], bool] = lambda values: True) -> dict[str, Any]:
+        """The newest value of every topic, once each arrived after ``after`` and the values are ``complete``;
+        StreamStalled otherwise."""
         deadline = time.monotonic() + timeout
         with self.changed:
             while True:
                 stale = [t for t in topics if t not in self.latest or self.latest[t][1] <= after]
                 if not stale:
-                    return {t: self.latest[t][0] for t in topics}
+                    values = {t: self.latest[t][0] for t in topics}
+                    if complete(values):
+                        return values
+                    stale = topics[:1]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     last = max((self.latest[stale[0]][1] if stale[0] in self.latest else after), after)
@@ -156,28 +166,37 @@ class TopicEnv(gym.Env):
         self._steps, self._last_command = 0, 0.0
         self._obs_stamp = 0.0
 
-        stream, subscribe = qos.STREAM_SUBSCRIBER, self.guard.subscribe
-        subscribe(PoseStamped, POSE, self._on_pose, stream)
-        subscribe(JointState, JOINTS, self._on_joints, stream)
-        subscribe(Float64, REWARD, self._on_reward, stream)
-        subscribe(Bool, SUCCESS, lambda m: self.inbox.put(SUCCESS, bool(m.data)), stream)
-        subscribe(UInt32, VIOLATION, lambda m: self.inbox.put(VIOLATION, int(m.data)), stream)
-        if self.extra_fields:
-            subscribe(Float32MultiArray, TASK_STATE, self._on_task_state, stream)
-        for camera in settings.cameras:
-            topic = camera_topic(camera)
-            subscribe(Image, topic, lambda m, t=topic: self._on_image(t, m), stream)
+        self.subscriptions: dict[str, Any] = {}  # the observation's streams, from the first reset (_subscribe)
         self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
         self.reset_client = node.create_client(SetBool, "/rl/reset")
 
     # ----------------------------------------------------------------- inputs
+    def _subscribe(self) -> None:
+        """The observation's streams, subscribed at the first reset: after the teleop source's (built on this env),
+        because an executor serves ready subscriptions in the order they were made, and the observation's last
+        message wakes the actor, which then reads the human's input of the same instant (published before it)."""
+        stream, subscribe = qos.STREAM_SUBSCRIBER, self.guard.subscribe
+        self.subscriptions = {
+            POSE: subscribe(PoseStamped, POSE, self._on_pose, stream),
+            JOINTS: subscribe(JointState, JOINTS, self._on_joints, stream),
+            REWARD: subscribe(Float64, REWARD, self._on_reward, stream),
+            SUCCESS: subscribe(Bool, SUCCESS, lambda m: self.inbox.put(SUCCESS, bool(m.data)), stream),
+            VIOLATION: subscribe(UInt32, VIOLATION, lambda m: self.inbox.put(VIOLATION, int(m.data)), stream),
+        }
+        if self.extra_fields:
+            self.subscriptions[TASK_STATE] = subscribe(Float32MultiArray, TASK_STATE, self._on_task_state, stream)
+        for camera in self.settings.cameras:
+            topic = camera_topic(camera)
+            self.subscriptions[topic] = subscribe(Image, topic, lambda m, t=topic: self._on_image(t, m), stream)
+
     def _on_pose(self, msg) -> None:
-        """TCP pose -> (position m, rotation, linear m/s, angular rad/s, stamp s), velocities by finite differences."""
+        """TCP pose -> (position m, rotation, linear m/s, angular rad/s, stamp s), velocities by finite differences of
+        consecutive poses (zero across a gap: the sim robot's clock jumps over a reset's pause)."""
         pos, rot = pose_to_numpy(msg.pose)
         t = seconds(msg.header.stamp)
         linvel, angvel = np.zeros(3), np.zeros(3)
-        if self._previous_pose is not None and t > self._previous_pose[2]:
+        if self._previous_pose is not None and 0 < t - self._previous_pose[2] <= MAX_VELOCITY_GAP:
             p0, r0, t0 = self._previous_pose
             linvel = (pos - p0) / (t - t0)
             angvel = rotvec_from_matrix(rot @ r0.T) / (t - t0)
@@ -216,17 +235,25 @@ class TopicEnv(gym.Env):
     # ----------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
+        if not self.subscriptions:
+            self._subscribe()
         timeout = self.settings.stream_timeout
-        time.sleep(max(self._last_command + self.settings.reset_pause - time.monotonic(), 0.0))  # the arm holds
+        if not self.settings.sim_time:  # the arm holds (in sim time the sim robot's clock makes the pause)
+            time.sleep(max(self._last_command + self.settings.reset_pause - time.monotonic(), 0.0))
         if not self.reset_client.wait_for_service(timeout_sec=timeout):
             raise StreamStalled("/rl/reset (std_srvs/SetBool service)", timeout)
+        if self.settings.sim_time:  # the sim robot publishes the reset's observation once: be matched to hear it
+            self._wait_for_publishers(timeout)
+        called = time.monotonic()
         future = self.reset_client.call_async(SetBool.Request(data=bool(self.demo_next)))
         deadline = time.monotonic() + 10 * timeout
         while not future.done():
             if time.monotonic() > deadline:
                 raise StreamStalled("/rl/reset (no response)", 10 * timeout)
             time.sleep(0.002)
-        requested = time.monotonic()
+        # in sim time the reset's observation is published once, maybe before the answer; in real time
+        # the streams go on, and what came before the answer may predate the reset
+        requested = called if self.settings.sim_time else time.monotonic()
         self._previous_pose = None  # no velocity across the reset
         values = self.inbox.wait_newer(self.streams, requested, timeout)
         self.reference_rot = values[POSE][1]
@@ -241,13 +268,19 @@ class TopicEnv(gym.Env):
         pos, rot = self.inbox.latest[POSE][0][:2]
         s = self.settings
         target_pos, target_rot = delta_target(pos, rot, action, s.pos_step, s.rot_step, s.workspace, self.reference_rot)
-        self.action_pub.publish(pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id))
-        self.gripper_pub.publish(Float64(data=float(action[-1])))
         sent = time.monotonic()
-        period_end = max(self._last_command + 1.0 / s.control_rate_hz, sent)
-        time.sleep(max(period_end - time.monotonic(), 0.0))
-        self._last_command = period_end
-        values = self.inbox.wait_newer(self.streams, sent, s.stream_timeout)
+        # the gripper first: in sim time the pose is the go signal of the sim robot's period
+        self.gripper_pub.publish(Float64(data=float(action[-1])))
+        self.action_pub.publish(pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id))
+        if s.sim_time:  # the sim robot steps the period as soon as it has the command; its end is the pose stamped
+            period_end = self._obs_stamp + 1.0 / s.control_rate_hz  # one control period later
+            values = self.inbox.wait_newer(self.streams, sent, s.stream_timeout,
+                                           lambda values: values[POSE][4] >= period_end - 1e-6)
+        else:
+            period_end = max(self._last_command + 1.0 / s.control_rate_hz, sent)
+            time.sleep(max(period_end - time.monotonic(), 0.0))
+            self._last_command = period_end
+            values = self.inbox.wait_newer(self.streams, sent, s.stream_timeout)
         self._steps += 1
         success = bool(values[SUCCESS])
         terminated = success and s.terminate_on_success
@@ -255,9 +288,23 @@ class TopicEnv(gym.Env):
         info = {"success": success, "violation": int(self.inbox.latest.get(VIOLATION, (0, 0))[0])}
         return self._observation(values), float(values[REWARD]), terminated, truncated, info
 
+    def _wait_for_publishers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            unmatched = [topic for topic in self.streams if self.subscriptions[topic].get_publisher_count() == 0]
+            if not unmatched:
+                return
+            if time.monotonic() > deadline:
+                raise StreamStalled(f"{unmatched[0]} (no publisher matched)", timeout)
+            time.sleep(0.01)
+
     def wait_for_streams(self, timeout: float) -> None:
-        """Block until every stream delivers again (after a stall); StreamStalled after ``timeout``."""
-        self.inbox.wait_newer(self.streams, time.monotonic(), timeout)
+        """Block until every stream delivers again (after a stall); StreamStalled after ``timeout``. In sim time the
+        sim robot publishes an observation only when asked (a step, a reset), so this returns at once."""
+        if not self.subscriptions:
+            self._subscribe()
+        if not self.settings.sim_time:
+            self.inbox.wait_newer(self.streams, time.monotonic(), timeout)
 
     # ----------------------------------------------------------------- observation
     def _observation(self, values: dict[str, Any]) -> dict[str, np.ndarray]:

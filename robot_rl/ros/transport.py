@@ -17,22 +17,34 @@ the learner acknowledges on ``/rl/transitions_ack``.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from std_msgs.msg import String, UInt8MultiArray
+from std_msgs.msg import Int64MultiArray, String, UInt8MultiArray
 
 from ..transport import LocalTransport, Transport
 from . import qos
 from .codec import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
 from .delivery import ACK_TOPIC, Outbox, parse_ack
-from .guard import InputGuard
+from .guard import InputGuard, MessageError
 
 TRANSITIONS_TOPIC = "/rl/transitions"
 WEIGHTS_TOPIC = "/rl/policy_weights"
+PROGRESS_TOPIC = "/rl/learner_progress"  # std_msgs/Int64MultiArray: [online transitions ingested, updates made]
+
+
+@dataclass
+class LearnerProgress:
+    """What the learner last said it has done, and when that came (monotonic s)."""
+
+    online_received: int = 0
+    update_calls: int = 0
+    heard_at: float = -math.inf
 
 
 class RosTransport(Transport):
@@ -62,17 +74,20 @@ class RosTransport(Transport):
         self.lock = threading.Lock()  # the outbox: actor thread and executor thread
         self.resend_requested = False
         self.current_episode: str | None = None
+        self.learner_progress = LearnerProgress()
         if role == "actor":
             if expected_weights is None or outbox is None:
                 raise ValueError("the actor's transport needs expected_weights and an outbox")
             self._out = node.create_publisher(UInt8MultiArray, TRANSITIONS_TOPIC, qos.TRANSITIONS)
             self.guard.subscribe(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
             self.guard.subscribe(String, ACK_TOPIC, self._on_ack, qos.EVENT)
+            self.guard.subscribe(Int64MultiArray, PROGRESS_TOPIC, self._on_progress, qos.EVENT)
         else:
             if schema is None:
                 raise ValueError("the learner's transport needs the transitions' schema")
             self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
             self.acks = node.create_publisher(String, ACK_TOPIC, qos.EVENT)
+            self._progress = node.create_publisher(Int64MultiArray, PROGRESS_TOPIC, qos.EVENT)
             self.guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC, self._on_transitions, qos.TRANSITIONS)
 
     # ----------------------------------------------------------------- actor side
@@ -108,6 +123,12 @@ class RosTransport(Transport):
         with self.lock:
             if self.outbox.on_ack(ack):
                 self.resend_requested = True
+
+    def _on_progress(self, msg) -> None:
+        values = list(msg.data)
+        if len(values) != 2 or min(values) < 0:
+            raise MessageError(f"learner progress {values[:4]}; expected [online transitions, updates], both >= 0")
+        self.learner_progress = LearnerProgress(values[0], values[1], time.monotonic())
 
     def service(self, read_spilled: Callable[[list[str]], list[list[dict[str, Any]]]]) -> None:
         """The actor thread's housekeeping between steps: resend what a restarted learner lacks
@@ -153,6 +174,11 @@ class RosTransport(Transport):
     def publish_weights(self, version: int, weights: dict[str, Any]) -> None:
         self._require("learner")
         self._out.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "session": self.session})))
+
+    def publish_progress(self, online_received: int, update_calls: int) -> None:
+        """What this learner has ingested and made of it, for an actor that keeps the update-to-data ratio."""
+        self._require("learner")
+        self._progress.publish(Int64MultiArray(data=[int(online_received), int(update_calls)]))
 
     def _on_transitions(self, msg) -> None:
         transitions, _ = decode_transitions(msg.data, self.schema)

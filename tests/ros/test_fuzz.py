@@ -172,7 +172,8 @@ def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
     graph = Graph(tmp_path, ["task=reach", "task.cameras=[front]", "task.image_size=32", "task.episode_steps=10",
                              f"train.run_dir={run}", "train.demo_episodes=1", "train.start_training=20",
                              "train.weights_every=5", "train.checkpoint_every=1000", "train.env_steps=100000",
-                             "train.batch_size=32", "ros.eval_every_episodes=0", "ros.stream_timeout=1.0"])
+                             "train.batch_size=32", "ros.eval_every_episodes=0", "ros.stream_timeout=1.0",
+                             "ros.sim_time=false"])  # the test plays a camera on the wall clock
     rclpy.init()
     watcher = Watcher(rclpy)
     node = watcher.node

@@ -17,7 +17,8 @@ def test_a_learner_killed_for_seconds_and_a_recorder_killed_lose_nothing(tmp_pat
     run = tmp_path / "run"
     graph = Graph(tmp_path, ["task=reach", "task.episode_steps=15", f"train.run_dir={run}", "train.demo_episodes=2",
                              "train.start_training=30", "train.checkpoint_every=60", "train.batch_size=32",
-                             "train.env_steps=700", "ros.eval_every_episodes=0", "ros.delivery.record_timeout=2.0"])
+                             "train.env_steps=700", "ros.eval_every_episodes=0", "ros.delivery.record_timeout=2.0",
+                             "ros.sim_time=false"])  # restarts on the wall clock (sim time: tests/ros/test_twin.py)
     rclpy.init()
     watcher = Watcher(rclpy)
 

@@ -1,0 +1,75 @@
+"""Sim time for the node graph (``ros.sim_time``).
+
+In sim time the sim robot node owns the clock: it publishes ``/clock`` (rosgraph_msgs/Clock) and
+advances physics only as fast as the actor commands it, one control period at a time, so a
+rehearsal runs as fast as the machine allows and never falls behind. Every other node runs with
+``use_sim_time``: its timers, the safety node's tick and staleness checks, the teleop hold and the
+recorder's stamps follow ``/clock``. Waits for a peer (a stream, a service, the learner) stay on the
+wall clock: a node whose peer died must still notice, although the sim clock stops with it.
+
+Real time (``ros.sim_time=false``) is the real cell's clock and stays available in sim to rehearse
+latency: there the sim robot steps physics on a wall-clock timer.
+"""
+
+from __future__ import annotations
+
+import time
+
+CLOCK_TOPIC = "/clock"
+
+
+class ClockError(RuntimeError):
+    """Sim time was asked for and no ``/clock`` came."""
+
+
+class NodeClock:
+    """Seconds for timeouts and staleness: the node's ROS clock (``/clock``) in sim time, the monotonic
+    clock otherwise (wall-clock time can jump with NTP; only differences of these values mean anything)."""
+
+    def __init__(self, node, sim_time: bool):
+        self.node, self.sim_time = node, bool(sim_time)
+
+    def now(self) -> float:
+        if self.sim_time:
+            return self.node.get_clock().now().nanoseconds * 1e-9
+        return time.monotonic()
+
+
+def sim_time_of(cfg) -> bool:
+    """``ros.sim_time`` of a node's config: true | false (null, the default outside a launch: false)."""
+    from ..config import ConfigError
+
+    value = cfg.ros.get("sim_time")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ConfigError("ros.sim_time", value, "true (the graph's sim robot node owns the clock) or false")
+    return value
+
+
+def sim_time_parameters(sim_time: bool) -> list:
+    """``parameter_overrides`` that put a node on ``/clock`` (empty in real time)."""
+    if not sim_time:
+        return []
+    from rclpy.parameter import Parameter
+
+    return [Parameter("use_sim_time", Parameter.Type.BOOL, True)]
+
+
+def wait_for_clock(node, timeout: float, spinning: bool = False) -> None:
+    """Block until the node's clock runs on ``/clock`` (a first message came), at most ``timeout`` wall s; spins
+    the node meanwhile unless its executor already runs in another thread (``spinning``). Raises
+    :class:`ClockError`."""
+    import rclpy
+
+    deadline = time.monotonic() + timeout
+    while node.get_clock().now().nanoseconds == 0:
+        if spinning:
+            time.sleep(0.01)
+        else:
+            rclpy.spin_once(node, timeout_sec=0.01)
+        if time.monotonic() > deadline:
+            raise ClockError(f"ros.sim_time=true: no {CLOCK_TOPIC} within {timeout:g} s; {node.get_name()} expected "
+                             "the sim robot node (sim.robot_node) to publish it. Start the graph with its sim node, "
+                             "or set ros.sim_time=false on a real cell")
+        time.sleep(0.01)

@@ -1,0 +1,79 @@
+"""``ros.sim_time``: the graph on the sim robot's /clock, its errors, and a clean stop on either clock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import require
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("graph, overrides", [("learner_only", []), ("collect_demos", [])])
+def test_sim_time_needs_a_graph_with_a_sim_robot(tmp_path, graph, overrides):
+    result = run("-m", "robot_rl.cli", "launch", graph, "ros.sim_time=true", f"train.run_dir={tmp_path / 'run'}",
+                 *overrides)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("robot-rl: error: ros.sim_time=True"), result.stderr
+    assert "sim robot" in lines[0] and not (tmp_path / "run").exists()
+
+
+def test_the_graph_resolves_sim_time_for_every_node():
+    from robot_rl.cli import load_config
+    from robot_rl.graph import graph_nodes
+
+    sim = {node.name: node for node in graph_nodes(load_config(["graph=sim_train"]))}  # the graph's default
+    assert all(node.sim_time for node in sim.values())
+    assert "--sim-time" in sim["safety"].command([]) and "ros.sim_time=true" in sim["actor"].command(["ros.sim_time=x"])
+    real = {node.name: node for node in graph_nodes(load_config(["graph=sim_train", "ros.sim_time=false"]))}
+    assert "--sim-time" not in real["safety"].command([])
+    assert real["learner"].command(["ros.sim_time=false"]).count("ros.sim_time=false") == 1
+
+
+@pytest.mark.parametrize("node", [
+    ["-m", "robot_rl.ros.safety_node", "--sim-time", "--clock-timeout", "1"],
+    ["-m", "robot_rl.ros.learner_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+    ["-m", "robot_rl.ros.recorder_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+    ["-m", "robot_rl.ros.actor_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+], ids=["safety", "learner", "recorder", "actor"])
+def test_a_node_without_a_clock_names_the_problem_and_exits(tmp_path, node):
+    require("rclpy")
+    result = run(*node, f"train.run_dir={tmp_path / 'run'}" if "task=reach" in node else "--frame-id=base")
+    assert result.returncode == 2, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "no /clock within 1 s" in errors[0] and "ros.sim_time" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "run").exists()  # nothing made: no run folder, no store
+
+
+@pytest.mark.parametrize("sim_time", [True, False], ids=["sim_time", "real_time"])
+def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
+    require("rclpy")
+    from robot_rl.data import EpisodeStore
+
+    run_dir = tmp_path / "run"
+    result = run("-m", "robot_rl.cli", "launch", "sim_train", "task=reach", f"ros.sim_time={str(sim_time).lower()}",
+                 f"train.run_dir={run_dir}", "train.env_steps=60", "train.demo_episodes=1", "task.episode_steps=20",
+                 "train.start_training=20", "train.batch_size=32", "ros.eval_every_episodes=0", timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "Traceback" not in output and "Error" not in output, output[-3000:]
+    assert "actor done: 60 env steps" in output
+    clock = "in lockstep on sim time" if sim_time else "at real time"
+    assert clock in output
+    store = EpisodeStore.open(run_dir / "episodes.zarr")
+    assert store.metadata["clock"] == ("sim" if sim_time else "wall")
+    steps = store.read_episode(store.episode_names()[-1])["timestamp"]
+    periods = steps[1:] - steps[:-1]
+    if sim_time:  # the recorder stamps each step on receipt, on the sim clock: one control period apart (while it
+        # commits an episode, the next one's first steps queue and are stamped late)
+        assert abs(float(np.median(periods)) - 0.1) < 1e-6, periods
+    else:
+        assert steps[0] > 1e9  # wall-clock time, s since the epoch
