@@ -94,8 +94,8 @@ def stop_requests() -> Iterator[threading.Event]:
     try:
         yield requested
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        for number, handler in previous.items():  # once stopping, a second signal must not cut the clean-up short
+            signal.signal(number, signal.SIG_IGN if requested.is_set() else handler)
 
 
 def spin(node, until: Callable[[], bool] = lambda: False) -> None:
