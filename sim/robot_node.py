@@ -277,6 +277,9 @@ class SimRobot:
         """Sim time: one control period per command of the actor, until ``stop`` or shutdown."""
         import rclpy
 
+        from robot_rl.ros.node_main import executor_of
+
+        self.executor = executor_of(self.node)
         repeat_at = 0.0
         while rclpy.ok() and not stop.is_set():
             if self.action_stamp_ns < self.now_ns - STAMP_TOLERANCE_NS:  # waiting for the actor (or a reset)
@@ -284,16 +287,17 @@ class SimRobot:
                     repeat_at = time.monotonic() + CLOCK_REPEAT  # late (the time stands: nothing else repeats)
                     self.publish_clock(again=True)
                     self.publish_arm_state(joints=False)
-                rclpy.spin_once(self.node, timeout_sec=CLOCK_REPEAT)
+                self.executor.spin_once(timeout_sec=CLOCK_REPEAT)
                 continue
-            for _ in range(self.chunks):
+            for chunk in range(self.chunks):
                 self.publish_clock()
                 if not self.wait_for_arm_command(stop):
                     return
                 self._integrate_servo(self.chunk_steps * self.physics_dt)
                 self.env.simulate(self.chunk_steps)
                 self.now_ns += self.chunk_ns
-                self.publish_arm_state()
+                if chunk < self.chunks - 1:
+                    self.publish_arm_state(joints=False)  # what the safety node's next tick reads
             self.end_period()
 
     def publish_clock(self, at_ns: int | None = None, again: bool = False) -> None:
@@ -315,8 +319,9 @@ class SimRobot:
         while self.arm_command_ns < self.clock_ns - STAMP_TOLERANCE_NS:
             if stop.is_set() or not rclpy.ok():
                 return False
-            if time.monotonic() > repeat_at:  # the answer was lost (or dropped while its sender was discovered)
-                repeat_at = time.monotonic() + CLOCK_REPEAT
+            if time.monotonic() > repeat_at:  # the answer was lost, dropped while its sender was being discovered,
+                repeat_at = time.monotonic() + CLOCK_REPEAT  # or the safety node started late: the instant again
+                self.publish_arm_state(joints=False)
                 self.publish_clock(again=True)
             if time.monotonic() > deadline:
                 self.node.get_logger().warning(
@@ -324,8 +329,8 @@ class SimRobot:
                     "is the safety node running (with ros.sim_time=true)? The arm keeps its last command",
                     throttle_duration_sec=5.0)
                 return True
-            rclpy.spin_once(self.node, timeout_sec=0.01)
-        rclpy.spin_once(self.node, timeout_sec=0.0)  # the gripper command sent just before, if it came late
+            self.executor.spin_once(timeout_sec=0.01)
+        self.executor.spin_once(timeout_sec=0.0)  # the gripper command sent just before, if it came late
         return True
 
     def end_period(self) -> None:

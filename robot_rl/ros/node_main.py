@@ -48,7 +48,8 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False) -> Iterator
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, interrupt_on_sigterm)
-    node = rclpy.create_node(name, parameter_overrides=sim_time_parameters(sim_time))
+    # no parameter services: the nodes are configured by Hydra, and six services more in every wait set cost time
+    node = rclpy.create_node(name, parameter_overrides=sim_time_parameters(sim_time), start_parameter_services=False)
     try:
         yield node
     finally:
@@ -98,17 +99,30 @@ def stop_requests() -> Iterator[threading.Event]:
             signal.signal(number, signal.SIG_IGN if requested.is_set() else handler)
 
 
+def executor_of(node):
+    """A single-threaded executor serving ``node``, to call ``spin_once`` on in a loop (``rclpy.spin_once`` adds
+    the node to the global executor and removes it again at every call: a millisecond each on this machine)."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    return executor
+
+
 def spin(node, until: Callable[[], bool] = lambda: False) -> None:
     """Spin until Ctrl-C / SIGTERM or ``until()`` (waking every 0.1 s so both are seen when no messages come)."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
+    executor = executor_of(node)
     with stop_requests() as stop:
         try:
             while rclpy.ok() and not stop.is_set() and not until():
-                rclpy.spin_once(node, timeout_sec=0.1)
+                executor.spin_once(timeout_sec=0.1)
         except ExternalShutdownException:
             pass
+        finally:
+            executor.remove_node(node)
 
 
 class TopicError(RuntimeError):

@@ -77,3 +77,55 @@ def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
         assert abs(float(np.median(periods)) - 0.1) < 1e-6, periods
     else:
         assert steps[0] > 1e9  # wall-clock time, s since the epoch
+
+
+def test_the_lockstep_waits_for_a_safety_node_that_starts_late(tmp_path):
+    """The sim robot repeats the instant it waits on (the clock, the stamped pose) until a safety node answers: one
+    that starts after the actor's first command still gets the arm state it needs to tick."""
+    rclpy = require("rclpy")
+    import threading
+    import time
+
+    from omegaconf import OmegaConf
+
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env
+    from robot_rl.ros.node_main import spinning_in_background
+    from robot_rl.ros.sim_clock import sim_time_parameters, wait_for_clock
+    from robot_rl.ros.topic_env import TopicEnv, TopicEnvSettings
+    from tests.ros.graph_helpers import Graph
+
+    overrides = ["task=reach", "ros.sim_time=true", "ros.stream_timeout=60", "human.enabled=false"]
+    cfg = load_config(overrides)
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    graph = Graph(tmp_path, overrides)
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_actor", parameter_overrides=sim_time_parameters(True))
+    try:
+        graph.start("sim_robot")
+        spec = make_env(task)
+        env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), spec.unwrapped.state_layout)
+        spec.close()
+        with spinning_in_background(node):
+            wait_for_clock(node, 60.0, spinning=True)
+            obs, _ = env.reset()
+            late = threading.Timer(2.0, lambda: graph.start("safety"))  # after the command below went out
+            late.start()
+            started = time.monotonic()
+            forward = np.array([1.0, 0.0, 0.0, -1.0], np.float32)  # 2 cm along the TCP's x
+            held, *_ = env.step(forward)  # sent before the safety node was there: never obeyed
+            late.join()
+            waited = time.monotonic() - started
+            while env.action_pub.get_subscription_count() < 2:  # the sim robot and now the safety node
+                time.sleep(0.05)
+            for _ in range(20):  # the safety node obeys the actor once it knows the actor's node (discovery)
+                moved, *_ = env.step(forward)
+                if moved["state"][0] - held["state"][0] > 0.005:
+                    break
+        assert waited > 2.0  # the step waited for the safety node's answer ...
+        assert abs(held["state"][0] - obs["state"][0]) < 0.002  # ... which held the arm (no command of its own)
+        assert moved["state"][0] - held["state"][0] > 0.005  # and later commands moved it
+    finally:
+        graph.stop()
+        node.destroy_node()
+        rclpy.shutdown()

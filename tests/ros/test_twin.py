@@ -38,7 +38,7 @@ POSITION_TOLERANCE = 0.004  # m: TCP and cube positions
 VELOCITY_TOLERANCE = 0.12  # m/s, rad/s
 GRIPPER_TOLERANCE = 0.15
 REWARD_TOLERANCE = 0.02
-HUMAN_ACTION_TOLERANCE = 0.2  # the expert's action is (target - TCP) / 2 cm: 0.2 is 4 mm
+HUMAN_ACTION_TOLERANCE = 0.3  # the expert's action is (target - TCP) / 2 cm, target and TCP each within 4 mm
 MIN_ALIGNED_STEPS = 20  # steps each pair of episodes runs side by side at least
 STATE_SLICES = {"tcp_pos": slice(0, 3), "tcp_rotvec": slice(3, 6), "velocity": slice(6, 12), "gripper": slice(12, 13)}
 
