@@ -1,7 +1,7 @@
 """Does the ROS 2 graph learn as well as the in-process loop? pick_cube from state, three paths side by side.
 
-    python -m benchmarks.graph_learning            # 3 seeds x 12,000 online steps per path (hours on 2 cores)
-    python -m benchmarks.graph_learning --quick    # one short seed per path, a few minutes
+    python benchmarks/graph_learning.py            # 3 seeds x 12,000 online steps per path (hours on 2 cores)
+    python benchmarks/graph_learning.py --quick    # one short seed per path, a few minutes
 
 Paths (the JSON's keys): ``in_process`` (``robot-rl train``), ``graph_sim_time`` and ``graph_real_time``
 (``robot-rl launch sim_train`` with ``ros.sim_time=true`` / ``false``: sim robot, safety node, learner,
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/graph_learning.py` works too
 
 from benchmarks.common import RESULTS, write_result
 
