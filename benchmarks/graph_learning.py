@@ -1,25 +1,38 @@
 """Does the ROS 2 graph learn as well as the in-process loop? pick_cube from state, three paths side by side.
 
-    python benchmarks/graph_learning.py            # 3 seeds x 12,000 online steps per path (hours on 2 cores)
-    python benchmarks/graph_learning.py --quick    # one short seed per path, a few minutes
+    python -m benchmarks.graph_learning            # 3 seeds x 12,000 online steps per path (hours on 2 cores)
+    python -m benchmarks.graph_learning --quick    # one seed x 1,200 steps per path, about 10 minutes
 
 Paths (the JSON's keys): ``in_process`` (``robot-rl train``), ``graph_sim_time`` and ``graph_real_time``
 (``robot-rl launch sim_train`` with ``ros.sim_time=true`` / ``false``: sim robot, safety node, learner,
-recorder and actor as processes over DDS). Every run has the defaults otherwise (scripted human, demos,
-interventions). Per path and seed: ``success`` (the final checkpoint's deterministic success over 50
-episodes, ``robot-rl eval``, the same evaluator for every path), ``success_at`` (the run's own evaluations by
-online steps), ``intervention_steps`` (human takeover steps while training online), ``env_steps_per_s``
-(online steps per second of the run), ``control_period_ms`` (p50/p90/p99 of the recorded step stamps: the
-wall clock in-process and in real time, the sim clock in sim time) and ``wall_step_ms``. Writes
-``benchmarks/results/graph_learning.json`` (``graph_learning_quick.json``) and a PNG of the curves.
+recorder and actor as processes over DDS). Every run has the defaults otherwise (scripted human, 20 demos,
+takeovers); the in-process loop evaluates every ``min(2000, max(N // 6, 500))`` steps (2,000, its default, at
+12,000 steps), the graph's actor 5 episodes every 10 training episodes (its defaults). Per path and seed:
+
+- ``success``: the final checkpoint's deterministic success over 50 episodes (``robot-rl eval``, the same
+  evaluator for every path);
+- ``success_at``: the run's own evaluations, keyed by online env steps;
+- ``intervention_steps``: human takeover steps while training online;
+- ``env_steps_per_s``: online env steps per wall second of the run (from the start of the first demo to the last
+  step, evaluations included: the in-process loop's 50-episode final one, the actor's 5-episode ones);
+- ``control_period_ms``: p50/p90/p99 of the time between consecutive recorded step ``timestamp`` s within an
+  online episode (the wall clock in-process and in real time; the sim clock in sim time, so nominally 100 ms);
+- ``wall_step_ms``: wall milliseconds per online env step (1000 / ``env_steps_per_s``), the wall-clock figure
+  beside the recorded period.
+
+Every child process runs in a ROS 2 domain of its own (the lock files of ``tests/conftest.py``, so tests running at
+the same time never share it) with localhost discovery; the paths run one after another (2 cores). A failed run
+(non-zero exit, timeout, a traceback in the graph's output) keeps its error in the JSON and the script exits 1.
+Writes ``benchmarks/results/graph_learning.json`` (``graph_learning_quick.json``) and a PNG of the curves.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,22 +42,69 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/graph_learning.py` works too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import RESULTS, write_result
+from benchmarks.common import RESULTS, save_figure, style_success_axis, write_result
+from robot_rl.data.episode_store import EpisodeStore
+from tests.conftest import reserved_ros_domain
 
 PATHS = ("in_process", "graph_sim_time", "graph_real_time")
-TASK = ["task=pick_cube"]
+KEYS = ("success", "success_at", "intervention_steps", "env_steps_per_s", "control_period_ms", "wall_step_ms")
+TASK = "task=pick_cube"
 EVAL_EPISODES = 50
-DOMAINS = range(60, 100)  # ROS_DOMAIN_IDs for the graph runs (one per run, localhost discovery)
+FULL_STEPS, QUICK_STEPS = 12_000, 1_200
+STOP_GRACE = 30.0  # s the launcher has after SIGINT (its nodes get 10 s each) before its process group is killed
+# a child's failure (RuntimeError from cli), a missing or unreadable result file or store, a malformed record
+RUN_ERRORS = (RuntimeError, OSError, ValueError, KeyError)  # EpisodeStoreError is a ValueError
+ACTOR_DONE = re.compile(r"actor done: (\d+) env steps, \d+ episodes in (\d+) s")
+
+Runs = dict[str, dict[str, dict[str, Any]]]  # path -> seed -> record
 
 
-def cli(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "robot_rl.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with ``env_steps``, ``seeds`` and ``name`` (the result file's stem) filled in."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"seed 0, {QUICK_STEPS:,} steps per path")
+    parser.add_argument("--env-steps", type=int, default=None,
+                        help=f"online env steps per run (default {FULL_STEPS:,}; --quick {QUICK_STEPS:,})")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 0 1 2; --quick 0)")
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    args = parser.parse_args(argv)
+    if args.env_steps is not None and args.env_steps <= 0:
+        parser.error(f"--env-steps={args.env_steps}: expected a positive number of steps")
+    args.env_steps = args.env_steps or (QUICK_STEPS if args.quick else FULL_STEPS)
+    args.seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    args.name = "graph_learning_quick" if args.quick else "graph_learning"
+    return args
+
+
+def cli(args: list[str], timeout: float) -> tuple[str, str]:
+    """``robot-rl ARGS`` in a ROS 2 domain of its own (localhost discovery; a launch gets it as ``ros.domain_id``):
+    its stdout and stderr. Raises RuntimeError on a non-zero exit or after ``timeout`` s (SIGINT, then SIGKILL to
+    its process group: a launcher's nodes too)."""
+    with reserved_ros_domain() as domain:
+        command = [sys.executable, "-m", "robot_rl.cli", *args, *([f"ros.domain_id={domain}"] * (args[0] == "launch"))]
+        env = {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+               "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                   start_new_session=True)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGINT)
+            try:
+                stdout, stderr = process.communicate(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                stdout, stderr = process.communicate()
+            raise RuntimeError(f"robot-rl {args[0]} timed out after {timeout:.0f} s: {(stdout + stderr).strip()[-600:]}")
+    if process.returncode != 0:
+        raise RuntimeError(f"robot-rl {args[0]} exited {process.returncode}: {(stdout + stderr).strip()[-600:]}")
+    return stdout, stderr
 
 
 def percentiles_ms(stamps_per_episode: list[np.ndarray]) -> dict[str, float] | None:
+    """p50/p90/p99 (ms) of the intervals between consecutive stamps (s) within each episode; None without any."""
     periods = np.concatenate([np.diff(s) for s in stamps_per_episode if len(s) > 1] or [np.zeros(0)]) * 1e3
     if periods.size == 0:
         return None
@@ -53,138 +113,143 @@ def percentiles_ms(stamps_per_episode: list[np.ndarray]) -> dict[str, float] | N
 
 def recorded_stamps(store_path: Path) -> list[np.ndarray]:
     """Per online episode of an episode store, its steps' ``timestamp`` (s)."""
-    from robot_rl.data import EpisodeStore
-
     store = EpisodeStore.open(store_path)
     return [np.asarray(store.read_episode(name)["timestamp"]) for name in store.episode_names()
             if store.episode_attrs(name).get("source") == "online"]
 
 
-def final_success(checkpoint: Path, seed: int, timeout: float) -> float:
-    result = cli("eval", *TASK, f"seed={seed}", f"eval.checkpoint={checkpoint}", f"eval.episodes={EVAL_EPISODES}",
-                 timeout=timeout)
-    if result.returncode != 0:
-        raise RuntimeError(f"robot-rl eval failed: {result.stderr.strip()[-500:]}")
-    return float(json.loads(result.stdout)["success_rate"])
+def final_success(checkpoint: Path, seed: int) -> float:
+    """Deterministic success of ``checkpoint`` over ``EVAL_EPISODES`` episodes (``robot-rl eval``)."""
+    stdout, _ = cli(["eval", TASK, f"seed={seed}", f"eval.checkpoint={checkpoint}",
+                     f"eval.episodes={EVAL_EPISODES}"], timeout=1800)
+    return float(json.loads(stdout)["success_rate"])
 
 
 def in_process(run_dir: Path, seed: int, steps: int, timeout: float) -> dict[str, Any]:
-    result = cli("train", *TASK, f"seed={seed}", f"train.env_steps={steps}", f"train.run_dir={run_dir}",
-                 f"train.eval_every={max(steps // 6, 500)}", timeout=timeout)
-    if result.returncode != 0:
-        raise RuntimeError(f"robot-rl train failed: {result.stderr.strip()[-500:]}")
+    """``robot-rl train``: its summary.json and episodes.zarr."""
+    cli(["train", TASK, f"seed={seed}", f"train.env_steps={steps}", f"train.run_dir={run_dir}",
+         f"train.eval_every={min(2000, max(steps // 6, 500))}"], timeout)
     summary = json.loads((run_dir / "summary.json").read_text())
     return {"success_at": {str(h["env_steps"]): h["success_rate"] for h in summary["eval_history"]},
             "intervention_steps": summary["intervention_steps"], "online_steps": summary["env_steps"],
-            "wall_seconds": summary["wall_seconds"], "stamps": recorded_stamps(run_dir / "episodes.zarr")}
+            "wall_seconds": round(summary["wall_seconds"], 1), "stamps": recorded_stamps(run_dir / "episodes.zarr")}
 
 
-ACTOR_DONE = re.compile(r"actor done: (\d+) env steps, \d+ episodes in (\d+) s")
+def actor_records(output: str) -> list[dict[str, Any]]:
+    """The actor's per-episode JSON records in a launch's output (lines ``[actor] [INFO] [...] [...]: {...}``)."""
+    return [json.loads(line.split("]: ", 1)[1]) for line in output.splitlines()
+            if line.startswith("[actor]") and ']: {"kind"' in line]
+
+
+def graph_figures(output: str) -> dict[str, Any]:
+    """Success by steps, takeover steps, online steps and seconds of a ``sim_train`` launch, from its output."""
+    records = actor_records(output)
+    done = ACTOR_DONE.search(output)
+    if done is None:
+        raise RuntimeError(f"no 'actor done' line in the launch's output: {output.strip()[-600:]}")
+    figures = {"success_at": {str(r["env_steps"]): r["success_rate"] for r in records if r["kind"] == "eval"},
+               "intervention_steps": sum(r["interventions"] for r in records if r["kind"] == "train"),
+               "online_steps": int(done.group(1)), "wall_seconds": float(done.group(2)),
+               "tracebacks": output.count("Traceback (most recent call last)")}
+    if figures["tracebacks"]:
+        start = output.index("Traceback (most recent call last)")
+        figures["error"] = f"{figures['tracebacks']} traceback(s) in the graph's output: {output[start:start + 600]}"
+    return figures
 
 
 def graph(run_dir: Path, seed: int, steps: int, sim_time: bool, timeout: float) -> dict[str, Any]:
-    domain = random.choice(DOMAINS)
-    started = time.monotonic()
-    result = cli("launch", "sim_train", *TASK, f"seed={seed}", f"train.env_steps={steps}", f"train.run_dir={run_dir}",
-                 f"ros.sim_time={str(sim_time).lower()}", f"ros.domain_id={domain}", timeout=timeout)
-    wall = time.monotonic() - started
-    output = result.stdout + result.stderr
-    if result.returncode != 0:
-        raise RuntimeError(f"robot-rl launch sim_train exited {result.returncode}: {output.strip()[-800:]}")
-    records = [json.loads(line.split("]: ", 1)[1]) for line in output.splitlines()
-               if line.startswith("[actor]") and ']: {"kind"' in line]
-    done = ACTOR_DONE.search(output)
-    online, seconds = (int(done.group(1)), int(done.group(2))) if done else (steps, wall)
-    return {"success_at": {str(r["env_steps"]): r["success_rate"] for r in records if r["kind"] == "eval"},
-            "intervention_steps": sum(r["interventions"] for r in records if r["kind"] == "train"),
-            "online_steps": online, "wall_seconds": float(seconds),
-            "stamps": recorded_stamps(run_dir / "episodes.zarr"),
-            "tracebacks": output.count("Traceback")}
+    """``robot-rl launch sim_train``: the actor's records and the recorder's store."""
+    stdout, stderr = cli(["launch", "sim_train", TASK, f"seed={seed}", f"train.env_steps={steps}",
+                          f"train.run_dir={run_dir}", f"ros.sim_time={str(sim_time).lower()}"], timeout)
+    return {**graph_figures(stdout + stderr), "stamps": recorded_stamps(run_dir / "episodes.zarr")}
 
 
 def run_path(path: str, work: Path, seed: int, steps: int, timeout: float) -> dict[str, Any]:
+    """Train through ``path`` in a new folder under ``work`` and evaluate the final checkpoint: one record."""
     run_dir = work / f"{path}_seed{seed}"
-    if path == "in_process":
-        record = in_process(run_dir, seed, steps, timeout)
-    else:
-        record = graph(run_dir, seed, steps, path == "graph_sim_time", timeout)
-    record["success"] = final_success(run_dir / "checkpoint", seed, timeout=1800)
+    try:
+        if path == "in_process":
+            record = in_process(run_dir, seed, steps, timeout)
+        else:
+            record = graph(run_dir, seed, steps, path == "graph_sim_time", timeout)
+    except RUN_ERRORS as error:  # a failed run is that run's result, the others still run
+        return {"error": f"{type(error).__name__}: {str(error)[-800:]}"}
     record["env_steps_per_s"] = round(record["online_steps"] / max(record["wall_seconds"], 1e-9), 2)
     record["wall_step_ms"] = round(1e3 * record["wall_seconds"] / max(record["online_steps"], 1), 1)
     record["control_period_ms"] = percentiles_ms(record.pop("stamps"))
+    try:
+        record["success"] = final_success(run_dir / "checkpoint", seed)
+    except RUN_ERRORS as error:  # the training figures stand without the final evaluation
+        record["error"] = "; ".join(filter(None, (record.get("error"), f"eval: {str(error)[-600:]}")))
     return record
 
 
-def summarize(runs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Means per path over its seeds, and the graph in sim time beside the in-process loop."""
-    def mean(path: str, key: str) -> float | None:
-        values = [r[key] for r in runs.get(path, {}).values() if isinstance(r.get(key), (int, float))]
-        return round(float(np.mean(values)), 3) if values else None
+def summarize(runs: Runs) -> dict[str, Any]:
+    """Means (and the median success) per path over its seeds that have the figure; each graph path beside the
+    in-process loop: success difference, takeover-steps ratio, steps/s ratio."""
+    def stat(path: str, key: str, reduce=np.mean) -> float | None:
+        found = [r[key] for r in runs.get(path, {}).values() if isinstance(r.get(key), (int, float))]
+        return round(float(reduce(found)), 3) if found else None
 
-    summary = {path: {key: mean(path, key) for key in ("success", "intervention_steps", "env_steps_per_s")}
-               for path in PATHS}
-    local, graph_sim = summary["in_process"], summary["graph_sim_time"]
-    if all(v is not None for v in (*local.values(), *graph_sim.values())):
-        summary["graph_sim_time_vs_in_process"] = {
-            "success_difference": round(graph_sim["success"] - local["success"], 3),
-            "intervention_steps_ratio": round(graph_sim["intervention_steps"] / max(local["intervention_steps"], 1), 3),
-            "env_steps_per_s_ratio": round(graph_sim["env_steps_per_s"] / local["env_steps_per_s"], 3)}
+    summary: dict[str, Any] = {
+        path: {"success": stat(path, "success"), "success_median": stat(path, "success", np.median),
+               "intervention_steps": stat(path, "intervention_steps"), "env_steps_per_s": stat(path, "env_steps_per_s")}
+        for path in PATHS}
+    local = summary["in_process"]
+    for path in PATHS[1:]:
+        other = summary[path]
+        if all(v is not None for v in (*local.values(), *other.values())):
+            summary[f"{path}_vs_in_process"] = {
+                "success_difference": round(other["success"] - local["success"], 3),
+                "intervention_steps_ratio": round(other["intervention_steps"] / max(local["intervention_steps"], 1), 3),
+                "env_steps_per_s_ratio": round(other["env_steps_per_s"] / local["env_steps_per_s"], 3)}
     return summary
 
 
-def plot(runs: dict[str, dict[str, dict[str, Any]]], path: Path, title: str) -> None:
+def assemble(runs: Runs, env_steps: int, seeds: list[int]) -> dict[str, Any]:
+    """The result file's top-level figures: each of ``KEYS`` as {path: {seed: value}}, and the summary."""
+    return {"env_steps": env_steps, "seeds": seeds,
+            **{key: {path: {seed: record.get(key) for seed, record in by_seed.items()} for path, by_seed in runs.items()}
+               for key in KEYS},
+            "summary": summarize(runs)}
+
+
+def plot(runs: Runs, path: Path, title: str) -> None:
+    """Eval success vs online env steps, one line per path and seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(7, 4))
+    figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
     colours = dict(zip(PATHS, ("tab:blue", "tab:orange", "tab:green")))
-    for name, seeds in runs.items():
-        for seed, record in seeds.items():
-            points = sorted((int(k), v) for k, v in record.get("success_at", {}).items())
+    for name, by_seed in runs.items():
+        for seed, record in by_seed.items():
+            points = sorted((int(k), v) for k, v in (record.get("success_at") or {}).items())
             if points:
-                axis.plot(*zip(*points), color=colours[name], alpha=0.8, label=f"{name} seed {seed}")
-    axis.set(xlabel="online env steps", ylabel="eval success", title=title, ylim=(-0.05, 1.05))
-    axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+                axis.plot(*zip(*points), "o-", color=colours[name], alpha=0.8, markersize=3, label=f"{name} seed {seed}")
+    style_success_axis(axis, "online env steps")
+    axis.set_title(title, fontsize=9)
+    save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="one seed, a short budget: a few minutes")
-    parser.add_argument("--env-steps", type=int, default=None, help="online steps per run (12,000; quick: 600)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (0 1 2; quick: 0)")
-    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
-    args = parser.parse_args(argv)
-    steps = args.env_steps or (600 if args.quick else 12_000)
-    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
-    name = "graph_learning_quick" if args.quick else "graph_learning"
-    timeout = 60 + steps * 1.0  # s per run: real time runs at <= 10 steps/s
-    runs: dict[str, dict[str, dict[str, Any]]] = {path: {} for path in args.paths}
-    failed = []
+    args = parse_args(argv)
+    timeout = 300 + 1.0 * args.env_steps  # s per run: real time steps at 10 Hz, demos and evaluations besides
+    runs: Runs = {path: {} for path in args.paths}
     with tempfile.TemporaryDirectory(prefix="graph_learning_") as folder:
-        for seed in seeds:
+        for seed in args.seeds:
             for path in args.paths:
                 started = time.monotonic()
-                try:
-                    runs[path][str(seed)] = run_path(path, Path(folder), seed, steps, timeout)
-                except (RuntimeError, subprocess.TimeoutExpired) as error:
-                    runs[path][str(seed)] = {"error": str(error)[-800:]}
-                    failed.append(f"{path} seed {seed}")
-                record = runs[path][str(seed)]
-                print(f"{path} seed {seed}: " + ", ".join(f"{k}={record.get(k)}" for k in (
-                    "success", "intervention_steps", "env_steps_per_s", "control_period_ms", "error") if k in record)
-                    + f" ({time.monotonic() - started:.0f} s)", flush=True)
-    keyed = {key: {path: {seed: record.get(key) for seed, record in seeds_.items()} for path, seeds_ in runs.items()}
-             for key in ("success", "intervention_steps", "env_steps_per_s", "control_period_ms", "success_at",
-                         "wall_step_ms")}
-    summary = summarize(runs)
-    print(json.dumps(summary, indent=2))
-    plot(runs, RESULTS / f"{name}.png", f"pick_cube from state, {steps:,} online steps: in-process vs the graph")
-    write_result(name, {"summary": summary, "runs": runs}, env_steps=steps, seeds=seeds, **keyed)
+                record = runs[path][str(seed)] = run_path(path, Path(folder), seed, args.env_steps, timeout)
+                print(f"{path} seed {seed} ({time.monotonic() - started:.0f} s): "
+                      + ", ".join(f"{k}={record[k]}" for k in (*KEYS, "error") if k in record), flush=True)
+    figures = assemble(runs, args.env_steps, args.seeds)
+    print(json.dumps(figures["summary"], indent=2))
+    plot(runs, RESULTS / f"{args.name}.png",
+         f"pick_cube from state, {args.env_steps:,} online steps: in-process loop vs the sim_train graph")
+    print(f"wrote {write_result(args.name, {'runs': runs}, **figures)}")
+    failed = [f"{path} seed {seed}" for path, by_seed in runs.items() for seed, r in by_seed.items() if "error" in r]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
