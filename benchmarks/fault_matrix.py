@@ -650,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         rows = command_line_rows(work / "cli")
         if not args.quick:
-            from tests.conftest import reserved_ros_domain
+            from robot_rl.graph import reserved_ros_domain
 
             for scenario in (hostile_messages, who_moves_the_arm,
                              lambda folder, domain: nodes_down(folder, domain, args.learner_down)):

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import RESULTS, save_figure, style_success_axis, write_result
 from robot_rl.data.episode_store import EpisodeStore
-from tests.conftest import reserved_ros_domain
+from robot_rl.graph import reserved_ros_domain
 
 PATHS = ("in_process", "graph_sim_time", "graph_real_time")
 KEYS = ("success", "success_at", "intervention_steps", "env_steps_per_s", "control_period_ms", "wall_step_ms")

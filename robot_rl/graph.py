@@ -19,12 +19,16 @@ domain, ``ros.domain_id``, with discovery limited to this machine unless ``ros.d
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import random
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +103,30 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
             if node.name == "safety" and robot.get("safety"):
                 node.args = [str(a) for a in robot["safety"]]
     return nodes
+
+
+@contextlib.contextmanager
+def reserved_ros_domain() -> Iterator[int]:
+    """A ROS 2 domain id no other test or benchmark on this machine holds, for the duration of the block: one of
+    ``DOMAIN_IDS`` but 0 (the default of every ROS install, left to live cells), locked with fcntl on
+    ``/tmp/robot_rl_ros_domain_<id>.lock`` so it is unique across processes."""
+    ids = [domain for domain in DOMAIN_IDS if domain != 0]
+    start = random.randrange(len(ids))  # spread the ids, so a domain freed a moment ago rests a while
+    for offset in range(len(ids)):
+        domain = ids[(start + offset) % len(ids)]
+        handle = open(f"/tmp/robot_rl_ros_domain_{domain}.lock", "a")  # noqa: SIM115 - held for the block
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        try:
+            yield domain
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+        return
+    raise RuntimeError(f"all {len(ids)} ROS 2 domain ids are held by other tests or benchmarks on this machine")
 
 
 def ros_environment(ros: DictConfig) -> dict[str, str]:

@@ -9,14 +9,13 @@ Every test gets its own ROS 2 domain id (:func:`ros_domain`, autouse).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib
 import os
-import random
 from collections.abc import Iterator
 
 import pytest
+
+from robot_rl.graph import reserved_ros_domain
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -39,37 +38,11 @@ def missing_capability(what: str, error: Exception):
     pytest.skip(f"{what} not available: {error!r}")
 
 
-# ROS 2 domain ids a test may take (Linux): 1..101 and 215..232. 0, the default of every ROS install, is left to
-# live cells; the fcntl lock on /tmp/robot_rl_ros_domain_<id>.lock makes an id unique across pytest processes too.
-ROS_DOMAIN_IDS = (*range(1, 102), *range(215, 233))
-
-
-@contextlib.contextmanager
-def reserved_ros_domain() -> Iterator[int]:
-    """A ROS 2 domain id no other test on this machine holds, for the duration of the block."""
-    start = random.randrange(len(ROS_DOMAIN_IDS))  # spread the ids, so a domain freed a moment ago rests a while
-    for offset in range(len(ROS_DOMAIN_IDS)):
-        domain = ROS_DOMAIN_IDS[(start + offset) % len(ROS_DOMAIN_IDS)]
-        handle = open(f"/tmp/robot_rl_ros_domain_{domain}.lock", "a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        try:
-            yield domain
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
-        return
-    raise RuntimeError(f"all {len(ROS_DOMAIN_IDS)} ROS 2 domain ids are held by other tests on this machine")
-
-
 @pytest.fixture(autouse=True)
 def ros_domain(monkeypatch) -> Iterator[int]:
     """Every test runs in its own ROS 2 domain with localhost-only discovery (the child processes it starts
     inherit both), so parallel test runs, and a live cell on the LAN, never see each other's nodes."""
-    with reserved_ros_domain() as domain:
+    with reserved_ros_domain() as domain:  # robot_rl.graph: shared with the benchmarks
         monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
         monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         yield domain

@@ -13,8 +13,8 @@ import pytest
 
 from robot_rl.cli import load_config
 from robot_rl.config import ConfigError
-from robot_rl.graph import Launcher, NodeSpec, ros_environment
-from tests.conftest import require, reserved_ros_domain
+from robot_rl.graph import Launcher, NodeSpec, reserved_ros_domain, ros_environment
+from tests.conftest import require
 
 TALKER = textwrap.dedent(
     """
