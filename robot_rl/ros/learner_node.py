@@ -125,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                 received = dict(learner.ledger.received)
             transport.acknowledge(received, durable)
 
+        wall = Clock(clock_type=ClockType.STEADY_TIME)  # the delivery protocol's timeouts are on the wall clock
         node.create_timer(1.0, checkpoint_if_due)
-        node.create_timer(0.5, acknowledge)
+        node.create_timer(0.5, acknowledge, clock=wall)
         published = (-1, -1)
 
         def publish_progress() -> None:
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 transport.publish_progress(*now)
 
         # on the wall clock: an actor in sim time waits for it while the sim clock stands still
-        node.create_timer(PROGRESS_PERIOD, publish_progress, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        node.create_timer(PROGRESS_PERIOD, publish_progress, clock=wall)
         try:
             spin(node, until=lambda: learner.error is not None)
         finally:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
+from rclpy.clock import Clock, ClockType
 from std_msgs.msg import String, UInt8MultiArray
 
 from ..config import ConfigError
@@ -174,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         guard = InputGuard(node)
         guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC,
                         lambda msg: recorder.add(decode_transitions(msg.data, schema)[0]), qos.TRANSITIONS)
-        node.create_timer(1.0, lambda: recorder.recent and acknowledge(recorder.recent))  # for acks that were missed
+        # for acks that were missed; on the wall clock, as the actor's record_timeout is
+        node.create_timer(1.0, lambda: recorder.recent and acknowledge(recorder.recent),
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
         mcap = None
         if cfg.ros.recorder.mcap:
             topics = dict(MCAP_TOPICS)
