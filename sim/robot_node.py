@@ -415,11 +415,14 @@ def main(argv: list[str] | None = None) -> int:
         robot.start(None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz, robot.time))
         clock = "in lockstep on sim time (/clock)" if sim_time else "at real time"
         node.get_logger().info(f"sim robot: {task.get('name')} {clock}, cameras {list(env.cameras)}")
-        if sim_time:
-            with stop_requests() as stop:
-                robot.run_lockstep(stop)
-        else:
-            spin(node)
+        try:
+            if sim_time:
+                with stop_requests() as stop:
+                    robot.run_lockstep(stop)
+            else:
+                spin(node)
+        finally:
+            env.close()  # its renderer now, while EGL is still up (not in the interpreter's last garbage collection)
     return 0
 
 

@@ -166,16 +166,18 @@ class TopicEnv(gym.Env):
         self._steps, self._last_command = 0, 0.0
         self._obs_stamp = 0.0
 
-        self.subscriptions: dict[str, Any] = {}  # the observation's streams, from the first reset (_subscribe)
+        self.subscriptions: dict[str, Any] = {}  # the observation's streams, from the first reset (subscribe_streams)
         self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
         self.reset_client = node.create_client(SetBool, "/rl/reset")
 
     # ----------------------------------------------------------------- inputs
-    def _subscribe(self) -> None:
-        """The observation's streams, subscribed at the first reset: after the teleop source's (built on this env),
-        because an executor serves ready subscriptions in the order they were made, and the observation's last
-        message wakes the actor, which then reads the human's input of the same instant (published before it)."""
+    def subscribe_streams(self) -> None:
+        """Subscribe the observation's streams, once (the first reset does): after the teleop source (built on this
+        env) subscribed, because an executor serves ready subscriptions in the order they were made, and the
+        observation's last message wakes the actor, which then reads the human's input of the same instant."""
+        if self.subscriptions:
+            return
         stream, subscribe = qos.STREAM_SUBSCRIBER, self.guard.subscribe
         self.subscriptions = {
             POSE: subscribe(PoseStamped, POSE, self._on_pose, stream),
@@ -235,8 +237,7 @@ class TopicEnv(gym.Env):
     # ----------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if not self.subscriptions:
-            self._subscribe()
+        self.subscribe_streams()
         timeout = self.settings.stream_timeout
         if not self.settings.sim_time:  # the arm holds (in sim time the sim robot's clock makes the pause)
             time.sleep(max(self._last_command + self.settings.reset_pause - time.monotonic(), 0.0))
@@ -301,8 +302,7 @@ class TopicEnv(gym.Env):
     def wait_for_streams(self, timeout: float) -> None:
         """Block until every stream delivers again (after a stall); StreamStalled after ``timeout``. In sim time the
         sim robot publishes an observation only when asked (a step, a reset), so this returns at once."""
-        if not self.subscriptions:
-            self._subscribe()
+        self.subscribe_streams()
         if not self.settings.sim_time:
             self.inbox.wait_newer(self.streams, time.monotonic(), timeout)
 

@@ -285,6 +285,7 @@ def test_every_subscription_of_the_actor_drops_junk_without_raising():
     try:
         env = TopicEnv(node, settings, layout)
         TopicTeleop(env, deadzone=0.05, hold=0.3)
+        env.subscribe_streams()  # as the first reset does, after the teleop source
         rng = np.random.default_rng(1)
         fed = {}
         for subscription in node.subscriptions:
