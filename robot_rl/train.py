@@ -91,6 +91,11 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
     return settings
 
 
+def updates_due(online_received: int, update_calls: int, start_training: int) -> int:
+    """Updates a learner owes: one per online transition after the first ``start_training``, less those made."""
+    return max(online_received - start_training, 0) - update_calls
+
+
 def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int):
     """The agent named by ``cfg.agent`` (entry point + its config dataclass)."""
     agent_cfg = OmegaConf.to_container(cfg.agent, resolve=True)
@@ -178,7 +183,7 @@ class Learner:
         return weights
 
     def due_updates(self) -> int:
-        return max(self.online_received - self.settings.start_training, 0) - self.update_calls
+        return updates_due(self.online_received, self.update_calls, self.settings.start_training)
 
     def backlog(self, sent: int) -> int:
         """How far the learner is behind an actor that has sent ``sent`` transitions: those it has not

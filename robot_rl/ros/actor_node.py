@@ -33,7 +33,7 @@ from ..data import EpisodeStore
 from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluate
 from ..safety.training import SafetyActor, safety_settings
-from ..train import load_checkpoint_agent, make_agent, settings_from
+from ..train import load_checkpoint_agent, make_agent, settings_from, updates_due
 from . import qos
 from .codec import weight_shapes
 from .delivery import Outbox, stored_transitions, write_episode
@@ -126,11 +126,10 @@ class ActorLoop:
         ingested plus its updates due, from ``/rl/learner_progress``), as ``robot-rl train`` does, so the
         update-to-data ratio holds however fast the sim runs. A learner silent for ``LEARNER_SILENCE`` s is not
         waited for (none started, or it is down: the actor acts on its weights)."""
-        start_training = self.settings.start_training
         while True:
             progress = self.transport.learner_progress
-            backlog = (self.env_steps - progress.online_received
-                       + max(progress.online_received - start_training, 0) - progress.update_calls)
+            backlog = self.env_steps - progress.online_received + updates_due(
+                progress.online_received, progress.update_calls, self.settings.start_training)
             if backlog <= self.settings.max_lag or time.monotonic() - progress.heard_at > LEARNER_SILENCE:
                 return
             time.sleep(0.001)

@@ -182,7 +182,7 @@ class SafetyNode:
 
     def _received(self, msg) -> float:
         """When a command or a state counts as received, s: in sim time its stamp (the sim robot's instant; a stamp
-        ahead of the clock by more than the command timeout is refused), else the monotonic clock now."""
+        more than ``MAX_CLOCK_LEAD`` ahead of the clock is refused), else the monotonic clock now."""
         if not self.sim_time:
             return time.monotonic()
         stamp = stamp_seconds(msg.header.stamp)

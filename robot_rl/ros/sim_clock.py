@@ -72,4 +72,3 @@ def wait_for_clock(node, timeout: float, spinning: bool = False) -> None:
             raise ClockError(f"ros.sim_time=true: no {CLOCK_TOPIC} within {timeout:g} s; {node.get_name()} expected "
                              "the sim robot node (sim.robot_node) to publish it. Start the graph with its sim node, "
                              "or set ros.sim_time=false on a real cell")
-        time.sleep(0.01)

@@ -26,7 +26,8 @@ layout) is dropped and counted, so the inbox only ever holds values an observati
 Every step waits one control period, then for state, images and reward received after the
 command went out. In sim time (``sim_time``) it does not sleep: the sim robot steps the period as
 soon as the command is in, and the step waits for the pose stamped one control period after the
-observation it answered (stream timeouts stay on the wall clock, so a dead sim is still noticed). A stream that stays silent for ``stream_timeout`` raises
+observation it answered (stream timeouts stay on the wall clock, so a dead sim is still noticed).
+A stream that stays silent for ``stream_timeout`` raises
 :class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return.
 """
 
