@@ -79,8 +79,9 @@ class OffPolicyAgent:
 
     # ----------------------------------------------------------------- weights and state
     def policy_state(self) -> dict[str, torch.Tensor]:
-        """What an actor needs (CPU tensors, keys ``<module>.<parameter>``)."""
-        return {f"{name}.{key}": value.cpu() for name in self.policy_modules
+        """What an actor needs (keys ``<module>.<parameter>``): CPU copies, never views of the live parameters,
+        so weights published as version k stay version k while the learner goes on updating."""
+        return {f"{name}.{key}": value.to("cpu", copy=True) for name in self.policy_modules
                 for key, value in getattr(self, name).state_dict().items()}
 
     def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:

@@ -144,30 +144,33 @@ class Learner:
 
     def ingest(self, transitions: list[dict[str, Any]]) -> None:
         for t in transitions:
-            self.taken += 1
-            if not self.ledger.accept(t):
-                continue
-            if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
-                self.online.close_episode()
+            self._ingest_one(t)
+            self.taken += 1  # after its online count: a reader of backlog() never sees it taken but not yet due
+
+    def _ingest_one(self, t: dict[str, Any]) -> None:
+        if not self.ledger.accept(t):
+            return
+        if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
+            self.online.close_episode()
+            self.demo.close_episode()
+        filtered = bool(t.get("filtered", False))
+        learned = t["policy_action"] if filtered and self.relabel_proposed else t["action"]
+        args = (t["obs"], t["action"], t["reward"] - self.safety_penalty * filtered, t["next_obs"],
+                t["terminated"], t["truncated"], t["intervened"], t.get("cost", 0.0), learned)
+        if t["demo"]:
+            self.demo.add(*args)
+            return
+        self.online.add(*args)
+        self.online_received += 1
+        stream = str(t.get("actor", ""))
+        before = self.last_step.get(stream)
+        follows = (before is not None and not t["first"] and before[0] == t.get("episode")
+                   and (t.get("step") is None or before[1] == t["step"] - 1))
+        if t["intervened"]:
+            if not (follows and before[3]):  # a new takeover: a segment of its own
                 self.demo.close_episode()
-            filtered = bool(t.get("filtered", False))
-            learned = t["policy_action"] if filtered and self.relabel_proposed else t["action"]
-            args = (t["obs"], t["action"], t["reward"] - self.safety_penalty * filtered, t["next_obs"],
-                    t["terminated"], t["truncated"], t["intervened"], t.get("cost", 0.0), learned)
-            if t["demo"]:
-                self.demo.add(*args)
-                continue
-            self.online.add(*args)
-            self.online_received += 1
-            stream = str(t.get("actor", ""))
-            before = self.last_step.get(stream)
-            follows = (before is not None and not t["first"] and before[0] == t.get("episode")
-                       and (t.get("step") is None or before[1] == t["step"] - 1))
-            if t["intervened"]:
-                if not (follows and before[3]):  # a new takeover: a segment of its own
-                    self.demo.close_episode()
-                self.demo.add(*args, opening_action=before[2] if follows else None)
-            self.last_step[stream] = (t.get("episode"), t.get("step"), np.asarray(learned), bool(t["intervened"]))
+            self.demo.add(*args, opening_action=before[2] if follows else None)
+        self.last_step[stream] = (t.get("episode"), t.get("step"), np.asarray(learned), bool(t["intervened"]))
 
     def ingest_locked(self, transitions: list[dict[str, Any]]) -> None:
         """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
@@ -254,9 +257,9 @@ class Learner:
                 if self.safety is not None:
                     metrics.update(self.safety.update(self.online))
                 self.metrics = metrics  # replaced whole: the actor thread reads it
+                if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
+                    self.transport.publish_weights(self.update_calls + 1, self.published_weights())
                 self.update_calls += 1
-            if self.update_calls % self.settings.weights_every == 0:
-                self.transport.publish_weights(self.update_calls, self.published_weights())
 
     def wait_until_caught_up(self, sent: int) -> None:
         """Block until every one of the ``sent`` transitions is ingested and its updates are made."""

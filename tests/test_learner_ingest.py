@@ -101,3 +101,22 @@ def test_a_filtered_step_is_learned_as_the_relabel_setting_says(relabel):
     assert rows.any() and (batch["action"][rows, 0] == learned).all() and (batch["executed_action"][rows, 0] == 2).all()
     unfiltered = slot_of_step(rl.online, 3)
     assert rl.online.learned_action[unfiltered][0, 0] == rl.online.action[unfiltered][0, 0] == 3
+
+
+def test_the_backlog_never_reads_caught_up_while_a_step_is_half_ingested():
+    """The actor reads ``backlog()`` from its own thread with no lock (train.sync, train.deterministic): a step
+    counted as taken before its update is due made the backlog read 0 mid-ingest, so a deterministic run could
+    take weights and act before the update that step made due (a flaky reproducibility test under load)."""
+    rl = Learner(_Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, LocalTransport(),
+                 seed=0)
+    seen = []
+    add = rl.online.add
+
+    def add_and_look(*args, **kwargs):
+        seen.append(rl.backlog(sent=len(seen) + 1))  # what the actor thread would read right now
+        add(*args, **kwargs)
+
+    rl.online.add = add_and_look
+    rl.ingest(episode(5, human_steps=set()))
+    assert seen == [1, 2, 3, 4, 5]  # the step in hand, plus the updates already due
+    assert rl.backlog(sent=5) == 5 and rl.taken == 5 == rl.online_received

@@ -47,8 +47,8 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
     seen = {"pose": None, "twists": [], "flags": []}
     node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose",
                              lambda m: seen.__setitem__("pose", pose_to_numpy(m.pose)), 10)
-    node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds",
-                             lambda m: seen["twists"].append((m.header.frame_id, twist_to_numpy(m.twist))), 10)
+    twists = node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds",
+                                      lambda m: seen["twists"].append((m.header.frame_id, twist_to_numpy(m.twist))), 10)
     node.create_subscription(UInt32, "/rl/safety_flags", lambda m: seen["flags"].append(m.data), 10)
     action = node.create_publisher(PoseStamped, "/rl/action", 1)
 
@@ -64,8 +64,9 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
         return False
 
     try:
-        end = time.monotonic() + 60
-        while seen["pose"] is None and time.monotonic() < end:
+        end = time.monotonic() + 60  # the arm's pose, and the bridge's twists matched (on a loaded machine the
+        # arm could reach the target before this node heard one twist)
+        while (seen["pose"] is None or not twists.get_publisher_count()) and time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)
         start, start_rot = seen["pose"]
         target = start + np.array([0.05, -0.03, 0.0])

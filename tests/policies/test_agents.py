@@ -82,6 +82,24 @@ def test_sac_critic_reads_the_privileged_state_and_the_policy_acts_without_it():
                                   agent.act({**obs, "privileged_state": np.zeros(6, np.float32)}, explore=False))
 
 
+@pytest.mark.parametrize("agent_class", [SACAgent, CQNAgent])
+def test_published_policy_weights_are_a_snapshot(agent_class):
+    """The in-process learner publishes ``policy_state()`` and keeps updating: the actor must load the weights
+    of that version, not whatever the live parameters hold by then (a half-done optimizer step included)."""
+    agent = agent_class({"state": (6,)}, 3, seed=0)
+    published = agent.policy_state()
+    before = {key: value.clone() for key, value in published.items()}
+    rng = np.random.default_rng(0)
+    batch = {"obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+             "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+             "action": rng.uniform(-1, 1, (16, 3)).astype(np.float32), "reward": rng.normal(size=16).astype(np.float32),
+             "discount": np.full(16, 0.97, np.float32), "is_demo": np.arange(16) < 8}
+    for _ in range(3):
+        agent.update(lambda: batch)
+    assert any(not torch.equal(before[key], value) for key, value in agent.policy_state().items())  # it learned
+    assert all(torch.equal(before[key], value) for key, value in published.items())
+
+
 def test_a_checkpoint_of_another_agent_is_refused():
     sac = SACAgent({"state": (6,)}, 3, seed=0)
     with pytest.raises(ValueError, match="agent: checkpoint 'sac', this run 'cqn'"):
