@@ -2,6 +2,7 @@
 
     python -m benchmarks.graph_learning            # 3 seeds x 12,000 online steps per path (hours on 2 cores)
     python -m benchmarks.graph_learning --quick    # one seed x 1,200 steps per path, about 10 minutes
+    python -m benchmarks.graph_learning --seeds 1 --merge  # one more seed into the existing result file
 
 Paths (the JSON's keys): ``in_process`` (``robot-rl train``), ``graph_sim_time`` and ``graph_real_time``
 (``robot-rl launch sim_train`` with ``ros.sim_time=true`` / ``false``: sim robot, safety node, learner,
@@ -69,6 +70,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"online env steps per run (default {FULL_STEPS:,}; --quick {QUICK_STEPS:,})")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 0 1 2; --quick 0)")
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
+    parser.add_argument("--merge", action="store_true",
+                        help="add these runs to those of the existing result file (same --env-steps; a path and seed "
+                             "run again replaces its record): hours of seeds can run in separate sittings")
     args = parser.parse_args(argv)
     if args.env_steps is not None and args.env_steps <= 0:
         parser.error(f"--env-steps={args.env_steps}: expected a positive number of steps")
@@ -233,9 +237,35 @@ def plot(runs: Runs, path: Path, title: str) -> None:
     save_figure(figure, path)
 
 
+def earlier_runs(path: Path, env_steps: int) -> tuple[Runs, list[str]]:
+    """The runs and commands of a result file, for ``--merge``; a missing file has none. Raises ValueError for
+    a file of another step budget (its figures are not comparable) or one without runs."""
+    if not path.exists():
+        return {}, []
+    result = json.loads(path.read_text())
+    if result.get("env_steps") != env_steps or not isinstance(result.get("figures", {}).get("runs"), dict):
+        raise ValueError(f"--merge: {path} holds runs of env_steps={result.get('env_steps')}, expected {env_steps}")
+    return result["figures"]["runs"], [*result.get("earlier_commands", []), result["command"]]
+
+
+def merge_runs(earlier: Runs, new: Runs) -> Runs:
+    """``earlier`` with ``new`` on top: a path and seed in both keeps the new record."""
+    merged = {path: dict(by_seed) for path, by_seed in earlier.items()}
+    for path, by_seed in new.items():
+        merged.setdefault(path, {}).update(by_seed)
+    return {path: merged[path] for path in PATHS if path in merged}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     timeout = 300 + 1.0 * args.env_steps  # s per run: real time steps at 10 Hz, demos and evaluations besides
+    earlier, earlier_commands = {}, []
+    if args.merge:
+        try:
+            earlier, earlier_commands = earlier_runs(RESULTS / f"{args.name}.json", args.env_steps)
+        except ValueError as error:
+            print(f"graph_learning: error: {error}", file=sys.stderr)
+            return 2
     runs: Runs = {path: {} for path in args.paths}
     with tempfile.TemporaryDirectory(prefix="graph_learning_") as folder:
         for seed in args.seeds:
@@ -244,11 +274,14 @@ def main(argv: list[str] | None = None) -> int:
                 record = runs[path][str(seed)] = run_path(path, Path(folder), seed, args.env_steps, timeout)
                 print(f"{path} seed {seed} ({time.monotonic() - started:.0f} s): "
                       + ", ".join(f"{k}={record[k]}" for k in (*KEYS, "error") if k in record), flush=True)
-    figures = assemble(runs, args.env_steps, args.seeds)
+    runs = merge_runs(earlier, runs)
+    seeds = sorted({int(seed) for by_seed in runs.values() for seed in by_seed})
+    figures = assemble(runs, args.env_steps, seeds)
     print(json.dumps(figures["summary"], indent=2))
     plot(runs, RESULTS / f"{args.name}.png",
          f"pick_cube from state, {args.env_steps:,} online steps: in-process loop vs the sim_train graph")
-    print(f"wrote {write_result(args.name, {'runs': runs}, **figures)}")
+    extra = {"earlier_commands": earlier_commands} if earlier_commands else {}
+    print(f"wrote {write_result(args.name, {'runs': runs}, **extra, **figures)}")
     failed = [f"{path} seed {seed}" for path, by_seed in runs.items() for seed, r in by_seed.items() if "error" in r]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -12,7 +12,9 @@ from benchmarks.graph_learning import (
     PATHS,
     QUICK_STEPS,
     assemble,
+    earlier_runs,
     graph_figures,
+    merge_runs,
     parse_args,
     percentiles_ms,
 )
@@ -110,3 +112,19 @@ def test_a_path_without_any_finished_seed_has_no_ratio():
                        1200, [0])["summary"]
     assert summary["graph_sim_time"]["success"] is None and summary["graph_real_time"]["success"] is None
     assert "graph_sim_time_vs_in_process" not in summary and "graph_real_time_vs_in_process" not in summary
+
+
+def test_merge_adds_seeds_run_in_another_sitting_and_a_rerun_replaces_its_record(tmp_path):
+    earlier = {"in_process": {"0": {"success": 1.0}}, "graph_sim_time": {"0": {"success": 0.0}}}
+    new = {"graph_sim_time": {"0": {"success": 0.9}, "1": {"success": 1.0}}, "in_process": {"1": {"success": 0.8}}}
+    merged = merge_runs(earlier, new)
+    assert merged == {"in_process": {"0": {"success": 1.0}, "1": {"success": 0.8}},
+                      "graph_sim_time": {"0": {"success": 0.9}, "1": {"success": 1.0}}}
+    assert earlier["graph_sim_time"]["0"] == {"success": 0.0}  # the earlier runs are not changed in place
+    result = tmp_path / "graph_learning.json"
+    assert earlier_runs(result, 12_000) == ({}, [])  # nothing yet: nothing to merge
+    result.write_text(json.dumps({"env_steps": 12_000, "command": "python -m benchmarks.graph_learning --seeds 0",
+                                  "figures": {"runs": earlier}}))
+    assert earlier_runs(result, 12_000) == (earlier, ["python -m benchmarks.graph_learning --seeds 0"])
+    with pytest.raises(ValueError, match="env_steps=12000, expected 6000"):
+        earlier_runs(result, 6_000)  # another budget: not comparable

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,11 +41,7 @@ class Graph:
         return (self.folder / f"{name}.log").read_text()
 
     def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.kill()
-        for process in self.processes.values():
-            process.wait()
+        stop_processes(list(self.processes.values()))
 
 
 class Watcher:
@@ -81,10 +78,24 @@ def python() -> str:
     return sys.executable
 
 
-def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:
-    """Kill the node processes a test started, then its own node and rclpy context."""
+def stop_processes(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
+    """Stop node processes as an operator would: SIGINT, then SIGKILL for any still running after ``grace``
+    seconds. A node killed outright leaves its Fast DDS shared-memory ports behind, and a participant that shared
+    them may crash (SIGSEGV) when it is deleted later: one such crash took down the whole test run in CI."""
     for process in processes:
-        process.kill()
-        process.wait()
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for process in processes:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:
+    """Stop the node processes a test started, then its own node and rclpy context."""
+    stop_processes(processes)
     node.destroy_node()
     rclpy.shutdown()

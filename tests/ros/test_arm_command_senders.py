@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from tests.conftest import require
+from tests.ros.graph_helpers import stop_processes
 
 POSE = "/franka_robot_state_broadcaster/current_pose"
 
@@ -81,8 +82,7 @@ def test_the_sim_arm_ignores_commands_that_bypass_the_safety_node(tmp_path):
         spin(0.5)
         assert np.linalg.norm(measured[-1][1] - target) < 0.01
     finally:
-        sim.kill()
-        sim.wait()
+        stop_processes([sim])
         log.close()
         intruder.destroy_node()
         safety.destroy_node()

@@ -15,6 +15,7 @@ from robot_rl.cli import load_config
 from robot_rl.config import ConfigError
 from robot_rl.graph import Launcher, NodeSpec, reserved_ros_domain, ros_environment
 from tests.conftest import require
+from tests.ros.graph_helpers import stop_processes
 
 TALKER = textwrap.dedent(
     """
@@ -61,9 +62,7 @@ def test_nodes_in_different_domains_do_not_see_each_other(ros_domain):
             assert "robot_rl_other_cell" not in publishers()  # ... and does not reach into the other domain
             assert "robot_rl_other_cell" not in node.get_node_names()
         finally:
-            for process in processes:
-                process.kill()
-                process.wait()
+            stop_processes(processes)
             node.destroy_node()
             rclpy.shutdown()
 
@@ -96,10 +95,7 @@ def test_the_launcher_starts_every_node_in_the_cell_domain_and_stops_it_within_t
             time.sleep(0.2)  # the relay thread prints the last lines
             assert "did not stop" not in out.getvalue() and "Traceback" not in out.getvalue()
         finally:
-            for process in launcher.processes.values():
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+            stop_processes(list(launcher.processes.values()))
             for name, node in nodes.items():
                 node.destroy_node()
                 rclpy.shutdown(context=contexts[name])

@@ -16,7 +16,7 @@ import subprocess
 import numpy as np
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Graph, Watcher, python
+from tests.ros.graph_helpers import Graph, Watcher, python, stop_processes
 
 CAMERA = "/camera/front/color/image_raw"
 POSE = "/franka_robot_state_broadcaster/current_pose"
@@ -256,8 +256,7 @@ def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
     finally:
         graph.stop()
         if reward is not None:
-            reward.kill()
-            reward.wait()
+            stop_processes([reward])
         reward_log.close()
         node.destroy_node()
         rclpy.shutdown()

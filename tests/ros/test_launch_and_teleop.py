@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher, tear_down
+from tests.ros.graph_helpers import Watcher, stop_processes, tear_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,7 +151,7 @@ def test_keyboard_teleop_from_a_byte_stream():
         node.stdin.flush()
         assert node.wait(timeout=20) == 0
     finally:
-        node.kill()
+        stop_processes([node])
         watcher.node.destroy_node()
         rclpy.shutdown()
 
@@ -179,8 +179,7 @@ def test_joystick_teleop_from_recorded_events(tmp_path):
             watcher.wait_for(lambda _: watcher.switches and watcher.switches[-1], 10, "take-over")
             assert watcher.joys[-1] == [1, 0]
     finally:
-        node.kill()
-        node.wait()
+        stop_processes([node])
         watcher.node.destroy_node()
         rclpy.shutdown()
 
@@ -223,8 +222,7 @@ def test_spacemouse_teleop_from_recorded_hid_reports(tmp_path):
             watcher.wait_for(lambda _: watcher.twists[-1][0] < 0, 10, "the 12-byte report")
             np.testing.assert_allclose(watcher.twists[-1], [-1.0, 0.0, 0.0], atol=1e-6)
     finally:
-        node.kill()
-        node.wait()
+        stop_processes([node])
         watcher.node.destroy_node()
         rclpy.shutdown()
 
@@ -241,7 +239,7 @@ def test_a_spacemouse_that_only_reports_zeros_gets_a_warning(tmp_path):
         output, _ = node.communicate(timeout=30)
         assert "reports only zero axes" in output and "right mode / switched on" in output
     finally:
-        node.kill()
+        stop_processes([node])
 
 
 def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
@@ -309,9 +307,7 @@ def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, s
             output = (tmp_path / f"{name}.log").read_text()
             assert "Traceback" not in output and "terminate called" not in output, f"{name}: {output[-2000:]}"
     finally:
-        for process in processes.values():
-            process.kill()
-            process.wait()
+        stop_processes(list(processes.values()))
         for log in logs.values():
             log.close()
         node.destroy_node()
@@ -353,5 +349,4 @@ def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
         assert flags[-1] & Violation.ESTOP  # latched
         press_until(b"z", lambda: not flags[-1] & Violation.ESTOP, "the operator's reset from the z key")
     finally:
-        teleop.kill()
         tear_down(rclpy, watcher.node, processes + [teleop])

@@ -6,6 +6,7 @@ import textwrap
 import time
 
 from tests.conftest import require
+from tests.ros.graph_helpers import stop_processes
 
 TALKER = textwrap.dedent(
     """
@@ -45,8 +46,7 @@ def test_joint_states_cross_process_boundary():
         node.destroy_node()
     finally:
         rclpy.shutdown()
-        talker.kill()
-        talker.wait()
+        stop_processes([talker])
     assert len(received) >= 5
     positions = [msg.position[0] for msg in received]
     assert positions == sorted(positions) and received[0].name == ["joint1"]

@@ -9,7 +9,7 @@ import numpy as np
 from policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
 from robot_rl.cli import main
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher
+from tests.ros.graph_helpers import Watcher, stop_processes
 
 
 def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
@@ -59,7 +59,6 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
 
             watcher.wait_for(seen, 60, f"success={expected} for brightness {value}")
     finally:
-        node.kill()
-        node.wait()
+        stop_processes([node])
         watcher.node.destroy_node()
         rclpy.shutdown()

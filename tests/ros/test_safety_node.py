@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
+from tests.ros.graph_helpers import stop_processes
 
 ACTOR = textwrap.dedent(
     """
@@ -161,13 +162,6 @@ def wait_for_text(path: Path, text: str, timeout: float) -> str:
     raise AssertionError(f"{text!r} not in {path.name} within {timeout} s:\n{path.read_text()[-2000:]}")
 
 
-def stop(processes: list[subprocess.Popen]) -> None:
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-
-
 def test_actor_death_stale_state_and_estop_hold_the_arm(tmp_path):
     rclpy = require("rclpy")
     safety = start(SAFETY, tmp_path / "safety.log")
@@ -208,7 +202,7 @@ def test_actor_death_stale_state_and_estop_hold_the_arm(tmp_path):
     finally:
         arm.close()
         rclpy.shutdown()
-        stop([actor, safety])
+        stop_processes([actor, safety])
 
 
 def test_a_foreign_publisher_on_the_arm_command_topic_latches_the_hold_and_is_named(tmp_path):
@@ -238,7 +232,7 @@ def test_a_foreign_publisher_on_the_arm_command_topic_latches_the_hold_and_is_na
     finally:
         arm.close()
         rclpy.shutdown()
-        stop([process for process in (intruder, actor, safety) if process is not None])
+        stop_processes([process for process in (intruder, actor, safety) if process is not None])
 
 
 def test_a_foreign_sender_of_targets_never_moves_the_arm_and_only_the_operator_resets(tmp_path):
@@ -288,7 +282,7 @@ def test_a_foreign_sender_of_targets_never_moves_the_arm_and_only_the_operator_r
     finally:
         arm.close()
         rclpy.shutdown()
-        stop([process for process in (intruder, safety) if process is not None])
+        stop_processes([process for process in (intruder, safety) if process is not None])
 
 
 def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
@@ -408,7 +402,7 @@ def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
     finally:
         arm.close()
         rclpy.shutdown()
-        stop([safety])
+        stop_processes([safety])
 
 
 def test_bad_settings_are_named():
