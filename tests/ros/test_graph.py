@@ -136,8 +136,14 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         moving, held = held_since()
         args = graph.specs["safety"].args
         timeout = float(args[args.index("--command-timeout") + 1])
-        assert held[0] - killed < timeout + 0.15, \
-            f"held for good {held[0] - killed} s after the kill (moving until (time, flags) {moving[-1:]})"
+        # judged by the last flags that let the arm move, not by when the first hold arrived here: the test
+        # process may read the flags late (a 2 s gap in arrival after the kill once, on a loaded CI machine),
+        # and a gap in what this process receives is not the safety node moving the arm
+        last_moving = moving[-1][0] if moving else killed
+        arrivals = np.diff([t for t, _ in flags if t > killed - 1.0]) if len(flags) > 2 else np.zeros(1)
+        assert last_moving - killed < timeout + 0.15, \
+            (f"moving {last_moving - killed:.3f} s after the kill, held for good from {held[0] - killed:.3f} s; "
+             f"longest gap between flags read here {arrivals.max():.3f} s")
         assert graph.processes["safety"].poll() is None, graph.log("safety")[-2000:]
     finally:
         graph.stop()
