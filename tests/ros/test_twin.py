@@ -1,4 +1,8 @@
-"""The twin test: the in-process loop and the node graph in sim time, step by step.
+"""The twin tests: the in-process loop and the node graph in sim time, step by step, and their learners.
+
+The learner's twin (:func:`test_twin_learner_node_and_in_process_learner_make_the_same_weights`): one transition
+stream through ``robot-rl train``'s learner thread and through the learner node over DDS makes bit-identical
+weights. The env's twin, below:
 
 One seed, one action sequence and the same scripted human go through the in-process pick_cube env
 (``robot-rl train``'s loop) and through the sim robot node + safety node + :class:`TopicEnv` of the
@@ -182,3 +186,80 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     assert worst["tcp_pos"] <= POSITION_TOLERANCE and worst["velocity"] <= VELOCITY_TOLERANCE, worst
     assert worst["gripper"] <= GRIPPER_TOLERANCE and worst["tcp_rotvec"] <= 0.01 and worst["reward"] <= REWARD_TOLERANCE, worst
     assert "Traceback" not in safety_log
+
+
+LEARNER_START = 40  # online transitions before the first update
+LEARNER_UPDATES = 60  # update calls compared (weights go out every 20)
+
+
+def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path):
+    """The learner's half of the twin: one transition stream (two demonstrations, then policy steps with the
+    scripted human's takeovers, from the in-process env) through ``robot-rl train``'s :class:`Learner` thread and,
+    over DDS, through the learner node gives bit-identical policy weights at update ``LEARNER_UPDATES``: what the
+    graph's learner makes of its transitions (buffers, demo/takeover segments, sampling, update order, weights
+    codec) is what the in-process loop makes of them."""
+    rclpy = require("rclpy")
+    import torch
+    from omegaconf import OmegaConf
+
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env, make_expert, observation_shapes
+    from robot_rl.ros.codec import weight_shapes
+    from robot_rl.ros.delivery import Outbox
+    from robot_rl.ros.transport import RosTransport
+    from robot_rl.teleop import InterventionRules, ScriptedHuman
+    from robot_rl.train import Learner, make_agent, settings_from
+    from robot_rl.transport import LocalTransport
+
+    overrides = ["task=pick_cube", f"seed={SEED}", "human.stall_steps=6", "human.takeover_steps=8",
+                 f"train.start_training={LEARNER_START}", "train.weights_every=20",
+                 f"train.run_dir={tmp_path / 'run'}", "ros.delivery.backfill=false"]
+    cfg = load_config(overrides)
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    env = make_env(task)
+    shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
+    rules = InterventionRules(**OmegaConf.to_container(cfg.human, resolve=True))
+    stream = play(env, ScriptedHuman(make_expert(task, env), rules), [True, True, False, False, False], SEED)
+    env.close()
+    online = np.cumsum([not t["demo"] for t in stream])
+    stream = stream[:int(np.searchsorted(online, LEARNER_START + LEARNER_UPDATES)) + 1]
+    assert sum(t["intervened"] and not t["demo"] for t in stream) > 0, "the stream should hold takeovers"
+
+    # in-process: robot-rl train's learner thread behind its local transport
+    torch.manual_seed(SEED)
+    local_transport = LocalTransport()
+    learner = Learner(make_agent(cfg, shapes, action_dim, SEED), settings_from(cfg.train), shapes, action_dim,
+                      local_transport, SEED)
+    local_transport.send_transitions(stream)
+    learner.start()
+    learner.wait_until_caught_up(len(stream))
+    learner.close()
+    assert learner.error is None and learner.update_calls == LEARNER_UPDATES
+    version, local_weights = local_transport.latest_weights()
+    assert version == LEARNER_UPDATES
+
+    # the learner node, fed by an actor-side transport in this process
+    graph = Graph(tmp_path, overrides, graph="learner_only")
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_actor")
+    try:
+        graph.start("learner")
+        outbox = Outbox("actor-twin", memory_limit=2**26, record_timeout=60.0, spill=lambda episode: None,
+                        for_recorder=False)
+        actor = RosTransport(node, "actor", expected_weights=weight_shapes(local_weights), outbox=outbox)
+        assert actor.wait_for_subscribers(["robot_rl_learner"], timeout=60.0) == []
+        for start in range(0, len(stream), 16):
+            actor.send_transitions([dict(t) for t in stream[start:start + 16]])
+        deadline = time.monotonic() + 120.0
+        while actor.weights_meta.get("version") != LEARNER_UPDATES:
+            assert time.monotonic() < deadline, f"the learner node published up to {actor.weights_meta}"
+            rclpy.spin_once(node, timeout_sec=0.05)
+        remote_weights = actor.latest_weights()[1]
+    finally:
+        graph.stop()
+        node.destroy_node()
+        rclpy.shutdown()
+
+    assert set(remote_weights) == set(local_weights)
+    different = [key for key in local_weights if not torch.equal(local_weights[key], remote_weights[key])]
+    assert not different, f"weights differ at update {LEARNER_UPDATES}: {different}"
