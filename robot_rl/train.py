@@ -141,6 +141,7 @@ class Learner:
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.updates_per_second = 0.0
+        self.reported = (-1, -1)  # the progress last published on the transport
 
     def ingest(self, transitions: list[dict[str, Any]]) -> None:
         for t in transitions:
@@ -219,6 +220,7 @@ class Learner:
             while not self.stop.is_set():
                 self.receive(timeout=0.0 if self.pending else 0.01)
                 self.ingest_next()
+                self.report_progress()
                 self.update_while_due()  # also a resumed run's updates, due before anything arrives
                 elapsed = time.monotonic() - started
                 self.updates_per_second = (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
@@ -260,6 +262,15 @@ class Learner:
                 if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
                     self.transport.publish_weights(self.update_calls + 1, self.published_weights())
                 self.update_calls += 1
+            self.report_progress()
+
+    def report_progress(self) -> None:
+        """Publish (online transitions ingested, updates made) on the transport when it changed (from the thread
+        that changes it, so an actor waiting on it hears at once)."""
+        now = (self.online_received, self.update_calls)
+        if now != self.reported:
+            self.reported = now
+            self.transport.publish_progress(*now)
 
     def wait_until_caught_up(self, sent: int) -> None:
         """Block until every one of the ``sent`` transitions is ingested and its updates are made."""

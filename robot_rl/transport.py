@@ -25,6 +25,10 @@ class Transport(ABC):
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
         """The newest published (version, weights), or None before the first."""
 
+    def publish_progress(self, online_received: int, update_calls: int) -> None:
+        """The learner's online transitions ingested and updates made, for an actor in another process that keeps
+        the update-to-data ratio (in one process the actor reads the learner itself: nothing to send)."""
+
 
 class LocalTransport(Transport):
     """Actor and learner in one process (threads)."""

@@ -136,6 +136,9 @@ class SimRobot:
         self.clock_ns = 0  # the last /clock published
         self.action_stamp_ns = 0  # sim time: the observation the actor's newest command answers
         self.arm_command_ns = 0  # sim time: stamp of the newest arm command obeyed
+        # the safety node sends one gripper command, then one arm command per tick; the gripper's has no stamp, so
+        # in sim time an instant's commands are in once as many gripper commands as arm commands came
+        self.arm_commands = self.gripper_commands = 0
         moving = (mujoco.mjtJoint.mjJNT_SLIDE, mujoco.mjtJoint.mjJNT_HINGE)  # arm and fingers, not free objects
         self.joint_names = [env.model.joint(i).name for i in range(env.model.njnt) if env.model.jnt_type[i] in moving]
         self.joint_qpos = [env.model.joint(name).qposadr[0] for name in self.joint_names]
@@ -223,6 +226,7 @@ class SimRobot:
     def _on_pose_command(self, msg, gid: bytes | None) -> None:
         if not self.command_senders.admits(self.pose_topic, gid):
             return
+        self.arm_commands += 1
         if seconds(msg.header.stamp) < self.reset_stamp - STAMP_TOLERANCE_NS * 1e-9:
             return  # a command for the pose before the reset
         pos, rot = pose_to_numpy(msg.pose)
@@ -251,6 +255,7 @@ class SimRobot:
     def _on_gripper_command(self, msg, gid: bytes | None) -> None:
         if not self.command_senders.admits(self.gripper_topic, gid):
             return
+        self.gripper_commands += 1
         self.env.set_gripper_command(float(np.clip(finite_scalar("gripper command", msg.data), -1.0, 1.0)))
 
     # ----------------------------------------------------------------- the clock
@@ -316,7 +321,7 @@ class SimRobot:
 
         start = time.monotonic()
         deadline, repeat_at = start + self.command_wait, start + CLOCK_REPEAT
-        while self.arm_command_ns < self.clock_ns - STAMP_TOLERANCE_NS:
+        while self.arm_command_ns < self.clock_ns - STAMP_TOLERANCE_NS or self.gripper_commands < self.arm_commands:
             if stop.is_set() or not rclpy.ok():
                 return False
             if time.monotonic() > repeat_at:  # the answer was lost, dropped while its sender was being discovered,
@@ -328,9 +333,9 @@ class SimRobot:
                     f"no arm command for sim time {self.clock_ns * 1e-9:.3f} s within {self.command_wait:g} s; "
                     "is the safety node running (with ros.sim_time=true)? The arm keeps its last command",
                     throttle_duration_sec=5.0)
+                self.gripper_commands = max(self.gripper_commands, self.arm_commands)  # one lost: count on
                 return True
             self.executor.spin_once(timeout_sec=0.01)
-        self.executor.spin_once(timeout_sec=0.0)  # the gripper command sent just before, if it came late
         return True
 
     def end_period(self) -> None:

@@ -35,8 +35,6 @@ from .node_main import exit_with_error, node_config, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock
 from .transport import RosTransport
 
-PROGRESS_PERIOD = 0.005  # s (wall clock) between two looks at the learner's progress
-
 
 def backfill(learner: Learner, path: Path, log) -> int:
     """Ingest the finished episodes of the recorder's store that the learner does not have (it crashed
@@ -102,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 log.info(f"backfilled {taken} episodes from {cfg.ros.recorder.store}")
         durable = dict(learner.ledger.received)  # per actor: the last transition the checkpoint holds
         transport.publish_weights(learner.update_calls, learner.published_weights())
+        learner.report_progress()  # then the learner's thread reports every change
         learner.start()
         started = time.monotonic() - counters.wall_seconds
         last_checkpoint = learner.online_received
@@ -128,17 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         wall = Clock(clock_type=ClockType.STEADY_TIME)  # the delivery protocol's timeouts are on the wall clock
         node.create_timer(1.0, checkpoint_if_due)
         node.create_timer(0.5, acknowledge, clock=wall)
-        published = (-1, -1)
-
-        def publish_progress() -> None:
-            nonlocal published
-            now = (learner.online_received, learner.update_calls)
-            if now != published:
-                published = now
-                transport.publish_progress(*now)
-
-        # on the wall clock: an actor in sim time waits for it while the sim clock stands still
-        node.create_timer(PROGRESS_PERIOD, publish_progress, clock=wall)
         try:
             spin(node, until=lambda: learner.error is not None)
         finally:

@@ -1,7 +1,9 @@
 """QoS profiles of the robot_rl topic contract (``../shared/reference/ros2.md``).
 
 Publishers are RELIABLE so that both reliable and best-effort subscribers can match them;
-subscribers to sensor streams are BEST_EFFORT with depth 1 (only the newest message matters);
+subscribers to sensor streams are BEST_EFFORT with depth 1 (only the newest message matters), except in sim
+time, where the actor takes every message of the lockstep in order (a pose skipped under load would change the
+velocity's finite difference, and with it the run);
 commands to an arm are RELIABLE (MoveIt Servo requires it). Transitions are RELIABLE with a deep
 queue so a busy learner loses none while it runs; weights are RELIABLE + TRANSIENT_LOCAL so an
 actor that starts (or restarts) after the learner still gets the newest ones; the episode log
@@ -15,8 +17,14 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 STREAM_PUBLISHER = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 STREAM_SUBSCRIBER = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+LOCKSTEP_SUBSCRIBER = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)  # sim time: every message, in order
 COMMAND = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 EVENT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 TRANSITIONS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_ALL)
 EPISODE_LOG = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def stream_subscriber(sim_time: bool) -> QoSProfile:
+    """The actor's profile for the observation and teleop streams."""
+    return LOCKSTEP_SUBSCRIBER if sim_time else STREAM_SUBSCRIBER

@@ -37,9 +37,10 @@ class TopicTeleop:
         self.switch, self.switch_time = False, -np.inf
         self.gripper = -1.0
         self.demo = False
-        env.guard.subscribe(Twist, "/spacenav/twist", self._on_twist, qos.STREAM_SUBSCRIBER)
-        env.guard.subscribe(Bool, "/rl/intervention", self._on_switch, qos.STREAM_SUBSCRIBER)
-        env.guard.subscribe(Joy, "/spacenav/joy", self._on_joy, qos.STREAM_SUBSCRIBER)
+        stream = qos.stream_subscriber(env.settings.sim_time)
+        env.guard.subscribe(Twist, "/spacenav/twist", self._on_twist, stream)
+        env.guard.subscribe(Bool, "/rl/intervention", self._on_switch, stream)
+        env.guard.subscribe(Joy, "/spacenav/joy", self._on_joy, stream)
 
     def _on_twist(self, msg) -> None:
         self.twist, self.twist_time = twist_to_numpy(msg), self.clock.now()

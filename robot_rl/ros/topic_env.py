@@ -161,7 +161,7 @@ class TopicEnv(gym.Env):
         self.streams = [POSE, JOINTS, REWARD, SUCCESS, *[camera_topic(c) for c in settings.cameras]]
         if self.extra_fields:
             self.streams.append(TASK_STATE)
-        self._previous_pose: tuple[np.ndarray, np.ndarray, float] | None = None
+        self._previous_pose: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float] | None = None  # inbox entry
         self.demo_next = False  # set by the teleop source before a reset
         self.reference_rot = np.eye(3)
         self._steps, self._last_command = 0, 0.0
@@ -179,7 +179,7 @@ class TopicEnv(gym.Env):
         observation's last message wakes the actor, which then reads the human's input of the same instant."""
         if self.subscriptions:
             return
-        stream, subscribe = qos.STREAM_SUBSCRIBER, self.guard.subscribe
+        stream, subscribe = qos.stream_subscriber(self.settings.sim_time), self.guard.subscribe
         self.subscriptions = {
             POSE: subscribe(PoseStamped, POSE, self._on_pose, stream),
             JOINTS: subscribe(JointState, JOINTS, self._on_joints, stream),
@@ -198,13 +198,17 @@ class TopicEnv(gym.Env):
         consecutive poses (zero across a gap: the sim robot's clock jumps over a reset's pause)."""
         pos, rot = pose_to_numpy(msg.pose)
         t = seconds(msg.header.stamp)
+        previous = self._previous_pose
+        if previous is not None and t == previous[4]:  # sim time: the sim robot says an instant again while it waits
+            self.inbox.put(POSE, previous)  # (its velocity stands; a zero one would depend on how long it waited)
+            return
         linvel, angvel = np.zeros(3), np.zeros(3)
-        if self._previous_pose is not None and 0 < t - self._previous_pose[2] <= MAX_VELOCITY_GAP:
-            p0, r0, t0 = self._previous_pose
+        if previous is not None and 0 < t - previous[4] <= MAX_VELOCITY_GAP:
+            p0, r0, _, _, t0 = previous
             linvel = (pos - p0) / (t - t0)
             angvel = rotvec_from_matrix(rot @ r0.T) / (t - t0)
-        self._previous_pose = (pos, rot, t)
-        self.inbox.put(POSE, (pos, rot, linvel, angvel, t))
+        self._previous_pose = (pos, rot, linvel, angvel, t)
+        self.inbox.put(POSE, self._previous_pose)
 
     def _on_joints(self, msg) -> None:
         """Gripper opening as a fraction of ``gripper_max_opening`` (the sum of the finger joints)."""

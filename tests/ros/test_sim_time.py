@@ -129,3 +129,90 @@ def test_the_lockstep_waits_for_a_safety_node_that_starts_late(tmp_path):
         graph.stop()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def test_sim_time_velocity_stands_when_the_sim_robot_repeats_an_instant():
+    """The sim robot says an instant again (pose, same stamp) while it waits for a late answer; the finite-difference
+    velocity of that instant must stand. It read zero, so an actor woken after the repeat (a loaded machine) saw an
+    arm at rest that was moving: the graph's run depended on timing."""
+    rclpy = require("rclpy")
+    from omegaconf import OmegaConf
+
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env
+    from robot_rl.ros.messages import pose_msg
+    from robot_rl.ros.sim_clock import sim_time_parameters
+    from robot_rl.ros.topic_env import POSE, TopicEnv, TopicEnvSettings
+
+    cfg = load_config(["task=reach", "ros.sim_time=true"])
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_actor", parameter_overrides=sim_time_parameters(True))
+    try:
+        spec = make_env(task)
+        env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), spec.unwrapped.state_layout)
+        spec.close()
+        for x, stamp in ((0.500, 1.00), (0.501, 1.01), (0.501, 1.01)):  # two instants, then the second again
+            env._on_pose(pose_msg(np.array([x, 0.0, 0.3]), np.eye(3), stamp, "base"))
+            linvel, stamp_read = env.inbox.latest[POSE][0][2], env.inbox.latest[POSE][0][4]
+            assert stamp_read == stamp
+        np.testing.assert_allclose(linvel, [0.1, 0.0, 0.0], atol=1e-6)  # 1 mm in 10 ms, also after the repeat
+        env._on_pose(pose_msg(np.array([0.503, 0.0, 0.3]), np.eye(3), 1.02, "base"))
+        np.testing.assert_allclose(env.inbox.latest[POSE][0][2], [0.2, 0.0, 0.0], atol=1e-6)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_instant():
+    """The safety node sends an instant's gripper command, then its arm command; the two travel on separate topics
+    and may arrive the other way round. The sim robot must not step the instant before the gripper command is in
+    (it stepped with the last one after one look, so a grasp could close a state period later, run by run)."""
+    rclpy = require("rclpy")
+    import threading
+    import time
+
+    from geometry_msgs.msg import PoseStamped
+    from omegaconf import OmegaConf
+    from std_msgs.msg import Float64
+
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import pose_msg
+    from sim.robot_node import SimRobot
+
+    cfg = load_config(["task=pick_cube"])
+    env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_sim_robot")
+    safety = rclpy.create_node("robot_rl_safety")
+    try:
+        robot = SimRobot(node, env, 100.0, 10.0, "base", seed=0, reset_service=False, sim_time=True, command_wait=5.0)
+        from robot_rl.ros.node_main import executor_of
+
+        robot.executor = executor_of(node)
+        robot.start(None)  # the first episode's reset: its observation of instant robot.now_ns
+        arm_pub = safety.create_publisher(PoseStamped, "/rl/equilibrium_pose", qos.COMMAND)
+        gripper_pub = safety.create_publisher(Float64, "/rl/gripper_command", qos.COMMAND)
+        deadline = time.monotonic() + 30
+        while arm_pub.get_subscription_count() < 1 or gripper_pub.get_subscription_count() < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        robot.command_senders.check(time.monotonic())  # the sim robot's sender watch learns the safety node's publishers
+        robot.publish_clock()
+        open_ctrl = env.data.ctrl.copy()
+        arm_pub.publish(pose_msg(env.tcp_pos, env.tcp_rot, robot.now_ns * 1e-9, "base"))  # the arm command first ...
+        late = threading.Timer(0.5, lambda: gripper_pub.publish(Float64(data=1.0)))  # ... its gripper command later
+        late.start()
+        started = time.monotonic()
+        assert robot.wait_for_arm_command(threading.Event())
+        waited = time.monotonic() - started
+        late.join()
+        assert robot.guard.dropped == {}, robot.guard.dropped
+        assert waited > 0.4, f"the instant was stepped {waited:.2f} s after its arm command, without its gripper command"
+        assert not np.array_equal(env.data.ctrl, open_ctrl)  # the close command is applied before the instant is stepped
+    finally:
+        safety.destroy_node()
+        node.destroy_node()
+        rclpy.shutdown()
