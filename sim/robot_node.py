@@ -34,9 +34,11 @@ Two clocks (:mod:`robot_rl.ros.sim_clock`):
 * sim time (``ros.sim_time=true``): the node owns ``/clock`` and runs in lockstep with the actor.
   It publishes the observation of time T (the scripted human's input first, then the task signals,
   joints, images and last the pose), and waits for the actor's command stamped T (``/rl/action``,
-  read only as the go signal). Then, for each state period of the control period, it publishes
-  ``/clock``, waits for the safety node's arm command of that instant, applies it, steps the physics
-  and publishes the pose and wrench the safety node's next tick reads. No sleeping: a rehearsal runs
+  read only as the go signal). Then, for each state period of the control period, it waits for the
+  safety node's arm command of that instant, applies it, steps the physics and publishes the pose and
+  wrench the safety node's next tick reads. The safety node ticks the period's first instant on the
+  actor's command (so ``/clock`` of it goes out after that answer: a clock that overtook the command
+  on its way would make the node tick on the previous one) and every later instant on ``/clock``. No sleeping: a rehearsal runs
   as fast as the nodes answer. A reset moves the clock on by ``ros.reset_pause`` so the safety node
   sees the actor's last command go stale and holds the measured pose, as on the cell. While it waits,
   the clock and the stamped pose and wrench go out again every 0.1 s for nodes that join late.
@@ -62,6 +64,7 @@ from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.ros import qos
 from robot_rl.ros.guard import InputGuard, MessageError, finite_scalar
 from robot_rl.ros.messages import (
+    STAMP_TOLERANCE_NS,
     camera_info_msg,
     image_msg,
     joint_state_msg,
@@ -69,6 +72,7 @@ from robot_rl.ros.messages import (
     pose_msg,
     pose_to_numpy,
     seconds,
+    stamp_ns,
     twist_to_numpy,
     wrench_msg,
 )
@@ -87,13 +91,7 @@ STATE_TOPICS = {
 MAX_CATCH_UP = 0.05  # s of physics per tick at most
 SERVO_TIMEOUT = 0.1  # s: MoveIt Servo's halt timeout
 SIM_START = 1.0  # s: sim time of the first observation (ROS time 0 means "no clock yet")
-STAMP_TOLERANCE_NS = 1000  # a stamp sent as float seconds comes back within a microsecond
 CLOCK_REPEAT = 0.1  # s (wall clock) between two /clock messages while the sim waits, for nodes that join late
-
-
-def stamp_ns(stamp) -> int:
-    """A header stamp (builtin_interfaces/Time) in integer nanoseconds."""
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
 def lockstep_chunks(physics_dt: float, state_rate_hz: float, control_rate_hz: float) -> tuple[int, int]:
@@ -295,9 +293,12 @@ class SimRobot:
                 self.executor.spin_once(timeout_sec=CLOCK_REPEAT)
                 continue
             for chunk in range(self.chunks):
-                self.publish_clock()
+                if chunk:  # the period's first instant the safety node ticks on the actor's command, not on /clock
+                    self.publish_clock()
                 if not self.wait_for_arm_command(stop):
                     return
+                if not chunk:  # the others' time, once that command is obeyed
+                    self.publish_clock()
                 self._integrate_servo(self.chunk_steps * self.physics_dt)
                 self.env.simulate(self.chunk_steps)
                 self.now_ns += self.chunk_ns
@@ -314,14 +315,14 @@ class SimRobot:
         self.clock_pub.publish(msg)
 
     def wait_for_arm_command(self, stop: threading.Event) -> bool:
-        """Spin until the safety node's arm command of the current ``/clock`` instant arrived (its gripper command
-        goes out just before), at most ``command_wait`` wall s: without one the arm keeps its last command, as a
-        real arm would. False on stop."""
+        """Spin until the safety node's arm command of the robot's time arrived (its gripper command goes out just
+        before), at most ``command_wait`` wall s: without one the arm keeps its last command, as a real arm would.
+        False on stop."""
         import rclpy
 
         start = time.monotonic()
         deadline, repeat_at = start + self.command_wait, start + CLOCK_REPEAT
-        while self.arm_command_ns < self.clock_ns - STAMP_TOLERANCE_NS or self.gripper_commands < self.arm_commands:
+        while self.arm_command_ns < self.now_ns - STAMP_TOLERANCE_NS or self.gripper_commands < self.arm_commands:
             if stop.is_set() or not rclpy.ok():
                 return False
             if time.monotonic() > repeat_at:  # the answer was lost, dropped while its sender was being discovered,
@@ -330,7 +331,7 @@ class SimRobot:
                 self.publish_clock(again=True)
             if time.monotonic() > deadline:
                 self.node.get_logger().warning(
-                    f"no arm command for sim time {self.clock_ns * 1e-9:.3f} s within {self.command_wait:g} s; "
+                    f"no arm command for sim time {self.now_ns * 1e-9:.3f} s within {self.command_wait:g} s; "
                     "is the safety node running (with ros.sim_time=true)? The arm keeps its last command",
                     throttle_duration_sec=5.0)
                 self.gripper_commands = max(self.gripper_commands, self.arm_commands)  # one lost: count on

@@ -54,17 +54,18 @@ class ScriptedTeleop:
         self.publish()
 
     def publish(self) -> None:
-        """The switch, the twist (the expert's action now, turned into the base frame) and the gripper buttons."""
+        """The switch, the twist (the expert's action now, turned into the base frame) and the gripper buttons (none
+        pressed while the human is hands off): one message on each topic every time, which the actor in sim time
+        waits for (:func:`~robot_rl.ros.sim_clock.lockstep_teleop`)."""
         self.switch_pub.publish(Bool(data=bool(self.active)))
-        twist = Twist()  # hands off the puck: zeros, as spacenav_node reports a released SpaceMouse
-        if not self.active:
-            self.twist_pub.publish(twist)
-            return
-        action = np.asarray(self.human.expert.act(None), dtype=float)
-        rot = self.env.tcp_rot  # the expert's deltas are in the TCP frame; a SpaceMouse speaks base frame
-        twist.linear.x, twist.linear.y, twist.linear.z = map(float, rot @ action[:3])
-        if self.env.action_dim == 7:
-            twist.angular.x, twist.angular.y, twist.angular.z = map(float, rot @ action[3:6])
+        twist, buttons = Twist(), [0, 0]  # hands off the puck: zeros, as spacenav_node reports a released SpaceMouse
+        if self.active:
+            action = np.asarray(self.human.expert.act(None), dtype=float)
+            rot = self.env.tcp_rot  # the expert's deltas are in the TCP frame; a SpaceMouse speaks base frame
+            twist.linear.x, twist.linear.y, twist.linear.z = map(float, rot @ action[:3])
+            if self.env.action_dim == 7:
+                twist.angular.x, twist.angular.y, twist.angular.z = map(float, rot @ action[3:6])
+            close = action[-1] > 0
+            buttons = [int(close), int(not close)]
         self.twist_pub.publish(twist)
-        close = action[-1] > 0
-        self.joy_pub.publish(joy_msg([0.0] * 6, [int(close), int(not close)], self.stamp()))
+        self.joy_pub.publish(joy_msg([0.0] * 6, buttons, self.stamp()))

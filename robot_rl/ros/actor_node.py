@@ -38,7 +38,7 @@ from . import qos
 from .codec import weight_shapes
 from .delivery import Outbox, stored_transitions, write_episode
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
-from .sim_clock import ClockError, sim_time_of, wait_for_clock
+from .sim_clock import ClockError, lockstep_teleop, sim_time_of, wait_for_clock
 from .teleop_source import TopicTeleop
 from .topic_env import StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
@@ -59,7 +59,7 @@ class ActorLoop:
         self.log = node.get_logger()
         self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), layout)
         self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
-        self.human = TopicTeleop(self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold)
+        self.human = TopicTeleop(self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold, lockstep_teleop(cfg))
         safety = safety_settings(cfg.get("safety"))
         self.safety = SafetyActor(safety)
         names = cfg.ros.transition_subscribers

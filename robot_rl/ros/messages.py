@@ -44,6 +44,14 @@ def seconds(time_msg) -> float:
     return time_msg.sec + time_msg.nanosec * 1e-9
 
 
+STAMP_TOLERANCE_NS = 1000  # a time sent as float seconds (a command answering an observation) comes back within 1 us
+
+
+def stamp_ns(time_msg) -> int:
+    """A stamp (builtin_interfaces/Time) in integer nanoseconds: sim time instants are compared in these."""
+    return int(time_msg.sec) * 1_000_000_000 + int(time_msg.nanosec)
+
+
 def stamp(t: float) -> Time:
     """``t`` s as a header stamp, to the nearest nanosecond (9.9999999999 s is 10 s, not 9.999999999 s)."""
     sec = int(np.floor(t))

@@ -6,7 +6,10 @@ to the arm's command topic. Staleness is judged on the node's monotonic clock at
 clock offsets between machines do not matter: no command for ``command_timeout`` -> hold the
 measured pose; no state for ``state_timeout`` -> hold the last command sent; an e-stop holds
 until a reset message arrives. Every tick's :class:`~robot_rl.safety.Violation` flags are
-published too.
+published too. In sim time (``--sim-time``) the node ticks, in the order of their instants, at each
+new ``/clock`` instant and at the stamp of each actor command (the observation it answers), once the
+arm state of that instant is in, with all the ticks ``rate_hz`` makes since the last instant
+(:mod:`sim.robot_node` says why the command, not the clock, starts a control period).
 
 Who may move the arm. Without DDS security (the PyPI ROS 2 wheels have none; ``docs/security.md``)
 any participant of the domain can publish on any topic, so the node watches the ROS graph every
@@ -59,7 +62,7 @@ from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
 from . import qos
 from .guard import InputGuard, MessageError, bounded, finite_scalar
-from .messages import numpy_to_pose, pose_to_numpy, wrench_to_numpy
+from .messages import STAMP_TOLERANCE_NS, numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
 from .messages import seconds as stamp_seconds
 from .node_main import exit_with_error, ros_node, spin
 from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
@@ -89,7 +92,10 @@ class SafetyNode:
         self.node, self.limits, self.frame_id = node, limits, frame_id
         self.rate_hz, self.sim_time = rate_hz, sim_time
         self.ticked_ns = 0  # sim time: the instant of the last tick
-        self.due_ns: int | None = None  # sim time: a /clock instant waiting for the arm state of that instant
+        self.clock_ns = 0  # sim time: the last /clock instant heard
+        self.pending: set[int] = set()  # sim time: instants to tick, each once the arm state of it is in
+        self.queued: list[tuple[int, Command]] = []  # sim time: the actor's commands, each obeyed from its instant on
+        self.next_gripper = -1.0  # sim time: the actor's newest gripper command, sent just before its arm command
         self.operators = frozenset(operators)
         self.latch = EStopLatch()
         self.arm: ArmState | None = None
@@ -100,8 +106,13 @@ class SafetyNode:
         self.guard = InputGuard(node)
         # sim time: reliable, as every message of the lockstep matters (the sim robot waits for each answer)
         stream = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE if sim_time else ReliabilityPolicy.BEST_EFFORT)
-        self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/action", self._on_action, stream)
+        # an executor serves the subscriptions that are ready together in the order they were made: in sim time the
+        # clock before the arm state (a reset's pause instant is ticked before the next instant's state covers it),
+        # the actor's gripper before its action (it publishes them in that order; the action ticks the instant)
+        if sim_time:
+            node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.COMMAND)
         self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper", self._on_gripper, stream)
+        self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/action", self._on_action, stream)
         self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "/rl/estop_reset", self._on_reset, 10)
         self.guard.subscribe(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
         self.guard.subscribe(WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
@@ -113,14 +124,13 @@ class SafetyNode:
         self.flags_pub = self._own_publisher(UInt32, "/rl/safety_flags", own)
         self._messages = {"pose": PoseStamped, "float": Float64, "flags": UInt32}
         self._force, self._torque = np.zeros(3), np.zeros(3)
+        self.wrench_stamp = 0.0  # s: when the newest wrench counts as received (sim time: its stamp)
         senders = frozenset(senders)
         self.watch = PublisherWatch(node, own, {self.action_topic: senders, self.gripper_topic: senders},
                                     discovery_grace)
         self.check_graph()
         node.create_timer(graph_period, self.check_graph, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        if sim_time:
-            node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.COMMAND)
-        else:
+        if not sim_time:
             node.create_timer(1.0 / rate_hz, self.tick)
 
     def _gids(self, topic: str) -> set[bytes]:
@@ -163,6 +173,12 @@ class SafetyNode:
         if not self._from_sender(self.action_topic, gid):
             return
         pos, rot = self._pose(msg)
+        if self.sim_time:  # the command for the observation of its stamp: the sim robot steps on once it is obeyed
+            instant = stamp_ns(msg.header.stamp)
+            self.queued.append((instant, Command(pos, rot, self.next_gripper, self._received(msg))))
+            self.queued.sort(key=lambda queued: queued[0])
+            self._tick_at(instant)
+            return
         self.command = Command(pos, rot, self.gripper, self._received(msg))
 
     def _on_gripper(self, msg, gid: bytes | None) -> None:
@@ -171,6 +187,9 @@ class SafetyNode:
         gripper = finite_scalar("gripper", msg.data)
         if not -1.0 <= gripper <= 1.0:
             raise MessageError(f"gripper={gripper} is outside [-1 (open), 1 (closed)]")
+        if self.sim_time:  # it goes with the arm command that follows, from that command's instant on
+            self.next_gripper = gripper
+            return
         self.gripper = gripper
         if self.command is not None:
             self.command.gripper = gripper
@@ -178,7 +197,8 @@ class SafetyNode:
     def _on_pose(self, msg) -> None:
         pos, rot = self._pose(msg)
         self.arm = ArmState(pos, rot, self._received(msg), self._force, self._torque)
-        self._tick_when_due()
+        if self.sim_time:
+            self._tick_when_due()
 
     def _received(self, msg) -> float:
         """When a command or a state counts as received, s: in sim time its stamp (the sim robot's instant; a stamp
@@ -192,33 +212,59 @@ class SafetyNode:
         return stamp
 
     def _on_clock(self, msg) -> None:
-        """Sim time: tick at each new ``/clock`` instant, once the arm state of that instant is in."""
-        now_ns = int(msg.clock.sec) * 1_000_000_000 + int(msg.clock.nanosec)
-        if now_ns > max(self.ticked_ns, self.due_ns or 0):
-            self.due_ns = now_ns
+        """Sim time: tick at each new ``/clock`` instant once the arm state of it is in; when the clock stands (the
+        sim robot asks again: an answer was lost or came before it listened) the newest command goes out again."""
+        now_ns = stamp_ns(msg.clock)
+        if now_ns == self.clock_ns:
+            if self.previous is not None and not self.pending:
+                self._publish(self.ticked_ns * 1e-9)
+            return
+        self.clock_ns = now_ns
+        self._tick_at(now_ns)
+
+    def _tick_at(self, instant_ns: int) -> None:
+        """Sim time: tick at ``instant_ns`` (a /clock instant, or the stamp of the actor's command: the sim robot
+        starts a control period at the observation's instant only once the command answering it is obeyed, so the
+        node ticks that instant on the command, never on the clock before the command is in)."""
+        if instant_ns > self.ticked_ns + STAMP_TOLERANCE_NS:
+            self.pending.add(instant_ns)
             self._tick_when_due()
-        elif now_ns == self.ticked_ns and self.due_ns is None and self.previous is not None:
-            self._publish(now_ns * 1e-9)  # the clock stands (the sim robot asks again): the same command again
 
     def _tick_when_due(self) -> None:
-        if self.due_ns is None or self.arm is None or self.arm.stamp < self.due_ns * 1e-9 - 1e-9:
-            return
-        now_ns, self.due_ns = self.due_ns, None
-        # the ticks the node would have made at rate_hz since the last one, all on this arm state
-        ticks = 1 if self.ticked_ns == 0 else min(max(round((now_ns - self.ticked_ns) * 1e-9 * self.rate_hz), 1),
-                                                  MAX_SIM_TICKS)
-        flags = Violation.NONE
-        for index in range(ticks, 0, -1):
-            self.tick(now=(now_ns - (index - 1) * 1e9 / self.rate_hz) * 1e-9, publish=index == 1)
-            flags |= self.flags
-        self.ticked_ns = now_ns
-        self.flags_pub.publish(self._messages["flags"](data=int(flags)))
+        """Sim time: tick every pending instant the newest arm state covers, oldest first."""
+        while self.pending and self._measured_ns() >= min(self.pending) - STAMP_TOLERANCE_NS:
+            now_ns = min(self.pending)
+            self.pending.remove(now_ns)
+            if now_ns <= self.ticked_ns + STAMP_TOLERANCE_NS:
+                continue  # the same instant by another message (a command's stamp is float seconds: within 1 us)
+            while self.queued and self.queued[0][0] <= now_ns + STAMP_TOLERANCE_NS:  # a command that came early waits
+                self.command = self.queued.pop(0)[1]  # for its instant (an earlier one, a reset's pause, holds)
+                self.gripper = self.command.gripper
+            # the ticks the node would have made at rate_hz since the last one, all on this arm state
+            ticks = 1 if self.ticked_ns == 0 else min(max(round((now_ns - self.ticked_ns) * 1e-9 * self.rate_hz), 1),
+                                                      MAX_SIM_TICKS)
+            flags = Violation.NONE
+            for index in range(ticks, 0, -1):
+                self.tick(now=(now_ns - (index - 1) * 1e9 / self.rate_hz) * 1e-9, publish=index == 1)
+                flags |= self.flags
+            self.ticked_ns = now_ns
+            self.flags_pub.publish(self._messages["flags"](data=int(flags)))
+
+    def _measured_ns(self) -> int:
+        """Sim time: the instant the arm state is measured up to, ns: its pose and its wrench (they travel on two
+        topics, and a tick must not read the wrench of the instant before)."""
+        if self.arm is None:
+            return 0
+        return round(min(self.arm.stamp, self.wrench_stamp) * 1e9)
 
     def _on_wrench(self, msg) -> None:
         wrench = wrench_to_numpy(msg.wrench)
         self._force, self._torque = wrench[:3], wrench[3:]
+        self.wrench_stamp = self._received(msg)
         if self.arm is not None:
             self.arm.force, self.arm.torque = self._force, self._torque
+        if self.sim_time:
+            self._tick_when_due()
 
     def _on_estop(self, msg) -> None:
         if msg.data:

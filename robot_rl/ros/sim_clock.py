@@ -47,6 +47,12 @@ def sim_time_of(cfg) -> bool:
     return value
 
 
+def lockstep_teleop(cfg) -> bool:
+    """Whether the actor waits for the human's input of each observation: in sim time with a task that has an expert,
+    whose scripted human the sim robot node runs, publishing one message on each teleop topic per observation."""
+    return sim_time_of(cfg) and bool(cfg.task.get("expert"))
+
+
 def sim_time_parameters(sim_time: bool) -> list:
     """``parameter_overrides`` that put a node on ``/clock`` (empty in real time)."""
     if not sim_time:

@@ -10,7 +10,10 @@ scripted human publish.
 Messages go through the env's :class:`~robot_rl.ros.guard.InputGuard` (``env.guard``): a twist
 with NaN / inf or a Joy with fewer than two buttons or non-finite axes is dropped and counted.
 An input counts for ``hold`` seconds after its last message (of the sim clock in sim time, where
-the sim robot publishes the scripted human's input once per control period). While active the human's action is
+the sim robot publishes the scripted human's input once per control period). With ``lockstep``
+(sim time with the sim robot's scripted human: :func:`~robot_rl.ros.sim_clock.lockstep_teleop`) the
+env waits for the three inputs of each observation as for its streams: they travel on their own
+topics, and one that comes after the observation's pose would otherwise be read a step late. While active the human's action is
 the twist turned into the TCP frame of the newest measured pose, plus the gripper state. In a
 demonstration episode the human owns every step: a released puck is the human's zero motion, not
 the policy's turn (so a late switch message at the start of a demo cannot hand a step to the policy).
@@ -28,25 +31,32 @@ from .messages import joy_to_numpy, twist_to_numpy
 from .sim_clock import NodeClock
 from .topic_env import TopicEnv
 
+TWIST, SWITCH, JOY = "/spacenav/twist", "/rl/intervention", "/spacenav/joy"
+
 
 class TopicTeleop:
-    def __init__(self, env: TopicEnv, deadzone: float, hold: float):
+    def __init__(self, env: TopicEnv, deadzone: float, hold: float, lockstep: bool = False):
         self.env, self.deadzone, self.hold = env, float(deadzone), float(hold)
+        self.lockstep = lockstep
         self.clock = NodeClock(env.node, env.settings.sim_time)
         self.twist, self.twist_time = np.zeros(6), -np.inf
         self.switch, self.switch_time = False, -np.inf
         self.gripper = -1.0
         self.demo = False
         stream = qos.stream_subscriber(env.settings.sim_time)
-        env.guard.subscribe(Twist, "/spacenav/twist", self._on_twist, stream)
-        env.guard.subscribe(Bool, "/rl/intervention", self._on_switch, stream)
-        env.guard.subscribe(Joy, "/spacenav/joy", self._on_joy, stream)
+        env.guard.subscribe(Twist, TWIST, self._on_twist, stream)
+        env.guard.subscribe(Bool, SWITCH, self._on_switch, stream)
+        env.guard.subscribe(Joy, JOY, self._on_joy, stream)
+        if lockstep:
+            env.lockstep_inputs.extend((TWIST, SWITCH, JOY))
 
     def _on_twist(self, msg) -> None:
         self.twist, self.twist_time = twist_to_numpy(msg), self.clock.now()
+        self._arrived(TWIST)
 
     def _on_switch(self, msg) -> None:
         self.switch, self.switch_time = bool(msg.data), self.clock.now()
+        self._arrived(SWITCH)
 
     def _on_joy(self, msg) -> None:
         _, buttons = joy_to_numpy(msg, min_buttons=2)
@@ -54,6 +64,12 @@ class TopicTeleop:
             self.gripper = 1.0
         elif buttons[1]:
             self.gripper = -1.0
+        self._arrived(JOY)
+
+    def _arrived(self, topic: str) -> None:
+        """Lockstep: tell the env this input of the observation is in (after it is applied)."""
+        if self.lockstep:
+            self.env.inbox.put(topic, None)
 
     def begin_episode(self, demo: bool) -> None:
         """Tells the env whether a human demonstration comes next (the reset request carries it)."""

@@ -56,6 +56,7 @@ POSE = "/franka_robot_state_broadcaster/current_pose"
 JOINTS = "/joint_states"
 REWARD, SUCCESS, TASK_STATE, VIOLATION = "/rl/reward", "/rl/success", "/rl/task_state", "/sim/violation"
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
+COMMAND_REPEAT = 0.2  # s (wall clock): sim time, the step's command again while the period it started is not over
 MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
 TYPES = {POSE: "geometry_msgs/msg/PoseStamped", JOINTS: "sensor_msgs/msg/JointState", REWARD: "std_msgs/msg/Float64",
          SUCCESS: "std_msgs/msg/Bool", TASK_STATE: "std_msgs/msg/Float32MultiArray"}
@@ -161,6 +162,7 @@ class TopicEnv(gym.Env):
         self.streams = [POSE, JOINTS, REWARD, SUCCESS, *[camera_topic(c) for c in settings.cameras]]
         if self.extra_fields:
             self.streams.append(TASK_STATE)
+        self.lockstep_inputs: list[str] = []  # sim time: the human's input topics, one message per observation
         self._previous_pose: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float] | None = None  # inbox entry
         self.demo_next = False  # set by the teleop source before a reset
         self.reference_rot = np.eye(3)
@@ -261,7 +263,7 @@ class TopicEnv(gym.Env):
         # the streams go on, and what came before the answer may predate the reset
         requested = called if self.settings.sim_time else time.monotonic()
         self._previous_pose = None  # no velocity across the reset
-        values = self.inbox.wait_newer(self.streams, requested, timeout)
+        values = self.inbox.wait_newer(self.streams + self.lockstep_inputs, requested, timeout)
         self.reference_rot = values[POSE][1]
         self._steps, self._last_command = 0, time.monotonic()
         return self._observation(values), {"success": bool(values[SUCCESS]), "reset": future.result().message}
@@ -276,12 +278,11 @@ class TopicEnv(gym.Env):
         target_pos, target_rot = delta_target(pos, rot, action, s.pos_step, s.rot_step, s.workspace, self.reference_rot)
         sent = time.monotonic()
         # the gripper first: in sim time the pose is the go signal of the sim robot's period
-        self.gripper_pub.publish(Float64(data=float(action[-1])))
-        self.action_pub.publish(pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id))
+        gripper, command = Float64(data=float(action[-1])), pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id)
+        self.gripper_pub.publish(gripper)
+        self.action_pub.publish(command)
         if s.sim_time:  # the sim robot steps the period as soon as it has the command; its end is the pose stamped
-            period_end = self._obs_stamp + 1.0 / s.control_rate_hz  # one control period later
-            values = self.inbox.wait_newer(self.streams, sent, s.stream_timeout,
-                                           lambda values: values[POSE][4] >= period_end - 1e-6)
+            values = self._wait_for_period(sent, gripper, command)  # one control period later
         else:
             period_end = max(self._last_command + 1.0 / s.control_rate_hz, sent)
             time.sleep(max(period_end - time.monotonic(), 0.0))
@@ -293,6 +294,25 @@ class TopicEnv(gym.Env):
         truncated = self._steps >= s.episode_steps and not terminated
         info = {"success": success, "violation": int(self.inbox.latest.get(VIOLATION, (0, 0))[0])}
         return self._observation(values), float(values[REWARD]), terminated, truncated, info
+
+    def _wait_for_period(self, sent: float, gripper: Float64, command: PoseStamped) -> dict[str, Any]:
+        """Sim time: the observation that ends the period the command started (the pose stamped one control period
+        after the observation it answers, every other stream and lockstep input newer than ``sent``). The command
+        goes out again every ``COMMAND_REPEAT`` wall s meanwhile: the safety node drops a command whose sender it
+        has not yet discovered, and the sim robot and the safety node take each instant's command once."""
+        s = self.settings
+        period_end = self._obs_stamp + 1.0 / s.control_rate_hz
+        deadline = time.monotonic() + s.stream_timeout
+        while True:
+            try:
+                return self.inbox.wait_newer(self.streams + self.lockstep_inputs, sent,
+                                             min(COMMAND_REPEAT, max(deadline - time.monotonic(), 0.0)),
+                                             lambda values: values[POSE][4] >= period_end - 1e-6)
+            except StreamStalled as stalled:
+                if time.monotonic() >= deadline:
+                    raise StreamStalled(stalled.topic, time.monotonic() - sent) from None
+            self.gripper_pub.publish(gripper)
+            self.action_pub.publish(command)
 
     def _wait_for_publishers(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

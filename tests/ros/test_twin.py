@@ -113,11 +113,12 @@ def play(env, human, episodes: list[bool], first_seed: int | None) -> list[dict]
 def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     rclpy = require("rclpy")
     from omegaconf import OmegaConf
+    from std_msgs.msg import UInt32
 
     from robot_rl.cli import load_config
     from robot_rl.envs import make_env, make_expert
     from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.sim_clock import sim_time_parameters, wait_for_clock
+    from robot_rl.ros.sim_clock import lockstep_teleop, sim_time_parameters, wait_for_clock
     from robot_rl.ros.teleop_source import TopicTeleop
     from robot_rl.ros.topic_env import TopicEnv, TopicEnvSettings
     from robot_rl.teleop import InterventionRules, ScriptedHuman
@@ -144,13 +145,16 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
         spec = make_env(task)
         topic_env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), spec.unwrapped.state_layout)
         spec.close()
-        teleop = TopicTeleop(topic_env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold)
+        teleop = TopicTeleop(topic_env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold, lockstep_teleop(cfg))
+        ticks: list = []  # the safety node's flags: it ticks once it hears the clock and the arm
+        node.create_subscription(UInt32, "/rl/safety_flags", ticks.append, 10)
         with spinning_in_background(node):
             wait_for_clock(node, 60.0, spinning=True)
             deadline = time.monotonic() + 60.0  # the sim robot and the safety node hear the first command
-            while topic_env.action_pub.get_subscription_count() < 2 or topic_env.gripper_pub.get_subscription_count() < 1:
-                assert time.monotonic() < deadline, "the sim robot and the safety node never subscribed to /rl/action"
-                time.sleep(0.05)
+            while (topic_env.action_pub.get_subscription_count() < 2 or topic_env.gripper_pub.get_subscription_count() < 1
+                   or not ticks):  # and the safety node ticked the sim robot's first instant, as in-process nothing
+                assert time.monotonic() < deadline, "the safety node never subscribed to /rl/action or never ticked"
+                time.sleep(0.05)  # holds the arm before the first reset
             remote = play(topic_env, teleop, episodes, None)
         assert topic_env.guard.dropped == {}, topic_env.guard.dropped
         safety_log = graph.log("safety")
