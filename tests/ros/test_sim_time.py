@@ -210,3 +210,253 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
         safety.destroy_node()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_safety_nodes_answer():
+    """The safety node ticks a control period's first instant on the actor's command. A ``/clock`` of that instant
+    sent with the command (it went out as soon as the actor's command came) could overtake the command on its way to
+    the safety node, which then ticked the instant on the previous command, run by run."""
+    rclpy = require("rclpy")
+    import threading
+    import time
+
+    from geometry_msgs.msg import PoseStamped
+    from omegaconf import OmegaConf
+    from rosgraph_msgs.msg import Clock
+    from std_msgs.msg import Float64
+
+    from robot_rl.cli import load_config
+    from robot_rl.envs import make_env
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import pose_msg, stamp_ns
+    from robot_rl.ros.node_main import spinning_in_background
+    from sim.robot_node import SimRobot
+
+    cfg = load_config(["task=reach"])
+    env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_sim_robot")
+    safety = rclpy.create_node("robot_rl_safety")
+    clocks: list[tuple[float, int]] = []  # (monotonic s, instant ns) of every /clock heard
+    safety.create_subscription(Clock, "/clock", lambda msg: clocks.append((time.monotonic(), stamp_ns(msg.clock))),
+                               qos.COMMAND)
+    arm_pub = safety.create_publisher(PoseStamped, "/rl/equilibrium_pose", qos.COMMAND)
+    gripper_pub = safety.create_publisher(Float64, "/rl/gripper_command", qos.COMMAND)
+    stop = threading.Event()
+    try:
+        robot = SimRobot(node, env, 100.0, 10.0, "base", seed=0, reset_service=False, sim_time=True, command_wait=5.0)
+        robot.start(None)  # the first episode's reset: its observation of instant robot.now_ns
+        first = robot.now_ns
+        with spinning_in_background(safety):
+            deadline = time.monotonic() + 30
+            while arm_pub.get_subscription_count() < 1 or gripper_pub.get_subscription_count() < 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            robot.command_senders.check(time.monotonic())
+            robot.action_stamp_ns = first  # the actor's command for the observation came: the period may start
+            loop = threading.Thread(target=robot.run_lockstep, args=(stop,))
+            loop.start()
+            time.sleep(0.5)  # the safety node takes its time to answer
+            answered = time.monotonic()
+            gripper_pub.publish(Float64(data=-1.0))
+            arm_pub.publish(pose_msg(env.tcp_pos, env.tcp_rot, first * 1e-9, "base"))
+            while not any(instant > first for _, instant in clocks):  # the period goes on
+                assert time.monotonic() < answered + 10, clocks[-3:]
+                time.sleep(0.01)
+            stop.set()
+            loop.join(timeout=10)
+        heard = [t for t, instant in clocks if instant == first]
+        assert heard and min(heard) >= answered, \
+            f"/clock of the period's first instant went out {answered - min(heard):.2f} s before the safety node answered"
+    finally:
+        stop.set()
+        safety.destroy_node()
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench():
+    """In sim time the safety node ticks an instant (a) on the actor's command for it, which no /clock precedes;
+    (b) with each command only from its own instant on, so a reset's pause instant ticked late still holds the arm;
+    (c) once the wrench of the instant is in as well as its pose (they travel on two topics)."""
+    rclpy = require("rclpy")
+    import time
+
+    from geometry_msgs.msg import PoseStamped, WrenchStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rosgraph_msgs.msg import Clock
+    from std_msgs.msg import Float64, UInt32
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import pose_msg, stamp_ns, wrench_msg
+    from robot_rl.ros.safety_node import SafetyNode
+    from robot_rl.ros.sim_clock import sim_time_parameters
+    from robot_rl.safety import SafetyLimits, Violation
+
+    down = np.diag([1.0, -1.0, -1.0])  # tool pointing down
+    home = np.array([0.45, 0.0, 0.2])
+    rclpy.init()
+    safety_ros = rclpy.create_node("robot_rl_safety", parameter_overrides=sim_time_parameters(True))
+    actor, sim = rclpy.create_node("robot_rl_test_actor"), rclpy.create_node("robot_rl_test_sim")
+    executor = SingleThreadedExecutor()
+    for each in (safety_ros, actor, sim):
+        executor.add_node(each)
+    answers: list[tuple[int, float]] = []  # (instant ns, commanded x m)
+    flags: list[int] = []
+    try:
+        safety = SafetyNode(safety_ros, SafetyLimits(), 500.0, senders=("robot_rl_test_actor",), sim_time=True)
+        action_pub = actor.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
+        gripper_pub = actor.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
+        clock_pub = sim.create_publisher(Clock, "/clock", qos.COMMAND)
+        pose_pub = sim.create_publisher(PoseStamped, "/franka_robot_state_broadcaster/current_pose", qos.STREAM_PUBLISHER)
+        wrench_pub = sim.create_publisher(WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
+                                          qos.STREAM_PUBLISHER)
+        sim.create_subscription(PoseStamped, "/rl/equilibrium_pose",
+                                lambda m: answers.append((stamp_ns(m.header.stamp), m.pose.position.x)), 10)
+        sim.create_subscription(UInt32, "/rl/safety_flags", lambda m: flags.append(m.data), 10)
+
+        def spin_until(condition, what: str, timeout: float = 10.0) -> None:
+            end = time.monotonic() + timeout
+            while not condition():
+                assert time.monotonic() < end, f"{what}: not within {timeout} s; answers {answers[-3:]}"
+                executor.spin_once(timeout_sec=0.01)
+
+        def answer(instant: int) -> float:
+            spin_until(lambda: any(a == instant for a, _ in answers), f"the answer for {instant * 1e-9:.3f} s")
+            return next(x for a, x in answers if a == instant)
+
+        def clock(instant: int) -> None:
+            msg = Clock()
+            msg.clock.sec, msg.clock.nanosec = divmod(instant, 1_000_000_000)
+            clock_pub.publish(msg)
+
+        def arm(instant: int, force=(0.0, 0.0, 0.0), pose: bool = True, wrench: bool = True) -> None:
+            if wrench:
+                wrench_pub.publish(wrench_msg(np.asarray(force), np.zeros(3), instant * 1e-9, "base"))
+            if pose:
+                pose_pub.publish(pose_msg(home, down, instant * 1e-9, "base"))
+
+        def command(instant: int, x: float) -> None:
+            gripper_pub.publish(Float64(data=-1.0))
+            action_pub.publish(pose_msg(np.array([x, 0.0, 0.2]), down, instant * 1e-9, "base"))
+
+        spin_until(lambda: (action_pub.get_subscription_count() and gripper_pub.get_subscription_count()
+                            and clock_pub.get_subscription_count() and pose_pub.get_subscription_count()
+                            and wrench_pub.get_subscription_count() and any(
+                                info.node_name == "robot_rl_test_actor"
+                                for info in safety_ros.get_publishers_info_by_topic("/rl/action"))), "discovery")
+        a, b = 1_000_000_000, 1_010_000_000  # s 1.00 and 1.01: one state period apart
+        clock(a)
+        arm(a)
+        assert answer(a) == pytest.approx(home[0])  # nothing commanded yet: holds
+        arm(b)  # (a) the observation of b, then the actor's command for it; no /clock of b
+        command(b, home[0] + 0.03)
+        x_b = answer(b)
+        assert x_b == pytest.approx(home[0] + 0.01, abs=1e-6)  # five ticks of 2 mm towards the target
+        pause, c = 1_160_000_000, 1_170_000_000  # (b) a reset's pause, then the next episode's first observation
+        clock(pause)  # the pause's instant, pending until an arm state covers it ...
+        command(c, home[0] + 0.05)  # ... when the command of the next instant is in already
+        arm(c)
+        x_pause, x_c = answer(pause), answer(c)
+        assert x_pause < x_b - 0.005, "the pause's tick obeyed the command of the instant after it"
+        assert x_c == pytest.approx(x_pause + 0.01, abs=1e-6)
+        d = 1_180_000_000  # (c) the next state period: its pose and clock first, its wrench (a push) later
+        arm(d, wrench=False)
+        clock(d)
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.01)
+        assert not any(instant == d for instant, _ in answers), "ticked before the wrench of the instant was in"
+        count = len(flags)
+        arm(d, force=(0.0, 0.0, 100.0), pose=False)
+        x_d = answer(d)
+        spin_until(lambda: len(flags) > count, "the flags of the instant")
+        assert flags[-1] & Violation.FORCE and x_d < x_c, (flags[-1], x_c, x_d)
+        assert safety.guard.dropped == {}, safety.guard.dropped
+    finally:
+        executor.shutdown()
+        for each in (sim, actor, safety_ros):
+            each.destroy_node()
+        rclpy.shutdown()
+
+
+def test_sim_time_the_actor_reads_the_humans_input_of_the_observation_it_acts_on():
+    """The sim robot publishes the scripted human's input of an instant before its observation, on topics of their
+    own: input that arrives after the observation's pose must still be read with that observation (it was read a
+    step late, so the human's action of the graph's run depended on timing)."""
+    rclpy = require("rclpy")
+    import threading
+
+    from geometry_msgs.msg import PoseStamped, Twist
+    from sensor_msgs.msg import JointState, Joy
+    from std_msgs.msg import Bool, Float64
+    from std_srvs.srv import SetBool
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import joint_state_msg, joy_msg, pose_msg
+    from robot_rl.ros.node_main import spinning_in_background
+    from robot_rl.ros.sim_clock import sim_time_parameters
+    from robot_rl.ros.teleop_source import TopicTeleop
+    from robot_rl.ros.topic_env import JOINTS, POSE, REWARD, SUCCESS, TopicEnv, TopicEnvSettings
+
+    layout = {"tcp_pos": (0, 3), "tcp_rotvec": (3, 3), "tcp_linvel": (6, 3), "tcp_angvel": (9, 3), "gripper": (12, 1)}
+    settings = TopicEnvSettings(control_rate_hz=10.0, action_dim=4, pos_step=0.02, rot_step=0.1,
+                                workspace=np.array([[0.2, -0.4, 0.0], [0.8, 0.4, 0.5]]), episode_steps=10, cameras=(),
+                                image_size=(64, 64), terminate_on_success=True, stream_timeout=10.0, sim_time=True)
+    rclpy.init()
+    actor = rclpy.create_node("robot_rl_actor", parameter_overrides=sim_time_parameters(True))
+    sim = rclpy.create_node("robot_rl_test_sim")
+    pubs = {topic: sim.create_publisher(kind, topic, qos.STREAM_PUBLISHER) for topic, kind in (
+        (POSE, PoseStamped), (JOINTS, JointState),
+        (REWARD, Float64), (SUCCESS, Bool), ("/spacenav/twist", Twist), ("/rl/intervention", Bool),
+        ("/spacenav/joy", Joy))}
+    now = [1.0]  # s: the sim's instant
+
+    def observation() -> None:
+        pubs[REWARD].publish(Float64(data=0.0))
+        pubs[SUCCESS].publish(Bool(data=False))
+        pubs[JOINTS].publish(joint_state_msg(["finger_left", "finger_right"], np.full(2, 0.04), np.zeros(2),
+                                             np.zeros(2), now[0]))
+        pubs[POSE].publish(pose_msg(np.array([0.45, 0.0, 0.2]), np.eye(3), now[0], "base"))
+
+    def human(push: float) -> None:  # the scripted human's input: take-over switch, twist (base frame), buttons
+        pubs["/rl/intervention"].publish(Bool(data=push > 0))
+        twist = Twist()
+        twist.linear.x = push
+        pubs["/spacenav/twist"].publish(twist)
+        pubs["/spacenav/joy"].publish(joy_msg([0.0] * 6, [int(push > 0), 0], now[0]))
+
+    def reset(request, response):
+        human(0.0)
+        observation()
+        response.success, response.message = True, "seed 0"
+        return response
+
+    late: list[threading.Timer] = []
+
+    def on_action(msg) -> None:  # the period: the observation at once, the human's input of it 0.5 s later
+        if late:
+            return  # the actor says its command again while it waits: one period per command, as the sim robot
+        now[0] = round(now[0] + 0.1, 6)
+        observation()
+        late.append(threading.Timer(0.5, human, args=(0.8,)))
+        late[0].start()
+
+    sim.create_service(SetBool, "/rl/reset", reset)
+    sim.create_subscription(PoseStamped, "/rl/action", on_action, qos.COMMAND)
+    try:
+        env = TopicEnv(actor, settings, layout)
+        teleop = TopicTeleop(env, deadzone=0.05, hold=0.3, lockstep=True)
+        with spinning_in_background(actor), spinning_in_background(sim):
+            obs, _ = env.reset()
+            assert teleop(obs, np.zeros(4, np.float32)) == (False, None)  # hands off at the reset
+            obs, *_ = env.step(np.zeros(4, np.float32))
+            took_over, action = teleop(obs, np.zeros(4, np.float32))
+            late[0].join()
+        assert took_over, "the human's input of the observation was not read with it"
+        np.testing.assert_allclose(action, [0.8, 0.0, 0.0, 1.0], atol=1e-6)  # its twist and its close button
+        assert env.guard.dropped == {}, env.guard.dropped
+    finally:
+        actor.destroy_node()
+        sim.destroy_node()
+        rclpy.shutdown()
