@@ -17,8 +17,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.common import (RESULTS, curve, run_training, save_figure, side_by_side, style_success_axis, to_threshold,
-                               write_result)
+from benchmarks.common import (
+    RESULTS,
+    curve,
+    run_training,
+    save_figure,
+    side_by_side,
+    style_success_axis,
+    to_threshold,
+    write_result,
+)
 
 AGENTS = {
     "sac": ["agent=sac"],

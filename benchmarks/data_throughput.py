@@ -20,11 +20,11 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks.common import write_result  # noqa: E402
-from robot_rl.data import EpisodeStore, ReplayBuffer  # noqa: E402
-from robot_rl.data.tools import disk_bytes  # noqa: E402
+from benchmarks.common import write_result
+from robot_rl.data import EpisodeStore, ReplayBuffer
+from robot_rl.data.tools import disk_bytes
 
 
 def camera_frames(count: int) -> dict[str, list[np.ndarray]]:
@@ -37,8 +37,8 @@ def camera_frames(count: int) -> dict[str, list[np.ndarray]]:
     expert = make_expert(env)
     frames = {"front": [], "wrist": []}
     for _ in range(count):
-        for key in frames:
-            frames[key].append(obs[key])
+        for key, sequence in frames.items():
+            sequence.append(obs[key])
         obs, *_ = env.step(expert.act(obs))
     env.close()
     return frames

@@ -174,6 +174,7 @@ def transitions_per_second(rclpy, count: int) -> dict:
 
 
 def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
+    from omegaconf import OmegaConf
     from std_msgs.msg import String, UInt8MultiArray
 
     from robot_rl.cli import load_config
@@ -182,8 +183,6 @@ def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
     from robot_rl.ros.codec import encode_weights
     from robot_rl.ros.transport import WEIGHTS_TOPIC
     from robot_rl.train import make_agent
-
-    from omegaconf import OmegaConf
 
     cfg = load_config(task)
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True))

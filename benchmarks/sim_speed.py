@@ -16,10 +16,10 @@ import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
+import mujoco
+import numpy as np
 
-from benchmarks.common import write_result  # noqa: E402
+from benchmarks.common import write_result
 
 TASKS = {"reach": "ReachEnv", "pick_cube": "PickCubeEnv", "peg_insert": "PegInsertEnv"}
 
@@ -56,7 +56,8 @@ def main() -> None:
         figures[task] = {"state": steps_per_second(env_class, args.steps, args.blocks)}
         for size in (64, 128):
             figures[task][f"2cams_{size}"] = steps_per_second(
-                lambda: env_class(cameras=["front", "wrist"], image_size=size), args.camera_steps, args.blocks
+                lambda env_class=env_class, size=size: env_class(cameras=["front", "wrist"], image_size=size),
+                args.camera_steps, args.blocks
             )
         print(task, {k: round(v, 1) for k, v in figures[task].items()}, flush=True)
 

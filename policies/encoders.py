@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from robot_rl.config import ConfigError, is_integer
 from robot_rl.envs import PRIVILEGED_KEY

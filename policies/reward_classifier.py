@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn as nn
+from torch import nn
 
 from robot_rl.checkpoint import load_tensors
 from robot_rl.config import ConfigError, is_integer, is_number, require_all
@@ -95,7 +95,7 @@ class RewardClassifier(nn.Module):
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "RewardClassifier":
+    def load(cls, path: str | Path) -> RewardClassifier:
         """A classifier written by :meth:`save`; tensors and plain values only are read (never code), anything
         else -> ConfigError naming ``classifier.out``."""
         if not Path(path).is_file():
@@ -154,7 +154,7 @@ def train_reward_classifier(images: dict[str, np.ndarray], labels: np.ndarray, g
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     episodes = rng.permutation(np.unique(groups))
-    held_out = np.isin(groups, episodes[: max(1, int(round(config.validation_fraction * len(episodes))))])
+    held_out = np.isin(groups, episodes[: max(1, round(config.validation_fraction * len(episodes)))])
     train_index = {label: np.flatnonzero(~held_out & (labels == label)) for label in (False, True)}
     if any(len(v) == 0 for v in train_index.values()):
         raise ConfigError("classifier data", "a split without one class", "more episodes with successes and failures")

@@ -73,7 +73,7 @@ def load_tensors(key: str, path: Path, device: torch.device | str = "cpu") -> An
     A crafted, truncated or foreign file -> ConfigError naming ``key``."""
     try:
         return torch.load(path, map_location=device, weights_only=True)
-    except Exception as error:  # UnpicklingError (code or unknown classes), RuntimeError / EOFError (not a torch file)
+    except Exception as error:  # noqa: BLE001 - UnpicklingError (code, unknown classes), RuntimeError, EOFError
         raise ConfigError(key, str(path), "a file of tensors and plain values written by robot_rl "
                           f"({type(error).__name__}: it is not one)") from None
 

@@ -25,7 +25,7 @@ class ConfigError(ValueError):
         self.key, self.value, self.expected = key, value, expected
         super().__init__(f"{key}={value!r} is not allowed: expected {expected}")
 
-    def under(self, prefix: str) -> "ConfigError":
+    def under(self, prefix: str) -> ConfigError:
         """The same error with ``prefix.`` put in front of the key (e.g. ``task.``)."""
         return ConfigError(f"{prefix}.{self.key}", self.value, self.expected)
 

@@ -69,9 +69,9 @@ def _make_task_env(task: Mapping[str, Any], overrides: dict[str, Any]) -> gym.En
     entry_point = gym.registry[env_id].entry_point
     if isinstance(entry_point, str):
         known = _accepted_keywords(load_entry_point(entry_point))
-        for key in kwargs:
+        for key, value in kwargs.items():
             if key not in known:
-                raise ConfigError(f"task.{key}", kwargs[key], "one of the task's keys: " + ", ".join(sorted(known)))
+                raise ConfigError(f"task.{key}", value, "one of the task's keys: " + ", ".join(sorted(known)))
     try:
         return gym.make(env_id, **kwargs)
     except ConfigError as error:

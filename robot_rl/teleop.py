@@ -8,8 +8,9 @@ the same call; in sim a :class:`ScriptedHuman` built on a task expert plays the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 

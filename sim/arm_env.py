@@ -11,7 +11,7 @@ bookkeeping: action checks (wrong shape or NaN/inf raise before anything moves),
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +23,7 @@ PROPRIO_FIELDS = [("tcp_pos", 3), ("tcp_rotvec", 3), ("tcp_linvel", 3), ("tcp_an
 
 
 class ArmEnv(gym.Env):
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"]}
 
     def __init__(
         self,

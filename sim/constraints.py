@@ -41,7 +41,7 @@ class Constraints:
     joint_margin: float | None = None
 
     @classmethod
-    def from_config(cls, config: dict[str, Any] | None) -> "Constraints":
+    def from_config(cls, config: dict[str, Any] | None) -> Constraints:
         config = dict(config or {})
         known = ("table_force", "keep_out", "max_tcp_speed", "joint_margin")
         for key in config:

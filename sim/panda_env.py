@@ -82,7 +82,7 @@ class PandaTaskEnv(ArmEnv):
             check.non_negative(f"controller.{key}", value)
         self.force_torque = bool(force_torque)
         self.render_shadows = bool(render_shadows)
-        self.n_substeps = int(round(substeps))
+        self.n_substeps = round(substeps)
 
         try:
             self.constraints = Constraints.from_config(constraints)

@@ -357,7 +357,7 @@ class DomainRandomization(gym.Wrapper):
 
     def _delayed(self, action: np.ndarray) -> np.ndarray:
         found = self._sensor_value("actuation.action_delay")
-        delay = int(round(found[1])) if found else 0
+        delay = round(found[1]) if found else 0
         if not delay:
             return action
         if not self._delay_queue:
@@ -373,7 +373,7 @@ class DomainRandomization(gym.Wrapper):
             return
         binding, jitter = found
         scale = 1.0 + binding.rng.uniform(-jitter, jitter)
-        self.env.unwrapped.n_substeps = max(1, int(round(self._base_substeps * scale)))
+        self.env.unwrapped.n_substeps = max(1, round(self._base_substeps * scale))
 
     def _observe(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = dict(obs)

@@ -25,7 +25,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 def require(module: str):
     try:
         return importlib.import_module(module)
-    except Exception as error:  # ImportError, or a wheel whose native libraries are missing
+    except Exception as error:  # noqa: BLE001 - ImportError, or a wheel whose native libraries are missing
         if IN_CI:
             pytest.fail(f"{module} must be installed in CI: {error!r}")
         pytest.skip(f"{module} not available: {error!r}")

@@ -46,7 +46,7 @@ def test_collected_actions_replay_to_the_same_outcome(tmp_path):
     obs, _ = env.reset(seed=episode["attrs"]["seed"])
     np.testing.assert_array_equal(obs["state"], episode["obs"]["state"][0])
     for action in episode["action"]:
-        obs, _, terminated, truncated, info = env.step(action)
+        obs, _, _terminated, _truncated, info = env.step(action)
     np.testing.assert_array_equal(obs["state"], episode["obs"]["state"][-1])
     assert info["success"]
 

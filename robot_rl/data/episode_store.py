@@ -253,7 +253,7 @@ class EpisodeStore:
             raise EpisodeStoreError(f"{self.path}: episode {name}, field {field}: {expected - found} chunk(s) missing")
         try:
             return array[:]
-        except Exception as error:  # checksum or codec failure
+        except Exception as error:  # noqa: BLE001 - checksum or codec failure
             raise EpisodeStoreError(f"{self.path}: episode {name}, field {field}: corrupt chunk ({error})") from None
 
 
@@ -452,7 +452,7 @@ def verify_episode(store: EpisodeStore, name: str) -> list[str]:
     try:
         group = store._group(name)
         attrs, arrays = dict(group.attrs), dict(_arrays(group))
-    except Exception as error:  # unreadable zarr.json, of the episode or of an array
+    except Exception as error:  # noqa: BLE001 - unreadable zarr.json, of the episode or of an array
         return [f"{where}: unreadable metadata ({_one_line(error)})"]
     problems = []
     length = attrs.get("length")

@@ -77,7 +77,7 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
             nonlocal written
             if topic not in connections:
                 connections[topic] = writer.add_connection(topic, message.__msgtype__, typestore=types)
-            writer.write(connections[topic], int(round(stamp * 1e9)), types.serialize_cdr(message, message.__msgtype__))
+            writer.write(connections[topic], round(stamp * 1e9), types.serialize_cdr(message, message.__msgtype__))
             written += 1
 
         for index in chosen:
@@ -87,7 +87,7 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
             write(TOPIC_EPISODE, String(data=names[index]), obs_times[0])
             for t, stamp in enumerate(obs_times):
                 seconds = int(np.floor(stamp))
-                header = Header(stamp=Time(sec=seconds, nanosec=int(round((stamp - seconds) * 1e9)) % 1_000_000_000),
+                header = Header(stamp=Time(sec=seconds, nanosec=round((stamp - seconds) * 1e9) % 1_000_000_000),
                                 frame_id="base")
                 for key, values in data["obs"].items():
                     frame = values[t]

@@ -61,12 +61,12 @@ def format_info(summary: dict[str, Any]) -> str:
     """The info summary as the table ``robot-rl data info`` prints."""
     shapes = ", ".join(f"{key} {tuple(shape)}" for key, shape in summary["observation_shapes"].items())
     lines = [
-        f"store          {summary['store']}  ({summary['bytes_on_disk'] / 1e6:.1f} MB, schema "
-        f"{summary['schema_version']}, robot_rl {summary['software_version']})",
+        (f"store          {summary['store']}  ({summary['bytes_on_disk'] / 1e6:.1f} MB, schema "
+         f"{summary['schema_version']}, robot_rl {summary['software_version']})"),
         f"task           {summary['task']}   robot {summary['robot']}   control rate {summary['control_rate_hz']} Hz",
         f"observations   {shapes}   action dim {summary['action_dim']}",
-        f"episodes       {summary['episodes']}   steps {summary['steps']}   success {100 * summary['success_rate']:.1f}%"
-        f"   intervention steps {summary['intervention_steps']}",
+        (f"episodes       {summary['episodes']}   steps {summary['steps']}   success {100 * summary['success_rate']:.1f}%"
+         f"   intervention steps {summary['intervention_steps']}"),
         "",
         f"{'source':<14}{'episodes':>10}{'steps':>10}{'success':>10}",
     ]
@@ -153,7 +153,7 @@ def render_episode(path: str | os.PathLike, episode: int, out: str | os.PathLike
         for key in cameras:
             frame = data["obs"][key][t]
             scale = height / frame.shape[0]
-            tiles.append(cv2.resize(frame, (int(round(frame.shape[1] * scale)), height), interpolation=cv2.INTER_NEAREST))
+            tiles.append(cv2.resize(frame, (round(frame.shape[1] * scale), height), interpolation=cv2.INTER_NEAREST))
         return np.concatenate(tiles, axis=1)
 
     width = view(0).shape[1] if cameras else 640
@@ -209,6 +209,6 @@ def _episode_plot(data: dict[str, Any], width: int, height: int):
     plt.close(figure)
 
     def x_of_step(t: int) -> int:
-        return int(round(bbox.x0 + (t - left) / (right - left) * bbox.width))
+        return round(bbox.x0 + (t - left) / (right - left) * bbox.width)
 
     return image, x_of_step

@@ -12,6 +12,7 @@ once per ``warn_period`` seconds per topic (a flood of junk does not flood the l
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -85,11 +86,9 @@ class InputGuard:
             count = self.dropped[topic] - self._reported.get(topic, 0)
             self._reported[topic] = self.dropped[topic]
         reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        try:
+        with contextlib.suppress(Exception):  # a logger that fails (shutdown) must not undo the guard
             self.node.get_logger().warning(
                 f"dropped {count} bad message(s) on {topic} ({self.dropped[topic]} in all): {reason}")
-        except Exception:  # noqa: BLE001 - a logger that fails (shutdown) must not undo the guard
-            pass
 
     def total_dropped(self, topics: Iterable[str] | None = None) -> int:
         with self._lock:

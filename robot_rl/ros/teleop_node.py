@@ -28,6 +28,7 @@ import struct
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 from geometry_msgs.msg import Twist
@@ -219,7 +220,7 @@ class SpaceMouse(EventDevice):
         found = []
         for entry in sorted(os.listdir("/sys/class/hidraw")) if os.path.isdir("/sys/class/hidraw") else []:
             try:
-                uevent = open(f"/sys/class/hidraw/{entry}/device/uevent").read()
+                uevent = Path(f"/sys/class/hidraw/{entry}/device/uevent").read_text()
             except OSError:
                 continue
             if any(f":{vendor}:" in uevent for vendor in self.VENDORS):

@@ -102,7 +102,7 @@ class SafetyLearner:
             return {}
         if self.prior is None:
             return self.critic.update(self.critic.sample(online))
-        from_prior = int(round(self.settings.prior_fraction * self.critic.config.batch_size))
+        from_prior = round(self.settings.prior_fraction * self.critic.config.batch_size)
         prior = self.critic.sample(self.prior, from_prior)
         fresh = self.critic.sample(online, self.critic.config.batch_size - from_prior)
         return self.critic.update({key: np.concatenate([prior[key], fresh[key]]) for key in prior})
@@ -125,7 +125,7 @@ def make_safety_learner(settings: SafetySettings, shapes: dict[str, tuple[int, .
 
         try:
             store = EpisodeStore.open(settings.pretrain_store)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - whatever fails to open is the user's store, named
             raise ConfigError("safety.pretrain_store", settings.pretrain_store,
                               f"an episode store with recorded violations ({error})") from None
         buffer = ReplayBuffer(sum(store.episode_attrs(n)["length"] + 1 for n in store.episode_names()) + 2,

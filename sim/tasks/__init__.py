@@ -4,4 +4,4 @@ from .peg_insert import PegInsertEnv
 from .pick_cube import PickCubeEnv
 from .reach import ReachEnv
 
-__all__ = ["ReachEnv", "PickCubeEnv", "PegInsertEnv"]
+__all__ = ["PegInsertEnv", "PickCubeEnv", "ReachEnv"]

@@ -180,5 +180,5 @@ def test_loading_from_an_episode_store(tmp_path):
     index = buffer.valid_indices()
     np.testing.assert_array_equal(buffer.reward[index], np.concatenate([e["reward"] for e in episodes[:2]]))
     np.testing.assert_array_equal(buffer.obs["front"][index[0] + 1], episodes[0]["obs"]["front"][1])
-    ret, steps, terminated = buffer.n_step_returns(index[5:6], 3, 0.9)  # last step of the first demo
+    _ret, steps, terminated = buffer.n_step_returns(index[5:6], 3, 0.9)  # last step of the first demo
     assert steps[0] == 1 and terminated[0]

@@ -4,9 +4,15 @@ import numpy as np
 import pytest
 
 from robot_rl.cli import main
-from robot_rl.data import EpisodeStore, EpisodeStoreError
-from robot_rl.data import tools
-from robot_rl.data.mcap_export import TOPIC_ACTION, TOPIC_INTERVENED, TOPIC_REWARD, TOPIC_STATE, camera_topic, export_mcap
+from robot_rl.data import EpisodeStore, EpisodeStoreError, tools
+from robot_rl.data.mcap_export import (
+    TOPIC_ACTION,
+    TOPIC_INTERVENED,
+    TOPIC_REWARD,
+    TOPIC_STATE,
+    camera_topic,
+    export_mcap,
+)
 from tests.data.test_episode_store import META, synthetic_episode, tree_digest, write_episode
 
 
@@ -59,7 +65,7 @@ def test_mcap_export_reads_back_with_rosbags(store_path, tmp_path):
                                   np.concatenate([e["reward"] for e in expected]))
     assert [m.data for _, m in got[TOPIC_INTERVENED]] == [False] * 12
     stamps = [stamp for stamp, _ in got[TOPIC_ACTION]]
-    assert stamps[:6] == [int(round(t * 1e9)) for t in expected[0]["timestamp"]]
+    assert stamps[:6] == [round(t * 1e9) for t in expected[0]["timestamp"]]
 
 
 def test_merge_copies_episodes_bit_identically(store_path, tmp_path):

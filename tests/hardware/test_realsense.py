@@ -174,7 +174,7 @@ def test_bad_serial_and_unsupported_modes_list_what_is_available():
         camera(soft, fps=60)[0].open()
     with pytest.raises(ConfigError, match="camera.crop"):
         camera(soft, crop=[0, 0, 700, 480])
-    none = RealSenseCamera(RealSenseSettings(), devices=lambda: [])
+    none = RealSenseCamera(RealSenseSettings(), devices=list)
     with pytest.raises(ConfigError, match="connected RealSense serials: none"):
         none.open()
 

@@ -4,8 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from policies.reward_classifier import (RewardClassifier, RewardClassifierConfig, frames_from_store,
-                                        train_reward_classifier)
+from policies.reward_classifier import (
+    RewardClassifier,
+    RewardClassifierConfig,
+    frames_from_store,
+    train_reward_classifier,
+)
 from robot_rl.cli import load_config
 from robot_rl.collect import collect
 from robot_rl.config import ConfigError
@@ -20,7 +24,7 @@ def pick_cube_frames(tmp_path_factory):
                        "task.episode_steps=45", "collect.episodes=24", f"collect.out={store}", "seed=7"])
     try:
         collect(cfg)
-    except Exception as error:  # no OpenGL context
+    except Exception as error:  # noqa: BLE001 - no OpenGL context
         missing_capability("MuJoCo rendering", error)
     return frames_from_store(store, ("front",))
 

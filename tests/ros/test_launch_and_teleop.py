@@ -24,7 +24,7 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
         [sys.executable, "-m", "robot_rl.cli", "launch", "collect_demos", "graph.with_sim=true", "task=reach",
          "train.demo_episodes=3", f"ros.recorder.store={store}", f"ros.recorder.mcap={bag}",
          f"train.run_dir={tmp_path / 'run'}"],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-3000:]
     for name in ("sim_robot", "safety", "recorder", "actor"):
         assert f"[launch] started {name}" in result.stdout
@@ -48,7 +48,7 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
 
 def test_launch_rejects_an_unknown_graph():
     result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "launch", "sim_trian"], capture_output=True,
-                            text=True)
+                            text=True, check=False)
     assert result.returncode == 2 and "graph='sim_trian'" in result.stderr and "sim_train" in result.stderr
 
 
@@ -80,7 +80,7 @@ def test_ros2_launch_files_build_launch_descriptions():
 def test_actor_names_a_missing_topic_and_a_wrong_message_type():
     rclpy = require("rclpy")
     command = [sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", "ros.startup_timeout=3"]
-    missing = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert missing.returncode == 2
     assert "no publisher on /franka_robot_state_broadcaster/current_pose" in missing.stderr
     assert "geometry_msgs/msg/PoseStamped" in missing.stderr
@@ -109,7 +109,7 @@ def test_actor_names_a_missing_topic_and_a_wrong_message_type():
 def test_actor_refuses_settings_a_cell_cannot_serve(override, expected):
     require("rclpy")
     result = subprocess.run([sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", override],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2 and expected in result.stderr, result.stderr[-2000:]
 
 
@@ -187,7 +187,8 @@ def test_joystick_teleop_from_recorded_events(tmp_path):
 def test_a_missing_joystick_is_named_with_what_is_present(tmp_path):
     require("rclpy")
     result = subprocess.run([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=joystick",
-                             f"teleop_device.device={tmp_path / 'js7'}"], capture_output=True, text=True, timeout=60)
+                             f"teleop_device.device={tmp_path / 'js7'}"], capture_output=True, text=True, timeout=60,
+                            check=False)
     assert result.returncode == 2 and "js7" in result.stderr and "present:" in result.stderr
 
 
@@ -246,7 +247,7 @@ def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
     require("rclpy")
     result = subprocess.run([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=spacemouse",
                              f"teleop_device.spacemouse_device={tmp_path / 'hidraw9'}"], capture_output=True, text=True,
-                            timeout=60)
+                            timeout=60, check=False)
     assert result.returncode == 2 and "hidraw9" in result.stderr
     assert "SpaceMouse (hidraw) device; present:" in result.stderr
 
@@ -259,8 +260,8 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
     nodes = {n.name: n for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
     assert nodes["bridge"].module == "hardware.servo_bridge" and nodes["bridge"].respawn
     actor = nodes["actor"].command(["task=pick_cube"])
-    assert actor[actor.index("--ros-args") + 1:][:2] == ["-r", "/franka_robot_state_broadcaster/current_pose:="
-                                                                "/tcp_pose_broadcaster/pose"]
+    assert actor[actor.index("--ros-args") + 1:][:2] == ["-r", ("/franka_robot_state_broadcaster/current_pose:="
+                                                                 "/tcp_pose_broadcaster/pose")]
     assert nodes["safety"].args == ["--rate-hz", "500", "--state-timeout", "0.02"]
     franka = load_config(["graph=real_train", "robot=fr3"])
     assert list(franka.ros.gripper_joints) == ["fr3_finger_joint1", "fr3_finger_joint2"]

@@ -329,7 +329,8 @@ def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
         for topic, (publisher, messages) in bad.items():
             for count, message in enumerate(messages, start=1):
                 publisher.publish(message)
-                arm.until(lambda: safety.guard.dropped.get(topic, 0) == count, timeout=5, what=f"{topic} drop {count}")
+                arm.until(lambda topic=topic, count=count: safety.guard.dropped.get(topic, 0) == count, timeout=5,
+                          what=f"{topic} drop {count}")
         arm.streaming = True
         arm.spin(0.5)
         assert {topic: safety.guard.dropped.get(topic) for topic in bad} == {t: len(m) for t, (_, m) in bad.items()}
@@ -406,7 +407,8 @@ def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
 
 
 def test_bad_settings_are_named():
-    result = subprocess.run([*SAFETY, "--command-timeout", "-1"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*SAFETY, "--command-timeout", "-1"], capture_output=True, text=True, timeout=60,
+                            check=False)
     assert result.returncode == 2 and "safety.command_timeout=-1.0" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 

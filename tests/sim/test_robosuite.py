@@ -23,7 +23,7 @@ def test_contract_and_seeded_reset(robosuite_env_class, task):
     assert env.action_space.shape == (7,) and isinstance(info["success"], bool)
     again, _ = env.reset(seed=7)
     np.testing.assert_array_equal(obs["state"], again["state"])
-    obs, reward, terminated, truncated, info = env.step(np.zeros(7, dtype=np.float32))
+    obs, reward, _terminated, _truncated, info = env.step(np.zeros(7, dtype=np.float32))
     assert np.isfinite(reward) and isinstance(info["success"], bool)
     env.close()
 
@@ -33,7 +33,7 @@ def test_translation_is_in_the_tcp_frame(robosuite_env_class):
     env.reset(seed=0)
     start, rot = env.tcp_pos, env.tcp_rot
     for _ in range(3):
-        _, _, _, _, info = env.step(np.array([1.0, 0.0, 0.0, -1.0], dtype=np.float32))
+        _, _, _, _, _info = env.step(np.array([1.0, 0.0, 0.0, -1.0], dtype=np.float32))
     moved = env.tcp_pos - start
     along = np.dot(moved, rot[:, 0])  # the TCP x axis in the base frame
     assert along > 0.015  # 3 x 2 cm commanded; robosuite's OSC (kp 150) lags

@@ -25,7 +25,7 @@ def test_observation_and_action_spaces(env_class, action_dim):
     offset, _ = layout["tcp_pos"]
     np.testing.assert_allclose(obs["state"][offset : offset + 3], env.tcp_pos, atol=1e-6)
     for _ in range(3):
-        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        obs, reward, _terminated, _truncated, info = env.step(env.action_space.sample())
         assert env.observation_space.contains(obs) and isinstance(info["success"], bool)
         assert np.isfinite(reward)
 
