@@ -287,7 +287,7 @@ class Cell:
     """The nodes of a ``sim_train`` graph as processes in their own DDS domain, watched over ROS 2."""
 
     def __init__(self, folder: Path, overrides: list[str], domain: int):
-        from robot_rl.cli import load_config
+        from robot_rl.composed_config import load_config
         from robot_rl.graph import graph_nodes, ros_environment
 
         # the wall clock: the scenarios time holds, stalls and restarts as a real cell would see them

@@ -56,7 +56,7 @@ WEIGHTS_RECEIVER = textwrap.dedent(
     from std_msgs.msg import String, UInt8MultiArray
     from robot_rl.ros import qos
     from robot_rl.ros.codec import decode_weights
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, observation_shapes
     from robot_rl.train import make_agent
     from omegaconf import OmegaConf
@@ -130,7 +130,7 @@ def policy_act_ms(overrides: list[str]) -> float:
     import torch
     from omegaconf import OmegaConf
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, observation_shapes
     from robot_rl.train import make_agent
 
@@ -177,7 +177,7 @@ def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
     from omegaconf import OmegaConf
     from std_msgs.msg import String, UInt8MultiArray
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, observation_shapes
     from robot_rl.ros import qos
     from robot_rl.ros.codec import encode_weights

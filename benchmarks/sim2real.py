@@ -32,7 +32,7 @@ VARIANTS = {"nominal": [], "randomized": ["randomization={training_set}"]}
 
 
 def overhead(training_set: str, repeats: int = 200) -> dict:
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env
     from robot_rl.robustness import randomized
 

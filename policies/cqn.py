@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.config import ConfigError, is_integer, is_number, require_all
-from robot_rl.envs import PRIVILEGED_KEY
+from robot_rl.observation_keys import PRIVILEGED_KEY
 
 from .base import OffPolicyAgent, soft_update
 from .encoders import camera_checks

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from robot_rl.config import ConfigError, is_integer
-from robot_rl.envs import PRIVILEGED_KEY
+from robot_rl.observation_keys import PRIVILEGED_KEY
 
 
 def camera_checks(config) -> dict[str, tuple[bool, str]]:

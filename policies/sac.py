@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all
-from robot_rl.envs import PRIVILEGED_KEY
+from robot_rl.observation_keys import PRIVILEGED_KEY
 
 from .base import OffPolicyAgent, soft_update
 from .encoders import camera_checks

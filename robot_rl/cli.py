@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
-from importlib import resources
 from pathlib import Path
 
-from hydra import compose, initialize_config_module
-from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from .config import ConfigError, finite_everywhere, integer
+from .composed_config import load_config, task_names
+from .config import ConfigError
 from .data.episode_store import EpisodeStoreError
 
 # bad input: a config value, or a path the user gave that is missing, taken or of the wrong kind -> exit code 2
@@ -39,46 +35,6 @@ USER_ERRORS = (ConfigError, EpisodeStoreError, FileNotFoundError, FileExistsErro
 VERBS = ("train", "eval", "collect", "data", "classifier", "launch", "tasks", "config")
 DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
-
-
-CONFIG_GROUPS = ("task", "agent", "graph", "robot")
-
-
-def group_options(group: str) -> list[str]:
-    """The configs of a Hydra group (files starting with ``_`` are shared parts, not options)."""
-    folder = resources.files("configs") / group
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
-
-
-def task_names() -> list[str]:
-    return group_options("task")
-
-
-def load_config(overrides: list[str]) -> DictConfig:
-    """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError.
-
-    Checked here for every verb and node: each override names a known key or group option, no number
-    anywhere is NaN or infinite, and ``seed`` is an integer."""
-    for override in overrides:
-        key, _, value = override.partition("=")
-        group = key.lstrip("+~")
-        if group in CONFIG_GROUPS and value not in group_options(group):
-            raise ConfigError(group, value, "one of " + ", ".join(group_options(group)))
-    try:
-        with initialize_config_module(config_module="configs", version_base=None):
-            cfg = compose(config_name="config", overrides=overrides)
-        values = OmegaConf.to_container(cfg, resolve=True)
-    except (HydraException, OmegaConfBaseException) as error:
-        message = str(error).strip().splitlines()[0]
-        unknown = re.search(r"Could not override '([^']+)'", message)
-        if unknown:
-            key = unknown.group(1)
-            value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0] == key), None)
-            raise ConfigError(key, value, "an existing config key (`robot-rl config` lists them)") from None
-        raise ConfigError("overrides", " ".join(overrides), f"valid Hydra overrides ({message})") from None
-    finite_everywhere(values)
-    integer("seed", values.get("seed"))
-    return cfg
 
 
 def main(argv: list[str] | None = None) -> int:

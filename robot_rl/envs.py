@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 
 from .config import ConfigError
+from .observation_keys import PRIVILEGED_KEY
 
 ENTRY_POINTS = {
     "robot_rl/Reach-v0": "sim.tasks.reach:ReachEnv",
@@ -24,8 +25,6 @@ ENTRY_POINTS = {
 }
 #: task-config keys that are not env keyword arguments
 TASK_KEYS = ("name", "id", "expert", "kwargs", "privileged_state")
-#: observation key of the simulator's clean state, seen by critics only (asymmetric actor-critic)
-PRIVILEGED_KEY = "privileged_state"
 
 for _env_id, _entry_point in ENTRY_POINTS.items():
     if _env_id not in gym.registry:

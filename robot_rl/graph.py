@@ -222,7 +222,7 @@ class Launcher:
 
 def launch(graph: str, overrides: list[str]) -> int:
     """``robot-rl launch <graph> key=value ...``"""
-    from .cli import group_options, load_config
+    from .composed_config import group_options, load_config
 
     if graph not in group_options("graph"):
         raise ConfigError("graph", graph, "one of " + ", ".join(group_options("graph")))
@@ -245,7 +245,7 @@ def launch_description(graph: str) -> Any:
 
     from launch import LaunchDescription
 
-    from .cli import load_config
+    from .composed_config import load_config
 
     def nodes(context):
         overrides = [f"graph={graph}", *LaunchConfiguration("overrides").perform(context).split()]

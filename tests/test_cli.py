@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from robot_rl.cli import load_config, main, task_names
+from robot_rl.cli import main
+from robot_rl.composed_config import load_config, task_names
 
 
 def test_task_configs_are_listed():

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from robot_rl.cli import load_config
 from robot_rl.collect import collect
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore
 

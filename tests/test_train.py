@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.cli import load_config, main
+from robot_rl.cli import main
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.train import Learner, TrainSettings, train
 from robot_rl.transport import LocalTransport

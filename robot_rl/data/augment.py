@@ -26,7 +26,3 @@ def random_shift(images: torch.Tensor, pad: int = 4, generator: torch.Generator 
     windows = padded.unfold(2, height, 1).unfold(3, width, 1).permute(0, 2, 3, 1, 4, 5)
     return windows[torch.arange(batch, device=device), shift_y, shift_x].to(images.dtype)
 
-
-def default_device() -> torch.device:
-    """The GPU when there is one, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

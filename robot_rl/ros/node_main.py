@@ -28,7 +28,7 @@ def exit_with_error(module: str, error: Exception) -> int:
 
 def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
     """(composed config, rclpy arguments) from a node's command line."""
-    from ..cli import load_config
+    from ..composed_config import load_config
 
     argv = list(argv)
     split = argv.index("--ros-args") if "--ros-args" in argv else len(argv)

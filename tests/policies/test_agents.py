@@ -9,7 +9,7 @@ from policies.cqn import CQNAgent, CQNConfig
 from policies.cqn_as import CQNASAgent, CQNASConfig
 from policies.gripper import CLOSE, OPEN, STAY, GripperCritic, GripperPolicy, gripper_labels, gripper_loss
 from policies.sac import SACAgent, SACConfig
-from robot_rl.cli import load_config
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.train import train
 from tests.test_train import small_run

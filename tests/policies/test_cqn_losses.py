@@ -10,7 +10,7 @@ import torch
 
 from policies.cqn import CQNAgent, CQNConfig, encode_action, fosd_loss, margin_loss, snap_to_grid
 from policies.cqn_as import CQNASAgent, CQNASConfig
-from robot_rl.cli import load_config
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.train import make_agent
 

@@ -10,8 +10,8 @@ from policies.reward_classifier import (
     frames_from_store,
     train_reward_classifier,
 )
-from robot_rl.cli import load_config
 from robot_rl.collect import collect
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from tests.conftest import missing_capability
 

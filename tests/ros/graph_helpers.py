@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from robot_rl.cli import load_config
+from robot_rl.composed_config import load_config
 from robot_rl.graph import NodeSpec, graph_nodes, ros_environment
 
 #: an easy reach (4 cm steps and success radius) so learning shows within a test's budget

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from robot_rl.cli import load_config
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.graph import Launcher, NodeSpec, reserved_ros_domain, ros_environment
 from tests.conftest import require

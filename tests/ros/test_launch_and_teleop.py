@@ -53,7 +53,7 @@ def test_launch_rejects_an_unknown_graph():
 
 
 def test_ros2_launch_files_cover_every_graph():
-    from robot_rl.cli import group_options
+    from robot_rl.composed_config import group_options
 
     files = sorted(p.name.removesuffix(".launch.py") for p in (ROOT / "launch").glob("*.launch.py"))
     assert files == group_options("graph")
@@ -253,7 +253,7 @@ def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
 
 
 def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
-    from robot_rl.cli import group_options, load_config
+    from robot_rl.composed_config import group_options, load_config
     from robot_rl.graph import graph_nodes
 
     assert group_options("robot") == ["fr3", "panda", "ur5e"]

@@ -26,7 +26,7 @@ def test_sim_time_needs_a_graph_with_a_sim_robot(tmp_path, graph, overrides):
 
 
 def test_the_graph_resolves_sim_time_for_every_node():
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.graph import graph_nodes
 
     sim = {node.name: node for node in graph_nodes(load_config(["graph=sim_train"]))}  # the graph's default
@@ -89,7 +89,7 @@ def test_the_lockstep_waits_for_a_safety_node_that_starts_late(tmp_path):
 
     from omegaconf import OmegaConf
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env
     from robot_rl.ros.node_main import spinning_in_background
     from robot_rl.ros.sim_clock import sim_time_parameters, wait_for_clock
@@ -132,7 +132,7 @@ def test_sim_time_velocity_stands_when_the_sim_robot_repeats_an_instant():
     rclpy = require("rclpy")
     from omegaconf import OmegaConf
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env
     from robot_rl.ros.messages import pose_msg
     from robot_rl.ros.sim_clock import sim_time_parameters
@@ -170,7 +170,7 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
     from omegaconf import OmegaConf
     from std_msgs.msg import Float64
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg
@@ -225,7 +225,7 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
     from rosgraph_msgs.msg import Clock
     from std_msgs.msg import Float64
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg, stamp_ns

@@ -115,7 +115,7 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     from omegaconf import OmegaConf
     from std_msgs.msg import UInt32
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, make_expert
     from robot_rl.ros.node_main import spinning_in_background
     from robot_rl.ros.sim_clock import lockstep_teleop, sim_time_parameters, wait_for_clock
@@ -212,7 +212,7 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     import torch
     from omegaconf import OmegaConf
 
-    from robot_rl.cli import load_config
+    from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, make_expert, observation_shapes
     from robot_rl.ros.codec import weight_shapes
     from robot_rl.ros.delivery import Outbox

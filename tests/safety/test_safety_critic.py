@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from policies.safety_critic import RiskModel, SafetyCritic, SafetyCriticConfig
-from robot_rl.cli import load_config
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.envs import make_env, make_expert

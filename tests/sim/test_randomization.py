@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_rl.cli import load_config
+from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.envs import make_env
 from sim.randomization import DomainRandomization, RandomizationEntry, entries_from_config

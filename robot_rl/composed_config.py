@@ -1,0 +1,53 @@
+"""The composed config: ``configs/config.yaml`` with its groups (task, agent, graph, robot) and the command line's
+Hydra overrides, checked before anything runs. Every verb of ``robot-rl`` and every node composes its config here."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from hydra import compose, initialize_config_module
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from .config import ConfigError, finite_everywhere, integer
+
+CONFIG_GROUPS = ("task", "agent", "graph", "robot")
+
+
+def group_options(group: str) -> list[str]:
+    """The configs of a Hydra group (files starting with ``_`` are shared parts, not options)."""
+    folder = resources.files("configs") / group
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
+
+
+def task_names() -> list[str]:
+    return group_options("task")
+
+
+def load_config(overrides: list[str]) -> DictConfig:
+    """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError.
+
+    Checked here for every verb and node: each override names a known key or group option, no number
+    anywhere is NaN or infinite, and ``seed`` is an integer."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        group = key.lstrip("+~")
+        if group in CONFIG_GROUPS and value not in group_options(group):
+            raise ConfigError(group, value, "one of " + ", ".join(group_options(group)))
+    try:
+        with initialize_config_module(config_module="configs", version_base=None):
+            cfg = compose(config_name="config", overrides=overrides)
+        values = OmegaConf.to_container(cfg, resolve=True)
+    except (HydraException, OmegaConfBaseException) as error:
+        message = str(error).strip().splitlines()[0]
+        unknown = re.search(r"Could not override '([^']+)'", message)
+        if unknown:
+            key = unknown.group(1)
+            value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0] == key), None)
+            raise ConfigError(key, value, "an existing config key (`robot-rl config` lists them)") from None
+        raise ConfigError("overrides", " ".join(overrides), f"valid Hydra overrides ({message})") from None
+    finite_everywhere(values)
+    integer("seed", values.get("seed"))
+    return cfg
