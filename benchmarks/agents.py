@@ -37,16 +37,37 @@ AGENTS = {
 
 
 def run_agent(name: str, args: argparse.Namespace) -> dict:
-    summary = run_training(Path(args.runs) / name, [
-        "task=pick_cube", *AGENTS[name], f"seed={args.seed}", f"train.env_steps={args.steps}",
-        f"train.eval_every={args.eval_every}", "train.final_eval_episodes=20", "human.enabled=false"])
+    summary = run_training(
+        Path(args.runs) / name,
+        [
+            "task=pick_cube",
+            *AGENTS[name],
+            f"seed={args.seed}",
+            f"train.env_steps={args.steps}",
+            f"train.eval_every={args.eval_every}",
+            "train.final_eval_episodes=20",
+            "human.enabled=false",
+        ],
+    )
     history = summary["eval_history"]
-    result = {"history": curve(history), "to_80": to_threshold(history), "final_success": history[-1]["success_rate"],
-              "wall_seconds": round(summary["wall_seconds"], 1),
-              "train_continuity_cost": summary["train_continuity_cost"],
-              "eval_continuity_cost": summary["final_eval_continuity_cost"]}
-    print(name, result["to_80"], "final", result["final_success"], "continuity train/eval",
-          round(result["train_continuity_cost"], 3), round(result["eval_continuity_cost"], 3), flush=True)
+    result = {
+        "history": curve(history),
+        "to_80": to_threshold(history),
+        "final_success": history[-1]["success_rate"],
+        "wall_seconds": round(summary["wall_seconds"], 1),
+        "train_continuity_cost": summary["train_continuity_cost"],
+        "eval_continuity_cost": summary["final_eval_continuity_cost"],
+    }
+    print(
+        name,
+        result["to_80"],
+        "final",
+        result["final_success"],
+        "continuity train/eval",
+        round(result["train_continuity_cost"], 3),
+        round(result["eval_continuity_cost"], 3),
+        flush=True,
+    )
     return result
 
 
@@ -61,10 +82,19 @@ def main() -> None:
     ratio = results["sac"]["train_continuity_cost"] / results["sac_gsde"]["train_continuity_cost"]
     print(f"continuity cost of training actions, SAC / SAC+gSDE: {ratio:.2f}x")
     plot(results, RESULTS / "agents.png")
-    path = write_result("agents", {"agents": results, "sac_over_gsde_train_continuity": round(ratio, 2)},
-                        settings={"task": "pick_cube (state)", "env_steps": args.steps, "demos": 20,
-                                  "interventions": False, "eval": "20 deterministic episodes, seeds 1e6..",
-                                  "seed": args.seed, "parallel_runs": 2})
+    path = write_result(
+        "agents",
+        {"agents": results, "sac_over_gsde_train_continuity": round(ratio, 2)},
+        settings={
+            "task": "pick_cube (state)",
+            "env_steps": args.steps,
+            "demos": 20,
+            "interventions": False,
+            "eval": "20 deterministic episodes, seeds 1e6..",
+            "seed": args.seed,
+            "parallel_runs": 2,
+        },
+    )
     print("wrote", path)
 
 
@@ -82,10 +112,18 @@ def plot(results: dict, path: Path) -> None:
     for axis, label in ((by_steps, "online env steps"), (by_time, "wall-clock (min, 2 runs share 2 cores)")):
         style_success_axis(axis, label)
     names = list(results)
-    smoothness.bar([i - 0.2 for i in range(len(names))], [results[n]["train_continuity_cost"] for n in names], 0.4,
-                   label="training (exploring)")
-    smoothness.bar([i + 0.2 for i in range(len(names))], [results[n]["eval_continuity_cost"] for n in names], 0.4,
-                   label="final eval (deterministic)")
+    smoothness.bar(
+        [i - 0.2 for i in range(len(names))],
+        [results[n]["train_continuity_cost"] for n in names],
+        0.4,
+        label="training (exploring)",
+    )
+    smoothness.bar(
+        [i + 0.2 for i in range(len(names))],
+        [results[n]["eval_continuity_cost"] for n in names],
+        0.4,
+        label="final eval (deterministic)",
+    )
     smoothness.set_xticks(range(len(names)), names)
     smoothness.set_ylabel("continuity cost (lower = smoother)")
     smoothness.legend(fontsize=7)

@@ -26,11 +26,17 @@ def machine() -> dict[str, Any]:
         pass
     gpu = "none"
     if shutil.which("nvidia-smi"):
-        query = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                               text=True, check=False)
+        query = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, check=False
+        )
         gpu = query.stdout.strip() or "none"
-    return {"cores": os.cpu_count(), "cpu": cpu, "gpu": gpu, "python": platform.python_version(),
-            "platform": platform.platform()}
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "gpu": gpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:

@@ -48,8 +48,10 @@ def write_episode(store: EpisodeStore, frames, seconds: float, rng: np.random.Ge
     """Write ``seconds`` of data; returns the wall time it took."""
     camera_rate, state_rate = 30, 100
     steps = int(seconds * camera_rate)
-    noisy = {key: [np.clip(f.astype(np.int16) + rng.normal(0, 2, f.shape), 0, 255).astype(np.uint8) for f in views]
-             for key, views in frames.items()}
+    noisy = {
+        key: [np.clip(f.astype(np.int16) + rng.normal(0, 2, f.shape), 0, 255).astype(np.uint8) for f in views]
+        for key, views in frames.items()
+    }
     writer = store.writer()
     start = time.perf_counter()
     obs = {"front": noisy["front"][0], "wrist": noisy["wrist"][0], "state": np.zeros(23, np.float32)}
@@ -60,7 +62,11 @@ def write_episode(store: EpisodeStore, frames, seconds: float, rng: np.random.Ge
             writer.add_stream("state_100hz", rng.normal(size=23).astype(np.float32), state_clock / state_rate)
             state_clock += 1
         index = t % len(noisy["front"])
-        obs = {"front": noisy["front"][index], "wrist": noisy["wrist"][index], "state": rng.normal(size=23).astype(np.float32)}
+        obs = {
+            "front": noisy["front"][index],
+            "wrist": noisy["wrist"][index],
+            "state": rng.normal(size=23).astype(np.float32),
+        }
         writer.add(obs, rng.uniform(-1, 1, 7), 0.0, False, t == steps - 1, timestamp=t / camera_rate)
     writer.commit("online")
     return time.perf_counter() - start
@@ -99,8 +105,11 @@ def main() -> None:
     frames = camera_frames(30)
     folder = Path(tempfile.mkdtemp(prefix="robot_rl_bench_"))
     try:
-        meta = {"task": "bench", "action_dim": 7,
-                "observation_shapes": {"front": [480, 640, 3], "wrist": [480, 640, 3], "state": [23]}}
+        meta = {
+            "task": "bench",
+            "action_dim": 7,
+            "observation_shapes": {"front": [480, 640, 3], "wrist": [480, 640, 3], "state": [23]},
+        }
         store = EpisodeStore.create(folder / "store.zarr", meta)
         rng = np.random.default_rng(0)
         walls = [write_episode(store, frames, args.seconds, rng) for _ in range(args.episodes)]
@@ -109,13 +118,18 @@ def main() -> None:
         raw_per_minute = 60 * 30 * 2 * 480 * 640 * 3
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"write: {realtime:.1f}x real time, {per_minute / 1e9:.2f} GB per minute "
-          f"(raw {raw_per_minute / 1e9:.2f} GB, ratio {raw_per_minute / per_minute:.2f})", flush=True)
+    print(
+        f"write: {realtime:.1f}x real time, {per_minute / 1e9:.2f} GB per minute "
+        f"(raw {raw_per_minute / 1e9:.2f} GB, ratio {raw_per_minute / per_minute:.2f})",
+        flush=True,
+    )
 
     state_rate = sampling_rate(filled_buffer(100_000, {"state": ((23,), np.float32)}))
     image_space = {"state": ((23,), np.float32), "front": ((128, 128, 3), np.uint8), "wrist": ((128, 128, 3), np.uint8)}
     image_rate = sampling_rate(filled_buffer(10_000, image_space))
-    print(f"sampling at batch 256, 3-step returns: state-only {state_rate:,.0f}/s, two 128x128 cameras {image_rate:,.0f}/s")
+    print(
+        f"sampling at batch 256, 3-step returns: state-only {state_rate:,.0f}/s, two 128x128 cameras {image_rate:,.0f}/s"
+    )
 
     path = write_result(
         "data_throughput",
@@ -125,10 +139,16 @@ def main() -> None:
             "raw_bytes_per_minute": raw_per_minute,
             "sampled_transitions_per_second": {"state_only": state_rate, "two_cameras_128": image_rate},
         },
-        settings={"cameras": "2 x 480x640 rgb8 at 30 Hz, lz4 (blosc), one frame per chunk", "state_stream_hz": 100,
-                  "seconds_per_episode": args.seconds, "episodes": args.episodes, "batch_size": 256, "n_step": 3,
-                  "buffer_capacity": {"state_only": 100_000, "two_cameras_128": 10_000},
-                  "statistic": "median over episodes / 5 blocks of 40 batches"},
+        settings={
+            "cameras": "2 x 480x640 rgb8 at 30 Hz, lz4 (blosc), one frame per chunk",
+            "state_stream_hz": 100,
+            "seconds_per_episode": args.seconds,
+            "episodes": args.episodes,
+            "batch_size": 256,
+            "n_step": 3,
+            "buffer_capacity": {"state_only": 100_000, "two_cameras_128": 10_000},
+            "statistic": "median over episodes / 5 blocks of 40 batches",
+        },
     )
     print("wrote", path)
 

@@ -62,18 +62,35 @@ def run(variant: str, seed: int, runs: Path, overrides: list[str]) -> dict:
     """One ``robot-rl train`` in a subprocess, in a new run folder (or the finished run found there); its figures."""
     run_dir = runs / f"{variant}_seed{seed}"
     if not (run_dir / "summary.json").is_file():
-        command = [sys.executable, "-m", "robot_rl.cli", "train", f"seed={seed}", f"train.run_dir={run_dir}",
-                   *VARIANTS[variant], *overrides]
+        command = [
+            sys.executable,
+            "-m",
+            "robot_rl.cli",
+            "train",
+            f"seed={seed}",
+            f"train.run_dir={run_dir}",
+            *VARIANTS[variant],
+            *overrides,
+        ]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     summary = json.loads((run_dir / "summary.json").read_text())
     jerk, triples = action_jerk(EpisodeStore.open(run_dir / "episodes.zarr"))
     history = summary["eval_history"]
-    result = {"final_eval_success": summary["final_eval_success"], "jerk": jerk, "jerk_triples": triples,
-              "steps_to_90": first_at(history), "env_steps": summary["env_steps"],
-              "intervention_steps": summary["intervention_steps"], "wall_seconds": round(summary["wall_seconds"], 1),
-              "eval_history": [(h["env_steps"], h["success_rate"]) for h in history]}
-    print(f"{variant} seed {seed}: success {result['final_eval_success']:.2f}, jerk {jerk:.4f}, "
-          f"steps to 90% {result['steps_to_90']}, {result['wall_seconds'] / 60:.1f} min", flush=True)
+    result = {
+        "final_eval_success": summary["final_eval_success"],
+        "jerk": jerk,
+        "jerk_triples": triples,
+        "steps_to_90": first_at(history),
+        "env_steps": summary["env_steps"],
+        "intervention_steps": summary["intervention_steps"],
+        "wall_seconds": round(summary["wall_seconds"], 1),
+        "eval_history": [(h["env_steps"], h["success_rate"]) for h in history],
+    }
+    print(
+        f"{variant} seed {seed}: success {result['final_eval_success']:.2f}, jerk {jerk:.4f}, "
+        f"steps to 90% {result['steps_to_90']}, {result['wall_seconds'] / 60:.1f} min",
+        flush=True,
+    )
     return result
 
 
@@ -84,8 +101,11 @@ def summarise(per_seed: dict[str, dict[str, dict]]) -> dict:
         reached = [r["steps_to_90"] for r in seeds.values() if r["steps_to_90"] is not None]
         figures["success"][variant] = float(np.mean([r["final_eval_success"] for r in seeds.values()]))
         figures["jerk"][variant] = float(np.mean([r["jerk"] for r in seeds.values()]))
-        figures["steps_to_90"][variant] = {"env_steps": float(np.mean(reached)) if reached else None,
-                                           "seeds_reached": len(reached), "seeds": len(seeds)}
+        figures["steps_to_90"][variant] = {
+            "env_steps": float(np.mean(reached)) if reached else None,
+            "seeds_reached": len(reached),
+            "seeds": len(seeds),
+        }
     return figures
 
 
@@ -126,20 +146,32 @@ def main() -> None:
         sys.exit(2)
     args.runs.mkdir(parents=True, exist_ok=args.resume)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {(variant, seed): pool.submit(run, variant, seed, args.runs, args.overrides)
-                   for seed in args.seeds for variant in VARIANTS}
-        per_seed = {variant: {f"seed{seed}": futures[variant, seed].result() for seed in args.seeds}
-                    for variant in VARIANTS}
+        futures = {
+            (variant, seed): pool.submit(run, variant, seed, args.runs, args.overrides)
+            for seed in args.seeds
+            for variant in VARIANTS
+        }
+        per_seed = {
+            variant: {f"seed{seed}": futures[variant, seed].result() for seed in args.seeds} for variant in VARIANTS
+        }
     figures = summarise(per_seed)
     print(json.dumps(figures))
     plot(per_seed, RESULTS / "exploration.png")
-    path = write_result("exploration", {**figures, "per_seed": per_seed},
-                        settings={"task": "pick_cube (state)", "command": "robot-rl train seed=<seed> exploration=<v>",
-                                  "overrides": args.overrides, "seeds": args.seeds, "parallel_runs": args.jobs,
-                                  "success": "final eval (summary.json final_eval_success)",
-                                  "jerk": "mean |a[t+1] - 2 a[t] + a[t-1]| over action dims, policy_action of the "
-                                          "online episodes, triples without a takeover step",
-                                  "steps_to_90": f"first eval with success >= {THRESHOLD}; mean over seeds reaching it"})
+    path = write_result(
+        "exploration",
+        {**figures, "per_seed": per_seed},
+        settings={
+            "task": "pick_cube (state)",
+            "command": "robot-rl train seed=<seed> exploration=<v>",
+            "overrides": args.overrides,
+            "seeds": args.seeds,
+            "parallel_runs": args.jobs,
+            "success": "final eval (summary.json final_eval_success)",
+            "jerk": "mean |a[t+1] - 2 a[t] + a[t-1]| over action dims, policy_action of the "
+            "online episodes, triples without a takeover step",
+            "steps_to_90": f"first eval with success >= {THRESHOLD}; mean over seeds reaching it",
+        },
+    )
     print("wrote", path)
 
 

@@ -79,8 +79,15 @@ def robot_rl(*args: str, cwd: Path | None = None, timeout: float = 300) -> Resul
     """``robot-rl <args>`` in a fresh process."""
     command = [sys.executable, "-m", "robot_rl.cli", *args]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+            check=False,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
     except subprocess.TimeoutExpired as expired:
         return Result(None, str(expired.stdout or ""), str(expired.stderr or ""))
     return Result(done.returncode, done.stdout, done.stderr)
@@ -88,8 +95,11 @@ def robot_rl(*args: str, cwd: Path | None = None, timeout: float = 300) -> Resul
 
 def digest(folder: Path) -> dict[str, str]:
     """sha256 of every file under ``folder`` (relative path -> hex)."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def lost(before: dict[str, str], after: dict[str, str]) -> int:
@@ -106,11 +116,28 @@ def user_folder(path: Path) -> Path:
     return path
 
 
-def error_row(scenario: str, item: str, result: Result, expected: str, files_lost: int = 0, code: int = 2,
-              extra_ok: bool = True, observed: str = "") -> Row:
+def error_row(
+    scenario: str,
+    item: str,
+    result: Result,
+    expected: str,
+    files_lost: int = 0,
+    code: int = 2,
+    extra_ok: bool = True,
+    observed: str = "",
+) -> Row:
     ok = result.one_line_error(code) and files_lost == 0 and extra_ok
-    return Row(scenario, item, expected, observed or result.summary(), ok, bad_inputs=1,
-               crashes=int(result.traceback), hangs=int(result.code is None), files_lost=files_lost)
+    return Row(
+        scenario,
+        item,
+        expected,
+        observed or result.summary(),
+        ok,
+        bad_inputs=1,
+        crashes=int(result.traceback),
+        hangs=int(result.code is None),
+        files_lost=files_lost,
+    )
 
 
 class Crafted:
@@ -127,10 +154,21 @@ class Crafted:
 def prepare(work: Path) -> dict[str, Path]:
     """A recorded store and a tiny trained run the scenarios start from."""
     store, run = work / "demos.zarr", work / "run"
-    for result in (robot_rl("collect", *REACH, "collect.episodes=3", f"collect.out={store}"),
-                   robot_rl("train", *REACH, f"train.run_dir={run}", "train.env_steps=60", "train.demo_episodes=1",
-                            "train.start_training=30", "train.batch_size=32", "train.eval_every=60",
-                            "train.final_eval_episodes=1", "train.checkpoint_every=60")):
+    for result in (
+        robot_rl("collect", *REACH, "collect.episodes=3", f"collect.out={store}"),
+        robot_rl(
+            "train",
+            *REACH,
+            f"train.run_dir={run}",
+            "train.env_steps=60",
+            "train.demo_episodes=1",
+            "train.start_training=30",
+            "train.batch_size=32",
+            "train.eval_every=60",
+            "train.final_eval_episodes=1",
+            "train.checkpoint_every=60",
+        ),
+    ):
         if result.code != 0:
             raise RuntimeError(f"preparing the fault matrix failed: {result.summary()}\n{result.stderr[-2000:]}")
     return {"store": store, "run": run}
@@ -140,49 +178,92 @@ def never_delete(work: Path, ready: dict[str, Path]) -> list[Row]:
     """Item 1: writers refuse a folder that is not theirs and leave every file in it."""
     rows = []
     cases = {
-        "collect collect.out=<user folder>": lambda folder: ("collect", *REACH, "collect.episodes=1",
-                                                              f"collect.out={folder}"),
+        "collect collect.out=<user folder>": lambda folder: (
+            "collect",
+            *REACH,
+            "collect.episodes=1",
+            f"collect.out={folder}",
+        ),
         "data merge out=<user folder>": lambda folder: ("data", "merge", f"inputs=[{ready['store']}]", f"out={folder}"),
         "data export out=<user folder>": lambda folder: ("data", "export", f"store={ready['store']}", f"out={folder}"),
-        "train train.run_dir=<user folder>": lambda folder: ("train", *REACH, f"train.run_dir={folder}",
-                                                              "train.env_steps=20"),
-        "train.resume=true on <user folder>": lambda folder: ("train", *REACH, f"train.run_dir={folder}",
-                                                               "train.resume=true"),
+        "train train.run_dir=<user folder>": lambda folder: (
+            "train",
+            *REACH,
+            f"train.run_dir={folder}",
+            "train.env_steps=20",
+        ),
+        "train.resume=true on <user folder>": lambda folder: (
+            "train",
+            *REACH,
+            f"train.run_dir={folder}",
+            "train.resume=true",
+        ),
     }
     for index, (name, args) in enumerate(cases.items()):
         folder = user_folder(work / f"user{index}")
         before = digest(folder)
         result = robot_rl(*args(folder))
-        rows.append(error_row(name, "1 never delete", result, "refused with one line, exit 2, every file kept",
-                              lost(before, digest(folder))))
+        rows.append(
+            error_row(
+                name,
+                "1 never delete",
+                result,
+                "refused with one line, exit 2, every file kept",
+                lost(before, digest(folder)),
+            )
+        )
     # the empty path: must not mean "the current folder"
     cwd = user_folder(work / "cwd")
     before = digest(cwd)
     result = robot_rl("collect", *REACH, "collect.episodes=1", "collect.out=", cwd=cwd)
-    rows.append(error_row("collect collect.out= (empty, run in a user folder)", "1 never delete", result,
-                          "refused with one line, exit 2, the current folder untouched", lost(before, digest(cwd))))
+    rows.append(
+        error_row(
+            "collect collect.out= (empty, run in a user folder)",
+            "1 never delete",
+            result,
+            "refused with one line, exit 2, the current folder untouched",
+            lost(before, digest(cwd)),
+        )
+    )
     # the ROS recorder's store (the check runs before any ROS 2 traffic)
     folder = user_folder(work / "user_recorder")
     before = digest(folder)
     try:
-        done = subprocess.run([sys.executable, "-m", "robot_rl.ros.recorder_node", *REACH, f"ros.recorder.store={folder}"],
-                              capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "robot_rl.ros.recorder_node", *REACH, f"ros.recorder.store={folder}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         result = Result(done.returncode, done.stdout, done.stderr)
     except subprocess.TimeoutExpired as expired:
         result = Result(None, str(expired.stdout or ""), str(expired.stderr or ""))
     files = lost(before, digest(folder))
     ok = result.code == 2 and not result.traceback and files == 0 and "recorder_node: error:" in result.stderr
-    rows.append(Row("recorder ros.recorder.store=<user folder>", "1 never delete",
-                    "the node refuses with one line, exit 2, every file kept", result.summary(), ok, 1,
-                    int(result.traceback), int(result.code is None), files))
+    rows.append(
+        Row(
+            "recorder ros.recorder.store=<user folder>",
+            "1 never delete",
+            "the node refuses with one line, exit 2, every file kept",
+            result.summary(),
+            ok,
+            1,
+            int(result.traceback),
+            int(result.code is None),
+            files,
+        )
+    )
     return rows
 
 
 def no_code_from_files(work: Path, ready: dict[str, Path]) -> list[Row]:
     """Item 2: a crafted agent.pt is refused and its payload never runs."""
     rows = []
-    for name, command in (("eval eval.checkpoint=<crafted>", "eval"), ("train.resume=true with a crafted agent.pt",
-                                                                       "resume")):
+    for name, command in (
+        ("eval eval.checkpoint=<crafted>", "eval"),
+        ("train.resume=true with a crafted agent.pt", "resume"),
+    ):
         run = work / f"crafted_{command}"
         shutil.copytree(ready["run"], run)
         marker = work / f"payload_ran_{command}"
@@ -192,12 +273,28 @@ def no_code_from_files(work: Path, ready: dict[str, Path]) -> list[Row]:
         if command == "eval":
             result = robot_rl("eval", *REACH, f"eval.checkpoint={run / 'checkpoint'}", "eval.episodes=1")
         else:
-            result = robot_rl("train", *REACH, f"train.run_dir={run}", "train.resume=true", "train.env_steps=120",
-                              "train.demo_episodes=1", "train.start_training=30", "train.batch_size=32")
+            result = robot_rl(
+                "train",
+                *REACH,
+                f"train.run_dir={run}",
+                "train.resume=true",
+                "train.env_steps=120",
+                "train.demo_episodes=1",
+                "train.start_training=30",
+                "train.batch_size=32",
+            )
         ran = marker.exists()
-        rows.append(error_row(name, "2 no code from files", result, "refused with one line, exit 2, payload not run",
-                              lost(before, digest(run)), extra_ok=not ran,
-                              observed=f"{result.summary()}; payload ran: {ran}"))
+        rows.append(
+            error_row(
+                name,
+                "2 no code from files",
+                result,
+                "refused with one line, exit 2, payload not run",
+                lost(before, digest(run)),
+                extra_ok=not ran,
+                observed=f"{result.summary()}; payload ran: {ran}",
+            )
+        )
     return rows
 
 
@@ -206,13 +303,28 @@ def safe_resume(work: Path, ready: dict[str, Path]) -> list[Row]:
     rows = []
     for change in ("task.reward=sparse", "task.control_rate_hz=20", "task.episode_steps=30"):
         before = digest(ready["run"])
-        result = robot_rl("train", *REACH, f"train.run_dir={ready['run']}", "train.resume=true", change,
-                          "train.env_steps=120", "train.demo_episodes=1", "train.start_training=30",
-                          "train.batch_size=32")
+        result = robot_rl(
+            "train",
+            *REACH,
+            f"train.run_dir={ready['run']}",
+            "train.resume=true",
+            change,
+            "train.env_steps=120",
+            "train.demo_episodes=1",
+            "train.start_training=30",
+            "train.batch_size=32",
+        )
         key = change.partition("=")[0]
-        rows.append(error_row(f"train.resume=true {change}", "5 safe resume", result,
-                              f"refused naming {key}, exit 2, run folder unchanged", lost(before, digest(ready["run"])),
-                              extra_ok=key in result.stderr))
+        rows.append(
+            error_row(
+                f"train.resume=true {change}",
+                "5 safe resume",
+                result,
+                f"refused naming {key}, exit 2, run folder unchanged",
+                lost(before, digest(ready["run"])),
+                extra_ok=key in result.stderr,
+            )
+        )
     return rows
 
 
@@ -221,21 +333,39 @@ def bad_values(work: Path, ready: dict[str, Path]) -> list[Row]:
     a_file = work / "a_file"
     a_file.write_text("not a folder\n")
     cases = [  # (verb and its positional words, the bad override)
-        ("train", "agent.lr=inf"), ("train", "agent.lr=-1"), ("train", "seed=abc"), ("train", "train.batch_size=0"),
-        ("train", "train.env_steps=nan"), ("train", f"train.run_dir={a_file}"),
-        ("train", f"train.run_dir={a_file}/run"), ("train", "train.run_dir=/proc/robot_rl_run"),
-        ("train", "task.control_rate_hz=0"), ("eval", "eval.episodes=0"), ("collect", "collect.episodes=-1"),
-        ("collect", f"collect.out={a_file}"), ("classifier", "classifier.updates=0"),
-        ("launch sim_train", "ros.domain_id=500"), ("data info", f"store={work / 'missing.zarr'}"),
+        ("train", "agent.lr=inf"),
+        ("train", "agent.lr=-1"),
+        ("train", "seed=abc"),
+        ("train", "train.batch_size=0"),
+        ("train", "train.env_steps=nan"),
+        ("train", f"train.run_dir={a_file}"),
+        ("train", f"train.run_dir={a_file}/run"),
+        ("train", "train.run_dir=/proc/robot_rl_run"),
+        ("train", "task.control_rate_hz=0"),
+        ("eval", "eval.episodes=0"),
+        ("collect", "collect.episodes=-1"),
+        ("collect", f"collect.out={a_file}"),
+        ("classifier", "classifier.updates=0"),
+        ("launch sim_train", "ros.domain_id=500"),
+        ("data info", f"store={work / 'missing.zarr'}"),
     ]
     rows = []
     for words, override in cases:
         key = override.partition("=")[0]
         before = digest(ready["run"])
-        result = robot_rl(*words.split(), *REACH, "train.env_steps=20", f"classifier.store={ready['store']}", override,
-                          cwd=work)
-        rows.append(error_row(f"{words} {override}", "6 one line", result, "one line naming the key, exit 2",
-                              lost(before, digest(ready["run"])), extra_ok=key.split(".")[-1] in result.stderr))
+        result = robot_rl(
+            *words.split(), *REACH, "train.env_steps=20", f"classifier.store={ready['store']}", override, cwd=work
+        )
+        rows.append(
+            error_row(
+                f"{words} {override}",
+                "6 one line",
+                result,
+                "one line naming the key, exit 2",
+                lost(before, digest(ready["run"])),
+                extra_ok=key.split(".")[-1] in result.stderr,
+            )
+        )
     return rows
 
 
@@ -249,32 +379,72 @@ def data_integrity(work: Path, ready: dict[str, Path]) -> list[Row]:
     chunk = next(p for p in sorted((corrupt / "episodes" / "episode_000001").rglob("c/*")) if p.is_file())
     chunk.write_bytes(chunk.read_bytes()[:-3] + b"xyz")
     result = robot_rl("data", "info", f"store={corrupt}")
-    rows.append(Row("data info <store with a corrupt chunk>", "7 integrity", "non-zero exit naming episode_000001",
-                    result.summary(), result.code not in (0, None) and "episode_000001" in result.stderr
-                    and not result.traceback, 1, int(result.traceback), int(result.code is None)))
+    rows.append(
+        Row(
+            "data info <store with a corrupt chunk>",
+            "7 integrity",
+            "non-zero exit naming episode_000001",
+            result.summary(),
+            result.code not in (0, None) and "episode_000001" in result.stderr and not result.traceback,
+            1,
+            int(result.traceback),
+            int(result.code is None),
+        )
+    )
     out = work / "merged_from_corrupt.zarr"
     result = robot_rl("data", "merge", f"inputs=[{corrupt}]", f"out={out}")
-    rows.append(Row("data merge inputs=[<corrupt store>]", "7 integrity", "refused, no output written",
-                    result.summary(), result.code not in (0, None) and not out.exists() and not result.traceback, 1,
-                    int(result.traceback), int(result.code is None)))
+    rows.append(
+        Row(
+            "data merge inputs=[<corrupt store>]",
+            "7 integrity",
+            "refused, no output written",
+            result.summary(),
+            result.code not in (0, None) and not out.exists() and not result.traceback,
+            1,
+            int(result.traceback),
+            int(result.code is None),
+        )
+    )
     merged = work / "merged.zarr"
     first = robot_rl("data", "merge", f"inputs=[{ready['store']}]", f"out={merged}")
     second = robot_rl("data", "merge", f"inputs=[{ready['store']}]", f"out={merged}")
     count = len(EpisodeStore.open(merged)) if (merged / "zarr.json").exists() else -1
     source = len(EpisodeStore.open(ready["store"]))
-    rows.append(Row("data merge run twice", "7 integrity", f"{source} episodes after both runs (uids skipped)",
-                    f"exit {first.code}, {second.code}; {count} episodes", first.code == 0 and second.code == 0
-                    and count == source, 0, int(first.traceback or second.traceback)))
+    rows.append(
+        Row(
+            "data merge run twice",
+            "7 integrity",
+            f"{source} episodes after both runs (uids skipped)",
+            f"exit {first.code}, {second.code}; {count} episodes",
+            first.code == 0 and second.code == 0 and count == source,
+            0,
+            int(first.traceback or second.traceback),
+        )
+    )
     out = work / "export_of_corrupt"
     result = robot_rl("data", "export", f"store={corrupt}", f"out={out}")
-    rows.append(Row("data export <corrupt store>", "7 integrity", "fails with one line, no partial folder",
-                    result.summary(), result.code not in (0, None) and not out.exists() and not result.traceback, 1,
-                    int(result.traceback), int(result.code is None)))
+    rows.append(
+        Row(
+            "data export <corrupt store>",
+            "7 integrity",
+            "fails with one line, no partial folder",
+            result.summary(),
+            result.code not in (0, None) and not out.exists() and not result.traceback,
+            1,
+            int(result.traceback),
+            int(result.code is None),
+        )
+    )
     return rows
 
 
 COMMAND_LINE_SCENARIOS: list[Callable[[Path, dict[str, Path]], list[Row]]] = [
-    never_delete, no_code_from_files, safe_resume, bad_values, data_integrity]
+    never_delete,
+    no_code_from_files,
+    safe_resume,
+    bad_values,
+    data_integrity,
+]
 
 
 def command_line_rows(work: Path) -> list[Row]:
@@ -301,8 +471,12 @@ class Cell:
     def start(self, name: str, *extra: str) -> subprocess.Popen:
         self.logs[name] = self.folder / f"{name}.log"
         with open(self.logs[name], "a") as log:
-            self.processes[name] = subprocess.Popen([*self.specs[name].command(self.overrides), *extra], stdout=log,
-                                                    stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            self.processes[name] = subprocess.Popen(
+                [*self.specs[name].command(self.overrides), *extra],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         return self.processes[name]
 
     def log(self, name: str) -> str:
@@ -346,10 +520,12 @@ class Watch:
         self.rclpy, self.node = rclpy, rclpy.create_node(name)
         self.records: list[dict] = []
         self.flags: list[tuple[float, int]] = []
-        self.node.create_subscription(String, "/rl/episode_stats", lambda m: self.records.append(json.loads(m.data)),
-                                      qos.EPISODE_LOG)
-        self.node.create_subscription(UInt32, "/rl/safety_flags",
-                                      lambda m: self.flags.append((time.monotonic(), m.data)), 10)
+        self.node.create_subscription(
+            String, "/rl/episode_stats", lambda m: self.records.append(json.loads(m.data)), qos.EPISODE_LOG
+        )
+        self.node.create_subscription(
+            UInt32, "/rl/safety_flags", lambda m: self.flags.append((time.monotonic(), m.data)), 10
+        )
 
     def spin(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -383,24 +559,42 @@ def hostile_messages(work: Path, domain: int, rounds: int = 200) -> list[Row]:
     from robot_rl.ros import qos
     from tests.ros import test_fuzz as junk
 
-    cell = Cell(work, [*REACH, f"train.run_dir={work / 'run'}", "train.demo_episodes=1", "train.start_training=20",
-                       "train.env_steps=100000", "train.batch_size=32", "ros.eval_every_episodes=0"], domain)
+    cell = Cell(
+        work,
+        [
+            *REACH,
+            f"train.run_dir={work / 'run'}",
+            "train.demo_episodes=1",
+            "train.start_training=20",
+            "train.env_steps=100000",
+            "train.batch_size=32",
+            "ros.eval_every_episodes=0",
+        ],
+        domain,
+    )
     rclpy.init()
     watch = Watch(rclpy)
-    targets = [(junk.CAMERA, Image, junk.junk_image), ("/joint_states", JointState, junk.junk_joint_state),
-               (junk.POSE, PoseStamped, junk.junk_pose), (junk.WRENCH, WrenchStamped, junk.junk_wrench),
-               ("/rl/reward", Float64, junk.junk_float), ("/rl/task_state", Float32MultiArray, junk.junk_task_state),
-               ("/spacenav/twist", Twist, lambda rng: junk.junk_twist(rng, stamped=False)),
-               ("/spacenav/joy", Joy, junk.junk_joy), ("/rl/transitions", UInt8MultiArray, junk.junk_bytes),
-               ("/rl/policy_weights", UInt8MultiArray, junk.junk_bytes),
-               ("/rl/transitions_ack", String, lambda rng: String(data=str(rng.integers(1 << 30)) + "{")),
-               ("/rl/success", String, junk.wrong_type)]
+    targets = [
+        (junk.CAMERA, Image, junk.junk_image),
+        ("/joint_states", JointState, junk.junk_joint_state),
+        (junk.POSE, PoseStamped, junk.junk_pose),
+        (junk.WRENCH, WrenchStamped, junk.junk_wrench),
+        ("/rl/reward", Float64, junk.junk_float),
+        ("/rl/task_state", Float32MultiArray, junk.junk_task_state),
+        ("/spacenav/twist", Twist, lambda rng: junk.junk_twist(rng, stamped=False)),
+        ("/spacenav/joy", Joy, junk.junk_joy),
+        ("/rl/transitions", UInt8MultiArray, junk.junk_bytes),
+        ("/rl/policy_weights", UInt8MultiArray, junk.junk_bytes),
+        ("/rl/transitions_ack", String, lambda rng: String(data=str(rng.integers(1 << 30)) + "{")),
+        ("/rl/success", String, junk.wrong_type),
+    ]
     try:
         for name in ("sim_robot", "safety", "learner", "recorder", "actor"):
             cell.start(name)
         started = watch.until(lambda: watch.train_episodes() > 0, 300)
-        publishers = [(watch.node.create_publisher(kind, topic, qos.STREAM_PUBLISHER), make)
-                      for topic, kind, make in targets]
+        publishers = [
+            (watch.node.create_publisher(kind, topic, qos.STREAM_PUBLISHER), make) for topic, kind, make in targets
+        ]
         rng = np.random.default_rng(0)
         sent = 0
         for _ in range(rounds):
@@ -418,10 +612,18 @@ def hostile_messages(work: Path, domain: int, rounds: int = 200) -> list[Row]:
         watch.node.destroy_node()
         rclpy.shutdown()
     ok = not dead and going_on and tracebacks == 0
-    return [Row(f"{sent} junk messages on {len(targets)} topics while training", "3 hostile messages",
-                "every node up, training goes on, drops counted in the logs",
-                f"dead: {dead or 'none'}; training after the flood: {going_on}; drops logged: >= {drops}; "
-                f"tracebacks: {tracebacks}", ok, bad_inputs=sent, crashes=len(dead) + tracebacks)]
+    return [
+        Row(
+            f"{sent} junk messages on {len(targets)} topics while training",
+            "3 hostile messages",
+            "every node up, training goes on, drops counted in the logs",
+            f"dead: {dead or 'none'}; training after the flood: {going_on}; drops logged: >= {drops}; "
+            f"tracebacks: {tracebacks}",
+            ok,
+            bad_inputs=sent,
+            crashes=len(dead) + tracebacks,
+        )
+    ]
 
 
 def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
@@ -447,8 +649,9 @@ def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
         axis = matrix_from_quat(np.array([q.w, q.x, q.y, q.z]))[:, 2]
         tilts.append((time.monotonic(), float(np.degrees(np.arccos(np.clip(-axis[2], -1.0, 1.0))))))
 
-    watch.node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose", on_pose,
-                                   qos.STREAM_SUBSCRIBER)
+    watch.node.create_subscription(
+        PoseStamped, "/franka_robot_state_broadcaster/current_pose", on_pose, qos.STREAM_SUBSCRIBER
+    )
 
     def latched_since(t: float) -> bool:
         return any(at > t and flags & Violation.ESTOP for at, flags in watch.flags)
@@ -471,11 +674,18 @@ def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
             named = "robot_rl_intruder" in cell.log("safety")
             intruder.destroy_node()
             worst = max((tilt for at, tilt in tilts if at > since), default=float("nan"))
-            rows.append(Row(f"a foreign node publishes a 165 deg tilt on {topic}", "4 who moves the arm",
-                            "safety node latches the hold, flags FOREIGN_PUBLISHER, names the node; the arm stays "
-                            "inside its 45.8 deg cone", f"flag seen: {seen}; latched: {latched_since(since)}; node "
-                            f"named in the log: {named}; largest tilt {worst:.1f} deg",
-                            seen and latched_since(since) and named and worst < 45.8, bad_inputs=20))
+            rows.append(
+                Row(
+                    f"a foreign node publishes a 165 deg tilt on {topic}",
+                    "4 who moves the arm",
+                    "safety node latches the hold, flags FOREIGN_PUBLISHER, names the node; the arm stays "
+                    "inside its 45.8 deg cone",
+                    f"flag seen: {seen}; latched: {latched_since(since)}; node "
+                    f"named in the log: {named}; largest tilt {worst:.1f} deg",
+                    seen and latched_since(since) and named and worst < 45.8,
+                    bad_inputs=20,
+                )
+            )
         # an e-stop reset from a node that is not the operator is ignored; the operator's clears the latch
         watch.spin(1.0)
         stranger = rclpy.create_node("robot_rl_stranger")
@@ -496,16 +706,30 @@ def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
             watch.spin(0.1)
         cleared = watch.until(lambda: watch.flags and not watch.flags[-1][1] & Violation.ESTOP, 5)
         operator.destroy_node()
-        rows.append(Row("e-stop reset from a stranger, then from the operator", "4 who moves the arm",
-                        "the stranger's reset is ignored, the operator's clears the latch",
-                        f"latched after the stranger's reset: {still}; cleared by the operator: {cleared}",
-                        still and cleared, bad_inputs=5))
+        rows.append(
+            Row(
+                "e-stop reset from a stranger, then from the operator",
+                "4 who moves the arm",
+                "the stranger's reset is ignored, the operator's clears the latch",
+                f"latched after the stranger's reset: {still}; cleared by the operator: {cleared}",
+                still and cleared,
+                bad_inputs=5,
+            )
+        )
         for name in ("safety", "sim_robot"):
             code, seconds = cell.stop(name, signal.SIGTERM)
             clean = code == 0 and "Traceback" not in cell.log(name)
-            rows.append(Row(f"SIGTERM to {name}", "8 shutdown", f"exit 0 within {GRACE:g} s, no traceback",
-                            f"exit {code} after {seconds:.1f} s; traceback: {'Traceback' in cell.log(name)}", clean,
-                            crashes=int("Traceback" in cell.log(name)), hangs=int(code is None)))
+            rows.append(
+                Row(
+                    f"SIGTERM to {name}",
+                    "8 shutdown",
+                    f"exit 0 within {GRACE:g} s, no traceback",
+                    f"exit {code} after {seconds:.1f} s; traceback: {'Traceback' in cell.log(name)}",
+                    clean,
+                    crashes=int("Traceback" in cell.log(name)),
+                    hangs=int(code is None),
+                )
+            )
     finally:
         cell.close()
         watch.node.destroy_node()
@@ -521,9 +745,21 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
     from robot_rl.safety import Violation
 
     run = work / "run"
-    cell = Cell(work, [*REACH, f"train.run_dir={run}", "train.demo_episodes=2", "train.start_training=30",
-                       "train.checkpoint_every=60", "train.batch_size=32", "train.env_steps=1500",
-                       "ros.eval_every_episodes=0", "ros.delivery.record_timeout=2.0"], domain)
+    cell = Cell(
+        work,
+        [
+            *REACH,
+            f"train.run_dir={run}",
+            "train.demo_episodes=2",
+            "train.start_training=30",
+            "train.checkpoint_every=60",
+            "train.batch_size=32",
+            "train.env_steps=1500",
+            "ros.eval_every_episodes=0",
+            "ros.delivery.record_timeout=2.0",
+        ],
+        domain,
+    )
     rclpy.init()
     watch = Watch(rclpy)
     rows = []
@@ -540,25 +776,44 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
         watch.spin(max(0.0, learner_down - (time.monotonic() - down)))
         cell.start("learner")
         back = watch.more_training(3)
-        rows.append(Row(f"SIGKILL learner, restart after {learner_down:g} s", "8 nothing lost",
-                        "the actor keeps acting; the learner resumes and gets every transition (checked at the end)",
-                        f"actor acted meanwhile: {acting}; training after the restart: {back}", acting and back))
+        rows.append(
+            Row(
+                f"SIGKILL learner, restart after {learner_down:g} s",
+                "8 nothing lost",
+                "the actor keeps acting; the learner resumes and gets every transition (checked at the end)",
+                f"actor acted meanwhile: {acting}; training after the restart: {back}",
+                acting and back,
+            )
+        )
 
         # the recorder: the actor records what the recorder never confirmed
         cell.kill("recorder")
         without = watch.more_training(3)
         cell.start("recorder")
-        rows.append(Row("SIGKILL recorder, restart", "8 nothing lost", "the actor records the unconfirmed episodes",
-                        f"training without a recorder: {without} (episodes on disk checked at the end)", without))
+        rows.append(
+            Row(
+                "SIGKILL recorder, restart",
+                "8 nothing lost",
+                "the actor records the unconfirmed episodes",
+                f"training without a recorder: {without} (episodes on disk checked at the end)",
+                without,
+            )
+        )
 
         # the sim robot (the arm driver): the actor pauses on the silent streams and resumes
         cell.kill("sim_robot")
         paused = watch.until(lambda: any(r["kind"] == "paused" for r in watch.records[-5:]), 60)
         cell.start("sim_robot")
         resumed = watch.more_training(2, timeout=180)
-        rows.append(Row("SIGKILL sim robot (arm driver), restart", "8 nodes down",
-                        "the actor pauses the episode and resumes when the arm is back",
-                        f"paused: {paused}; resumed: {resumed}", paused and resumed))
+        rows.append(
+            Row(
+                "SIGKILL sim robot (arm driver), restart",
+                "8 nodes down",
+                "the actor pauses the episode and resumes when the arm is back",
+                f"paused: {paused}; resumed: {resumed}",
+                paused and resumed,
+            )
+        )
 
         # the safety node: no command reaches the arm; the sim arm holds; training resumes with a new one
         cell.kill("safety")
@@ -567,10 +822,16 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
         cell.start("safety")
         resumed = watch.more_training(2, timeout=180)
         commanding = watch.until(lambda: watch.flags and watch.flags[-1][0] > restarted and watch.flags[-1][1] == 0, 30)
-        rows.append(Row("SIGKILL safety node, restart", "8 nodes down",
-                        "nothing else dies; the new safety node passes the actor's commands (no flag) again",
-                        f"alive: {sorted(cell.alive())}; resumed: {resumed}; commands pass: {commanding}; last flags "
-                        f"{watch.flags[-1][1] if watch.flags else None}", resumed and commanding and len(cell.alive()) == 5))
+        rows.append(
+            Row(
+                "SIGKILL safety node, restart",
+                "8 nodes down",
+                "nothing else dies; the new safety node passes the actor's commands (no flag) again",
+                f"alive: {sorted(cell.alive())}; resumed: {resumed}; commands pass: {commanding}; last flags "
+                f"{watch.flags[-1][1] if watch.flags else None}",
+                resumed and commanding and len(cell.alive()) == 5,
+            )
+        )
 
         # the actor: the safety node holds the arm 100 ms after the last command it received (a command sent just
         # before the SIGKILL may still arrive); any hold counts (stale command, stale state, e-stop); a new actor
@@ -585,19 +846,32 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
         seen = sorted({flags for _, flags in after})
         cell.start("actor")
         resumed = watch.more_training(2, timeout=180)
-        rows.append(Row("SIGKILL actor, restart", "8 nodes down",
-                        "the safety node holds (no command passes) from at most 250 ms after the kill; a new actor "
-                        "trains on", f"last command passed {held_from * 1000:.0f} ms after the kill, then held "
-                        f"({len(after)} ticks seen, flags {seen}); resumed: {resumed}",
-                        bool(after) and held_from < 0.25 and resumed))
+        rows.append(
+            Row(
+                "SIGKILL actor, restart",
+                "8 nodes down",
+                "the safety node holds (no command passes) from at most 250 ms after the kill; a new actor trains on",
+                f"last command passed {held_from * 1000:.0f} ms after the kill, then held "
+                f"({len(after)} ticks seen, flags {seen}); resumed: {resumed}",
+                bool(after) and held_from < 0.25 and resumed,
+            )
+        )
 
         # the end: the actor spends its budget; every node stops within the grace, without a traceback
         done = cell.processes["actor"].wait(timeout=900) == 0
         for name in ("learner", "recorder", "safety", "sim_robot"):
             code, seconds = cell.stop(name)
-            rows.append(Row(f"SIGINT to {name}", "8 shutdown", f"exit 0 within {GRACE:g} s, no traceback",
-                            f"exit {code} after {seconds:.1f} s", code == 0 and "Traceback" not in cell.log(name),
-                            crashes=int("Traceback" in cell.log(name)), hangs=int(code is None)))
+            rows.append(
+                Row(
+                    f"SIGINT to {name}",
+                    "8 shutdown",
+                    f"exit 0 within {GRACE:g} s, no traceback",
+                    f"exit {code} after {seconds:.1f} s",
+                    code == 0 and "Traceback" not in cell.log(name),
+                    crashes=int("Traceback" in cell.log(name)),
+                    hangs=int(code is None),
+                )
+            )
     finally:
         cell.close()
         watch.node.destroy_node()
@@ -611,33 +885,51 @@ def nodes_down(work: Path, domain: int, learner_down: float = 30.0) -> list[Row]
     missing = max(0, last_actor_sent - max(received.values(), default=0))
     ingested_ok = delivery["ingested"] == sum(received.values())
     transitions_lost = missing + (0 if ingested_ok else abs(sum(received.values()) - delivery["ingested"]))
-    rows.append(Row("transitions after a learner restart", "8 nothing lost",
-                    "every transition sent was ingested exactly once",
-                    f"actors {len(received)}; last actor sent {last_actor_sent}, learner has {received}; ingested "
-                    f"{delivery['ingested']}", done and transitions_lost == 0, transitions_lost=transitions_lost))
+    rows.append(
+        Row(
+            "transitions after a learner restart",
+            "8 nothing lost",
+            "every transition sent was ingested exactly once",
+            f"actors {len(received)}; last actor sent {last_actor_sent}, learner has {received}; ingested "
+            f"{delivery['ingested']}",
+            done and transitions_lost == 0,
+            transitions_lost=transitions_lost,
+        )
+    )
     played = sum(int(n) for n in re.findall(r"(\d+) episodes in", cell.log("actor")))
     uids = set()
     for path in (run / "episodes.zarr", run / "actor_episodes.zarr"):
         if (path / "zarr.json").exists():
             store = EpisodeStore.open(path)
             uids |= {store.episode_attrs(name)["uid"] for name in store.episode_names()}
-    rows.append(Row("episodes on disk", "8 nothing lost",
-                    "every episode of the actor that finished its run is in the recorder's or the actor's store",
-                    f"{len(uids)} episodes on disk, {played} played by the last actor", len(uids) >= played))
+    rows.append(
+        Row(
+            "episodes on disk",
+            "8 nothing lost",
+            "every episode of the actor that finished its run is in the recorder's or the actor's store",
+            f"{len(uids)} episodes on disk, {played} played by the last actor",
+            len(uids) >= played,
+        )
+    )
     return rows
 
 
 # ----------------------------------------------------------------------------- the matrix
 def totals(rows: list[Row]) -> dict[str, int]:
     keys = ("bad_inputs", "crashes", "hangs", "files_lost", "transitions_lost")
-    return {"scenarios": len(rows), "failed": sum(not row.ok for row in rows),
-            **{key: sum(getattr(row, key) for row in rows) for key in keys}}
+    return {
+        "scenarios": len(rows),
+        "failed": sum(not row.ok for row in rows),
+        **{key: sum(getattr(row, key) for row in rows) for key in keys},
+    }
 
 
 def print_table(rows: list[Row]) -> None:
     for row in rows:
-        print(f"{'ok  ' if row.ok else 'FAIL'} [{row.item}] {row.scenario}\n       expected: {row.expected}\n"
-              f"       observed: {row.observed}")
+        print(
+            f"{'ok  ' if row.ok else 'FAIL'} [{row.item}] {row.scenario}\n       expected: {row.expected}\n"
+            f"       observed: {row.observed}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -652,8 +944,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quick:
             from robot_rl.graph import reserved_ros_domain
 
-            for scenario in (hostile_messages, who_moves_the_arm,
-                             lambda folder, domain: nodes_down(folder, domain, args.learner_down)):
+            for scenario in (
+                hostile_messages,
+                who_moves_the_arm,
+                lambda folder, domain: nodes_down(folder, domain, args.learner_down),
+            ):
                 folder = Path(tempfile.mkdtemp(dir=work))
                 with reserved_ros_domain() as domain:
                     rows += scenario(folder, domain)
@@ -661,8 +956,11 @@ def main(argv: list[str] | None = None) -> int:
     summary = totals(rows)
     print(json.dumps(summary))
     if not args.quick:
-        write_result("fault_matrix", {**summary, "rows": [asdict(row) for row in rows]},
-                     wall_seconds=round(time.monotonic() - started, 1))
+        write_result(
+            "fault_matrix",
+            {**summary, "rows": [asdict(row) for row in rows]},
+            wall_seconds=round(time.monotonic() - started, 1),
+        )
     return 0 if summary["failed"] == 0 else 1
 
 

@@ -78,13 +78,20 @@ WEIGHTS_RECEIVER = textwrap.dedent(
 
 def percentiles(seconds: list[float]) -> dict[str, float]:
     ms = np.asarray(seconds) * 1e3
-    return {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p99_ms": round(float(np.percentile(ms, 99)), 2),
-            "samples": len(seconds)}
+    return {
+        "p50_ms": round(float(np.percentile(ms, 50)), 2),
+        "p99_ms": round(float(np.percentile(ms, 99)), 2),
+        "samples": len(seconds),
+    }
 
 
 def node(module: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")},
+    )
 
 
 def camera_to_command(rclpy, seconds: float) -> dict:
@@ -93,12 +100,22 @@ def camera_to_command(rclpy, seconds: float) -> dict:
     from robot_rl.ros import qos
     from robot_rl.ros.messages import seconds as to_seconds
 
-    overrides = [*PIXEL_TASK, "human.enabled=false", "train.demo_episodes=0", "ros.camera_rate_hz=10",
-                 "ros.eval_every_episodes=0", "ros.startup_timeout=60", "ros.transition_subscribers=[]",
-                 "train.env_steps=100000", "task.episode_steps=50"]
-    processes = [node("sim.robot_node", *overrides),
-                 node("robot_rl.ros.safety_node", "--rate-hz", "500", "--state-timeout", "0.05"),
-                 node("robot_rl.ros.actor_node", *overrides)]
+    overrides = [
+        *PIXEL_TASK,
+        "human.enabled=false",
+        "train.demo_episodes=0",
+        "ros.camera_rate_hz=10",
+        "ros.eval_every_episodes=0",
+        "ros.startup_timeout=60",
+        "ros.transition_subscribers=[]",
+        "train.env_steps=100000",
+        "task.episode_steps=50",
+    ]
+    processes = [
+        node("sim.robot_node", *overrides),
+        node("robot_rl.ros.safety_node", "--rate-hz", "500", "--state-timeout", "0.05"),
+        node("robot_rl.ros.actor_node", *overrides),
+    ]
     listener = rclpy.create_node("bench_command_listener")
     latencies: list[float] = []
 
@@ -121,8 +138,11 @@ def camera_to_command(rclpy, seconds: float) -> dict:
         listener.destroy_node()
     if not latencies:
         raise RuntimeError("no commands arrived from the actor")
-    return {**percentiles(latencies), "commands_per_s": round(len(latencies) / seconds, 2),
-            "policy_act_p50_ms": policy_act_ms(overrides)}
+    return {
+        **percentiles(latencies),
+        "commands_per_s": round(len(latencies) / seconds, 2),
+        "policy_act_p50_ms": policy_act_ms(overrides),
+    }
 
 
 def policy_act_ms(overrides: list[str]) -> float:
@@ -168,9 +188,13 @@ def transitions_per_second(rclpy, count: int) -> dict:
         sender.kill()
         receiver.destroy_node()
     received = transport.transitions_received
-    return {"transitions_per_s": round((received - 1) / elapsed, 1), "sent": count, "received": received,
-            "all_acknowledged": acked == "True",
-            "payload": "state (19) + two 128x128x3 uint8 images, obs and next_obs (~197 kB per transition)"}
+    return {
+        "transitions_per_s": round((received - 1) / elapsed, 1),
+        "sent": count,
+        "received": received,
+        "all_acknowledged": acked == "True",
+        "payload": "state (19) + two 128x128x3 uint8 images, obs and next_obs (~197 kB per transition)",
+    }
 
 
 def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
@@ -231,8 +255,12 @@ def main() -> None:
         print("weight update, state policy:", figures["weight_update_state"])
     finally:
         rclpy.shutdown()
-    path = write_result("graph_latency", figures, setup="two 128x128 cameras at 10 Hz, state at 100 Hz, "
-                        "pixel SAC (front + wrist CNN encoders), Fast DDS, every node its own process")
+    path = write_result(
+        "graph_latency",
+        figures,
+        setup="two 128x128 cameras at 10 Hz, state at 100 Hz, "
+        "pixel SAC (front + wrist CNN encoders), Fast DDS, every node its own process",
+    )
     print(f"wrote {path}")
 
 

@@ -66,13 +66,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, with ``env_steps``, ``seeds`` and ``name`` (the result file's stem) filled in."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=f"seed 0, {QUICK_STEPS:,} steps per path")
-    parser.add_argument("--env-steps", type=int, default=None,
-                        help=f"online env steps per run (default {FULL_STEPS:,}; --quick {QUICK_STEPS:,})")
+    parser.add_argument(
+        "--env-steps",
+        type=int,
+        default=None,
+        help=f"online env steps per run (default {FULL_STEPS:,}; --quick {QUICK_STEPS:,})",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 0 1 2; --quick 0)")
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
-    parser.add_argument("--merge", action="store_true",
-                        help="add these runs to those of the existing result file (same --env-steps; a path and seed "
-                             "run again replaces its record): hours of seeds can run in separate sittings")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="add these runs to those of the existing result file (same --env-steps; a path and seed "
+        "run again replaces its record): hours of seeds can run in separate sittings",
+    )
     args = parser.parse_args(argv)
     if args.env_steps is not None and args.env_steps <= 0:
         parser.error(f"--env-steps={args.env_steps}: expected a positive number of steps")
@@ -88,10 +95,15 @@ def cli(args: list[str], timeout: float) -> tuple[str, str]:
     its process group: a launcher's nodes too)."""
     with reserved_ros_domain() as domain:
         command = [sys.executable, "-m", "robot_rl.cli", *args, *([f"ros.domain_id={domain}"] * (args[0] == "launch"))]
-        env = {**os.environ, "ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-               "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                   start_new_session=True)
+        env = {
+            **os.environ,
+            "ROS_DOMAIN_ID": str(domain),
+            "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+            "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+        }
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        )
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -101,7 +113,9 @@ def cli(args: list[str], timeout: float) -> tuple[str, str]:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 stdout, stderr = process.communicate()
-            raise RuntimeError(f"robot-rl {args[0]} timed out after {timeout:.0f} s: {(stdout + stderr).strip()[-600:]}")
+            raise RuntimeError(
+                f"robot-rl {args[0]} timed out after {timeout:.0f} s: {(stdout + stderr).strip()[-600:]}"
+            )
     if process.returncode != 0:
         raise RuntimeError(f"robot-rl {args[0]} exited {process.returncode}: {(stdout + stderr).strip()[-600:]}")
     return stdout, stderr
@@ -118,31 +132,51 @@ def percentiles_ms(stamps_per_episode: list[np.ndarray]) -> dict[str, float] | N
 def recorded_stamps(store_path: Path) -> list[np.ndarray]:
     """Per online episode of an episode store, its steps' ``timestamp`` (s)."""
     store = EpisodeStore.open(store_path)
-    return [np.asarray(store.read_episode(name)["timestamp"]) for name in store.episode_names()
-            if store.episode_attrs(name).get("source") == "online"]
+    return [
+        np.asarray(store.read_episode(name)["timestamp"])
+        for name in store.episode_names()
+        if store.episode_attrs(name).get("source") == "online"
+    ]
 
 
 def final_success(checkpoint: Path, seed: int) -> float:
     """Deterministic success of ``checkpoint`` over ``EVAL_EPISODES`` episodes (``robot-rl eval``)."""
-    stdout, _ = cli(["eval", TASK, f"seed={seed}", f"eval.checkpoint={checkpoint}",
-                     f"eval.episodes={EVAL_EPISODES}"], timeout=1800)
+    stdout, _ = cli(
+        ["eval", TASK, f"seed={seed}", f"eval.checkpoint={checkpoint}", f"eval.episodes={EVAL_EPISODES}"], timeout=1800
+    )
     return float(json.loads(stdout)["success_rate"])
 
 
 def in_process(run_dir: Path, seed: int, steps: int, timeout: float) -> dict[str, Any]:
     """``robot-rl train``: its summary.json and episodes.zarr."""
-    cli(["train", TASK, f"seed={seed}", f"train.env_steps={steps}", f"train.run_dir={run_dir}",
-         f"train.eval_every={min(2000, max(steps // 6, 500))}"], timeout)
+    cli(
+        [
+            "train",
+            TASK,
+            f"seed={seed}",
+            f"train.env_steps={steps}",
+            f"train.run_dir={run_dir}",
+            f"train.eval_every={min(2000, max(steps // 6, 500))}",
+        ],
+        timeout,
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {"success_at": {str(h["env_steps"]): h["success_rate"] for h in summary["eval_history"]},
-            "intervention_steps": summary["intervention_steps"], "online_steps": summary["env_steps"],
-            "wall_seconds": round(summary["wall_seconds"], 1), "stamps": recorded_stamps(run_dir / "episodes.zarr")}
+    return {
+        "success_at": {str(h["env_steps"]): h["success_rate"] for h in summary["eval_history"]},
+        "intervention_steps": summary["intervention_steps"],
+        "online_steps": summary["env_steps"],
+        "wall_seconds": round(summary["wall_seconds"], 1),
+        "stamps": recorded_stamps(run_dir / "episodes.zarr"),
+    }
 
 
 def actor_records(output: str) -> list[dict[str, Any]]:
     """The actor's per-episode JSON records in a launch's output (lines ``[actor] [INFO] [...] [...]: {...}``)."""
-    return [json.loads(line.split("]: ", 1)[1]) for line in output.splitlines()
-            if line.startswith("[actor]") and ']: {"kind"' in line]
+    return [
+        json.loads(line.split("]: ", 1)[1])
+        for line in output.splitlines()
+        if line.startswith("[actor]") and ']: {"kind"' in line
+    ]
 
 
 def graph_figures(output: str) -> dict[str, Any]:
@@ -151,20 +185,33 @@ def graph_figures(output: str) -> dict[str, Any]:
     done = ACTOR_DONE.search(output)
     if done is None:
         raise RuntimeError(f"no 'actor done' line in the launch's output: {output.strip()[-600:]}")
-    figures = {"success_at": {str(r["env_steps"]): r["success_rate"] for r in records if r["kind"] == "eval"},
-               "intervention_steps": sum(r["interventions"] for r in records if r["kind"] == "train"),
-               "online_steps": int(done.group(1)), "wall_seconds": float(done.group(2)),
-               "tracebacks": output.count("Traceback (most recent call last)")}
+    figures = {
+        "success_at": {str(r["env_steps"]): r["success_rate"] for r in records if r["kind"] == "eval"},
+        "intervention_steps": sum(r["interventions"] for r in records if r["kind"] == "train"),
+        "online_steps": int(done.group(1)),
+        "wall_seconds": float(done.group(2)),
+        "tracebacks": output.count("Traceback (most recent call last)"),
+    }
     if figures["tracebacks"]:
         start = output.index("Traceback (most recent call last)")
-        figures["error"] = f"{figures['tracebacks']} traceback(s) in the graph's output: {output[start:start + 600]}"
+        figures["error"] = f"{figures['tracebacks']} traceback(s) in the graph's output: {output[start : start + 600]}"
     return figures
 
 
 def graph(run_dir: Path, seed: int, steps: int, sim_time: bool, timeout: float) -> dict[str, Any]:
     """``robot-rl launch sim_train``: the actor's records and the recorder's store."""
-    stdout, stderr = cli(["launch", "sim_train", TASK, f"seed={seed}", f"train.env_steps={steps}",
-                          f"train.run_dir={run_dir}", f"ros.sim_time={str(sim_time).lower()}"], timeout)
+    stdout, stderr = cli(
+        [
+            "launch",
+            "sim_train",
+            TASK,
+            f"seed={seed}",
+            f"train.env_steps={steps}",
+            f"train.run_dir={run_dir}",
+            f"ros.sim_time={str(sim_time).lower()}",
+        ],
+        timeout,
+    )
     return {**graph_figures(stdout + stderr), "stamps": recorded_stamps(run_dir / "episodes.zarr")}
 
 
@@ -191,14 +238,20 @@ def run_path(path: str, work: Path, seed: int, steps: int, timeout: float) -> di
 def summarize(runs: Runs) -> dict[str, Any]:
     """Means (and the median success) per path over its seeds that have the figure; each graph path beside the
     in-process loop: success difference, takeover-steps ratio, steps/s ratio."""
+
     def stat(path: str, key: str, reduce=np.mean) -> float | None:
         found = [r[key] for r in runs.get(path, {}).values() if isinstance(r.get(key), (int, float))]
         return round(float(reduce(found)), 3) if found else None
 
     summary: dict[str, Any] = {
-        path: {"success": stat(path, "success"), "success_median": stat(path, "success", np.median),
-               "intervention_steps": stat(path, "intervention_steps"), "env_steps_per_s": stat(path, "env_steps_per_s")}
-        for path in PATHS}
+        path: {
+            "success": stat(path, "success"),
+            "success_median": stat(path, "success", np.median),
+            "intervention_steps": stat(path, "intervention_steps"),
+            "env_steps_per_s": stat(path, "env_steps_per_s"),
+        }
+        for path in PATHS
+    }
     local = summary["in_process"]
     for path in PATHS[1:]:
         other = summary[path]
@@ -206,16 +259,22 @@ def summarize(runs: Runs) -> dict[str, Any]:
             summary[f"{path}_vs_in_process"] = {
                 "success_difference": round(other["success"] - local["success"], 3),
                 "intervention_steps_ratio": round(other["intervention_steps"] / max(local["intervention_steps"], 1), 3),
-                "env_steps_per_s_ratio": round(other["env_steps_per_s"] / local["env_steps_per_s"], 3)}
+                "env_steps_per_s_ratio": round(other["env_steps_per_s"] / local["env_steps_per_s"], 3),
+            }
     return summary
 
 
 def assemble(runs: Runs, env_steps: int, seeds: list[int]) -> dict[str, Any]:
     """The result file's top-level figures: each of ``KEYS`` as {path: {seed: value}}, and the summary."""
-    return {"env_steps": env_steps, "seeds": seeds,
-            **{key: {path: {seed: record.get(key) for seed, record in by_seed.items()} for path, by_seed in runs.items()}
-               for key in KEYS},
-            "summary": summarize(runs)}
+    return {
+        "env_steps": env_steps,
+        "seeds": seeds,
+        **{
+            key: {path: {seed: record.get(key) for seed, record in by_seed.items()} for path, by_seed in runs.items()}
+            for key in KEYS
+        },
+        "summary": summarize(runs),
+    }
 
 
 def plot(runs: Runs, path: Path, title: str) -> None:
@@ -231,7 +290,9 @@ def plot(runs: Runs, path: Path, title: str) -> None:
         for seed, record in by_seed.items():
             points = sorted((int(k), v) for k, v in (record.get("success_at") or {}).items())
             if points:
-                axis.plot(*zip(*points), "o-", color=colours[name], alpha=0.8, markersize=3, label=f"{name} seed {seed}")
+                axis.plot(
+                    *zip(*points), "o-", color=colours[name], alpha=0.8, markersize=3, label=f"{name} seed {seed}"
+                )
     style_success_axis(axis, "online env steps")
     axis.set_title(title, fontsize=9)
     save_figure(figure, path)
@@ -272,14 +333,20 @@ def main(argv: list[str] | None = None) -> int:
             for path in args.paths:
                 started = time.monotonic()
                 record = runs[path][str(seed)] = run_path(path, Path(folder), seed, args.env_steps, timeout)
-                print(f"{path} seed {seed} ({time.monotonic() - started:.0f} s): "
-                      + ", ".join(f"{k}={record[k]}" for k in (*KEYS, "error") if k in record), flush=True)
+                print(
+                    f"{path} seed {seed} ({time.monotonic() - started:.0f} s): "
+                    + ", ".join(f"{k}={record[k]}" for k in (*KEYS, "error") if k in record),
+                    flush=True,
+                )
     runs = merge_runs(earlier, runs)
     seeds = sorted({int(seed) for by_seed in runs.values() for seed in by_seed})
     figures = assemble(runs, args.env_steps, seeds)
     print(json.dumps(figures["summary"], indent=2))
-    plot(runs, RESULTS / f"{args.name}.png",
-         f"pick_cube from state, {args.env_steps:,} online steps: in-process loop vs the sim_train graph")
+    plot(
+        runs,
+        RESULTS / f"{args.name}.png",
+        f"pick_cube from state, {args.env_steps:,} online steps: in-process loop vs the sim_train graph",
+    )
     extra = {"earlier_commands": earlier_commands} if earlier_commands else {}
     print(f"wrote {write_result(args.name, {'runs': runs}, **extra, **figures)}")
     failed = [f"{path} seed {seed}" for path, by_seed in runs.items() for seed, r in by_seed.items() if "error" in r]

@@ -27,8 +27,15 @@ def main() -> None:
     for seed in args.seeds:
         run_dir = Path(args.runs) / f"seed{seed}"
         shutil.rmtree(run_dir, ignore_errors=True)
-        command = [sys.executable, "-m", "robot_rl.cli", "train", f"seed={seed}", f"train.run_dir={run_dir}",
-                   *args.overrides]
+        command = [
+            sys.executable,
+            "-m",
+            "robot_rl.cli",
+            "train",
+            f"seed={seed}",
+            f"train.run_dir={run_dir}",
+            *args.overrides,
+        ]
         start = time.monotonic()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         wall = time.monotonic() - start
@@ -40,15 +47,19 @@ def main() -> None:
             "final_eval_mean_length": summary["final_eval_mean_length"],
             "env_steps": summary["env_steps"],
             "intervention_steps": summary["intervention_steps"],
-            "eval_history": [(h["env_steps"], h["success_rate"], round(h["intervention_rate"], 3))
-                             for h in summary["eval_history"]],
+            "eval_history": [
+                (h["env_steps"], h["success_rate"], round(h["intervention_rate"], 3)) for h in summary["eval_history"]
+            ],
         }
         print(f"seed {seed}: success {summary['final_eval_success']:.2f} in {wall / 60:.1f} min", flush=True)
     successes = [r["final_eval_success"] for r in results.values()]
     walls = [r["wall_seconds_total"] / 60 for r in results.values()]
     print(f"final success {successes}, minutes {[round(w, 1) for w in walls]}")
-    path = write_result("main_job", {"per_seed": results, "min_success": min(successes), "max_minutes": max(walls)},
-                        settings={"overrides": args.overrides, "command": "robot-rl train seed=<seed>"})
+    path = write_result(
+        "main_job",
+        {"per_seed": results, "min_success": min(successes), "max_minutes": max(walls)},
+        settings={"overrides": args.overrides, "command": "robot-rl train seed=<seed>"},
+    )
     print("wrote", path)
 
 

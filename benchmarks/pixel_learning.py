@@ -38,10 +38,17 @@ def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threa
     rng = np.random.default_rng(0)
     shapes = {"state": (10,), "front": (64, 64, 3), "wrist": (64, 64, 3)}
     agent = SACAgent(shapes, 4, SACConfig(utd=utd, camera_strides=strides, device="cpu"))
-    obs = {"state": rng.normal(size=(batch, 10)).astype(np.float32),
-           **{key: rng.integers(0, 256, (batch, 64, 64, 3), dtype=np.uint8) for key in ("front", "wrist")}}
-    sample = {"obs": obs, "next_obs": obs, "action": rng.uniform(-1, 1, (batch, 4)).astype(np.float32),
-              "reward": np.zeros(batch, np.float32), "discount": np.full(batch, 0.97, np.float32)}
+    obs = {
+        "state": rng.normal(size=(batch, 10)).astype(np.float32),
+        **{key: rng.integers(0, 256, (batch, 64, 64, 3), dtype=np.uint8) for key in ("front", "wrist")},
+    }
+    sample = {
+        "obs": obs,
+        "next_obs": obs,
+        "action": rng.uniform(-1, 1, (batch, 4)).astype(np.float32),
+        "reward": np.zeros(batch, np.float32),
+        "discount": np.full(batch, 0.97, np.float32),
+    }
     agent.update(lambda: sample)  # warm-up
     times = []
     for _ in range(repeats):
@@ -65,27 +72,51 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/pixel_learning")
     args = parser.parse_args()
 
-    cost = {"drqv2_2111": update_seconds([2, 1, 1, 1], args.batch, args.utd, args.repeats, args.threads),
-            "strided": update_seconds(args.strides, args.batch, args.utd, args.repeats, args.threads)}
+    cost = {
+        "drqv2_2111": update_seconds([2, 1, 1, 1], args.batch, args.utd, args.repeats, args.threads),
+        "strided": update_seconds(args.strides, args.batch, args.utd, args.repeats, args.threads),
+    }
     cost["speedup"] = round(cost["drqv2_2111"] / cost["strided"], 2)
-    print(f"seconds per update (utd {args.utd}, batch {args.batch}): DrQ-v2 [2,1,1,1] {cost['drqv2_2111']:.3f}, "
-          f"{args.strides} {cost['strided']:.3f} ({cost['speedup']}x)", flush=True)
+    print(
+        f"seconds per update (utd {args.utd}, batch {args.batch}): DrQ-v2 [2,1,1,1] {cost['drqv2_2111']:.3f}, "
+        f"{args.strides} {cost['strided']:.3f} ({cost['speedup']}x)",
+        flush=True,
+    )
 
-    overrides = [f"seed={args.seed}", f"train.env_steps={args.steps}", f"train.eval_every={args.eval_every}",
-                 "train.final_eval_episodes=20", f"train.batch_size={args.batch}", f"train.torch_threads={args.threads}",
-                 f"agent.utd={args.utd}", f"agent.camera_strides=[{','.join(map(str, args.strides))}]", *PIXEL_TASK,
-                 *args.extra]
+    overrides = [
+        f"seed={args.seed}",
+        f"train.env_steps={args.steps}",
+        f"train.eval_every={args.eval_every}",
+        "train.final_eval_episodes=20",
+        f"train.batch_size={args.batch}",
+        f"train.torch_threads={args.threads}",
+        f"agent.utd={args.utd}",
+        f"agent.camera_strides=[{','.join(map(str, args.strides))}]",
+        *PIXEL_TASK,
+        *args.extra,
+    ]
     summary = run_training(Path(args.runs) / "pixels", overrides)
     history = summary["eval_history"]
-    training = {"history": curve(history), "to_80": to_threshold(history),
-                "final_success": summary["final_eval_success"], "final_mean_length": summary["final_eval_mean_length"],
-                "intervention_steps": summary["intervention_steps"], "wall_seconds": round(summary["wall_seconds"], 1),
-                "intervention_rate": [(h["env_steps"], round(h["intervention_rate"], 3)) for h in history]}
+    training = {
+        "history": curve(history),
+        "to_80": to_threshold(history),
+        "final_success": summary["final_eval_success"],
+        "final_mean_length": summary["final_eval_mean_length"],
+        "intervention_steps": summary["intervention_steps"],
+        "wall_seconds": round(summary["wall_seconds"], 1),
+        "intervention_rate": [(h["env_steps"], round(h["intervention_rate"], 3)) for h in history],
+    }
     print("pixels", training["to_80"], "final", training["final_success"], flush=True)
     plot(training, Path(__file__).parent / "results" / "pixel_learning.png")
-    path = write_result("pixel_learning", {"update_seconds": cost, "training": training},
-                        settings={"task": "pick_cube, front + wrist 64x64 cameras, object_state=false",
-                                  "overrides": overrides, "eval": "20 deterministic episodes per evaluation"})
+    path = write_result(
+        "pixel_learning",
+        {"update_seconds": cost, "training": training},
+        settings={
+            "task": "pick_cube, front + wrist 64x64 cameras, object_state=false",
+            "overrides": overrides,
+            "eval": "20 deterministic episodes per evaluation",
+        },
+    )
     print("wrote", path)
 
 

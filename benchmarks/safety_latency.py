@@ -33,10 +33,16 @@ def in_process(steps: int, rounds: int) -> dict:
     """p50 / p99 of each round of ``steps`` steps; the figures are the medians over the rounds (a
     2-core VM's scheduling jitter moves one round's p99 by +-15%), every round is kept."""
     per_round = [one_round(steps, seed) for seed in range(rounds)]
-    figures = {name: {key: round(float(np.median([r[name][key] for r in per_round])), 1) for key in per_round[0][name]}
-               for name in TIMED}
-    return {**figures, "bypasses": sum(r["bypasses"] for r in per_round),
-            "candidates_per_step": per_round[0]["candidates_per_step"], "rounds": per_round}
+    figures = {
+        name: {key: round(float(np.median([r[name][key] for r in per_round])), 1) for key in per_round[0][name]}
+        for name in TIMED
+    }
+    return {
+        **figures,
+        "bypasses": sum(r["bypasses"] for r in per_round),
+        "candidates_per_step": per_round[0]["candidates_per_step"],
+        "rounds": per_round,
+    }
 
 
 TIMED = ("filter", "hard_layer", "filter_and_hard_layer")
@@ -79,9 +85,19 @@ def across_processes(seconds: float, rate_hz: float = 1000.0) -> dict:
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import UInt32
 
-    node_process = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", str(rate_hz),
-                                     "--senders", "robot_rl_bench_actor_and_arm"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    node_process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.ros.safety_node",
+            "--rate-hz",
+            str(rate_hz),
+            "--senders",
+            "robot_rl_bench_actor_and_arm",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     rclpy.init()
     node = rclpy.create_node("robot_rl_bench_actor_and_arm")
     state_pub = node.create_publisher(PoseStamped, "/franka_robot_state_broadcaster/current_pose", 1)
@@ -130,11 +146,14 @@ def across_processes(seconds: float, rate_hz: float = 1000.0) -> dict:
         node_process.kill()
         node_process.wait()
     periods = np.diff(arrivals)
-    return {"setting_hz": rate_hz, "achieved_hz": round(len(arrivals) / seconds, 1),
-            "period_p50_ms": round(float(np.percentile(periods, 50)) * 1e3, 3),
-            "period_p99_ms": round(float(np.percentile(periods, 99)) * 1e3, 3),
-            "command_latency": {k.replace("_us", "_ms"): round(v / 1e3, 3) for k, v in percentiles(latencies).items()},
-            "commands_measured": len(latencies)}
+    return {
+        "setting_hz": rate_hz,
+        "achieved_hz": round(len(arrivals) / seconds, 1),
+        "period_p50_ms": round(float(np.percentile(periods, 50)) * 1e3, 3),
+        "period_p99_ms": round(float(np.percentile(periods, 99)) * 1e3, 3),
+        "command_latency": {k.replace("_us", "_ms"): round(v / 1e3, 3) for k, v in percentiles(latencies).items()},
+        "commands_measured": len(latencies),
+    }
 
 
 def main() -> None:
@@ -148,9 +167,16 @@ def main() -> None:
         print(name, {key: item for key, item in value.items() if key != "rounds"})
     from policies.safety_critic import SafetyCriticConfig
 
-    path = write_result("safety_latency", figures, settings={"steps": args.steps, "rounds": args.rounds,
-                                                             "critic_hidden": SafetyCriticConfig().hidden,
-                                                             "node_seconds": args.seconds})
+    path = write_result(
+        "safety_latency",
+        figures,
+        settings={
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "critic_hidden": SafetyCriticConfig().hidden,
+            "node_seconds": args.seconds,
+        },
+    )
     print("wrote", path)
 
 

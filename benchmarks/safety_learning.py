@@ -35,8 +35,11 @@ import numpy as np
 from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
 
 FILTER = ["safety.enabled=true", "safety.pretrain_store={probe}"]
-VARIANTS = {"hard_limits_only": [], "critic_and_filter": [*FILTER, "safety.relabel=proposed"],
-            "critic_and_filter_executed": [*FILTER, "safety.relabel=executed"]}
+VARIANTS = {
+    "hard_limits_only": [],
+    "critic_and_filter": [*FILTER, "safety.relabel=proposed"],
+    "critic_and_filter_executed": [*FILTER, "safety.relabel=executed"],
+}
 QUARTERS = 4  # filter interventions and violations per quarter of the env-step budget
 PROBE_SEED = 100_000  # far from the training run's episode seeds
 
@@ -44,21 +47,41 @@ PROBE_SEED = 100_000  # far from the training run's episode seeds
 def record_probe_set(args: argparse.Namespace) -> dict:
     """Noisy-expert episodes with their violations, for the critic's offline pretraining."""
     out = Path(args.runs) / "probe.zarr"
-    command = [sys.executable, "-m", "robot_rl.cli", "collect", "task=pick_cube_hazard", f"seed={PROBE_SEED}",
-               f"collect.episodes={args.probe_episodes}", f"collect.out={out}", "collect.action_noise=1.0",
-               "collect.noise_correlation=0.95"]
+    command = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli",
+        "collect",
+        "task=pick_cube_hazard",
+        f"seed={PROBE_SEED}",
+        f"collect.episodes={args.probe_episodes}",
+        f"collect.out={out}",
+        "collect.action_noise=1.0",
+        "collect.noise_correlation=0.95",
+    ]
     shutil.rmtree(out, ignore_errors=True)
     report = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
     print("probe set", report, flush=True)
-    return {"path": str(out), "episodes": report["episodes"],
-            "violations_per_episode": round(report["violations_per_episode"], 2)}
+    return {
+        "path": str(out),
+        "episodes": report["episodes"],
+        "violations_per_episode": round(report["violations_per_episode"], 2),
+    }
 
 
 def run_variant(name: str, args: argparse.Namespace) -> dict:
     run_dir = Path(args.runs) / name
     overrides = [override.format(probe=args.probe) for override in VARIANTS[name]]
-    summary = run_training(run_dir, ["task=pick_cube_hazard", f"seed={args.seed}", f"train.env_steps={args.steps}",
-                                     "train.final_eval_episodes=50", *overrides])
+    summary = run_training(
+        run_dir,
+        [
+            "task=pick_cube_hazard",
+            f"seed={args.seed}",
+            f"train.env_steps={args.steps}",
+            "train.final_eval_episodes=50",
+            *overrides,
+        ],
+    )
     log = json.loads((run_dir / "checkpoint" / "counters.json").read_text())["counters"]["episode_log"]
     result = {
         "violations_per_100_episodes": round(summary["violations_per_100_episodes"], 1),
@@ -98,20 +121,34 @@ def main() -> None:
     results = side_by_side(run_variant, VARIANTS, args, workers=args.workers)
     base, critic = results["hard_limits_only"], results["critic_and_filter"]
     cut, drop = violation_cut(base, critic), base["final_success"] - critic["final_success"]
-    print(f"violations cut by {100 * cut:.0f}%, final success {critic['final_success']:.2f} "
-          f"vs {base['final_success']:.2f}")
+    print(
+        f"violations cut by {100 * cut:.0f}%, final success {critic['final_success']:.2f} "
+        f"vs {base['final_success']:.2f}"
+    )
     relabel = compare_relabel(base, critic, results["critic_and_filter_executed"])
     print("relabel", relabel)
     plot(results, RESULTS / "safety_learning.png")
-    path = write_result("safety_learning", {"variants": results, "violation_cut": round(cut, 3),
-                                            "success_drop": round(drop, 3), "relabel": relabel, "probe_set": probe},
-                        settings={"task": "pick_cube_hazard (state), demos + interventions", "env_steps": args.steps,
-                                  "seed": args.seed, "final_eval_episodes": 50,
-                                  "critic_pretraining": f"{args.probe_episodes} probe episodes (action_noise 1.0, "
-                                                        "noise_correlation 0.95), safety.pretrain_updates 2000",
-                                  "relabel": "critic_and_filter: safety.relabel=proposed (the default); "
-                                             "critic_and_filter_executed: safety.relabel=executed",
-                                  "workers": args.workers})
+    path = write_result(
+        "safety_learning",
+        {
+            "variants": results,
+            "violation_cut": round(cut, 3),
+            "success_drop": round(drop, 3),
+            "relabel": relabel,
+            "probe_set": probe,
+        },
+        settings={
+            "task": "pick_cube_hazard (state), demos + interventions",
+            "env_steps": args.steps,
+            "seed": args.seed,
+            "final_eval_episodes": 50,
+            "critic_pretraining": f"{args.probe_episodes} probe episodes (action_noise 1.0, "
+            "noise_correlation 0.95), safety.pretrain_updates 2000",
+            "relabel": "critic_and_filter: safety.relabel=proposed (the default); "
+            "critic_and_filter_executed: safety.relabel=executed",
+            "workers": args.workers,
+        },
+    )
     print("wrote", path)
 
 
@@ -142,12 +179,14 @@ def plot(results: dict, path: Path) -> None:
 
     figure, axes = plt.subplots(1, 2, figsize=(11, 3.8), dpi=120)
     window = 20
-    for axis, key, label in ((axes[0], "violations_by_episode", "violations"),
-                             (axes[1], "filter_interventions_by_episode", "filter interventions")):
+    for axis, key, label in (
+        (axes[0], "violations_by_episode", "violations"),
+        (axes[1], "filter_interventions_by_episode", "filter interventions"),
+    ):
         for name, result in results.items():
             steps, counts = zip(*result[key])
             smoothed = np.convolve(counts, np.ones(window) / window, mode="valid")
-            axis.plot(steps[window - 1:], smoothed, label=f"{name} (final success {result['final_success']:.2f})")
+            axis.plot(steps[window - 1 :], smoothed, label=f"{name} (final success {result['final_success']:.2f})")
         axis.set_xlabel("online env steps")
         axis.set_ylabel(f"{label} per episode")
         axis.set_title(f"pick_cube_hazard: {label} ({window}-episode mean)", fontsize=9)

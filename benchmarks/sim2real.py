@@ -50,8 +50,10 @@ def overhead(training_set: str, repeats: int = 200) -> dict:
                 started = time.perf_counter()
                 env.step(action)
                 times[name]["step"].append(time.perf_counter() - started)
-    result = {name: {kind: round(float(np.median(values)) * 1e3, 4) for kind, values in kinds.items()}
-              for name, kinds in times.items()}
+    result = {
+        name: {kind: round(float(np.median(values)) * 1e3, 4) for kind, values in kinds.items()}
+        for name, kinds in times.items()
+    }
     for kind in ("reset", "step"):
         result[f"{kind}_overhead_ms"] = round(result["randomized"][kind] - result["nominal"][kind], 4)
         result[f"{kind}_ratio"] = round(result["randomized"][kind] / result["nominal"][kind], 3)
@@ -63,24 +65,46 @@ def task_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def sweep(checkpoint: Path, args: argparse.Namespace, report_dir: Path) -> list[dict]:
-    command = [sys.executable, "-m", "robot_rl.cli", "eval", *task_overrides(args), f"randomization={HELDOUT_SET}",
-               f"eval.checkpoint={checkpoint}", f"eval.episodes={args.episodes}", f"eval.grid_points={args.grid_points}",
-               f"eval.report_dir={report_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli",
+        "eval",
+        *task_overrides(args),
+        f"randomization={HELDOUT_SET}",
+        f"eval.checkpoint={checkpoint}",
+        f"eval.episodes={args.episodes}",
+        f"eval.grid_points={args.grid_points}",
+        f"eval.report_dir={report_dir}",
+    ]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return json.loads((report_dir / "robustness.json").read_text())
 
 
 def train_and_sweep(name: str, args: argparse.Namespace) -> dict:
     run_dir = Path(args.runs) / name
-    summary = run_training(run_dir, [*task_overrides(args), f"seed={args.seed}", f"train.env_steps={args.steps}",
-                                     "train.final_eval_episodes=20",
-                                     *(override.format(training_set=args.training_set) for override in VARIANTS[name])])
+    summary = run_training(
+        run_dir,
+        [
+            *task_overrides(args),
+            f"seed={args.seed}",
+            f"train.env_steps={args.steps}",
+            "train.final_eval_episodes=20",
+            *(override.format(training_set=args.training_set) for override in VARIANTS[name]),
+        ],
+    )
     rows = sweep(run_dir / "checkpoint", args, run_dir / "robustness")
     perturbed = [row["success_rate"] for row in rows if row["entry"] != "nominal"]
-    result = {"train_final_success": summary["final_eval_success"], "wall_seconds": round(summary["wall_seconds"], 1),
-              "nominal_success": rows[0]["success_rate"], "heldout_mean_success": round(float(np.mean(perturbed)), 3),
-              "sweep": [(row["entry"], row["value"], row["success_rate"]) for row in rows]}
-    print(name, "held-out mean success", result["heldout_mean_success"], "nominal", result["nominal_success"], flush=True)
+    result = {
+        "train_final_success": summary["final_eval_success"],
+        "wall_seconds": round(summary["wall_seconds"], 1),
+        "nominal_success": rows[0]["success_rate"],
+        "heldout_mean_success": round(float(np.mean(perturbed)), 3),
+        "sweep": [(row["entry"], row["value"], row["success_rate"]) for row in rows],
+    }
+    print(
+        name, "held-out mean success", result["heldout_mean_success"], "nominal", result["nominal_success"], flush=True
+    )
     return result
 
 
@@ -92,8 +116,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default="runs/sim2real")
-    parser.add_argument("--privileged-critic", action=argparse.BooleanOptionalAction, default=True,
-                        help="the critic also reads the clean state (task.privileged_state)")
+    parser.add_argument(
+        "--privileged-critic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the critic also reads the clean state (task.privileged_state)",
+    )
     args = parser.parse_args()
     cost = overhead(args.training_set)
     print("overhead (median ms):", cost["median_ms"], flush=True)
@@ -101,11 +129,20 @@ def main() -> None:
     gain = results["randomized"]["heldout_mean_success"] - results["nominal"]["heldout_mean_success"]
     print(f"held-out mean success: randomized - nominal = {gain:+.3f}")
     plot(results, RESULTS / "sim2real.png")
-    path = write_result("sim2real", {"overhead": cost, "policies": results, "heldout_gain": round(gain, 3)},
-                        settings={"task": "pick_cube (state), demos + interventions", "env_steps": args.steps,
-                                  "training_set": args.training_set, "heldout_set": HELDOUT_SET,
-                                  "grid_points": args.grid_points, "episodes_per_point": args.episodes,
-                                  "seed": args.seed, "privileged_critic": args.privileged_critic})
+    path = write_result(
+        "sim2real",
+        {"overhead": cost, "policies": results, "heldout_gain": round(gain, 3)},
+        settings={
+            "task": "pick_cube (state), demos + interventions",
+            "env_steps": args.steps,
+            "training_set": args.training_set,
+            "heldout_set": HELDOUT_SET,
+            "grid_points": args.grid_points,
+            "episodes_per_point": args.episodes,
+            "seed": args.seed,
+            "privileged_critic": args.privileged_critic,
+        },
+    )
     print("wrote", path)
 
 

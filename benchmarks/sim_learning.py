@@ -29,8 +29,16 @@ VARIANTS = {
 
 
 def run_robot_rl(name: str, overrides: list[str], steps: int, eval_every: int, seed: int, runs: Path) -> dict:
-    summary = run_training(runs / name, [f"seed={seed}", f"train.env_steps={steps}", f"train.eval_every={eval_every}",
-                                         "train.final_eval_episodes=20", *overrides])
+    summary = run_training(
+        runs / name,
+        [
+            f"seed={seed}",
+            f"train.env_steps={steps}",
+            f"train.eval_every={eval_every}",
+            "train.final_eval_episodes=20",
+            *overrides,
+        ],
+    )
     history = summary["eval_history"]
     return {"history": curve(history), "to_80": to_threshold(history), "final_success": history[-1]["success_rate"]}
 
@@ -69,14 +77,22 @@ def run_sb3(steps: int, eval_every: int, seed: int) -> dict:
                         if terminated or truncated:
                             break
                     successes.append(info["success"])
-                history.append({"env_steps": self.num_timesteps, "success_rate": float(np.mean(successes)),
-                                "wall_seconds": time.monotonic() - start})
+                history.append(
+                    {
+                        "env_steps": self.num_timesteps,
+                        "success_rate": float(np.mean(successes)),
+                        "wall_seconds": time.monotonic() - start,
+                    }
+                )
             return True
 
     model = SAC("MlpPolicy", env, gamma=0.97, seed=seed, verbose=0, device="cpu")
     model.learn(total_timesteps=steps, callback=Evaluate())
-    return {"history": curve(history), "to_80": to_threshold(history),
-            "final_success": history[-1]["success_rate"] if history else None}
+    return {
+        "history": curve(history),
+        "to_80": to_threshold(history),
+        "final_success": history[-1]["success_rate"] if history else None,
+    }
 
 
 def main() -> None:
@@ -93,8 +109,16 @@ def main() -> None:
     results["d_sb3_sac"] = run_sb3(args.steps, args.eval_every, args.seed)
     print("d_sb3_sac", results["d_sb3_sac"]["to_80"], "final", results["d_sb3_sac"]["final_success"], flush=True)
     plot(results, Path(__file__).parent / "results" / "sim_learning.png")
-    path = write_result("sim_learning", results, settings={"task": "pick_cube (state)", "env_steps": args.steps,
-                        "eval": "20 deterministic episodes, seeds 1e6..", "seed": args.seed})
+    path = write_result(
+        "sim_learning",
+        results,
+        settings={
+            "task": "pick_cube (state)",
+            "env_steps": args.steps,
+            "eval": "20 deterministic episodes, seeds 1e6..",
+            "seed": args.seed,
+        },
+    )
     print("wrote", path)
 
 

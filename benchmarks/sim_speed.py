@@ -57,7 +57,8 @@ def main() -> None:
         for size in (64, 128):
             figures[task][f"2cams_{size}"] = steps_per_second(
                 lambda env_class=env_class, size=size: env_class(cameras=["front", "wrist"], image_size=size),
-                args.camera_steps, args.blocks
+                args.camera_steps,
+                args.blocks,
             )
         print(task, {k: round(v, 1) for k, v in figures[task].items()}, flush=True)
 
@@ -66,7 +67,8 @@ def main() -> None:
     lift = {"state": steps_per_second(lambda: RobosuiteEnv("Lift", action_dim=7), args.camera_steps, args.blocks)}
     lift["2cams_64"] = steps_per_second(
         lambda: RobosuiteEnv("Lift", action_dim=7, cameras=["front", "wrist"], image_size=64),
-        args.camera_steps, args.blocks,
+        args.camera_steps,
+        args.blocks,
     )
     figures["robosuite_lift"] = lift
     print("robosuite_lift", {k: round(v, 1) for k, v in lift.items()}, flush=True)
@@ -76,9 +78,14 @@ def main() -> None:
     path = write_result(
         "sim_speed",
         {"steps_per_second": figures, "state_speedup_vs_robosuite_lift": ratios},
-        settings={"control_rate_hz": 10, "physics_rate_hz": 500, "statistic": f"median of {args.blocks} blocks",
-                  "steps_per_block": {"state": args.steps, "cameras_and_robosuite": args.camera_steps},
-                  "mujoco": mujoco.__version__, "MUJOCO_GL": os.environ["MUJOCO_GL"]},
+        settings={
+            "control_rate_hz": 10,
+            "physics_rate_hz": 500,
+            "statistic": f"median of {args.blocks} blocks",
+            "steps_per_block": {"state": args.steps, "cameras_and_robosuite": args.camera_steps},
+            "mujoco": mujoco.__version__,
+            "MUJOCO_GL": os.environ["MUJOCO_GL"],
+        },
     )
     print("wrote", path)
 

@@ -37,13 +37,17 @@ POSE_TOPIC = "/franka_robot_state_broadcaster/current_pose"
 
 class HomeReset:
     def __init__(self, node, settings: dict):
-        require_all("reset", SimpleNamespace(**settings), {
-            "position": (len(settings["position"]) == 3, "[x, y, z] in metres, base frame"),
-            "rotvec": (len(settings["rotvec"]) == 3, "a rotation vector [rx, ry, rz] in radians"),
-            "speed": (settings["speed"] > 0, "a positive speed in m/s"),
-            "tolerance": (settings["tolerance"] > 0, "a positive distance in m"),
-            "timeout": (settings["timeout"] > 0, "a positive time in s"),
-        })
+        require_all(
+            "reset",
+            SimpleNamespace(**settings),
+            {
+                "position": (len(settings["position"]) == 3, "[x, y, z] in metres, base frame"),
+                "rotvec": (len(settings["rotvec"]) == 3, "a rotation vector [rx, ry, rz] in radians"),
+                "speed": (settings["speed"] > 0, "a positive speed in m/s"),
+                "tolerance": (settings["tolerance"] > 0, "a positive distance in m"),
+                "timeout": (settings["timeout"] > 0, "a positive time in s"),
+            },
+        )
         self.node, self.settings = node, settings
         self.home_pos = np.asarray(settings["position"], float)
         self.home_rot = matrix_from_rotvec(np.asarray(settings["rotvec"], float))
@@ -97,8 +101,9 @@ class HomeReset:
         start_pos, start_rot = target_pos, target_rot
         for step in range(1, steps + 1):
             fraction = step / steps
-            self._command(start_pos + fraction * (self.home_pos - start_pos),
-                          matrix_from_rotvec(fraction * turn) @ start_rot)
+            self._command(
+                start_pos + fraction * (self.home_pos - start_pos), matrix_from_rotvec(fraction * turn) @ start_rot
+            )
             self._sleep(period)
         while True:
             self._command(self.home_pos, self.home_rot)

@@ -55,8 +55,9 @@ class Frame:
     depth: np.ndarray | None = None  # uint16 HxW millimetres, aligned to ``image`` (0: no depth)
 
 
-def crop_resize(image: np.ndarray, crop: Sequence[int] | None, size: Sequence[int] | None,
-                interpolation: int = cv2.INTER_AREA) -> np.ndarray:
+def crop_resize(
+    image: np.ndarray, crop: Sequence[int] | None, size: Sequence[int] | None, interpolation: int = cv2.INTER_AREA
+) -> np.ndarray:
     """Crop ``[x0, y0, x1, y1]`` (pixels), then resize to ``[height, width]`` (area interpolation for
     colour; pass ``cv2.INTER_NEAREST`` for depth, which must not blend surfaces)."""
     if crop is not None:
@@ -74,14 +75,21 @@ def connected_devices() -> list:
 
 
 class RealSenseCamera:
-    def __init__(self, settings: RealSenseSettings, devices: Callable[[], list] = connected_devices,
-                 log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        settings: RealSenseSettings,
+        devices: Callable[[], list] = connected_devices,
+        log: Callable[[str], None] = print,
+    ):
         self.settings, self.devices, self.log = settings, devices, log
         if settings.crop is not None:
             x0, y0, x1, y1 = settings.crop
             if not (0 <= x0 < x1 <= settings.width and 0 <= y0 < y1 <= settings.height):
-                raise ConfigError("camera.crop", list(settings.crop),
-                                  f"[x0, y0, x1, y1] inside the {settings.width}x{settings.height} image with x0 < x1, y0 < y1")
+                raise ConfigError(
+                    "camera.crop",
+                    list(settings.crop),
+                    f"[x0, y0, x1, y1] inside the {settings.width}x{settings.height} image with x0 < x1, y0 < y1",
+                )
         self.sensor = self.profile = self.queue = self.align = None
         self.sensors: list = []  # (sensor, profile) streaming now
         self.serial: str | None = None
@@ -99,8 +107,9 @@ class RealSenseCamera:
         self._set_options(rs)
         self.sensors = [(self.sensor, self.profile)]
         if s.depth:
-            depth = self._profile(rs, device, rs.stream.depth, rs.format.z16, s.depth_width or s.width,
-                                  s.depth_height or s.height)
+            depth = self._profile(
+                rs, device, rs.stream.depth, rs.format.z16, s.depth_width or s.width, s.depth_height or s.height
+            )
             self.sensors.append(depth)
             self.queue, self.align = rs.syncer(), rs.align(rs.stream.color)  # framesets of colour + depth
         else:
@@ -151,7 +160,9 @@ class RealSenseCamera:
         if depth is not None:
             millimetres = np.asanyarray(depth.get_data()).astype(np.float64) * depth.get_units() * 1000.0
             depth = crop_resize(np.round(millimetres).astype(np.uint16), s.crop, s.output_size, cv2.INTER_NEAREST)
-        return Frame(crop_resize(image, s.crop, s.output_size), stamp, hardware_ms, int(frame.get_frame_number()), depth)
+        return Frame(
+            crop_resize(image, s.crop, s.output_size), stamp, hardware_ms, int(frame.get_frame_number()), depth
+        )
 
     def _poll(self):
         """(colour frame, aligned depth frame or None) if a complete set is waiting, else None."""
@@ -185,8 +196,11 @@ class RealSenseCamera:
                 raise ConfigError("camera.serial", None, f"one of the connected RealSense serials: {serials or 'none'}")
             return devices[0]
         if self.settings.serial not in serials:
-            raise ConfigError("camera.serial", self.settings.serial,
-                              f"a connected RealSense; connected: {', '.join(serials) or 'none'}")
+            raise ConfigError(
+                "camera.serial",
+                self.settings.serial,
+                f"a connected RealSense; connected: {', '.join(serials) or 'none'}",
+            )
         return devices[serials.index(self.settings.serial)]
 
     def _profile(self, rs, device, stream, fmt, width: int, height: int):
@@ -201,16 +215,22 @@ class RealSenseCamera:
                 if (video.width(), video.height(), profile.fps()) == (width, height, fps):
                     return sensor, profile
         kind = "colour RGB8" if stream == rs.stream.color else "depth Z16"
-        raise ConfigError("camera", f"{width}x{height}@{fps}",
-                          f"a {kind} mode of RealSense {self.serial}: {', '.join(sorted(set(available))) or 'none'}")
+        raise ConfigError(
+            "camera",
+            f"{width}x{height}@{fps}",
+            f"a {kind} mode of RealSense {self.serial}: {', '.join(sorted(set(available))) or 'none'}",
+        )
 
     def _set_options(self, rs) -> None:
-        for auto, option, value in ((rs.option.enable_auto_exposure, rs.option.exposure, self.settings.exposure),
-                                    (rs.option.enable_auto_white_balance, rs.option.white_balance,
-                                     self.settings.white_balance)):
+        for auto, option, value in (
+            (rs.option.enable_auto_exposure, rs.option.exposure, self.settings.exposure),
+            (rs.option.enable_auto_white_balance, rs.option.white_balance, self.settings.white_balance),
+        ):
             if self.sensor.supports(auto):
                 self.sensor.set_option(auto, 1.0 if value is None else 0.0)
             if value is not None:
                 if not self.sensor.supports(option):
-                    raise ConfigError(f"camera.{option.name}", value, f"unset: RealSense {self.serial} has no {option.name}")
+                    raise ConfigError(
+                        f"camera.{option.name}", value, f"unset: RealSense {self.serial} has no {option.name}"
+                    )
                 self.sensor.set_option(option, float(value))

@@ -35,8 +35,16 @@ from robot_rl.ros.messages import pose_to_numpy, twist_msg
 SERVO_TOPIC = "/servo_node/delta_twist_cmds"
 
 
-def servo_twist(target_pos: np.ndarray, target_rot: np.ndarray, pos: np.ndarray, rot: np.ndarray, kp_linear: float,
-                kp_angular: float, max_linear: float, max_angular: float) -> tuple[np.ndarray, np.ndarray]:
+def servo_twist(
+    target_pos: np.ndarray,
+    target_rot: np.ndarray,
+    pos: np.ndarray,
+    rot: np.ndarray,
+    kp_linear: float,
+    kp_angular: float,
+    max_linear: float,
+    max_angular: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """(linear m/s, angular rad/s), base frame, that moves the TCP toward the target, speed-limited."""
     linear = kp_linear * (np.asarray(target_pos) - pos)
     angular = kp_angular * rotvec_from_matrix(np.asarray(target_rot) @ rot.T)
@@ -54,8 +62,9 @@ class ServoBridge:
         self.state: tuple[np.ndarray, np.ndarray, float] | None = None
         self.guard = InputGuard(node)
         self.guard.subscribe(PoseStamped, "/rl/equilibrium_pose", self._on_target, qos.COMMAND)
-        self.guard.subscribe(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_state,
-                             qos.STREAM_SUBSCRIBER)
+        self.guard.subscribe(
+            PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_state, qos.STREAM_SUBSCRIBER
+        )
         self.twist_pub = node.create_publisher(TwistStamped, SERVO_TOPIC, qos.COMMAND)
         node.create_timer(1.0 / args.rate_hz, self.tick)
 
@@ -71,10 +80,19 @@ class ServoBridge:
             return
         if now - self.target[2] > self.args.command_timeout or now - self.state[2] > self.args.state_timeout:
             return  # silence: MoveIt Servo halts on its own
-        linear, angular = servo_twist(self.target[0], self.target[1], self.state[0], self.state[1], self.args.kp_linear,
-                                      self.args.kp_angular, self.args.max_linear, self.args.max_angular)
-        self.twist_pub.publish(twist_msg(linear, angular, self.node.get_clock().now().nanoseconds * 1e-9,
-                                         self.args.frame_id))
+        linear, angular = servo_twist(
+            self.target[0],
+            self.target[1],
+            self.state[0],
+            self.state[1],
+            self.args.kp_linear,
+            self.args.kp_angular,
+            self.args.max_linear,
+            self.args.max_angular,
+        )
+        self.twist_pub.publish(
+            twist_msg(linear, angular, self.node.get_clock().now().nanoseconds * 1e-9, self.args.frame_id)
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

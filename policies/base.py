@@ -49,8 +49,13 @@ class OffPolicyAgent:
 
     def make_encoder(self) -> ObservationEncoder:
         cfg = self.config
-        return ObservationEncoder(self.observation_shapes, cfg.camera_encoder, cfg.camera_feature_dim,
-                                  cfg.pretrained_weights, cfg.camera_strides).to(self.device)
+        return ObservationEncoder(
+            self.observation_shapes,
+            cfg.camera_encoder,
+            cfg.camera_feature_dim,
+            cfg.pretrained_weights,
+            cfg.camera_strides,
+        ).to(self.device)
 
     def begin_episode(self) -> None:
         """Called by the actor before the first :meth:`act` of every episode."""
@@ -81,18 +86,24 @@ class OffPolicyAgent:
     def policy_state(self) -> dict[str, torch.Tensor]:
         """What an actor needs (keys ``<module>.<parameter>``): CPU copies, never views of the live parameters,
         so weights published as version k stay version k while the learner goes on updating."""
-        return {f"{name}.{key}": value.to("cpu", copy=True) for name in self.policy_modules
-                for key, value in getattr(self, name).state_dict().items()}
+        return {
+            f"{name}.{key}": value.to("cpu", copy=True)
+            for name in self.policy_modules
+            for key, value in getattr(self, name).state_dict().items()
+        }
 
     def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
         for name in self.policy_modules:
             prefix = name + "."
-            getattr(self, name).load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+            getattr(self, name).load_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
 
     def identity(self) -> dict[str, Any]:
         """What a checkpoint must match to be loaded into this agent."""
-        return {"agent": self.name, "observation_shapes": {k: list(v) for k, v in self.observation_shapes.items()},
-                "action_dim": self.action_dim}
+        return {
+            "agent": self.name,
+            "observation_shapes": {k: list(v) for k, v in self.observation_shapes.items()},
+            "action_dim": self.action_dim,
+        }
 
     def extra_state(self) -> dict[str, Any]:
         """Checkpointed state outside modules and optimizers (e.g. a temperature)."""
@@ -128,8 +139,11 @@ class OffPolicyAgent:
 
 def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Raise a ValueError naming every field where a checkpoint does not fit this agent."""
-    diffs = [f"{key}: checkpoint {saved.get(key)!r}, this run {value!r}" for key, value in current.items()
-             if saved.get(key) != value]
+    diffs = [
+        f"{key}: checkpoint {saved.get(key)!r}, this run {value!r}"
+        for key, value in current.items()
+        if saved.get(key) != value
+    ]
     if diffs:
         raise ValueError("checkpoint does not match this run: " + "; ".join(diffs))
 

@@ -80,9 +80,15 @@ def decode_indices(indices: torch.Tensor, bins: int) -> torch.Tensor:
     return (low + high) / 2
 
 
-def coarse_to_fine(q_values: Callable[[torch.Tensor, int], torch.Tensor], batch: int, dims: int, levels: int,
-                   bins: int, generator: torch.Generator | None = None, device=None
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def coarse_to_fine(
+    q_values: Callable[[torch.Tensor, int], torch.Tensor],
+    batch: int,
+    dims: int,
+    levels: int,
+    bins: int,
+    generator: torch.Generator | None = None,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Greedy coarse-to-fine selection.
 
     ``q_values(centres (B, M), level)`` returns Q (B, M, bins) for the intervals around
@@ -107,8 +113,9 @@ def coarse_to_fine(q_values: Callable[[torch.Tensor, int], torch.Tensor], batch:
     return (low + high) / 2, torch.stack(indices, 1), torch.stack(centres, 1)
 
 
-def categorical_projection(probs: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor,
-                           support: torch.Tensor) -> torch.Tensor:
+def categorical_projection(
+    probs: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor, support: torch.Tensor
+) -> torch.Tensor:
     """C51: project the distribution of r + discount * z (z on ``support``, probabilities
     ``probs`` (N, atoms)) back onto ``support``; values outside are clipped to its ends."""
     v_min, v_max = support[0].item(), support[-1].item()
@@ -165,8 +172,14 @@ class DuelingC51Head(nn.Module):
 
 
 def trunk(in_dim: int, hidden: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(in_dim, hidden, bias=False), nn.LayerNorm(hidden), nn.SiLU(),
-                         nn.Linear(hidden, hidden, bias=False), nn.LayerNorm(hidden), nn.SiLU())
+    return nn.Sequential(
+        nn.Linear(in_dim, hidden, bias=False),
+        nn.LayerNorm(hidden),
+        nn.SiLU(),
+        nn.Linear(hidden, hidden, bias=False),
+        nn.LayerNorm(hidden),
+        nn.SiLU(),
+    )
 
 
 class CoarseToFineCritic(nn.Module):
@@ -238,12 +251,21 @@ class CQNAgent(OffPolicyAgent):
     policy_modules = ("encoder", "target_critic")
     optimizers = ("optimizer",)
 
-    def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config: CQNConfig | None = None,
-                 seed: int = 0):
+    def __init__(
+        self,
+        observation_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        config: CQNConfig | None = None,
+        seed: int = 0,
+    ):
         super().__init__(observation_shapes, action_dim, config or CQNConfig(), seed)
         if PRIVILEGED_KEY in observation_shapes:
-            raise ConfigError("task.privileged_state", True, "false with a value-based agent: its critic is its "
-                              "policy, and a policy cannot read the simulator's state (use agent=sac)")
+            raise ConfigError(
+                "task.privileged_state",
+                True,
+                "false with a value-based agent: its critic is its "
+                "policy, and a policy cannot read the simulator's state (use agent=sac)",
+            )
         cfg = self.config
         self.encoder = self.make_encoder()
         self.critic = self.make_critic(self.encoder.output_dim).to(self.device)
@@ -257,8 +279,9 @@ class CQNAgent(OffPolicyAgent):
         return CoarseToFineCritic(feature_dim, self.action_dim, cfg.levels, cfg.bins, cfg.atoms, cfg.hidden)
 
     # ----------------------------------------------------------------- critic evaluation
-    def logits(self, critic: nn.Module, features: torch.Tensor, centres: torch.Tensor, level: int | torch.Tensor
-               ) -> torch.Tensor:
+    def logits(
+        self, critic: nn.Module, features: torch.Tensor, centres: torch.Tensor, level: int | torch.Tensor
+    ) -> torch.Tensor:
         """(B, M, bins, atoms) for flat centres (B, M), M = the controlled numbers per decision."""
         if isinstance(level, int):
             level = torch.full((features.shape[0],), level, dtype=torch.long, device=self.device)
@@ -270,9 +293,15 @@ class CQNAgent(OffPolicyAgent):
     def greedy(self, critic: nn.Module, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Coarse-to-fine argmax of ``critic``: (flat action (B, M), indices, previous centres)."""
         dims = self.action_dim * self.sequence_length
-        return coarse_to_fine(lambda centres, level: self.q_from_logits(self.logits(critic, features, centres, level)),
-                              features.shape[0], dims, self.config.levels, self.config.bins, self.generator,
-                              self.device)
+        return coarse_to_fine(
+            lambda centres, level: self.q_from_logits(self.logits(critic, features, centres, level)),
+            features.shape[0],
+            dims,
+            self.config.levels,
+            self.config.bins,
+            self.generator,
+            self.device,
+        )
 
     def all_levels(self, critic: nn.Module, features: torch.Tensor, centres: torch.Tensor) -> torch.Tensor:
         """logits (B, levels, M, bins, atoms) for previous centres (B, levels, M), in one pass."""
@@ -321,8 +350,12 @@ class CQNAgent(OffPolicyAgent):
             next_logits = self.all_levels(self.target_critic, next_features, next_centres)
             next_probs = pick(next_logits, next_indices).softmax(-1)  # (B, L, M, atoms)
             entries = next_probs.shape[1] * next_probs.shape[2]
-            target = categorical_projection(next_probs.flatten(0, 2), reward.repeat_interleave(entries),
-                                            discount.repeat_interleave(entries), self.support).view_as(next_probs)
+            target = categorical_projection(
+                next_probs.flatten(0, 2),
+                reward.repeat_interleave(entries),
+                discount.repeat_interleave(entries),
+                self.support,
+            ).view_as(next_probs)
             expected = reward[:, None, None] + discount[:, None, None] * (next_probs * self.support).sum(-1)
             clipped = (expected < cfg.v_min) | (expected > cfg.v_max)
         logits = self.all_levels(self.critic, features, centres)  # (B, L, M, bins, atoms)
@@ -344,8 +377,9 @@ class CQNAgent(OffPolicyAgent):
         metrics.update(q_mean=q.mean().item(), target_clipped=clipped.float().mean().item())
         return metrics
 
-    def demo_losses(self, logits: torch.Tensor, indices: torch.Tensor, weight: torch.Tensor, is_demo: torch.Tensor
-                    ) -> dict[str, torch.Tensor]:
+    def demo_losses(
+        self, logits: torch.Tensor, indices: torch.Tensor, weight: torch.Tensor, is_demo: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """The BC losses on the demo rows, each a mean over the counted (row, level, number) entries.
 
         ``logits`` (B, L, M, bins, atoms) of the online critic along the executed action's zoom-in

@@ -61,8 +61,9 @@ class TemporalEnsemble:
 class SequenceCritic(nn.Module):
     """logits (B, K, D, bins, atoms) for features (B, F), flat previous centres (B, K*D), a level."""
 
-    def __init__(self, feature_dim: int, action_dim: int, horizon: int, levels: int, bins: int, atoms: int,
-                 hidden: int):
+    def __init__(
+        self, feature_dim: int, action_dim: int, horizon: int, levels: int, bins: int, atoms: int, hidden: int
+    ):
         super().__init__()
         self.action_dim, self.horizon, self.levels = action_dim, horizon, levels
         self.trunk = trunk(feature_dim + action_dim + horizon + levels, hidden)
@@ -73,8 +74,9 @@ class SequenceCritic(nn.Module):
         batch, horizon = features.shape[0], self.horizon
         step = torch.eye(horizon, device=features.device).expand(batch, -1, -1)
         level = F.one_hot(level, self.levels).float()[:, None].expand(-1, horizon, -1)
-        x = torch.cat([features[:, None].expand(-1, horizon, -1), centres.view(batch, horizon, self.action_dim),
-                       step, level], -1)
+        x = torch.cat(
+            [features[:, None].expand(-1, horizon, -1), centres.view(batch, horizon, self.action_dim), step, level], -1
+        )
         hidden, _ = self.gru(self.trunk(x))
         return self.head(hidden)
 
@@ -86,17 +88,26 @@ class CQNASConfig(CQNConfig):
 
     def validate(self) -> None:
         super().validate()
-        require_all("agent", self, {
-            "horizon": (is_integer(self.horizon) and self.horizon >= 1, "an integer K >= 1 (actions per sequence)"),
-            "ensemble_decay": (is_number(self.ensemble_decay) and self.ensemble_decay >= 0, "a number >= 0"),
-        })
+        require_all(
+            "agent",
+            self,
+            {
+                "horizon": (is_integer(self.horizon) and self.horizon >= 1, "an integer K >= 1 (actions per sequence)"),
+                "ensemble_decay": (is_number(self.ensemble_decay) and self.ensemble_decay >= 0, "a number >= 0"),
+            },
+        )
 
 
 class CQNASAgent(CQNAgent):
     name = "cqn_as"
 
-    def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int,
-                 config: CQNASConfig | None = None, seed: int = 0):
+    def __init__(
+        self,
+        observation_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        config: CQNASConfig | None = None,
+        seed: int = 0,
+    ):
         config = config or CQNASConfig()
         self.sequence_length = config.horizon
         super().__init__(observation_shapes, action_dim, config, seed)

@@ -16,11 +16,17 @@ from robot_rl.observation_keys import PRIVILEGED_KEY
 def camera_checks(config) -> dict[str, tuple[bool, str]]:
     """``validate`` checks of the camera settings every agent config carries (``require_all`` format)."""
     strides = config.camera_strides
-    return {"camera_strides": (len(strides) >= 1 and all(is_integer(s) and s >= 1 for s in strides),
-                               "a non-empty list of positive integers"),
-            "camera_feature_dim": (is_integer(config.camera_feature_dim) and config.camera_feature_dim >= 1,
-                                   "a positive integer"),
-            "image_pad": (is_integer(config.image_pad) and config.image_pad >= 0, "an integer >= 0")}
+    return {
+        "camera_strides": (
+            len(strides) >= 1 and all(is_integer(s) and s >= 1 for s in strides),
+            "a non-empty list of positive integers",
+        ),
+        "camera_feature_dim": (
+            is_integer(config.camera_feature_dim) and config.camera_feature_dim >= 1,
+            "a positive integer",
+        ),
+        "image_pad": (is_integer(config.image_pad) and config.image_pad >= 0, "an integer >= 0"),
+    }
 
 
 class CameraCNN(nn.Module):
@@ -28,8 +34,7 @@ class CameraCNN(nn.Module):
     then Linear -> LayerNorm -> tanh. Larger strides shrink the feature maps ([2, 2, 2, 1] made a pixel
     update ~4x cheaper on CPU at 64x64: benchmarks/pixel_learning.py)."""
 
-    def __init__(self, image_shape: tuple[int, int, int], feature_dim: int = 50,
-                 strides: Sequence[int] = (2, 1, 1, 1)):
+    def __init__(self, image_shape: tuple[int, int, int], feature_dim: int = 50, strides: Sequence[int] = (2, 1, 1, 1)):
         super().__init__()
         height, width, channels = image_shape
         layers: list[nn.Module] = []
@@ -40,8 +45,11 @@ class CameraCNN(nn.Module):
         for stride in strides:
             size = (size - 3) // stride + 1
         if size < 1:
-            raise ConfigError("agent.camera_strides", list(strides), f"strides that keep a {height}x{width} image "
-                              "at least 1 pixel after every 3x3 convolution")
+            raise ConfigError(
+                "agent.camera_strides",
+                list(strides),
+                f"strides that keep a {height}x{width} image at least 1 pixel after every 3x3 convolution",
+            )
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, channels, height, width)).shape[1]
         self.head = nn.Sequential(nn.Linear(flat, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh())
@@ -60,7 +68,9 @@ class _BasicBlock(nn.Module):
         self.bn2 = nn.GroupNorm(4, out_channels)
         self.down = None
         if stride != 1 or in_channels != out_channels:
-            self.down = nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.GroupNorm(4, out_channels))
+            self.down = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.GroupNorm(4, out_channels)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.relu(self.bn1(self.conv1(x)))
@@ -75,14 +85,21 @@ class ResNet10(nn.Module):
     converted to these names); the encoder is then frozen unless ``finetune``.
     """
 
-    def __init__(self, image_shape: tuple[int, int, int], feature_dim: int = 256,
-                 weights: str | os.PathLike | None = None, finetune: bool = False):
+    def __init__(
+        self,
+        image_shape: tuple[int, int, int],
+        feature_dim: int = 256,
+        weights: str | os.PathLike | None = None,
+        finetune: bool = False,
+    ):
         super().__init__()
         channels = image_shape[2]
-        self.stem = nn.Sequential(nn.Conv2d(channels, 64, 7, 2, 3, bias=False), nn.GroupNorm(4, 64), nn.ReLU(),
-                                  nn.MaxPool2d(3, 2, 1))
-        self.stages = nn.Sequential(_BasicBlock(64, 64, 1), _BasicBlock(64, 128, 2), _BasicBlock(128, 256, 2),
-                                    _BasicBlock(256, 512, 2))
+        self.stem = nn.Sequential(
+            nn.Conv2d(channels, 64, 7, 2, 3, bias=False), nn.GroupNorm(4, 64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        )
+        self.stages = nn.Sequential(
+            _BasicBlock(64, 64, 1), _BasicBlock(64, 128, 2), _BasicBlock(128, 256, 2), _BasicBlock(256, 512, 2)
+        )
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(512, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh())
         if weights is not None:
@@ -118,13 +135,19 @@ class ObservationEncoder(nn.Module):
     """Concatenates the state vector with one feature vector per camera. ``privileged_state``
     (:class:`robot_rl.envs.PrivilegedState`) is left out: only a critic reads it, next to these features."""
 
-    def __init__(self, observation_shapes: Mapping[str, tuple[int, ...]], camera_encoder: str = "cnn",
-                 feature_dim: int = 50, pretrained_weights: str | None = None,
-                 cnn_strides: Sequence[int] = (2, 1, 1, 1)):
+    def __init__(
+        self,
+        observation_shapes: Mapping[str, tuple[int, ...]],
+        camera_encoder: str = "cnn",
+        feature_dim: int = 50,
+        pretrained_weights: str | None = None,
+        cnn_strides: Sequence[int] = (2, 1, 1, 1),
+    ):
         super().__init__()
         self.cameras = sorted(key for key, shape in observation_shapes.items() if len(shape) == 3)
-        self.vector_keys = sorted(key for key, shape in observation_shapes.items()
-                                  if len(shape) == 1 and key != PRIVILEGED_KEY)
+        self.vector_keys = sorted(
+            key for key, shape in observation_shapes.items() if len(shape) == 1 and key != PRIVILEGED_KEY
+        )
         self.state_dim = int(sum(observation_shapes[key][0] for key in self.vector_keys))
         nets = {}
         for key in self.cameras:

@@ -66,9 +66,17 @@ class GripperPolicy:
         return self.command
 
 
-def gripper_loss(critic: GripperCritic, target_critic: GripperCritic, features: torch.Tensor,
-                 next_features: torch.Tensor, command: torch.Tensor, previous: torch.Tensor, reward: torch.Tensor,
-                 discount: torch.Tensor, grasp_penalty: float) -> tuple[torch.Tensor, dict[str, float]]:
+def gripper_loss(
+    critic: GripperCritic,
+    target_critic: GripperCritic,
+    features: torch.Tensor,
+    next_features: torch.Tensor,
+    command: torch.Tensor,
+    previous: torch.Tensor,
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    grasp_penalty: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Double-DQN TD loss of the gripper critic on one batch."""
     labels = gripper_labels(command, previous)
     with torch.no_grad():

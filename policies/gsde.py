@@ -40,8 +40,15 @@ class GSDEActor(nn.Module):
     mean_bound = 2.0  # |mu| beyond this is penalised (tanh(2) = 0.96)
     mean_penalty_weight = 1.0
 
-    def __init__(self, feature_dim: int, action_dim: int, hidden: list[int], log_std_init: float = -4.0,
-                 full_std: bool = True, use_expln: bool = False):
+    def __init__(
+        self,
+        feature_dim: int,
+        action_dim: int,
+        hidden: list[int],
+        log_std_init: float = -4.0,
+        full_std: bool = True,
+        use_expln: bool = False,
+    ):
         super().__init__()
         self.latent = mlp(feature_dim, hidden[:-1], hidden[-1])
         self.latent.append(nn.LayerNorm(hidden[-1]))
@@ -79,8 +86,12 @@ class GSDEActor(nn.Module):
         """Standard deviation of u given s: sqrt(sum_i z_i^2 sigma_ij^2 + 1e-6), (B, action_dim); z is detached."""
         return torch.sqrt(latent.detach().pow(2) @ self.std().pow(2) + VARIANCE_EPSILON)
 
-    def sample(self, features: torch.Tensor, exploration_matrix: torch.Tensor | None = None,
-               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+        self,
+        features: torch.Tensor,
+        exploration_matrix: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """An action and its log-probability: with the given theta for the whole batch, else a fresh
         theta per sample (from ``generator``)."""
         mean, latent = self(features)

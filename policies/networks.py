@@ -87,8 +87,9 @@ class TanhGaussianActor(nn.Module):
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (torch.tanh(log_std) + 1)
         return mean, log_std
 
-    def sample(self, features: torch.Tensor, generator: torch.Generator | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+        self, features: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised action and its log-probability (with the tanh correction); the noise
         comes from ``generator`` (the agent's own) when given."""
         mean, log_std = self(features)

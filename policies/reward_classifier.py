@@ -45,19 +45,25 @@ class RewardClassifierConfig:
 
     def __post_init__(self) -> None:
         self.cameras = tuple(self.cameras)
-        require_all("classifier", self, {
-            "cameras": (len(self.cameras) > 0, "at least one camera name"),
-            "camera_encoder": (self.camera_encoder in ("cnn", "resnet10"), "cnn or resnet10"),
-            "feature_dim": (is_integer(self.feature_dim) and self.feature_dim > 0, "a positive integer"),
-            "hidden": (is_integer(self.hidden) and self.hidden > 0, "a positive integer"),
-            "lr": (is_number(self.lr) and self.lr > 0, "a positive finite number"),
-            "updates": (is_integer(self.updates) and self.updates > 0, "a positive integer"),
-            "batch_size": (is_integer(self.batch_size) and self.batch_size > 1, "an integer > 1"),
-            "shift_pad": (is_integer(self.shift_pad) and self.shift_pad >= 0, "an integer >= 0"),
-            "threshold": (is_number(self.threshold) and 0.0 < self.threshold < 1.0, "a probability in (0, 1)"),
-            "validation_fraction": (is_number(self.validation_fraction) and 0.0 < self.validation_fraction < 1.0,
-                                    "a fraction in (0, 1)"),
-        })
+        require_all(
+            "classifier",
+            self,
+            {
+                "cameras": (len(self.cameras) > 0, "at least one camera name"),
+                "camera_encoder": (self.camera_encoder in ("cnn", "resnet10"), "cnn or resnet10"),
+                "feature_dim": (is_integer(self.feature_dim) and self.feature_dim > 0, "a positive integer"),
+                "hidden": (is_integer(self.hidden) and self.hidden > 0, "a positive integer"),
+                "lr": (is_number(self.lr) and self.lr > 0, "a positive finite number"),
+                "updates": (is_integer(self.updates) and self.updates > 0, "a positive integer"),
+                "batch_size": (is_integer(self.batch_size) and self.batch_size > 1, "an integer > 1"),
+                "shift_pad": (is_integer(self.shift_pad) and self.shift_pad >= 0, "an integer >= 0"),
+                "threshold": (is_number(self.threshold) and 0.0 < self.threshold < 1.0, "a probability in (0, 1)"),
+                "validation_fraction": (
+                    is_number(self.validation_fraction) and 0.0 < self.validation_fraction < 1.0,
+                    "a fraction in (0, 1)",
+                ),
+            },
+        )
 
 
 class RewardClassifier(nn.Module):
@@ -68,13 +74,18 @@ class RewardClassifier(nn.Module):
             raise ConfigError("classifier.cameras", list(config.cameras), f"cameras among {sorted(image_shapes)}")
         self.config = config
         self.image_shapes = {c: tuple(image_shapes[c]) for c in config.cameras}
-        self.encoder = ObservationEncoder(self.image_shapes, config.camera_encoder, config.feature_dim,
-                                          config.pretrained_weights)
-        self.head = nn.Sequential(nn.Linear(self.encoder.output_dim, config.hidden), nn.ReLU(), nn.Linear(config.hidden, 1))
+        self.encoder = ObservationEncoder(
+            self.image_shapes, config.camera_encoder, config.feature_dim, config.pretrained_weights
+        )
+        self.head = nn.Sequential(
+            nn.Linear(self.encoder.output_dim, config.hidden), nn.ReLU(), nn.Linear(config.hidden, 1)
+        )
 
     def forward(self, images: dict[str, torch.Tensor]) -> torch.Tensor:
         """Success logits (B,) from uint8 (B, H, W, 3) images per camera."""
-        return self.head(self.encoder({c: images[c].permute(0, 3, 1, 2).float() for c in self.config.cameras})).squeeze(-1)
+        return self.head(self.encoder({c: images[c].permute(0, 3, 1, 2).float() for c in self.config.cameras})).squeeze(
+            -1
+        )
 
     @torch.no_grad()
     def probability(self, obs: dict[str, np.ndarray]) -> float:
@@ -90,8 +101,9 @@ class RewardClassifier(nn.Module):
         """Config, image shapes and weights (plain values and tensors), written beside ``path`` and renamed."""
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        torch.save({"config": asdict(self.config), "image_shapes": self.image_shapes, "state_dict": self.state_dict()},
-                   tmp)
+        torch.save(
+            {"config": asdict(self.config), "image_shapes": self.image_shapes, "state_dict": self.state_dict()}, tmp
+        )
         os.replace(tmp, path)
 
     @classmethod
@@ -105,12 +117,15 @@ class RewardClassifier(nn.Module):
             model = cls(saved["image_shapes"], RewardClassifierConfig(**saved["config"]))
             model.load_state_dict(saved["state_dict"])
         except (KeyError, TypeError, RuntimeError) as error:
-            raise ConfigError("classifier.out", str(path), f"a reward classifier saved by robot_rl "
-                              f"({type(error).__name__})") from None
+            raise ConfigError(
+                "classifier.out", str(path), f"a reward classifier saved by robot_rl ({type(error).__name__})"
+            ) from None
         return model.eval()
 
 
-def frames_from_store(path: str | Path, cameras: tuple[str, ...]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+def frames_from_store(
+    path: str | Path, cameras: tuple[str, ...]
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """(images per camera, success labels, episode index) of every observation in an episode store.
 
     The observation after step t carries step t's ``success`` flag; the reset observation is a negative.
@@ -124,8 +139,11 @@ def frames_from_store(path: str | Path, cameras: tuple[str, ...]) -> tuple[dict[
         episode = store.read_episode(name, keys={"success", *(f"obs/{c}" for c in cameras)})
         missing = [c for c in cameras if c not in episode["obs"]]
         if missing:
-            raise ConfigError("classifier.cameras", list(cameras), f"cameras recorded in {path} (episode {name} has "
-                              f"{sorted(episode['obs'])})")
+            raise ConfigError(
+                "classifier.cameras",
+                list(cameras),
+                f"cameras recorded in {path} (episode {name} has {sorted(episode['obs'])})",
+            )
         for c in cameras:
             images[c].append(episode["obs"][c])
         labels.append(np.concatenate([[False], np.asarray(episode["success"], bool)]))
@@ -138,19 +156,21 @@ def accuracy(model: RewardClassifier, images: dict[str, np.ndarray], labels: np.
     correct = 0
     with torch.no_grad():
         for start in range(0, len(labels), batch):
-            chunk = {c: torch.as_tensor(images[c][start:start + batch]) for c in model.config.cameras}
+            chunk = {c: torch.as_tensor(images[c][start : start + batch]) for c in model.config.cameras}
             predicted = torch.sigmoid(model(chunk)).numpy() > model.config.threshold
-            correct += int((predicted == labels[start:start + batch]).sum())
+            correct += int((predicted == labels[start : start + batch]).sum())
     return correct / len(labels)
 
 
-def train_reward_classifier(images: dict[str, np.ndarray], labels: np.ndarray, groups: np.ndarray,
-                            config: RewardClassifierConfig, seed: int = 0) -> tuple[RewardClassifier, dict[str, Any]]:
+def train_reward_classifier(
+    images: dict[str, np.ndarray], labels: np.ndarray, groups: np.ndarray, config: RewardClassifierConfig, seed: int = 0
+) -> tuple[RewardClassifier, dict[str, Any]]:
     """Train on the episodes not held out; returns the model and a report with held-out accuracy."""
     labels = np.asarray(labels, bool)
     if labels.all() or not labels.any():
-        raise ConfigError("classifier data", f"{int(labels.sum())} of {len(labels)} positive",
-                          "both success and failure frames")
+        raise ConfigError(
+            "classifier data", f"{int(labels.sum())} of {len(labels)} positive", "both success and failure frames"
+        )
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     episodes = rng.permutation(np.unique(groups))
@@ -165,8 +185,12 @@ def train_reward_classifier(images: dict[str, np.ndarray], labels: np.ndarray, g
     for _ in range(config.updates):
         model.train()
         index = np.concatenate([rng.choice(train_index[False], half), rng.choice(train_index[True], half)])
-        batch = {c: random_shift(torch.as_tensor(images[c][index]).permute(0, 3, 1, 2), config.shift_pad,
-                                 generator).permute(0, 2, 3, 1) for c in config.cameras}
+        batch = {
+            c: random_shift(torch.as_tensor(images[c][index]).permute(0, 3, 1, 2), config.shift_pad, generator).permute(
+                0, 2, 3, 1
+            )
+            for c in config.cameras
+        }
         target = torch.as_tensor(labels[index], dtype=torch.float32)
         loss = nn.functional.binary_cross_entropy_with_logits(model(batch), target)
         optimizer.zero_grad()
@@ -174,8 +198,12 @@ def train_reward_classifier(images: dict[str, np.ndarray], labels: np.ndarray, g
         optimizer.step()
     held = {c: images[c][held_out] for c in config.cameras}
     train = {c: images[c][~held_out] for c in config.cameras}
-    report = {"train_frames": int((~held_out).sum()), "held_out_frames": int(held_out.sum()),
-              "held_out_positive": int(labels[held_out].sum()), "final_loss": loss.item(),
-              "train_accuracy": accuracy(model, train, labels[~held_out]),
-              "held_out_accuracy": accuracy(model, held, labels[held_out])}
+    report = {
+        "train_frames": int((~held_out).sum()),
+        "held_out_frames": int(held_out.sum()),
+        "held_out_positive": int(labels[held_out].sum()),
+        "final_loss": loss.item(),
+        "train_accuracy": accuracy(model, train, labels[~held_out]),
+        "held_out_accuracy": accuracy(model, held, labels[held_out]),
+    }
     return model.eval(), report

@@ -70,31 +70,47 @@ class SACConfig:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
         checks = {
             **camera_checks(self),
-            "hidden": (isinstance(self.hidden, (list, tuple)) and len(self.hidden) >= 1
-                       and all(is_integer(width) and width >= 1 for width in self.hidden),
-                       "a non-empty list of positive integers (layer widths)"),
+            "hidden": (
+                isinstance(self.hidden, (list, tuple))
+                and len(self.hidden) >= 1
+                and all(is_integer(width) and width >= 1 for width in self.hidden),
+                "a non-empty list of positive integers (layer widths)",
+            ),
             "critic_ensemble": (is_integer(self.critic_ensemble) and self.critic_ensemble >= 1, "an integer >= 1"),
-            "critic_subset": (is_integer(self.critic_subset) and 1 <= self.critic_subset <= self.critic_ensemble,
-                              f"<= critic_ensemble={self.critic_ensemble} and >= 1"),
+            "critic_subset": (
+                is_integer(self.critic_subset) and 1 <= self.critic_subset <= self.critic_ensemble,
+                f"<= critic_ensemble={self.critic_ensemble} and >= 1",
+            ),
             "utd": (is_integer(self.utd) and self.utd >= 1, "an integer >= 1"),
-            "critic_actor_ratio": (is_integer(self.critic_actor_ratio) and self.critic_actor_ratio >= 1,
-                                   "an integer >= 1"),
+            "critic_actor_ratio": (
+                is_integer(self.critic_actor_ratio) and self.critic_actor_ratio >= 1,
+                "an integer >= 1",
+            ),
             "discount": (is_number(self.discount) and 0.0 < self.discount <= 1.0, "a number in (0, 1]"),
             "lr": (is_number(self.lr) and self.lr > 0, "a positive finite number"),
             "tau": (is_number(self.tau) and 0.0 < self.tau <= 1.0, "a number in (0, 1]"),
-            "init_temperature": (is_number(self.init_temperature) and self.init_temperature > 0,
-                                 "a positive finite number"),
-            "target_entropy": (self.target_entropy is None or is_number(self.target_entropy),
-                               "null (-|A| / 2) or a finite number"),
-            "sde_sample_freq": (is_integer(self.sde_sample_freq) and (self.sde_sample_freq == -1
-                                                                      or self.sde_sample_freq >= 1),
-                                "-1 (once per episode) or a positive number of steps"),
+            "init_temperature": (
+                is_number(self.init_temperature) and self.init_temperature > 0,
+                "a positive finite number",
+            ),
+            "target_entropy": (
+                self.target_entropy is None or is_number(self.target_entropy),
+                "null (-|A| / 2) or a finite number",
+            ),
+            "sde_sample_freq": (
+                is_integer(self.sde_sample_freq) and (self.sde_sample_freq == -1 or self.sde_sample_freq >= 1),
+                "-1 (once per episode) or a positive number of steps",
+            ),
             "sde_log_std_init": (is_number(self.sde_log_std_init), "a finite number (log sigma)"),
             "grasp_penalty": (is_number(self.grasp_penalty) and self.grasp_penalty >= 0, "a number >= 0"),
-            "gripper_epsilon": (is_number(self.gripper_epsilon) and 0.0 <= self.gripper_epsilon <= 1.0,
-                                "a number in [0, 1]"),
-            "gripper_initial_command": (is_number(self.gripper_initial_command)
-                                        and -1.0 <= self.gripper_initial_command <= 1.0, "a number in [-1, 1]"),
+            "gripper_epsilon": (
+                is_number(self.gripper_epsilon) and 0.0 <= self.gripper_epsilon <= 1.0,
+                "a number in [0, 1]",
+            ),
+            "gripper_initial_command": (
+                is_number(self.gripper_initial_command) and -1.0 <= self.gripper_initial_command <= 1.0,
+                "a number in [-1, 1]",
+            ),
         }
         require_all("agent", self, checks)
 
@@ -105,8 +121,13 @@ class SACAgent(OffPolicyAgent):
     name = "sac"
     optimizers = ("critic_optimizer", "actor_optimizer", "alpha_optimizer")
 
-    def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config: SACConfig | None = None,
-                 seed: int = 0):
+    def __init__(
+        self,
+        observation_shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        config: SACConfig | None = None,
+        seed: int = 0,
+    ):
         super().__init__(observation_shapes, action_dim, config or SACConfig(), seed)
         cfg = self.config
         if cfg.gripper_critic and action_dim < 2:
@@ -116,10 +137,13 @@ class SACAgent(OffPolicyAgent):
         features = self.encoder.output_dim
         self.privileged = PRIVILEGED_KEY in self.observation_shapes
         critic_inputs = features + (self.observation_shapes[PRIVILEGED_KEY][0] if self.privileged else 0)
-        self.critic = CriticEnsemble(critic_inputs, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(self.device)
+        self.critic = CriticEnsemble(critic_inputs, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(
+            self.device
+        )
         if cfg.exploration == "gsde":
-            self.actor = GSDEActor(features, self.continuous_dim, cfg.hidden, cfg.sde_log_std_init, cfg.sde_full_std,
-                                   cfg.sde_use_expln).to(self.device)
+            self.actor = GSDEActor(
+                features, self.continuous_dim, cfg.hidden, cfg.sde_log_std_init, cfg.sde_full_std, cfg.sde_use_expln
+            ).to(self.device)
             self.noise_schedule = NoiseSchedule(cfg.sde_sample_freq)
         else:
             self.actor = TanhGaussianActor(features, self.continuous_dim, cfg.hidden).to(self.device)
@@ -204,15 +228,25 @@ class SACAgent(OffPolicyAgent):
                 target_q = target_q - self.alpha * next_log_prob
             target = reward + discount * target_q
         features = self.encoder(obs)
-        q = self.critic(self.critic_input(features, obs), action[:, :self.continuous_dim])
+        q = self.critic(self.critic_input(features, obs), action[:, : self.continuous_dim])
         loss = F.mse_loss(q, target.expand_as(q))
         metrics = {"critic_loss": loss.item(), "q_mean": q.mean().item(), "target_mean": target.mean().item()}
         if cfg.gripper_critic:
-            previous = torch.as_tensor(np.where(batch["has_previous"], batch["previous_action"][:, -1],
-                                                cfg.gripper_initial_command), device=self.device)
-            gripper, gripper_metrics = gripper_loss(self.gripper_critic, self.target_gripper_critic, features,
-                                                    target_next_features, action[:, -1], previous, reward, discount,
-                                                    cfg.grasp_penalty)
+            previous = torch.as_tensor(
+                np.where(batch["has_previous"], batch["previous_action"][:, -1], cfg.gripper_initial_command),
+                device=self.device,
+            )
+            gripper, gripper_metrics = gripper_loss(
+                self.gripper_critic,
+                self.target_gripper_critic,
+                features,
+                target_next_features,
+                action[:, -1],
+                previous,
+                reward,
+                discount,
+                cfg.grasp_penalty,
+            )
             loss = loss + gripper
             metrics.update(gripper_metrics)
         self.critic_optimizer.zero_grad(set_to_none=True)
@@ -242,8 +276,11 @@ class SACAgent(OffPolicyAgent):
 
     # ----------------------------------------------------------------- state
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "exploration": self.config.exploration,
-                "gripper_critic": self.config.gripper_critic}
+        return {
+            **super().identity(),
+            "exploration": self.config.exploration,
+            "gripper_critic": self.config.gripper_critic,
+        }
 
     def extra_state(self) -> dict[str, Any]:
         return {"log_alpha": self.log_alpha.detach().cpu()}

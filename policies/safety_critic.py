@@ -49,8 +49,10 @@ class SafetyCriticConfig:
             "lr": (number["lr"] and self.lr > 0, "a positive number"),
             "tau": (number["tau"] and 0.0 < self.tau <= 1.0, "a number in (0, 1]"),
             "batch_size": (is_integer(self.batch_size) and self.batch_size >= 2, "an integer >= 2"),
-            "violation_fraction": (number["violation_fraction"] and 0.0 < self.violation_fraction < 1.0,
-                                   "a number in (0, 1)"),
+            "violation_fraction": (
+                number["violation_fraction"] and 0.0 < self.violation_fraction < 1.0,
+                "a number in (0, 1)",
+            ),
         }
         require_all("safety.critic", self, checks)
 
@@ -82,22 +84,33 @@ class SafetyCritic:
         violating = valid[buffer.cost[valid] > 0]
         size = size or self.config.batch_size
         take = round(self.config.violation_fraction * size) if len(violating) else 0
-        index = np.concatenate([violating[self.rng.integers(0, len(violating), take)] if take else np.zeros(0, int),
-                                valid[self.rng.integers(0, len(valid), size - take)]])
+        index = np.concatenate(
+            [
+                violating[self.rng.integers(0, len(violating), take)] if take else np.zeros(0, int),
+                valid[self.rng.integers(0, len(valid), size - take)],
+            ]
+        )
         actions, mask = buffer.action_sequences(index, 2)
         action = buffer.action[index]
         next_index = (index + 1) % buffer.capacity  # every stored transition's next observation
-        return {"state": buffer.obs["state"][index], "action": action, "cost": buffer.cost[index],
-                "next_state": buffer.obs["state"][next_index],
-                "next_action": np.where(mask[:, 1:], actions[:, 1], action),  # no next step: the same action again
-                "terminated": buffer.terminated[index]}
+        return {
+            "state": buffer.obs["state"][index],
+            "action": action,
+            "cost": buffer.cost[index],
+            "next_state": buffer.obs["state"][next_index],
+            "next_action": np.where(mask[:, 1:], actions[:, 1], action),  # no next step: the same action again
+            "terminated": buffer.terminated[index],
+        }
 
     def targets(self, batch: dict[str, Any]) -> torch.Tensor:
         """y = c + (1 - c) (1 - terminated) gamma_risk max(Q1', Q2')(s', a'), (B,) in [0, 1]."""
         cost = torch.as_tensor(batch["cost"] > 0, dtype=torch.float32)
         with torch.no_grad():
-            next_risk = torch.sigmoid(self.target(torch.as_tensor(batch["next_state"]),
-                                                  torch.as_tensor(batch["next_action"]))).max(0).values
+            next_risk = (
+                torch.sigmoid(self.target(torch.as_tensor(batch["next_state"]), torch.as_tensor(batch["next_action"])))
+                .max(0)
+                .values
+            )
             continues = torch.as_tensor(~batch["terminated"], dtype=torch.float32)
             return cost + (1 - cost) * continues * self.config.discount * next_risk
 
@@ -122,8 +135,13 @@ class SafetyCritic:
         return RiskModel.from_critic(self.critic, self.state_dim)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"critic": self.critic.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates, "rng": self.rng.bit_generator.state}
+        return {
+            "critic": self.critic.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+            "rng": self.rng.bit_generator.state,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.critic.load_state_dict(state["critic"])
@@ -159,8 +177,11 @@ class RiskModel:
             weight, bias = (None, None) if index == 0 else (layer["weight"], layer["bias"])
             if "scale" in layer:
                 width = layer["weight"].shape[-1]
-                scale, shift = (layer["scale"], layer["shift"]) if index else (
-                    layer["scale"].reshape(self._members, width), layer["shift"].reshape(self._members, width))
+                scale, shift = (
+                    (layer["scale"], layer["shift"])
+                    if index
+                    else (layer["scale"].reshape(self._members, width), layer["shift"].reshape(self._members, width))
+                )
                 mean_column = np.full((width, 1), 1.0 / width, np.float32)
                 self._plan.append((weight, bias, mean_column, scale, shift))
             else:
@@ -171,8 +192,10 @@ class RiskModel:
         layers, modules = [], list(critic.net)
         for index, module in enumerate(modules):
             if hasattr(module, "weight") and module.weight.dim() == 3:  # EnsembleLinear (members, in, out)
-                layer = {"weight": module.weight.detach().numpy().astype(np.float32),
-                         "bias": module.bias.detach().numpy().astype(np.float32)}
+                layer = {
+                    "weight": module.weight.detach().numpy().astype(np.float32),
+                    "bias": module.bias.detach().numpy().astype(np.float32),
+                }
                 norm = modules[index + 1] if index + 1 < len(modules) else None
                 if norm is not None and hasattr(norm, "scale"):
                     layer["scale"] = norm.scale.detach().numpy().astype(np.float32)

@@ -20,9 +20,18 @@ from .interrupts import deferred_interrupt
 from .transport import Transport
 
 
-def run_episode(env, agent, human, safety, transport: Transport, writer, demo: bool, seed: int | None,
-                after_step: Callable[[bool], bool] | None = None,
-                stop: threading.Event | None = None) -> dict[str, Any] | None:
+def run_episode(
+    env,
+    agent,
+    human,
+    safety,
+    transport: Transport,
+    writer,
+    demo: bool,
+    seed: int | None,
+    after_step: Callable[[bool], bool] | None = None,
+    stop: threading.Event | None = None,
+) -> dict[str, Any] | None:
     """Act until the episode ends; ``after_step(intervened)`` is called after each step and ends
     the episode early by returning True (a spent step budget). Returns the episode's stats, or None
     when ``stop`` (a Ctrl-C request) was set during the episode: its recording is then dropped."""
@@ -43,14 +52,40 @@ def run_episode(env, agent, human, safety, transport: Transport, writer, demo: b
         human.observe(task_progress(env, reward))
         violation = int(info.get("violation", 0))
         safety.observe(violation)
-        transport.send_transitions([{
-            "obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "terminated": terminated,
-            "truncated": truncated, "intervened": bool(active), "demo": demo, "first": length == 0,
-            "cost": float(violation != 0), "filtered": filtered, "policy_action": policy_action,
-            "success": bool(info["success"]), "violation": violation, "episode": uid, "step": length}])
+        transport.send_transitions(
+            [
+                {
+                    "obs": obs,
+                    "action": action,
+                    "reward": reward,
+                    "next_obs": next_obs,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "intervened": bool(active),
+                    "demo": demo,
+                    "first": length == 0,
+                    "cost": float(violation != 0),
+                    "filtered": filtered,
+                    "policy_action": policy_action,
+                    "success": bool(info["success"]),
+                    "violation": violation,
+                    "episode": uid,
+                    "step": length,
+                }
+            ]
+        )
         if writer is not None:
-            writer.add(next_obs, action, reward, terminated, truncated, policy_action=policy_action,
-                       success=info["success"], intervened=bool(active), safety_flags=violation)
+            writer.add(
+                next_obs,
+                action,
+                reward,
+                terminated,
+                truncated,
+                policy_action=policy_action,
+                success=info["success"],
+                intervened=bool(active),
+                safety_flags=violation,
+            )
         ret += reward
         length += 1
         interventions += bool(active)
@@ -63,8 +98,15 @@ def run_episode(env, agent, human, safety, transport: Transport, writer, demo: b
         obs = next_obs
         if terminated or truncated or budget_spent:
             break
-    stats = {"success": bool(info["success"]), "return": ret, "length": length, "interventions": interventions,
-             "continuity_cost": continuity_cost(np.asarray(actions)), "seed": seed, **safety.stats()}
+    stats = {
+        "success": bool(info["success"]),
+        "return": ret,
+        "length": length,
+        "interventions": interventions,
+        "continuity_cost": continuity_cost(np.asarray(actions)),
+        "seed": seed,
+        **safety.stats(),
+    }
     if writer is not None:
         with deferred_interrupt():
             extra = {} if randomization is None else {"randomization": randomization}

@@ -20,13 +20,45 @@ from .config import ConfigError
 
 DEFINITION_FILE = "task_definition.json"
 # task settings that define the problem a checkpoint learned (absent ones are skipped: not every task has each)
-TASK_KEYS = ("name", "id", "env_name", "robot", "kwargs", "reward", "control_rate_hz", "physics_rate_hz",
-             "episode_steps", "terminate_on_success", "action_dim", "pos_step", "rot_step", "cameras", "image_size",
-             "object_state", "force_torque", "privileged_state")
+TASK_KEYS = (
+    "name",
+    "id",
+    "env_name",
+    "robot",
+    "kwargs",
+    "reward",
+    "control_rate_hz",
+    "physics_rate_hz",
+    "episode_steps",
+    "terminate_on_success",
+    "action_dim",
+    "pos_step",
+    "rot_step",
+    "cameras",
+    "image_size",
+    "object_state",
+    "force_torque",
+    "privileged_state",
+)
 # agent settings that shape its networks or how it explores
-AGENT_KEYS = ("name", "hidden", "critic_ensemble", "exploration", "sde_full_std", "sde_use_expln", "gripper_critic",
-              "camera_encoder", "camera_feature_dim", "camera_strides", "levels", "bins", "atoms", "v_min", "v_max",
-              "horizon")
+AGENT_KEYS = (
+    "name",
+    "hidden",
+    "critic_ensemble",
+    "exploration",
+    "sde_full_std",
+    "sde_use_expln",
+    "gripper_critic",
+    "camera_encoder",
+    "camera_feature_dim",
+    "camera_strides",
+    "levels",
+    "bins",
+    "atoms",
+    "v_min",
+    "v_max",
+    "horizon",
+)
 
 
 def task_definition(cfg: DictConfig, agent) -> dict[str, Any]:
@@ -57,14 +89,19 @@ def check_task_definition(folder: Path, definition: dict[str, Any]) -> None:
     try:
         saved = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError("train.resume", str(folder), f"a checkpoint with a readable {DEFINITION_FILE} "
-                          f"({type(error).__name__})") from None
+        raise ConfigError(
+            "train.resume", str(folder), f"a checkpoint with a readable {DEFINITION_FILE} ({type(error).__name__})"
+        ) from None
     if not isinstance(saved, dict):
         raise ConfigError("train.resume", str(folder), f"a checkpoint whose {DEFINITION_FILE} is a JSON object")
     for key in sorted(set(saved) | set(definition)):
         if saved.get(key) != definition.get(key):
-            raise ConfigError(key, definition.get(key), f"{saved.get(key)!r} as the checkpoint {folder} has it "
-                              "(a resumed run keeps its task definition; start a new train.run_dir instead)")
+            raise ConfigError(
+                key,
+                definition.get(key),
+                f"{saved.get(key)!r} as the checkpoint {folder} has it "
+                "(a resumed run keeps its task definition; start a new train.run_dir instead)",
+            )
 
 
 def load_tensors(key: str, path: Path, device: torch.device | str = "cpu") -> Any:
@@ -74,8 +111,11 @@ def load_tensors(key: str, path: Path, device: torch.device | str = "cpu") -> An
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except Exception as error:  # noqa: BLE001 - UnpicklingError (code, unknown classes), RuntimeError, EOFError
-        raise ConfigError(key, str(path), "a file of tensors and plain values written by robot_rl "
-                          f"({type(error).__name__}: it is not one)") from None
+        raise ConfigError(
+            key,
+            str(path),
+            f"a file of tensors and plain values written by robot_rl ({type(error).__name__}: it is not one)",
+        ) from None
 
 
 def load_agent(key: str, agent, path: Path) -> None:
@@ -87,5 +127,8 @@ def load_agent(key: str, agent, path: Path) -> None:
     except ValueError as error:  # check_identity: the checkpoint's agent, observations or actions differ
         raise ConfigError(key, str(path.parent), f"a checkpoint of this agent and task ({error})") from None
     except (KeyError, TypeError, AttributeError, RuntimeError) as error:
-        raise ConfigError(key, str(path.parent), f"a complete robot_rl agent checkpoint ({type(error).__name__}: "
-                          f"{' '.join(str(error).split())[:200]})") from None
+        raise ConfigError(
+            key,
+            str(path.parent),
+            f"a complete robot_rl agent checkpoint ({type(error).__name__}: {' '.join(str(error).split())[:200]})",
+        ) from None

@@ -27,9 +27,13 @@ def train_classifier(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("classifier.store", settings.store, "an episode store with labelled frames")
     out = output_path("classifier.out", settings.out, folder=False)
     seed = integer("seed", cfg.seed)
-    config = module.RewardClassifierConfig(cameras=tuple(settings.cameras), camera_encoder=settings.camera_encoder,
-                                           pretrained_weights=settings.pretrained_weights, updates=settings.updates,
-                                           threshold=settings.threshold)
+    config = module.RewardClassifierConfig(
+        cameras=tuple(settings.cameras),
+        camera_encoder=settings.camera_encoder,
+        pretrained_weights=settings.pretrained_weights,
+        updates=settings.updates,
+        threshold=settings.threshold,
+    )
     images, labels, groups = module.frames_from_store(settings.store, config.cameras)
     model, report = module.train_reward_classifier(images, labels, groups, config, seed=seed)
     out.parent.mkdir(parents=True, exist_ok=True)

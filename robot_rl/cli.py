@@ -30,8 +30,15 @@ from .config import ConfigError
 from .data.episode_store import EpisodeStoreError
 
 # bad input: a config value, or a path the user gave that is missing, taken or of the wrong kind -> exit code 2
-USER_ERRORS = (ConfigError, EpisodeStoreError, FileNotFoundError, FileExistsError, NotADirectoryError,
-               IsADirectoryError, PermissionError)
+USER_ERRORS = (
+    ConfigError,
+    EpisodeStoreError,
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
+)
 VERBS = ("train", "eval", "collect", "data", "classifier", "launch", "tasks", "config")
 DATA_COMMANDS = ("info", "show", "export", "merge")
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
@@ -97,7 +104,11 @@ def one_line(error: BaseException) -> str:
 def _data_key(override: str) -> str:
     """``store=x`` -> ``data.store=x`` for the data commands."""
     key = override.partition("=")[0]
-    return override if "." in key or key.lstrip("+~") not in ("store", "episode", "episodes", "out", "inputs") else f"data.{override}"
+    return (
+        override
+        if "." in key or key.lstrip("+~") not in ("store", "episode", "episodes", "out", "inputs")
+        else f"data.{override}"
+    )
 
 
 def run_data_command(command: str, cfg: DictConfig) -> None:

@@ -25,8 +25,15 @@ from .interrupts import interrupt_requests
 from .robustness import randomized
 
 
-def run_episode(env, expert, writer, seed: int, action_noise: float = 0.0, noise_correlation: float = 0.0,
-                stop: threading.Event | None = None) -> dict[str, Any] | None:
+def run_episode(
+    env,
+    expert,
+    writer,
+    seed: int,
+    action_noise: float = 0.0,
+    noise_correlation: float = 0.0,
+    stop: threading.Event | None = None,
+) -> dict[str, Any] | None:
     """Roll out one expert episode into ``writer`` (not committed); returns its summary, or None if ``stop`` was set
     before the episode ended.
     ``action_noise``: std of the AR(1) noise added to the expert's actions (normalised units),
@@ -36,7 +43,7 @@ def run_episode(env, expert, writer, seed: int, action_noise: float = 0.0, noise
     expert.reset()
     rng = np.random.default_rng(seed)
     noise = np.zeros(env.action_space.shape, np.float32)
-    innovation = action_noise * np.sqrt(1.0 - noise_correlation ** 2)  # keeps the stationary std at action_noise
+    innovation = action_noise * np.sqrt(1.0 - noise_correlation**2)  # keeps the stationary std at action_noise
     writer.start(obs)
     ret, violations = 0.0, 0
     while True:
@@ -48,13 +55,26 @@ def run_episode(env, expert, writer, seed: int, action_noise: float = 0.0, noise
         ret += reward
         flags = int(info.get("violation", 0))
         violations += bool(flags)
-        writer.add(obs, action, reward, terminated, truncated, success=info["success"], intervened=not action_noise,
-                   safety_flags=flags)
+        writer.add(
+            obs,
+            action,
+            reward,
+            terminated,
+            truncated,
+            success=info["success"],
+            intervened=not action_noise,
+            safety_flags=flags,
+        )
         if stop is not None and stop.is_set():
             return None
         if terminated or truncated:
-            summary = {"success": bool(info["success"]), "return": ret, "length": len(writer), "seed": seed,
-                       "violations": violations}
+            summary = {
+                "success": bool(info["success"]),
+                "return": ret,
+                "length": len(writer),
+                "seed": seed,
+                "violations": violations,
+            }
             return summary if randomization is None else {**summary, "randomization": randomization}
 
 
@@ -76,8 +96,9 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
         store = EpisodeStore.create(out, store_metadata(task, env))
     except EpisodeStoreError as error:
         env.close()
-        raise ConfigError("collect.out", str(out), f"a new folder, an empty one or an episode store of this task "
-                          f"({error})") from None
+        raise ConfigError(
+            "collect.out", str(out), f"a new folder, an empty one or an episode store of this task ({error})"
+        ) from None
     writer = store.writer()
     results: list[dict[str, Any]] = []
     progress = tqdm(range(episodes), desc=f"collect {task['name']}", unit="ep")

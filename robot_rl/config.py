@@ -150,4 +150,3 @@ def settings_of(prefix: str, cls: type[Settings], values: Mapping[str, Any] | No
         if key not in known:
             raise ConfigError(f"{prefix}.{key}", values[key], "one of " + ", ".join(sorted(known)))
     return cls(**values)
-

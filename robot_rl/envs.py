@@ -63,7 +63,9 @@ def _make_task_env(task: Mapping[str, Any], overrides: dict[str, Any]) -> gym.En
         try:
             return ContractWrapper(gym.make(env_id, **dict(task.get("kwargs") or {}), **overrides))
         except TypeError as error:
-            raise ConfigError("task.kwargs", dict(task.get("kwargs") or {}), f"arguments {env_id} accepts ({error})") from None
+            raise ConfigError(
+                "task.kwargs", dict(task.get("kwargs") or {}), f"arguments {env_id} accepts ({error})"
+            ) from None
     kwargs = {**env_kwargs(task), **overrides}
     entry_point = gym.registry[env_id].entry_point
     if isinstance(entry_point, str):
@@ -89,10 +91,12 @@ class PrivilegedState(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         if "state" not in env.observation_space.spaces:
-            raise ConfigError("task.privileged_state", True, "a task with a state observation (task.object_state or "
-                              "proprioception)")
-        self.observation_space = gym.spaces.Dict({**env.observation_space.spaces,
-                                                  PRIVILEGED_KEY: env.observation_space.spaces["state"]})
+            raise ConfigError(
+                "task.privileged_state", True, "a task with a state observation (task.object_state or proprioception)"
+            )
+        self.observation_space = gym.spaces.Dict(
+            {**env.observation_space.spaces, PRIVILEGED_KEY: env.observation_space.spaces["state"]}
+        )
 
     def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
         return {**observation, PRIVILEGED_KEY: observation["state"].copy()}
@@ -106,7 +110,10 @@ def _accepted_keywords(env_class: type) -> set[str]:
         if init is None or cls is object:
             continue
         for name, parameter in inspect.signature(init).parameters.items():
-            if name != "self" and parameter.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
+            if name != "self" and parameter.kind not in (
+                inspect.Parameter.VAR_KEYWORD,
+                inspect.Parameter.VAR_POSITIONAL,
+            ):
                 names.add(name)
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
             break
@@ -117,8 +124,12 @@ def make_expert(task: Mapping[str, Any], env: gym.Env):
     """The task's scripted expert (the sim's stand-in for a human), or a ConfigError."""
     entry_point = task.get("expert")
     if not entry_point:
-        raise ConfigError("task.expert", entry_point, f"a scripted expert; task {task.get('name')!r} has none, so run "
-                          "without demos and interventions (train.demo_episodes=0 human.enabled=false)")
+        raise ConfigError(
+            "task.expert",
+            entry_point,
+            f"a scripted expert; task {task.get('name')!r} has none, so run "
+            "without demos and interventions (train.demo_episodes=0 human.enabled=false)",
+        )
     return load_entry_point(entry_point)(env)
 
 

@@ -22,9 +22,13 @@ def matrix_from_rotvec(rotvec: np.ndarray) -> np.ndarray:
         return np.array([[1.0, -z, y], [z, 1.0, -x], [-y, x, 1.0]])
     x, y, z = x / angle, y / angle, z / angle
     s, c = math.sin(angle), 1.0 - math.cos(angle)
-    return np.array([[1.0 + c * (x * x - 1.0), c * x * y - s * z, c * x * z + s * y],
-                     [c * x * y + s * z, 1.0 + c * (y * y - 1.0), c * y * z - s * x],
-                     [c * x * z - s * y, c * y * z + s * x, 1.0 + c * (z * z - 1.0)]])
+    return np.array(
+        [
+            [1.0 + c * (x * x - 1.0), c * x * y - s * z, c * x * z + s * y],
+            [c * x * y + s * z, 1.0 + c * (y * y - 1.0), c * y * z - s * x],
+            [c * x * z - s * y, c * y * z + s * x, 1.0 + c * (z * z - 1.0)],
+        ]
+    )
 
 
 def rotvec_from_matrix(rot: np.ndarray) -> np.ndarray:
@@ -88,8 +92,15 @@ def yaw_matrix(yaw: float) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
-def delta_target(pos: np.ndarray, rot: np.ndarray, action: np.ndarray, pos_step: float, rot_step: float,
-                 workspace: np.ndarray, held_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def delta_target(
+    pos: np.ndarray,
+    rot: np.ndarray,
+    action: np.ndarray,
+    pos_step: float,
+    rot_step: float,
+    workspace: np.ndarray,
+    held_rot: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """The TCP target a delta action asks for (the robot_rl action contract).
 
     ``action`` in [-1, 1]^D is (dx, dy, dz, [drx, dry, drz,] gripper) in the TCP frame: the target

@@ -62,8 +62,15 @@ class NodeSpec:
         if not self.hydra:
             return [sys.executable, "-m", self.module, *self.args, *(self.sim_time_args if self.sim_time else []), *ros]
         overrides = [o for o in overrides if not o.startswith(f"{SIM_TIME_KEY}=")]  # the resolved value instead
-        return [sys.executable, "-m", self.module, *self.args, *overrides,
-                f"{SIM_TIME_KEY}={'true' if self.sim_time else 'false'}", *ros]
+        return [
+            sys.executable,
+            "-m",
+            self.module,
+            *self.args,
+            *overrides,
+            f"{SIM_TIME_KEY}={'true' if self.sim_time else 'false'}",
+            *ros,
+        ]
 
 
 def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
@@ -74,8 +81,9 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
     for index, entry in enumerate(graph.get("nodes") or []):
         unknown = set(entry) - known
         if unknown or "name" not in entry or "module" not in entry:
-            raise ConfigError(f"graph.nodes[{index}]", entry,
-                              f"name, module and optionally {sorted(known - {'name', 'module'})}")
+            raise ConfigError(
+                f"graph.nodes[{index}]", entry, f"name, module and optionally {sorted(known - {'name', 'module'})}"
+            )
         entry["args"] = [str(a) for a in entry.get("args", [])]
         node = NodeSpec(**entry)
         if node.only_with_sim is None or node.only_with_sim == bool(graph.get("with_sim", False)):
@@ -88,15 +96,27 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
     if not isinstance(sim_time, bool):
         raise ConfigError(SIM_TIME_KEY, sim_time, "true, false or null (the graph's default)")
     if sim_time and not any(node.clock for node in nodes):
-        raise ConfigError(SIM_TIME_KEY, True, f"a graph with a sim robot node to own /clock; graph "
-                          f"{graph.get('name')} has none (on a real cell set ros.sim_time=false)")
+        raise ConfigError(
+            SIM_TIME_KEY,
+            True,
+            f"a graph with a sim robot node to own /clock; graph "
+            f"{graph.get('name')} has none (on a real cell set ros.sim_time=false)",
+        )
     for node in nodes:
         node.sim_time = sim_time
     robot = OmegaConf.to_container(cfg.robot, resolve=True) if cfg.get("robot") else None
     if robot:
         if robot.get("bridge"):
-            nodes.insert(0, NodeSpec(name="bridge", module=robot["bridge"]["module"], hydra=False,
-                                     args=[str(a) for a in robot["bridge"].get("args", [])], respawn=True))
+            nodes.insert(
+                0,
+                NodeSpec(
+                    name="bridge",
+                    module=robot["bridge"]["module"],
+                    hydra=False,
+                    args=[str(a) for a in robot["bridge"].get("args", [])],
+                    respawn=True,
+                ),
+            )
         remaps = [arg for source, target in robot.get("topics", {}).items() for arg in ("-r", f"{source}:={target}")]
         for node in nodes:
             node.ros_args = remaps
@@ -138,8 +158,12 @@ def ros_environment(ros: DictConfig) -> dict[str, str]:
     if isinstance(domain, str) and domain.strip().isdigit():
         domain = int(domain)
     if isinstance(domain, bool) or not isinstance(domain, int) or domain not in DOMAIN_IDS:
-        raise ConfigError(key, domain, "an integer in 0..101 or 215..232 (the ROS 2 domain ids usable on Linux; "
-                                       "ros.domain_id overrides the shell's ROS_DOMAIN_ID)")
+        raise ConfigError(
+            key,
+            domain,
+            "an integer in 0..101 or 215..232 (the ROS 2 domain ids usable on Linux; "
+            "ros.domain_id overrides the shell's ROS_DOMAIN_ID)",
+        )
     discovery = choice("ros.discovery", ros.get("discovery"), DISCOVERY_RANGES)
     return {"ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": DISCOVERY_RANGES[discovery]}
 
@@ -148,8 +172,14 @@ class Launcher:
     """Child processes of one graph, their output, and their shutdown. ``env``: variables set for every node on
     top of this process's environment (:func:`ros_environment`)."""
 
-    def __init__(self, nodes: list[NodeSpec], overrides: list[str], grace: float = 10.0, out=None,
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        nodes: list[NodeSpec],
+        overrides: list[str],
+        grace: float = 10.0,
+        out=None,
+        env: dict[str, str] | None = None,
+    ):
         self.nodes, self.overrides, self.grace, self.env = nodes, overrides, grace, env or {}
         self.out = out or sys.stdout
         self.processes: dict[str, subprocess.Popen] = {}
@@ -158,8 +188,14 @@ class Launcher:
 
     def start(self, node: NodeSpec) -> None:
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-        process = subprocess.Popen(node.command(self.overrides), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   env=env, text=True, bufsize=1)
+        process = subprocess.Popen(
+            node.command(self.overrides),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
         self.processes[node.name] = process
         threading.Thread(target=self._relay, args=(node.name, process), daemon=True).start()
         self.say(f"started {node.name} (pid {process.pid}): {' '.join(node.command(self.overrides)[1:])}")
@@ -253,15 +289,19 @@ def launch_description(graph: str) -> Any:
         env = ros_environment(cfg.ros)
         actions = []
         for node in graph_nodes(cfg):
-            process = ExecuteProcess(cmd=node.command(overrides), name=node.name, output="screen", respawn=node.respawn,
-                                     additional_env=env)
+            process = ExecuteProcess(
+                cmd=node.command(overrides), name=node.name, output="screen", respawn=node.respawn, additional_env=env
+            )
             actions.append(process)
             if node.required:
-                actions.append(RegisterEventHandler(OnProcessExit(target_action=process,
-                                                                  on_exit=[EmitEvent(event=Shutdown())])))
+                actions.append(
+                    RegisterEventHandler(OnProcessExit(target_action=process, on_exit=[EmitEvent(event=Shutdown())]))
+                )
         return actions
 
-    return LaunchDescription([
-        DeclareLaunchArgument("overrides", default_value="", description="Hydra overrides, e.g. 'task=reach'"),
-        OpaqueFunction(function=nodes),
-    ])
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("overrides", default_value="", description="Hydra overrides, e.g. 'task=reach'"),
+            OpaqueFunction(function=nodes),
+        ]
+    )

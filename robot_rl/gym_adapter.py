@@ -36,14 +36,12 @@ class ContractWrapper(gym.Wrapper):
                     spaces[key] = gym.spaces.Box(-np.inf, np.inf, (int(np.prod(sub.shape)),), np.float32)
                 self._keys[key] = spaces[key]
         else:
-            raise ConfigError("task.id", name,
-                              f"an env with Box or Dict observations; it has {space}")
+            raise ConfigError("task.id", name, f"an env with Box or Dict observations; it has {space}")
         action = env.action_space
         if not isinstance(action, gym.spaces.Box):
             raise ConfigError("task.id", name, f"an env with Box actions; it has {action}")
         if not (np.all(np.isfinite(action.low)) and np.all(np.isfinite(action.high))):
-            raise ConfigError("task.id", name,
-                              f"finite action bounds; it has low={action.low}, high={action.high}")
+            raise ConfigError("task.id", name, f"finite action bounds; it has low={action.low}, high={action.high}")
         self._low, self._high = action.low.astype(np.float64), action.high.astype(np.float64)
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, action.shape, np.float32)
@@ -51,8 +49,10 @@ class ContractWrapper(gym.Wrapper):
     def _obs(self, obs: Any) -> dict[str, np.ndarray]:
         if self._keys is None:
             return {"state": np.asarray(obs, np.float32).ravel()}
-        return {key: np.asarray(obs[key]) if space.dtype == np.uint8 else np.asarray(obs[key], np.float32).ravel()
-                for key, space in self._keys.items()}
+        return {
+            key: np.asarray(obs[key]) if space.dtype == np.uint8 else np.asarray(obs[key], np.float32).ravel()
+            for key, space in self._keys.items()
+        }
 
     @staticmethod
     def _info(info: dict[str, Any]) -> dict[str, Any]:

@@ -48,21 +48,25 @@ def randomized(env: gym.Env, randomization: Mapping[str, Any] | None, seed: int 
     return DomainRandomization(env, entries, seed=int(randomization.get("seed", seed)))
 
 
-def robustness_sweep(agent, task: Mapping[str, Any], randomization: Mapping[str, Any], points: int, episodes: int,
-                     seed: int) -> list[dict[str, Any]]:
+def robustness_sweep(
+    agent, task: Mapping[str, Any], randomization: Mapping[str, Any], points: int, episodes: int, seed: int
+) -> list[dict[str, Any]]:
     """Rows of {entry, attribute, mode, value, success_rate, mean_length, ...}; the first is nominal."""
     from sim.randomization import DomainRandomization
 
     env = make_env(task)
-    rows = [{"entry": "nominal", "attribute": None, "mode": None, "value": None, **evaluate(agent, env, episodes, seed)}]
+    rows = [
+        {"entry": "nominal", "attribute": None, "mode": None, "value": None, **evaluate(agent, env, episodes, seed)}
+    ]
     env.close()
     for entry in randomization_entries(randomization):
         env = DomainRandomization(make_env(task), [entry], seed=seed)
         for value in entry.grid(points):
             env.fix(entry.name, float(value))
             result = evaluate(agent, env, episodes, seed)
-            rows.append({"entry": entry.name, "attribute": entry.attribute, "mode": entry.mode, "value": float(value),
-                         **result})
+            rows.append(
+                {"entry": entry.name, "attribute": entry.attribute, "mode": entry.mode, "value": float(value), **result}
+            )
         env.close()
     return rows
 

@@ -43,14 +43,18 @@ class InterventionRules:
     max_takeovers: int = 3
 
     def __post_init__(self) -> None:
-        require_all("human", self, {
-            "enabled": (isinstance(self.enabled, bool), "true or false"),
-            "stall_steps": (is_integer(self.stall_steps) and self.stall_steps >= 1, "an integer >= 1"),
-            "takeover_steps": (is_integer(self.takeover_steps) and self.takeover_steps >= 1, "an integer >= 1"),
-            "min_progress": (is_number(self.min_progress) and self.min_progress >= 0, "a number >= 0"),
-            "drop_tolerance": (is_number(self.drop_tolerance) and self.drop_tolerance >= 0, "a number >= 0"),
-            "max_takeovers": (is_integer(self.max_takeovers) and self.max_takeovers >= 0, "an integer >= 0"),
-        })
+        require_all(
+            "human",
+            self,
+            {
+                "enabled": (isinstance(self.enabled, bool), "true or false"),
+                "stall_steps": (is_integer(self.stall_steps) and self.stall_steps >= 1, "an integer >= 1"),
+                "takeover_steps": (is_integer(self.takeover_steps) and self.takeover_steps >= 1, "an integer >= 1"),
+                "min_progress": (is_number(self.min_progress) and self.min_progress >= 0, "a number >= 0"),
+                "drop_tolerance": (is_number(self.drop_tolerance) and self.drop_tolerance >= 0, "a number >= 0"),
+                "max_takeovers": (is_integer(self.max_takeovers) and self.max_takeovers >= 0, "an integer >= 0"),
+            },
+        )
 
 
 class ScriptedHuman:

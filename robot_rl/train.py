@@ -76,18 +76,40 @@ class Counters:
 
 def settings_from(cfg: DictConfig) -> TrainSettings:
     settings = settings_of("train", TrainSettings, OmegaConf.to_container(cfg, resolve=True))
-    for key in ("env_steps", "batch_size", "n_step", "buffer_capacity", "weights_every", "eval_every",
-                "eval_episodes", "final_eval_episodes", "checkpoint_every", "torch_threads", "max_lag"):
+    for key in (
+        "env_steps",
+        "batch_size",
+        "n_step",
+        "buffer_capacity",
+        "weights_every",
+        "eval_every",
+        "eval_episodes",
+        "final_eval_episodes",
+        "checkpoint_every",
+        "torch_threads",
+        "max_lag",
+    ):
         positive(f"train.{key}", getattr(settings, key), integer=True)
-    require_all("train", settings, {
-        "run_dir": (isinstance(settings.run_dir, str) and settings.run_dir.strip() != "", "the path of the run folder"),
-        "demo_episodes": (is_integer(settings.demo_episodes) and settings.demo_episodes >= 0, "an integer >= 0"),
-        "start_training": (is_integer(settings.start_training) and settings.start_training >= 0, "an integer >= 0"),
-        "demo_fraction": (is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
-                          "a number in [0, 1]"),
-        **{key: (isinstance(getattr(settings, key), bool), "true or false")
-           for key in ("resume", "sync", "record_episodes", "deterministic")},
-    })
+    require_all(
+        "train",
+        settings,
+        {
+            "run_dir": (
+                isinstance(settings.run_dir, str) and settings.run_dir.strip() != "",
+                "the path of the run folder",
+            ),
+            "demo_episodes": (is_integer(settings.demo_episodes) and settings.demo_episodes >= 0, "an integer >= 0"),
+            "start_training": (is_integer(settings.start_training) and settings.start_training >= 0, "an integer >= 0"),
+            "demo_fraction": (
+                is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
+                "a number in [0, 1]",
+            ),
+            **{
+                key: (isinstance(getattr(settings, key), bool), "true or false")
+                for key in ("resume", "sync", "record_episodes", "deterministic")
+            },
+        },
+    )
     return settings
 
 
@@ -116,8 +138,17 @@ class Learner:
     environment); the buffers keep the executed action too, for the safety critic.
     """
 
-    def __init__(self, agent, settings: TrainSettings, shapes: dict[str, tuple[int, ...]], action_dim: int,
-                 transport: Transport, seed: int, safety=None, safety_settings: SafetySettings | None = None):
+    def __init__(
+        self,
+        agent,
+        settings: TrainSettings,
+        shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        transport: Transport,
+        seed: int,
+        safety=None,
+        safety_settings: SafetySettings | None = None,
+    ):
         self.agent, self.settings, self.transport = agent, settings, transport
         self.safety = safety  # SafetyLearner or None
         enabled = safety_settings is not None and safety_settings.enabled
@@ -156,8 +187,17 @@ class Learner:
             self.demo.close_episode()
         filtered = bool(t.get("filtered", False))
         learned = t["policy_action"] if filtered and self.relabel_proposed else t["action"]
-        args = (t["obs"], t["action"], t["reward"] - self.safety_penalty * filtered, t["next_obs"],
-                t["terminated"], t["truncated"], t["intervened"], t.get("cost", 0.0), learned)
+        args = (
+            t["obs"],
+            t["action"],
+            t["reward"] - self.safety_penalty * filtered,
+            t["next_obs"],
+            t["terminated"],
+            t["truncated"],
+            t["intervened"],
+            t.get("cost", 0.0),
+            learned,
+        )
         if t["demo"]:
             self.demo.add(*args)
             return
@@ -165,8 +205,12 @@ class Learner:
         self.online_received += 1
         stream = str(t.get("actor", ""))
         before = self.last_step.get(stream)
-        follows = (before is not None and not t["first"] and before[0] == t.get("episode")
-                   and (t.get("step") is None or before[1] == t["step"] - 1))
+        follows = (
+            before is not None
+            and not t["first"]
+            and before[0] == t.get("episode")
+            and (t.get("step") is None or before[1] == t["step"] - 1)
+        )
         if t["intervened"]:
             if not (follows and before[3]):  # a new takeover: a segment of its own
                 self.demo.close_episode()
@@ -195,8 +239,12 @@ class Learner:
         return sent - self.taken + self.due_updates()
 
     def sample(self) -> dict[str, Any]:
-        return self.sampler.sample(self.settings.batch_size, n_step=self.settings.n_step,
-                                   gamma=self.agent.config.discount, sequence_length=self.agent.sequence_length)
+        return self.sampler.sample(
+            self.settings.batch_size,
+            n_step=self.settings.n_step,
+            gamma=self.agent.config.discount,
+            sequence_length=self.agent.sequence_length,
+        )
 
     def start(self) -> None:
         """Run :meth:`run` in a daemon thread."""
@@ -223,7 +271,9 @@ class Learner:
                 self.report_progress()
                 self.update_while_due()  # also a resumed run's updates, due before anything arrives
                 elapsed = time.monotonic() - started
-                self.updates_per_second = (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
+                self.updates_per_second = (
+                    (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
+                )
         except BaseException as error:  # noqa: BLE001 - surfaced by the actor thread
             self.error = error
         finally:
@@ -288,10 +338,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     checkpoint_dir = run_dir / "checkpoint"
     if run_dir.exists() and any(run_dir.iterdir()) and not settings.resume:
         raise ConfigError("train.run_dir", str(run_dir), "a new folder (or train.resume=true to continue that run)")
-    if settings.resume and not ((run_dir / "config.yaml").is_file()
-                                and (latest(checkpoint_dir) / "counters.json").is_file()):
-        raise ConfigError("train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {run_dir} "
-                          "is not one")
+    if settings.resume and not (
+        (run_dir / "config.yaml").is_file() and (latest(checkpoint_dir) / "counters.json").is_file()
+    ):
+        raise ConfigError(
+            "train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {run_dir} is not one"
+        )
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(settings.deterministic)
 
@@ -305,8 +357,16 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     else:
         human = NoHuman()
     transport = LocalTransport()
-    learner = Learner(learner_agent, settings, shapes, action_dim, transport, seed,
-                      make_safety_learner(safety, shapes, action_dim, seed), safety)
+    learner = Learner(
+        learner_agent,
+        settings,
+        shapes,
+        action_dim,
+        transport,
+        seed,
+        make_safety_learner(safety, shapes, action_dim, seed),
+        safety,
+    )
     safety_actor = SafetyActor(safety)
     definition = task_definition(cfg, learner_agent)
     counters = Counters()
@@ -320,8 +380,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     store = None
     if settings.record_episodes:
-        store = EpisodeStore.create(run_dir / "episodes.zarr", {
-            **store_metadata(task, env), "config": OmegaConf.to_container(cfg, resolve=True)})
+        store = EpisodeStore.create(
+            run_dir / "episodes.zarr",
+            {**store_metadata(task, env), "config": OmegaConf.to_container(cfg, resolve=True)},
+        )
     writer = store.writer() if store is not None else None
 
     from torch.utils.tensorboard import SummaryWriter
@@ -330,8 +392,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     learner.start()
     rng = np.random.default_rng(seed + counters.episodes)
     started = time.monotonic() - counters.wall_seconds
-    progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"train {task.get('name')}", unit="step",
-                    mininterval=1.0)
+    progress = tqdm(
+        total=settings.env_steps,
+        initial=counters.env_steps,
+        desc=f"train {task.get('name')}",
+        unit="step",
+        mininterval=1.0,
+    )
     last_eval = counters.history[-1]["env_steps"] if counters.history else 0
     last_checkpoint = counters.env_steps
     interrupted = False
@@ -342,8 +409,18 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             while counters.env_steps < settings.env_steps and not stop.is_set():
                 demo = counters.demo_episodes_done < settings.demo_episodes
                 episode_seed = int(rng.integers(2**31))
-                stats = run_episode(env, actor_agent, human, safety_actor, transport, writer, demo, episode_seed,
-                                    counting_steps(settings, counters, learner, transport, progress, demo), stop)
+                stats = run_episode(
+                    env,
+                    actor_agent,
+                    human,
+                    safety_actor,
+                    transport,
+                    writer,
+                    demo,
+                    episode_seed,
+                    counting_steps(settings, counters, learner, transport, progress, demo),
+                    stop,
+                )
                 if stats is None:
                     break  # stopped mid-episode: its recording is dropped
                 if settings.deterministic:
@@ -366,8 +443,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                     episodes = settings.final_eval_episodes if finished else settings.eval_episodes
                     result = evaluate(actor_agent, eval_env, episodes, seed=10**6)
                     record_eval(tb, counters, result, started)
-                    progress.set_postfix(eval_success=f"{result['success_rate']:.2f}",
-                                         interventions=f"{recent_intervention_rate(counters):.2f}")
+                    progress.set_postfix(
+                        eval_success=f"{result['success_rate']:.2f}",
+                        interventions=f"{recent_intervention_rate(counters):.2f}",
+                    )
                 if counters.env_steps - last_checkpoint >= settings.checkpoint_every:
                     last_checkpoint = counters.env_steps
                     counters.wall_seconds = time.monotonic() - started
@@ -393,8 +472,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
-def counting_steps(settings: TrainSettings, counters: Counters, learner: Learner, transport: LocalTransport,
-                   progress, demo: bool):
+def counting_steps(
+    settings: TrainSettings, counters: Counters, learner: Learner, transport: LocalTransport, progress, demo: bool
+):
     """``after_step`` for :func:`~robot_rl.actor.run_episode`: counts online steps, keeps the
     actor within ``max_lag`` steps of the learner (sim) and ends the episode when the budget is spent."""
 
@@ -436,8 +516,12 @@ def log_episode(tb, counters: Counters, stats: dict[str, Any], learner: Learner,
 
 
 def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) -> None:
-    entry = {"env_steps": counters.env_steps, "wall_seconds": time.monotonic() - started,
-             "intervention_rate": recent_intervention_rate(counters), **result}
+    entry = {
+        "env_steps": counters.env_steps,
+        "wall_seconds": time.monotonic() - started,
+        "intervention_rate": recent_intervention_rate(counters),
+        **result,
+    }
     counters.history.append(entry)
     tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
     tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
@@ -445,8 +529,9 @@ def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) 
     tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
 
 
-def save_checkpoint(folder: Path, learner: Learner, counters: Counters,
-                    definition: dict[str, Any] | None = None) -> None:
+def save_checkpoint(
+    folder: Path, learner: Learner, counters: Counters, definition: dict[str, Any] | None = None
+) -> None:
     """Agent, both buffers, counters and the run's task definition (:func:`~robot_rl.checkpoint.task_definition`,
     checked on resume), replaced atomically as one folder."""
     with replacing(folder) as tmp:
@@ -458,9 +543,13 @@ def save_checkpoint(folder: Path, learner: Learner, counters: Counters,
                 torch.save(learner.safety.critic.state_dict(), tmp / "safety_critic.pt")
             learner.online.save(tmp / "online_buffer")
             learner.demo.save(tmp / "demo_buffer")
-            state = {"counters": asdict(counters), "online_received": learner.online_received,
-                     "update_calls": learner.update_calls, "sampler_rng": learner.sampler.rng.bit_generator.state,
-                     "delivery": learner.ledger.state()}
+            state = {
+                "counters": asdict(counters),
+                "online_received": learner.online_received,
+                "update_calls": learner.update_calls,
+                "sampler_rng": learner.sampler.rng.bit_generator.state,
+                "delivery": learner.ledger.state(),
+            }
         (tmp / "counters.json").write_text(json.dumps(state))
 
 
@@ -562,13 +651,22 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
     randomization = cfg.get("randomization")
     if randomization:
         env.close()
-        rows = robustness_sweep(agent, task, OmegaConf.to_container(randomization, resolve=True), points, episodes,
-                                eval_seed)
+        rows = robustness_sweep(
+            agent, task, OmegaConf.to_container(randomization, resolve=True), points, episodes, eval_seed
+        )
         name = randomization.get("name", "randomization")
-        files = write_sweep(Path(cfg.eval.report_dir or folder.parent / f"robustness_{name}"), rows,
-                            f"{task.get('name')}: success under {name} perturbations")
-        return {"task": task.get("name"), "checkpoint": str(folder), "randomization": name, "files": files,
-                "table": [{k: row[k] for k in ("entry", "value", "success_rate", "mean_length")} for row in rows]}
+        files = write_sweep(
+            Path(cfg.eval.report_dir or folder.parent / f"robustness_{name}"),
+            rows,
+            f"{task.get('name')}: success under {name} perturbations",
+        )
+        return {
+            "task": task.get("name"),
+            "checkpoint": str(folder),
+            "randomization": name,
+            "files": files,
+            "table": [{k: row[k] for k in ("entry", "value", "success_rate", "mean_length")} for row in rows],
+        }
     result = evaluate(agent, env, episodes, seed=eval_seed, video=cfg.eval.video)
     env.close()
     return {"task": task.get("name"), "checkpoint": str(folder), **result}

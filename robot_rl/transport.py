@@ -90,7 +90,11 @@ class DeliveryLedger:
         return False
 
     def _accept(self, transition: dict[str, Any]) -> bool:
-        actor, seq, uid = transition.get("actor") or "", int(transition.get("seq") or 0), transition.get("episode") or ""
+        actor, seq, uid = (
+            transition.get("actor") or "",
+            int(transition.get("seq") or 0),
+            transition.get("episode") or "",
+        )
         if seq:
             last = max(self.received.get(actor, 0), int(transition.get("floor") or 1) - 1)
             if seq <= last:
@@ -118,8 +122,14 @@ class DeliveryLedger:
         return True
 
     def state(self) -> dict[str, Any]:
-        return {"received": dict(self.received), "episodes": sorted(self.episodes), "ingested": self.ingested,
-                "duplicates": self.duplicates, "gaps": self.gaps, "orphans": self.orphans}
+        return {
+            "received": dict(self.received),
+            "episodes": sorted(self.episodes),
+            "ingested": self.ingested,
+            "duplicates": self.duplicates,
+            "gaps": self.gaps,
+            "orphans": self.orphans,
+        }
 
     def load(self, state: dict[str, Any]) -> None:
         self.received = {str(k): int(v) for k, v in state.get("received", {}).items()}

@@ -53,8 +53,11 @@ class Constraints:
         if config.get("keep_out") is not None:
             box = np.asarray(config["keep_out"], float)
             if box.shape != (2, 3) or np.any(box[0] >= box[1]):
-                raise ConfigError("constraints.keep_out", config["keep_out"],
-                                  "[[x_min, y_min, z_min], [x_max, y_max, z_max]] with min < max (m, base frame)")
+                raise ConfigError(
+                    "constraints.keep_out",
+                    config["keep_out"],
+                    "[[x_min, y_min, z_min], [x_max, y_max, z_max]] with min < max (m, base frame)",
+                )
             config["keep_out"] = tuple(map(tuple, box.tolist()))
         return cls(**config)
 
@@ -64,15 +67,18 @@ class Constraints:
             return ""
         low, high = np.asarray(self.keep_out)
         centre, half = (low + high) / 2, (high - low) / 2
-        return (f'<geom name="keep_out" type="box" pos="{centre[0]} {centre[1]} {centre[2]}" '
-                f'size="{half[0]} {half[1]} {half[2]}" rgba="1 0.1 0.1 0.25" contype="0" conaffinity="0"/>')
+        return (
+            f'<geom name="keep_out" type="box" pos="{centre[0]} {centre[1]} {centre[2]}" '
+            f'size="{half[0]} {half[1]} {half[2]}" rgba="1 0.1 0.1 0.25" contype="0" conaffinity="0"/>'
+        )
 
 
 class ConstraintMonitor:
     """Evaluates :class:`Constraints` on a Panda task's MuJoCo state."""
 
-    def __init__(self, constraints: Constraints, model: mujoco.MjModel, robot_bodies: set[int],
-                 joint_ranges: np.ndarray):
+    def __init__(
+        self, constraints: Constraints, model: mujoco.MjModel, robot_bodies: set[int], joint_ranges: np.ndarray
+    ):
         self.constraints, self.model = constraints, model
         self.table = model.geom("table").id
         self.robot_geoms = {g for g in range(model.ngeom) if model.geom_bodyid[g] in robot_bodies}

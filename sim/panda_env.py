@@ -60,9 +60,18 @@ class PandaTaskEnv(ArmEnv):
         render_mode: str | None = "rgb_array",
     ):
         super().__init__(
-            camera_names=CAMERA_NAMES, control_rate_hz=control_rate_hz, action_dim=action_dim, pos_step=pos_step,
-            rot_step=rot_step, cameras=cameras, image_size=image_size, reward=reward, object_state=object_state,
-            episode_steps=episode_steps, terminate_on_success=terminate_on_success, render_mode=render_mode,
+            camera_names=CAMERA_NAMES,
+            control_rate_hz=control_rate_hz,
+            action_dim=action_dim,
+            pos_step=pos_step,
+            rot_step=rot_step,
+            cameras=cameras,
+            image_size=image_size,
+            reward=reward,
+            object_state=object_state,
+            episode_steps=episode_steps,
+            terminate_on_success=terminate_on_success,
+            render_mode=render_mode,
         )
         check.positive("physics_rate_hz", physics_rate_hz)
         substeps = physics_rate_hz / control_rate_hz
@@ -73,11 +82,15 @@ class PandaTaskEnv(ArmEnv):
         self.tcp_init_noise = check.non_negative("tcp_init_noise", tcp_init_noise)
         self.workspace = np.asarray(workspace, dtype=float)
         if self.workspace.shape != (2, 3) or np.any(self.workspace[0] >= self.workspace[1]):
-            raise check.ConfigError("workspace", workspace, "[[x_min, y_min, z_min], [x_max, y_max, z_max]] with min < max")
+            raise check.ConfigError(
+                "workspace", workspace, "[[x_min, y_min, z_min], [x_max, y_max, z_max]] with min < max"
+            )
         try:
             gains = ImpedanceGains(**(controller or {}))
         except TypeError:
-            raise check.ConfigError("controller", controller, "keys of " + ", ".join(ImpedanceGains.__annotations__)) from None
+            raise check.ConfigError(
+                "controller", controller, "keys of " + ", ".join(ImpedanceGains.__annotations__)
+            ) from None
         for key, value in vars(gains).items():
             check.non_negative(f"controller.{key}", value)
         self.force_torque = bool(force_torque)
@@ -154,7 +167,9 @@ class PandaTaskEnv(ArmEnv):
     def wrench(self) -> np.ndarray:
         """Force (N) and torque (N m) at the wrist in the hand frame, tared at reset."""
         force_adr, torque_adr = self._sensor_adr
-        raw = np.concatenate([self.data.sensordata[force_adr : force_adr + 3], self.data.sensordata[torque_adr : torque_adr + 3]])
+        raw = np.concatenate(
+            [self.data.sensordata[force_adr : force_adr + 3], self.data.sensordata[torque_adr : torque_adr + 3]]
+        )
         return raw - self._ft_tare
 
     # ----------------------------------------------------------------- gym API
@@ -174,8 +189,11 @@ class PandaTaskEnv(ArmEnv):
         return self.begin_episode()
 
     def apply_action(self, action: np.ndarray) -> None:
-        self.controller.set_target(*delta_target(self.tcp_pos, self.tcp_rot, action, self.pos_step, self.rot_step,
-                                                 self.workspace, self.home_rot))
+        self.controller.set_target(
+            *delta_target(
+                self.tcp_pos, self.tcp_rot, action, self.pos_step, self.rot_step, self.workspace, self.home_rot
+            )
+        )
         self.set_gripper_command(float(action[-1]))
         self.simulate(self.n_substeps)
 

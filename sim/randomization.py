@@ -56,8 +56,20 @@ OBJECT_TYPES = {
     "site": (mujoco.mjtObj.mjOBJ_SITE, "nsite"),
 }
 DOFS_PER_JOINT = {0: 6, 1: 3, 2: 1, 3: 1}  # free, ball, slide, hinge
-NON_NEGATIVE = {"body_mass", "body_inertia", "geom_friction", "geom_rgba", "mat_rgba", "dof_damping", "dof_armature",
-                "dof_frictionloss", "light_diffuse", "light_ambient", "light_specular", "cam_fovy"}
+NON_NEGATIVE = {
+    "body_mass",
+    "body_inertia",
+    "geom_friction",
+    "geom_rgba",
+    "mat_rgba",
+    "dof_damping",
+    "dof_armature",
+    "dof_frictionloss",
+    "light_diffuse",
+    "light_ambient",
+    "light_specular",
+    "cam_fovy",
+}
 CONTROLLER_GAINS = ("kp_pos", "kp_rot", "kd_pos", "kd_rot")
 SENSORS = ("state_noise", "image_noise", "blur", "brightness", "contrast")
 ACTUATION = ("action_delay", "period_jitter")
@@ -107,13 +119,19 @@ class RandomizationEntry:
             if kind != "controller" and self.mode != "absolute":
                 raise ConfigError(f"{key}.mode", self.mode, f"absolute for {kind} attributes")
         elif self.attribute.split("_", 1)[0] not in OBJECT_TYPES:
-            raise ConfigError(f"{key}.attribute", self.attribute,
-                              "an MjModel array (body_mass, geom_friction, ...), controller.*, sensor.* or actuation.*")
+            raise ConfigError(
+                f"{key}.attribute",
+                self.attribute,
+                "an MjModel array (body_mass, geom_friction, ...), controller.*, sensor.* or actuation.*",
+            )
         if self.curriculum is not None:
             unknown = set(self.curriculum) - {"start_step", "end_step", "start_fraction", "centre"}
             if unknown or self.curriculum.get("end_step", 0) <= self.curriculum.get("start_step", 0):
-                raise ConfigError(f"{key}.curriculum", self.curriculum,
-                                  "{start_step, end_step > start_step, start_fraction in [0, 1], centre}")
+                raise ConfigError(
+                    f"{key}.curriculum",
+                    self.curriculum,
+                    "{start_step, end_step > start_step, start_fraction in [0, 1], centre}",
+                )
 
     @property
     def key(self) -> str:
@@ -163,11 +181,14 @@ def entries_from_config(config: dict[str, Any] | None) -> list[RandomizationEntr
             continue
         unknown = sorted(set(spec) - known)
         if unknown:
-            raise ConfigError(f"randomization.entries.{name}.{unknown[0]}", spec[unknown[0]],
-                              "one of " + ", ".join(sorted(known)))
+            raise ConfigError(
+                f"randomization.entries.{name}.{unknown[0]}", spec[unknown[0]], "one of " + ", ".join(sorted(known))
+            )
         missing = sorted({"target", "attribute", "range"} - set(spec))
         if missing:
-            raise ConfigError(f"randomization.entries.{name}.{missing[0]}", None, "a value (target, attribute and range are required)")
+            raise ConfigError(
+                f"randomization.entries.{name}.{missing[0]}", None, "a value (target, attribute and range are required)"
+            )
         entries.append(RandomizationEntry(name=name, **spec))
     return entries
 
@@ -220,13 +241,18 @@ class DomainRandomization(gym.Wrapper):
         if kind == "controller":
             controller = getattr(self.env.unwrapped, "controller", None)
             if controller is None:
-                raise ConfigError(f"{entry.key}.attribute", entry.attribute, "an env with a Cartesian impedance controller")
+                raise ConfigError(
+                    f"{entry.key}.attribute", entry.attribute, "an env with a Cartesian impedance controller"
+                )
             return _Binding(entry, rng, [entry.attribute], default=np.array([getattr(controller.gains, detail)]))
         if kind == "sensor":
             keys = [key for key in self.observation_space.spaces if re.fullmatch(entry.target, key)]
             if not keys:
-                raise ConfigError(f"{entry.key}.target", entry.target,
-                                  "an observation key (pattern) matching one of " + ", ".join(self.observation_space.spaces))
+                raise ConfigError(
+                    f"{entry.key}.target",
+                    entry.target,
+                    "an observation key (pattern) matching one of " + ", ".join(self.observation_space.spaces),
+                )
             return _Binding(entry, rng, [entry.attribute], keys=keys)
         if kind == "actuation":
             if detail == "period_jitter" and not hasattr(self.env.unwrapped, "n_substeps"):
@@ -244,7 +270,9 @@ class DomainRandomization(gym.Wrapper):
         matched = [i for i, name in enumerate(names) if re.fullmatch(entry.target, name)]
         if not matched:
             shown = ", ".join(n for n in names if n)[:300]
-            raise ConfigError(f"{entry.key}.target", entry.target, f"a name (pattern) of a {prefix} in the model: {shown}")
+            raise ConfigError(
+                f"{entry.key}.target", entry.target, f"a name (pattern) of a {prefix} in the model: {shown}"
+            )
         if prefix == "dof":
             rows = [model.jnt_dofadr[i] + k for i in matched for k in range(DOFS_PER_JOINT[int(model.jnt_type[i])])]
             labels = [f"{names[i]}[{k}]" for i in matched for k in range(DOFS_PER_JOINT[int(model.jnt_type[i])])]
@@ -256,8 +284,9 @@ class DomainRandomization(gym.Wrapper):
         if columns.max() >= array2d.shape[1]:
             raise ConfigError(f"{entry.key}.columns", entry.columns, f"column indices below {array2d.shape[1]}")
         rows = np.asarray(rows)
-        return _Binding(entry, rng, labels, array=array2d, rows=rows, columns=columns,
-                        default=array2d[np.ix_(rows, columns)].copy())
+        return _Binding(
+            entry, rng, labels, array=array2d, rows=rows, columns=columns, default=array2d[np.ix_(rows, columns)].copy()
+        )
 
     # ----------------------------------------------------------------- sampling
     def set_training_step(self, step: int) -> None:
@@ -269,11 +298,16 @@ class DomainRandomization(gym.Wrapper):
         shape = binding.default.shape if binding.default is not None else (1,)
         if value is None:
             size = 1 if entry.shared else int(np.prod(shape))
-            value = np.broadcast_to(entry.sample(binding.rng, size, self.steps), shape) if entry.shared else \
-                entry.sample(binding.rng, size, self.steps).reshape(shape)
+            value = (
+                np.broadcast_to(entry.sample(binding.rng, size, self.steps), shape)
+                if entry.shared
+                else entry.sample(binding.rng, size, self.steps).reshape(shape)
+            )
         value = np.broadcast_to(np.asarray(value, float), shape)
         if binding.default is not None:
-            value = {"absolute": value, "scale": binding.default * value, "additive": binding.default + value}[entry.mode]
+            value = {"absolute": value, "scale": binding.default * value, "additive": binding.default + value}[
+                entry.mode
+            ]
         if entry.clamp is not None:
             value = np.clip(value, *entry.clamp)
         self._check(binding, value)
@@ -284,12 +318,15 @@ class DomainRandomization(gym.Wrapper):
     def _check(self, binding: _Binding, value: np.ndarray) -> None:
         entry = binding.entry
         name = entry.attribute.partition(".")[2] or entry.attribute
-        must_be_positive = entry.attribute in NON_NEGATIVE or entry.attribute.startswith(("controller.", "sensor.",
-                                                                                          "actuation."))
+        must_be_positive = entry.attribute in NON_NEGATIVE or entry.attribute.startswith(
+            ("controller.", "sensor.", "actuation.")
+        )
         if must_be_positive and (value < 0).any():
-            raise ConfigError(f"{entry.key}.range", entry.range,
-                              f"values that keep {name} >= 0; sampled {float(value.min()):.4g} "
-                              f"(narrow the range or add a clamp)")
+            raise ConfigError(
+                f"{entry.key}.range",
+                entry.range,
+                f"values that keep {name} >= 0; sampled {float(value.min()):.4g} (narrow the range or add a clamp)",
+            )
 
     def _apply(self, binding: _Binding) -> None:
         kind, _, detail = binding.entry.attribute.partition(".")
@@ -311,8 +348,11 @@ class DomainRandomization(gym.Wrapper):
             if binding.array is None or binding.array.shape[1] == 1:  # one number per object: no column index
                 out[binding.entry.name] = {label: float(v[0]) for label, v in zip(binding.labels, value)}
             else:
-                out[binding.entry.name] = {f"{label}[{c}]": float(x) for label, v in zip(binding.labels, value)
-                                           for c, x in zip(binding.columns, v)}
+                out[binding.entry.name] = {
+                    f"{label}[{c}]": float(x)
+                    for label, v in zip(binding.labels, value)
+                    for c, x in zip(binding.columns, v)
+                }
         self._sampled = out
         return out
 
@@ -320,9 +360,15 @@ class DomainRandomization(gym.Wrapper):
         """Hold entry ``name`` at ``value`` (after its mode) instead of sampling it, for sweeps."""
         for binding in self._bindings:
             if binding.entry.name == name:
-                binding.entry = RandomizationEntry(**{**binding.entry.__dict__, "frequency": "startup",
-                                                      "distribution": "uniform", "range": [value, value],
-                                                      "curriculum": None})
+                binding.entry = RandomizationEntry(
+                    **{
+                        **binding.entry.__dict__,
+                        "frequency": "startup",
+                        "distribution": "uniform",
+                        "range": [value, value],
+                        "curriculum": None,
+                    }
+                )
                 self._resample(binding, np.array(value))
                 return
         raise KeyError(name)

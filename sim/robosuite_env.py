@@ -48,9 +48,18 @@ class RobosuiteEnv(ArmEnv):
 
         check.choice("env_name", env_name, TASKS)
         super().__init__(
-            camera_names=tuple(CAMERAS), control_rate_hz=control_rate_hz, action_dim=action_dim, pos_step=pos_step,
-            rot_step=rot_step, cameras=cameras, image_size=image_size, reward=reward, object_state=object_state,
-            episode_steps=episode_steps, terminate_on_success=terminate_on_success, render_mode=render_mode,
+            camera_names=tuple(CAMERAS),
+            control_rate_hz=control_rate_hz,
+            action_dim=action_dim,
+            pos_step=pos_step,
+            rot_step=rot_step,
+            cameras=cameras,
+            image_size=image_size,
+            reward=reward,
+            object_state=object_state,
+            episode_steps=episode_steps,
+            terminate_on_success=terminate_on_success,
+            render_mode=render_mode,
         )
 
         controller = load_composite_controller_config(controller="BASIC", robot=robot)
@@ -87,8 +96,10 @@ class RobosuiteEnv(ArmEnv):
     def mj_model(self):
         """The MuJoCo model robosuite simulates (edited in place by domain randomization)."""
         if self.env.hard_reset:
-            raise RuntimeError("robosuite rebuilds its model on every reset with hard_reset=True; "
-                               "leave task.env_kwargs.hard_reset unset to randomize it")
+            raise RuntimeError(
+                "robosuite rebuilds its model on every reset with hard_reset=True; "
+                "leave task.env_kwargs.hard_reset unset to randomize it"
+            )
         return self.env.sim.model._model
 
     # ----------------------------------------------------------------- robot state

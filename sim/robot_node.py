@@ -102,8 +102,12 @@ def lockstep_chunks(physics_dt: float, state_rate_hz: float, control_rate_hz: fl
     steps = max(round(1.0 / (state_rate_hz * physics_dt)), 1)
     per_period = 1.0 / (control_rate_hz * physics_dt * steps)
     if abs(per_period - round(per_period)) > 1e-6 or round(per_period) < 1:
-        raise ConfigError("ros.state_rate_hz", state_rate_hz, f"a rate whose period ({steps} physics steps of "
-                          f"{physics_dt * 1e3:g} ms) divides the control period ({1e3 / control_rate_hz:g} ms)")
+        raise ConfigError(
+            "ros.state_rate_hz",
+            state_rate_hz,
+            f"a rate whose period ({steps} physics steps of "
+            f"{physics_dt * 1e3:g} ms) divides the control period ({1e3 / control_rate_hz:g} ms)",
+        )
     return steps, round(per_period)
 
 
@@ -115,9 +119,20 @@ def camera_topics(name: str) -> tuple[str, str]:
 class SimRobot:
     """Owns the task env, its real-time clock and the node's publishers."""
 
-    def __init__(self, node, env: PandaTaskEnv, state_rate_hz: float, camera_rate_hz: float, frame_id: str,
-                 seed: int, reset_service: bool = True, command_senders: tuple[str, ...] = ("robot_rl_safety",),
-                 sim_time: bool = False, reset_pause: float = 0.15, command_wait: float = 1.0):
+    def __init__(
+        self,
+        node,
+        env: PandaTaskEnv,
+        state_rate_hz: float,
+        camera_rate_hz: float,
+        frame_id: str,
+        seed: int,
+        reset_service: bool = True,
+        command_senders: tuple[str, ...] = ("robot_rl_safety",),
+        sim_time: bool = False,
+        reset_pause: float = 0.15,
+        command_wait: float = 1.0,
+    ):
         """``command_senders``: the nodes whose arm and gripper commands the sim arm obeys (the safety node);
         a command from any other publisher is dropped and counted, as no real arm should take it.
         ``sim_time``: lockstep on ``/clock`` (module docstring), with a reset moving the clock ``reset_pause`` s
@@ -150,21 +165,28 @@ class SimRobot:
             "task_state": node.create_publisher(Float32MultiArray, "/rl/task_state", qos.STREAM_PUBLISHER),
             "violation": node.create_publisher(UInt32, "/sim/violation", qos.STREAM_PUBLISHER),
         }
-        self.cameras = {name: (node.create_publisher(Image, camera_topics(name)[0], qos.STREAM_PUBLISHER),
-                               node.create_publisher(CameraInfo, camera_topics(name)[1], qos.STREAM_PUBLISHER))
-                        for name in env.cameras}
+        self.cameras = {
+            name: (
+                node.create_publisher(Image, camera_topics(name)[0], qos.STREAM_PUBLISHER),
+                node.create_publisher(CameraInfo, camera_topics(name)[1], qos.STREAM_PUBLISHER),
+            )
+            for name in env.cameras
+        }
         self.guard = InputGuard(node)
         # the gripper's subscription before the pose's: an executor serves ready subscriptions in that order, and
         # in sim time the pose command of an instant is the sign that the instant's commands are in
-        gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper_command",
-                                              self._on_gripper_command, qos.COMMAND)
-        pose_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/equilibrium_pose",
-                                           self._on_pose_command, qos.COMMAND)
+        gripper_topic = subscribe_with_sender(
+            node, self.guard, Float64, "/rl/gripper_command", self._on_gripper_command, qos.COMMAND
+        )
+        pose_topic = subscribe_with_sender(
+            node, self.guard, PoseStamped, "/rl/equilibrium_pose", self._on_pose_command, qos.COMMAND
+        )
         self.guard.subscribe(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
         self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
         senders = frozenset(command_senders)
-        self.command_senders = PublisherWatch(node, {}, {pose_topic: senders, gripper_topic: senders},
-                                              discovery_grace=5.0)
+        self.command_senders = PublisherWatch(
+            node, {}, {pose_topic: senders, gripper_topic: senders}, discovery_grace=5.0
+        )
         self.pose_topic, self.gripper_topic = pose_topic, gripper_topic
         if reset_service:
             node.create_service(SetBool, "/rl/reset", self._on_reset)
@@ -263,8 +285,9 @@ class SimRobot:
         due = int((time.monotonic() - self.started) / self.physics_dt) - self.physics_steps
         limit = int(MAX_CATCH_UP / self.physics_dt)
         if due > limit:
-            self.node.get_logger().warning(f"sim is {due * self.physics_dt:.3f} s behind real time; skipping ahead",
-                                           throttle_duration_sec=5.0)
+            self.node.get_logger().warning(
+                f"sim is {due * self.physics_dt:.3f} s behind real time; skipping ahead", throttle_duration_sec=5.0
+            )
             self.physics_steps += due - limit
             due = limit
         if due > 0:
@@ -333,7 +356,8 @@ class SimRobot:
                 self.node.get_logger().warning(
                     f"no arm command for sim time {self.now_ns * 1e-9:.3f} s within {self.command_wait:g} s; "
                     "is the safety node running (with ros.sim_time=true)? The arm keeps its last command",
-                    throttle_duration_sec=5.0)
+                    throttle_duration_sec=5.0,
+                )
                 self.gripper_commands = max(self.gripper_commands, self.arm_commands)  # one lost: count on
                 return True
             self.executor.spin_once(timeout_sec=0.01)
@@ -360,9 +384,15 @@ class SimRobot:
         env, now = self.env, self.time()
         data = env.data
         if joints:
-            self.pub["joint_states"].publish(joint_state_msg(self.joint_names, data.qpos[self.joint_qpos],
-                                                             data.qvel[self.joint_dof], data.qfrc_actuator[self.joint_dof],
-                                                             now))
+            self.pub["joint_states"].publish(
+                joint_state_msg(
+                    self.joint_names,
+                    data.qpos[self.joint_qpos],
+                    data.qvel[self.joint_dof],
+                    data.qfrc_actuator[self.joint_dof],
+                    now,
+                )
+            )
         force, torque = np.split(env.wrench(), 2)
         hand_to_base = env.tcp_rot
         self.pub["wrench"].publish(wrench_msg(hand_to_base @ force, hand_to_base @ torque, now, self.frame_id))
@@ -378,8 +408,10 @@ class SimRobot:
         features = env.task_state()
         if features:
             msg = Float32MultiArray()
-            msg.layout.dim = [MultiArrayDimension(label=name, size=int(np.size(v)), stride=int(np.size(v)))
-                              for name, v in features.items()]
+            msg.layout.dim = [
+                MultiArrayDimension(label=name, size=int(np.size(v)), stride=int(np.size(v)))
+                for name, v in features.items()
+            ]
             msg.data = np.concatenate([np.ravel(v) for v in features.values()]).astype(np.float32).tolist()
             self.pub["task_state"].publish(msg)
 
@@ -415,9 +447,19 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         return exit_with_error("sim.robot_node", error)
     with ros_node("robot_rl_sim_robot", ros_args) as node:
-        robot = SimRobot(node, env, float(cfg.ros.state_rate_hz), float(cfg.ros.camera_rate_hz), cfg.ros.frame_id,
-                         int(cfg.seed), bool(cfg.ros.sim_reset_service), tuple(cfg.ros.arm_command_senders),
-                         sim_time, float(cfg.ros.reset_pause), float(cfg.ros.stream_timeout))
+        robot = SimRobot(
+            node,
+            env,
+            float(cfg.ros.state_rate_hz),
+            float(cfg.ros.camera_rate_hz),
+            cfg.ros.frame_id,
+            int(cfg.seed),
+            bool(cfg.ros.sim_reset_service),
+            tuple(cfg.ros.arm_command_senders),
+            sim_time,
+            float(cfg.ros.reset_pause),
+            float(cfg.ros.stream_timeout),
+        )
         robot.start(None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz, robot.time))
         clock = "in lockstep on sim time (/clock)" if sim_time else "at real time"
         node.get_logger().info(f"sim robot: {task.get('name')} {clock}, cameras {list(env.cameras)}")

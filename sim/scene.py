@@ -114,34 +114,79 @@ def panda_xml(meshes: bool) -> tuple[str, str]:
         "</body>"
     )
     link7 = _link(
-        "link7", "0.088 0 0", "1 1 0 0", 7, 0.735, "0.01 0.01 0.08", "0.003 0.003 0.002",
+        "link7",
+        "0.088 0 0",
+        "1 1 0 0",
+        7,
+        0.735,
+        "0.01 0.01 0.08",
+        "0.003 0.003 0.002",
         vis(7, 'type="cylinder" size="0.05 0.01" pos="0 0 0.09"')
-        + '<geom class="collision" type="cylinder" size="0.05 0.015" pos="0 0 0.08"/>' + hand,
+        + '<geom class="collision" type="cylinder" size="0.05 0.015" pos="0 0 0.08"/>'
+        + hand,
     )
     link6 = _link(
-        "link6", "0 0 0", "1 1 0 0", 6, 1.666, "0.06 -0.01 0.01", "0.005 0.005 0.005",
+        "link6",
+        "0 0 0",
+        "1 1 0 0",
+        6,
+        1.666,
+        "0.06 -0.01 0.01",
+        "0.005 0.005 0.005",
         vis(6, 'type="capsule" fromto="0 0 0 0.088 0 0" size="0.05"')
-        + '<geom class="collision" type="capsule" fromto="0 0 -0.01 0.088 0 0" size="0.05"/>' + link7,
+        + '<geom class="collision" type="capsule" fromto="0 0 -0.01 0.088 0 0" size="0.05"/>'
+        + link7,
     )
     link5 = _link(
-        "link5", "-0.0825 0.384 0", "1 -1 0 0", 5, 1.225, "0 0.04 -0.11", "0.03 0.03 0.005",
+        "link5",
+        "-0.0825 0.384 0",
+        "1 -1 0 0",
+        5,
+        1.225,
+        "0 0.04 -0.11",
+        "0.03 0.03 0.005",
         vis(5, 'type="capsule" fromto="0 0 -0.22 0 0.08 -0.08" size="0.05"')
-        + '<geom class="collision" type="capsule" fromto="0 0 -0.22 0 0 -0.05" size="0.055"/>' + link6,
+        + '<geom class="collision" type="capsule" fromto="0 0 -0.22 0 0 -0.05" size="0.055"/>'
+        + link6,
     )
     link4 = _link(
-        "link4", "0.0825 0 0", "1 1 0 0", 4, 3.587, "-0.05 0.05 0.03", "0.02 0.02 0.01",
+        "link4",
+        "0.0825 0 0",
+        "1 1 0 0",
+        4,
+        3.587,
+        "-0.05 0.05 0.03",
+        "0.02 0.02 0.01",
         vis(4, 'type="capsule" fromto="0 0 0 -0.0825 0.1 0" size="0.06"') + link5,
     )
     link3 = _link(
-        "link3", "0 -0.316 0", "1 1 0 0", 3, 3.228, "0.04 0.02 -0.05", "0.02 0.02 0.01",
+        "link3",
+        "0 -0.316 0",
+        "1 1 0 0",
+        3,
+        3.228,
+        "0.04 0.02 -0.05",
+        "0.02 0.02 0.01",
         vis(3, 'type="capsule" fromto="0 0 -0.15 0.0825 0 0" size="0.06"') + link4,
     )
     link2 = _link(
-        "link2", "0 0 0", "1 -1 0 0", 2, 0.646, "0 -0.07 0", "0.008 0.003 0.008",
+        "link2",
+        "0 0 0",
+        "1 -1 0 0",
+        2,
+        0.646,
+        "0 -0.07 0",
+        "0.008 0.003 0.008",
         vis(2, 'type="capsule" fromto="0 0 0 0 -0.2 0" size="0.06"') + link3,
     )
     link1 = _link(
-        "link1", "0 0 0.333", "1 0 0 0", 1, 4.97, "0 0 -0.07", "0.03 0.03 0.01",
+        "link1",
+        "0 0 0.333",
+        "1 0 0 0",
+        1,
+        4.97,
+        "0 0 -0.07",
+        "0.03 0.03 0.01",
         vis(1, 'type="capsule" fromto="0 0 -0.2 0 0 0" size="0.06"') + link2,
     )
     body = (
@@ -197,8 +242,12 @@ def scene_xml(spec: SceneSpec, physics_timestep: float) -> str:
   </worldbody>
   <contact>{spec.contacts}</contact>
   <actuator>
-    {"".join(f'<position name="{name}" site="tcp" refsite="tcp_target" gear="{gear}" kp="1" kv="1"/>'
-             for name, gear in CARTESIAN_ACTUATORS)}
+    {
+        "".join(
+            f'<position name="{name}" site="tcp" refsite="tcp_target" gear="{gear}" kp="1" kv="1"/>'
+            for name, gear in CARTESIAN_ACTUATORS
+        )
+    }
     <position name="finger_left" joint="finger_left" kp="800" ctrlrange="0 {FINGER_TRAVEL}" forcerange="-40 40"/>
     <position name="finger_right" joint="finger_right" kp="800" ctrlrange="0 {FINGER_TRAVEL}" forcerange="-40 40"/>
   </actuator>

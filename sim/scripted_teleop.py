@@ -26,8 +26,9 @@ from .panda_env import PandaTaskEnv
 
 
 class ScriptedTeleop:
-    def __init__(self, node, env: PandaTaskEnv, human: ScriptedHuman, control_period: float,
-                 stamp: Callable[[], float]):
+    def __init__(
+        self, node, env: PandaTaskEnv, human: ScriptedHuman, control_period: float, stamp: Callable[[], float]
+    ):
         """``stamp``: the sim robot's time (s) for message headers."""
         self.node, self.env, self.human, self.period, self.stamp = node, env, human, control_period, stamp
         self.twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)

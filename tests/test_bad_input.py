@@ -77,9 +77,18 @@ CASES = [
 @pytest.mark.parametrize("argv, key", CASES, ids=[" ".join(argv) for argv, _ in CASES])
 def test_a_bad_value_is_one_line_naming_its_key(argv, key, tmp_path, capsys):
     run = tmp_path / "run"
-    paths = [f"train.run_dir={run}", f"collect.out={tmp_path / 'demos.zarr'}", f"eval.checkpoint={tmp_path / 'ckpt'}",
-             f"classifier.store={tmp_path}", f"classifier.out={tmp_path / 'classifier.pt'}", "train.env_steps=10",
-             "train.demo_episodes=1", "train.eval_every=10", "train.final_eval_episodes=1", "eval.episodes=1"]
+    paths = [
+        f"train.run_dir={run}",
+        f"collect.out={tmp_path / 'demos.zarr'}",
+        f"eval.checkpoint={tmp_path / 'ckpt'}",
+        f"classifier.store={tmp_path}",
+        f"classifier.out={tmp_path / 'classifier.pt'}",
+        "train.env_steps=10",
+        "train.demo_episodes=1",
+        "train.eval_every=10",
+        "train.final_eval_episodes=1",
+        "eval.episodes=1",
+    ]
     overrides = argv[2:] if argv[0] in ("launch", "data") else argv[1:]
     verb = argv[:2] if argv[0] in ("launch", "data") else argv[:1]
     code = main([*verb, "task=reach", *paths, *overrides])
@@ -103,22 +112,37 @@ def path_cases(tmp_path: Path, read_only: Path) -> list[tuple[list[str], str, Pa
         (["train", f"train.run_dir={read_only / 'run'}"], "train.run_dir", read_only / "run"),
         (["train", "train.run_dir="], "train.run_dir", tmp_path / "config.yaml"),
         (["train", f"train.run_dir={not_a_run}", "train.resume=true"], "train.resume", not_a_run / "config.yaml"),
-        (["train", f"train.run_dir={not_a_run.parent / 'half_run'}", "train.resume=true"], "train.resume",
-         not_a_run.parent / "half_run" / "config.yaml"),
-        (["train", f"train.run_dir={tmp_path / 'missing_run'}", "train.resume=true"], "train.resume",
-         tmp_path / "missing_run"),
+        (
+            ["train", f"train.run_dir={not_a_run.parent / 'half_run'}", "train.resume=true"],
+            "train.resume",
+            not_a_run.parent / "half_run" / "config.yaml",
+        ),
+        (
+            ["train", f"train.run_dir={tmp_path / 'missing_run'}", "train.resume=true"],
+            "train.resume",
+            tmp_path / "missing_run",
+        ),
         (["collect", "collect.out="], "collect.out", tmp_path / ".zarr"),
         (["collect", f"collect.out={a_file}"], "collect.out", a_file.with_name("a_file.zarr")),
         (["collect", f"collect.out={read_only / 'demos.zarr'}"], "collect.out", read_only / "demos.zarr"),
         (["collect", f"collect.out={not_a_run}"], "collect.out", not_a_run / "zarr.json"),
         (["classifier", f"classifier.store={tmp_path}", "classifier.out="], "classifier.out", tmp_path / ".tmp"),
-        (["classifier", f"classifier.store={tmp_path}", f"classifier.out={read_only / 'c.pt'}"], "classifier.out",
-         read_only / "c.pt"),
-        (["classifier", f"classifier.store={tmp_path}", f"classifier.out={not_a_run}"], "classifier.out",
-         not_a_run / "c.pt"),
+        (
+            ["classifier", f"classifier.store={tmp_path}", f"classifier.out={read_only / 'c.pt'}"],
+            "classifier.out",
+            read_only / "c.pt",
+        ),
+        (
+            ["classifier", f"classifier.store={tmp_path}", f"classifier.out={not_a_run}"],
+            "classifier.out",
+            not_a_run / "c.pt",
+        ),
         (["eval", f"eval.checkpoint={tmp_path / 'missing'}"], "eval.checkpoint", tmp_path / "missing"),
-        (["eval", f"eval.checkpoint={not_a_run}", f"eval.video={read_only / 'eval.mp4'}"], "eval.video",
-         read_only / "eval.mp4"),
+        (
+            ["eval", f"eval.checkpoint={not_a_run}", f"eval.video={read_only / 'eval.mp4'}"],
+            "eval.video",
+            read_only / "eval.mp4",
+        ),
         (["data", "info", f"store={tmp_path / 'missing.zarr'}"], "", tmp_path / "missing.zarr"),
     ]
 
@@ -127,8 +151,9 @@ def path_cases(tmp_path: Path, read_only: Path) -> list[tuple[list[str], str, Pa
 def test_a_bad_path_is_one_line_and_nothing_is_written(index, tmp_path, read_only, capsys):
     argv, key, absent = path_cases(tmp_path, read_only)[index]
     before = snapshot(tmp_path)
-    code = main([argv[0], *argv[1:2], "task=reach", *argv[2:]] if argv[0] == "data" else
-                [argv[0], "task=reach", *argv[1:]])
+    code = main(
+        [argv[0], *argv[1:2], "task=reach", *argv[2:]] if argv[0] == "data" else [argv[0], "task=reach", *argv[1:]]
+    )
     err = assert_one_line_error(capsys, code, key) if key else capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert not absent.exists()
@@ -137,8 +162,11 @@ def test_a_bad_path_is_one_line_and_nothing_is_written(index, tmp_path, read_onl
 
 def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
     """Every file under ``folder`` with its modification time and contents."""
-    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_bytes())
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 class _Payload:
@@ -169,12 +197,15 @@ def test_a_file_that_is_no_checkpoint_is_refused(tmp_path, capsys):
     assert_one_line_error(capsys, main(["eval", "task=reach", f"eval.checkpoint={checkpoint}"]), "eval.checkpoint")
 
 
-@pytest.mark.parametrize("agent, config, overrides", [
-    ("policies.sac:SACAgent", "policies.sac:SACConfig", {}),
-    ("policies.sac:SACAgent", "policies.sac:SACConfig", {"exploration": "gsde", "gripper_critic": True}),
-    ("policies.cqn:CQNAgent", "policies.cqn:CQNConfig", {}),
-    ("policies.cqn_as:CQNASAgent", "policies.cqn_as:CQNASConfig", {}),
-])
+@pytest.mark.parametrize(
+    "agent, config, overrides",
+    [
+        ("policies.sac:SACAgent", "policies.sac:SACConfig", {}),
+        ("policies.sac:SACAgent", "policies.sac:SACConfig", {"exploration": "gsde", "gripper_critic": True}),
+        ("policies.cqn:CQNAgent", "policies.cqn:CQNConfig", {}),
+        ("policies.cqn_as:CQNASAgent", "policies.cqn_as:CQNASConfig", {}),
+    ],
+)
 def test_every_agent_checkpoint_is_tensors_and_plain_values(agent, config, overrides, tmp_path):
     import numpy as np
 
@@ -187,8 +218,14 @@ def test_every_agent_checkpoint_is_tensors_and_plain_values(agent, config, overr
     rng = np.random.default_rng(0)
     buffer = ReplayBuffer(100, {"state": ((5,), np.float32)}, 3)
     for step in range(20):
-        buffer.add({"state": rng.normal(size=5)}, rng.uniform(-1, 1, 3), float(rng.normal()),
-                   {"state": rng.normal(size=5)}, step == 19, False)
+        buffer.add(
+            {"state": rng.normal(size=5)},
+            rng.uniform(-1, 1, 3),
+            float(rng.normal()),
+            {"state": rng.normal(size=5)},
+            step == 19,
+            False,
+        )
     trained.update(lambda: buffer.sample(8, rng, gamma=0.97, sequence_length=trained.sequence_length))
     torch.save(trained.state_dict(), tmp_path / "agent.pt")
     fresh = cls({"state": (5,)}, 3, config_class(**overrides), seed=1)

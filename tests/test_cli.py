@@ -23,7 +23,10 @@ def test_overrides_reach_the_task_config():
 @pytest.mark.parametrize(
     "overrides, expected",
     [
-        (["task=stack_blocks"], "task='stack_blocks' is not allowed: expected one of gym, peg_insert, pick_cube, pick_cube_hazard, reach"),
+        (
+            ["task=stack_blocks"],
+            "task='stack_blocks' is not allowed: expected one of gym, peg_insert, pick_cube, pick_cube_hazard, reach",
+        ),
         (["task.cameras=[front,top]"], "task.cameras='top' is not allowed: expected names from front, wrist"),
         (["task.image_size=0"], "task.image_size=0 is not allowed: expected a positive integer"),
         (["task.image_size=[64,-8]"], "task.image_size=[64, -8] is not allowed"),
@@ -48,7 +51,10 @@ def test_unknown_verb(capsys):
 
 def test_console_script_runs_as_a_separate_process():
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", "config", "task=peg_insert"], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "robot_rl.cli", "config", "task=peg_insert"],
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
     )
     assert result.returncode == 0, result.stderr

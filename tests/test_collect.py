@@ -54,8 +54,15 @@ def test_collected_actions_replay_to_the_same_outcome(tmp_path):
 def test_ctrl_c_keeps_every_finished_episode(tmp_path):
     out = tmp_path / "demos.zarr"
     # far more episodes than fit in the wait below (~12 episodes/s here): the run must still be going at the SIGINT
-    command = [sys.executable, "-m", "robot_rl.cli", "collect", "task=peg_insert", "collect.episodes=10000",
-               f"collect.out={out}"]
+    command = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli",
+        "collect",
+        "task=peg_insert",
+        "collect.episodes=10000",
+        f"collect.out={out}",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -76,8 +83,14 @@ def test_ctrl_c_keeps_every_finished_episode(tmp_path):
 
 def test_noisy_collection_records_probe_episodes_with_their_violations(tmp_path):
     out = tmp_path / "probe.zarr"
-    overrides = ["task=pick_cube_hazard", "collect.episodes=6", f"collect.out={out}", "seed=100000",
-                 "collect.action_noise=1.0", "collect.noise_correlation=0.95"]
+    overrides = [
+        "task=pick_cube_hazard",
+        "collect.episodes=6",
+        f"collect.out={out}",
+        "seed=100000",
+        "collect.action_noise=1.0",
+        "collect.noise_correlation=0.95",
+    ]
     report = collect(load_config(overrides))
     episodes = list(EpisodeStore.open(out))
     assert all(e["attrs"]["source"] == "probe" and not e["intervened"].any() for e in episodes)

@@ -14,12 +14,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("robot_rl", "sim", "policies", "hardware")
-GROUND = ("robot_rl", "robot_rl.checkpoint", "robot_rl.composed_config", "robot_rl.config", "robot_rl.data",
-          "robot_rl.folders", "robot_rl.geometry", "robot_rl.interrupts", "robot_rl.observation_keys",
-          "robot_rl.safety", "robot_rl.safety.filter", "robot_rl.safety.hard_limits", "robot_rl.transport")
+GROUND = (
+    "robot_rl",
+    "robot_rl.checkpoint",
+    "robot_rl.composed_config",
+    "robot_rl.config",
+    "robot_rl.data",
+    "robot_rl.folders",
+    "robot_rl.geometry",
+    "robot_rl.interrupts",
+    "robot_rl.observation_keys",
+    "robot_rl.safety",
+    "robot_rl.safety.filter",
+    "robot_rl.safety.hard_limits",
+    "robot_rl.transport",
+)
 MIDDLE = ("sim", "policies", "hardware")
-DRIVERS_ELSEWHERE = ("sim.robot_node", "sim.scripted_teleop", "hardware.home_reset", "hardware.realsense_node",
-                     "hardware.servo_bridge")
+DRIVERS_ELSEWHERE = (
+    "sim.robot_node",
+    "sim.scripted_teleop",
+    "hardware.home_reset",
+    "hardware.realsense_node",
+    "hardware.servo_bridge",
+)
 LAYER_NAMES = ("ground", "middle", "top")
 
 
@@ -35,6 +52,7 @@ def modules() -> dict[str, Path]:
 
 def layer(module: str) -> int:
     """0 ground, 1 middle, 2 top."""
+
     def within(prefixes, exact=False):
         return any(module == p or (not exact and module.startswith(p + ".")) for p in prefixes)
 
@@ -58,8 +76,9 @@ def imports(known: dict[str, Path]) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom):
                 base = module.split(".")[: len(module.split(".")) - node.level + is_package] if node.level else []
                 prefix = ".".join([*base, *([node.module] if node.module else [])])
-                names = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in known else prefix
-                         for alias in node.names]
+                names = [
+                    f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in known else prefix for alias in node.names
+                ]
             else:
                 continue
             for name in names:
@@ -105,8 +124,12 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_runs_up_a_layer():
     edges = imports(modules())
-    upward = sorted(f"{module} ({LAYER_NAMES[layer(module)]}) imports {target} ({LAYER_NAMES[layer(target)]})"
-                    for module, targets in edges.items() for target in targets if layer(target) > layer(module))
+    upward = sorted(
+        f"{module} ({LAYER_NAMES[layer(module)]}) imports {target} ({LAYER_NAMES[layer(target)]})"
+        for module, targets in edges.items()
+        for target in targets
+        if layer(target) > layer(module)
+    )
     assert not upward, "\n".join(upward)
 
 

@@ -14,23 +14,45 @@ class _Agent:
 
 
 def learner(safety: SafetySettings | None = None) -> Learner:
-    return Learner(_Agent(), TrainSettings(buffer_capacity=200), {"state": (3,)}, 2, LocalTransport(), seed=0,
-                   safety_settings=safety)
+    return Learner(
+        _Agent(),
+        TrainSettings(buffer_capacity=200),
+        {"state": (3,)},
+        2,
+        LocalTransport(),
+        seed=0,
+        safety_settings=safety,
+    )
 
 
 def episode(length: int, human_steps: set[int], uid: str = "e0", filtered: set[int] = frozenset()) -> list[dict]:
     """Step t: observation t, next observation t + 1, action (t, t), reward t; the human acts at ``human_steps``."""
-    return [{"obs": {"state": np.full(3, t, np.float32)}, "action": np.full(2, t, np.float32),
-             "policy_action": np.full(2, -t, np.float32), "reward": float(t),
-             "next_obs": {"state": np.full(3, t + 1, np.float32)}, "terminated": False, "truncated": t == length - 1,
-             "intervened": t in human_steps, "demo": False, "first": t == 0, "filtered": t in filtered,
-             "episode": uid, "step": t} for t in range(length)]
+    return [
+        {
+            "obs": {"state": np.full(3, t, np.float32)},
+            "action": np.full(2, t, np.float32),
+            "policy_action": np.full(2, -t, np.float32),
+            "reward": float(t),
+            "next_obs": {"state": np.full(3, t + 1, np.float32)},
+            "terminated": False,
+            "truncated": t == length - 1,
+            "intervened": t in human_steps,
+            "demo": False,
+            "first": t == 0,
+            "filtered": t in filtered,
+            "episode": uid,
+            "step": t,
+        }
+        for t in range(length)
+    ]
 
 
 def segments(buffer) -> list[list[float]]:
     """The first state value of every stored transition, grouped by stored episode."""
     valid = buffer.valid_indices()
-    return [buffer.obs["state"][valid[buffer.episode[valid] == e], 0].tolist() for e in np.unique(buffer.episode[valid])]
+    return [
+        buffer.obs["state"][valid[buffer.episode[valid] == e], 0].tolist() for e in np.unique(buffer.episode[valid])
+    ]
 
 
 def slot_of_step(buffer, step: int) -> np.ndarray:
@@ -107,8 +129,9 @@ def test_the_backlog_never_reads_caught_up_while_a_step_is_half_ingested():
     """The actor reads ``backlog()`` from its own thread with no lock (train.sync, train.deterministic): a step
     counted as taken before its update is due made the backlog read 0 mid-ingest, so a deterministic run could
     take weights and act before the update that step made due (a flaky reproducibility test under load)."""
-    rl = Learner(_Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, LocalTransport(),
-                 seed=0)
+    rl = Learner(
+        _Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, LocalTransport(), seed=0
+    )
     seen = []
     add = rl.online.add
 

@@ -19,9 +19,17 @@ from robot_rl.transport import LocalTransport
 
 
 def transition(marker: float, intervened: bool, demo: bool, done: bool = False, first: bool = False):
-    return {"obs": {"state": np.full(3, marker, np.float32)}, "action": np.zeros(2, np.float32), "reward": marker,
-            "next_obs": {"state": np.full(3, marker + 0.5, np.float32)}, "terminated": done, "truncated": False,
-            "intervened": intervened, "demo": demo, "first": first}
+    return {
+        "obs": {"state": np.full(3, marker, np.float32)},
+        "action": np.zeros(2, np.float32),
+        "reward": marker,
+        "next_obs": {"state": np.full(3, marker + 0.5, np.float32)},
+        "terminated": done,
+        "truncated": False,
+        "intervened": intervened,
+        "demo": demo,
+        "first": first,
+    }
 
 
 class _Agent:
@@ -32,8 +40,13 @@ class _Agent:
 def test_interventions_go_to_both_buffers_policy_steps_only_online():
     learner = Learner(_Agent(), TrainSettings(buffer_capacity=100), {"state": (3,)}, 2, LocalTransport(), seed=0)
     learner.ingest([transition(1, intervened=True, demo=True, first=True), transition(2, True, True, done=True)])
-    learner.ingest([transition(10, intervened=False, demo=False, first=True), transition(11, intervened=True, demo=False),
-                    transition(12, intervened=False, demo=False, done=True)])
+    learner.ingest(
+        [
+            transition(10, intervened=False, demo=False, first=True),
+            transition(11, intervened=True, demo=False),
+            transition(12, intervened=False, demo=False, done=True),
+        ]
+    )
     online_rewards = learner.online.reward[learner.online.valid_indices()]
     demo_rewards = learner.demo.reward[learner.demo.valid_indices()]
     assert sorted(online_rewards) == [10, 11, 12]
@@ -53,10 +66,21 @@ def test_an_episode_cut_short_does_not_run_into_the_next():
 
 
 def small_run(tmp_path, *overrides, name="run"):
-    return load_config([
-        "task=reach", f"train.run_dir={tmp_path / name}", "train.env_steps=300", "train.demo_episodes=3",
-        "train.eval_every=300", "train.eval_episodes=5", "train.final_eval_episodes=5", "train.batch_size=64", "train.start_training=50",
-        "train.checkpoint_every=100", *overrides])
+    return load_config(
+        [
+            "task=reach",
+            f"train.run_dir={tmp_path / name}",
+            "train.env_steps=300",
+            "train.demo_episodes=3",
+            "train.eval_every=300",
+            "train.eval_episodes=5",
+            "train.final_eval_episodes=5",
+            "train.batch_size=64",
+            "train.start_training=50",
+            "train.checkpoint_every=100",
+            *overrides,
+        ]
+    )
 
 
 def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
@@ -72,8 +96,10 @@ def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
     sources = [store.episode_attrs(n)["source"] for n in store.episode_names()]
     assert sources[:3] == ["demo"] * 3 and set(sources[3:]) == {"online"}
     video = tmp_path / "eval.mp4"
-    assert main(["eval", "task=reach", f"eval.checkpoint={run / 'checkpoint'}", "eval.episodes=3",
-                 f"eval.video={video}"]) == 0
+    assert (
+        main(["eval", "task=reach", f"eval.checkpoint={run / 'checkpoint'}", "eval.episodes=3", f"eval.video={video}"])
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["episodes"] == 3 and 0.0 <= report["success_rate"] <= 1.0 and report["mean_length"] > 0
     import cv2
@@ -96,9 +122,20 @@ def test_training_is_reproducible_with_train_deterministic(tmp_path):
     from robot_rl.checkpoint import load_tensors
 
     def run(name: str, seed: int) -> dict:
-        summary = train(small_run(tmp_path, f"seed={seed}", "train.deterministic=true", "train.env_steps=250",
-                                  "train.demo_episodes=2", "train.start_training=30", "train.eval_every=250",
-                                  "train.final_eval_episodes=3", "train.weights_every=5", name=name))
+        summary = train(
+            small_run(
+                tmp_path,
+                f"seed={seed}",
+                "train.deterministic=true",
+                "train.env_steps=250",
+                "train.demo_episodes=2",
+                "train.start_training=30",
+                "train.eval_every=250",
+                "train.final_eval_episodes=3",
+                "train.weights_every=5",
+                name=name,
+            )
+        )
         return summary, load_tensors("test", tmp_path / name / "checkpoint" / "agent.pt")["modules"]
 
     (first, a), (second, b), (_, other) = run("a", 0), run("b", 0), run("c", 1)
@@ -110,9 +147,19 @@ def test_training_is_reproducible_with_train_deterministic(tmp_path):
 
 def test_learning_on_reach_with_a_tiny_budget(tmp_path):
     # a coarser reach (4 cm steps, 4 cm success radius, 50-step episodes) learns in ~1,500 steps
-    cfg = small_run(tmp_path, "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50",
-                    "train.env_steps=2000", "train.eval_every=2000", "train.final_eval_episodes=20",
-                    "train.demo_episodes=10", "train.batch_size=256", "train.start_training=200", "agent.utd=2")
+    cfg = small_run(
+        tmp_path,
+        "task.success_radius=0.04",
+        "task.pos_step=0.04",
+        "task.episode_steps=50",
+        "train.env_steps=2000",
+        "train.eval_every=2000",
+        "train.final_eval_episodes=20",
+        "train.demo_episodes=10",
+        "train.batch_size=256",
+        "train.start_training=200",
+        "agent.utd=2",
+    )
     summary = train(cfg)
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
 
@@ -122,8 +169,17 @@ def test_the_final_checkpoint_holds_every_step_the_actor_counted(tmp_path):
     spent goes into the buffers (its updates stay due for a resumed run), not lost with the thread."""
     from robot_rl.data import ReplayBuffer
 
-    summary = train(small_run(tmp_path, "train.sync=false", "train.env_steps=400", "train.demo_episodes=1",
-                              "train.start_training=20", "train.eval_every=400", "train.final_eval_episodes=1"))
+    summary = train(
+        small_run(
+            tmp_path,
+            "train.sync=false",
+            "train.env_steps=400",
+            "train.demo_episodes=1",
+            "train.start_training=20",
+            "train.eval_every=400",
+            "train.final_eval_episodes=1",
+        )
+    )
     state = json.loads((tmp_path / "run" / "checkpoint" / "counters.json").read_text())
     assert summary["env_steps"] == state["online_received"] == 400
     assert len(ReplayBuffer.load(tmp_path / "run" / "checkpoint" / "online_buffer")) == 400
@@ -131,14 +187,27 @@ def test_the_final_checkpoint_holds_every_step_the_actor_counted(tmp_path):
 
 def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     run = tmp_path / "run"
-    command = [sys.executable, "-m", "robot_rl.cli", "train", "task=reach", f"train.run_dir={run}",
-               "train.env_steps=5000", "train.demo_episodes=2", "train.checkpoint_every=150", "train.batch_size=32",
-               "train.eval_every=5000", "train.final_eval_episodes=2", "train.start_training=20"]
+    command = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli",
+        "train",
+        "task=reach",
+        f"train.run_dir={run}",
+        "train.env_steps=5000",
+        "train.demo_episodes=2",
+        "train.checkpoint_every=150",
+        "train.batch_size=32",
+        "train.eval_every=5000",
+        "train.final_eval_episodes=2",
+        "train.start_training=20",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     counters_file = run / "checkpoint" / "counters.json"
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not (counters_file.exists() and
-                                               json.loads(counters_file.read_text())["counters"]["env_steps"] >= 300):
+    while time.monotonic() < deadline and not (
+        counters_file.exists() and json.loads(counters_file.read_text())["counters"]["env_steps"] >= 300
+    ):
         time.sleep(0.2)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
@@ -150,9 +219,20 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
 
     online_saved = len(ReplayBuffer.load(run / "checkpoint" / "online_buffer"))
     assert online_saved == steps_saved  # the periodic checkpoint holds every step it counted
-    cfg = load_config(["task=reach", f"train.run_dir={run}", "train.resume=true", f"train.env_steps={steps_saved + 100}",
-                       "train.demo_episodes=2", "train.checkpoint_every=150", "train.batch_size=32",
-                       "train.eval_every=5000", "train.final_eval_episodes=2", "train.start_training=20"])
+    cfg = load_config(
+        [
+            "task=reach",
+            f"train.run_dir={run}",
+            "train.resume=true",
+            f"train.env_steps={steps_saved + 100}",
+            "train.demo_episodes=2",
+            "train.checkpoint_every=150",
+            "train.batch_size=32",
+            "train.eval_every=5000",
+            "train.final_eval_episodes=2",
+            "train.start_training=20",
+        ]
+    )
     summary = train(cfg)
     assert summary["env_steps"] == steps_saved + 100
     assert summary["demo_episodes"] == 2  # the demos were not collected again
@@ -165,14 +245,26 @@ def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(
     from robot_rl.data import EpisodeStore
 
     run = tmp_path / "run"
-    command = [sys.executable, "-m", "robot_rl.cli", "train", "task=reach", f"train.run_dir={run}",
-               "train.env_steps=100000", "train.demo_episodes=2", "train.batch_size=32", "train.eval_every=100000",
-               "train.start_training=20", "task.episode_steps=20"]
+    command = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli",
+        "train",
+        "task=reach",
+        f"train.run_dir={run}",
+        "train.env_steps=100000",
+        "train.demo_episodes=2",
+        "train.batch_size=32",
+        "train.eval_every=100000",
+        "train.start_training=20",
+        "task.episode_steps=20",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     episodes = run / "episodes.zarr" / "episodes"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not (
-            episodes.exists() and len([p for p in episodes.iterdir() if p.name.startswith("episode_")]) >= 6):
+        episodes.exists() and len([p for p in episodes.iterdir() if p.name.startswith("episode_")]) >= 6
+    ):
         time.sleep(0.1)
     os.kill(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
@@ -185,9 +277,18 @@ def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(
 
 
 def test_pixel_pipeline_runs_end_to_end(tmp_path):
-    cfg = small_run(tmp_path, "task.cameras=[front,wrist]", "task.image_size=32", "task.object_state=false",
-                    "train.env_steps=80", "train.eval_every=80", "train.final_eval_episodes=2", "train.demo_episodes=1",
-                    "train.batch_size=16", "train.start_training=10")
+    cfg = small_run(
+        tmp_path,
+        "task.cameras=[front,wrist]",
+        "task.image_size=32",
+        "task.object_state=false",
+        "train.env_steps=80",
+        "train.eval_every=80",
+        "train.final_eval_episodes=2",
+        "train.demo_episodes=1",
+        "train.batch_size=16",
+        "train.start_training=10",
+    )
     summary = train(cfg)
     assert summary["env_steps"] == 80
 
@@ -235,9 +336,20 @@ def test_resnet_weights_load_from_a_user_file(tmp_path):
 
 
 def test_any_gymnasium_env_trains(tmp_path):
-    cfg = load_config(["task=gym", "task.id=Pendulum-v1", "train.demo_episodes=0", "human.enabled=false",
-                       f"train.run_dir={tmp_path / 'pendulum'}", "train.env_steps=250", "train.eval_every=250",
-                       "train.final_eval_episodes=1", "train.batch_size=32", "train.start_training=50"])
+    cfg = load_config(
+        [
+            "task=gym",
+            "task.id=Pendulum-v1",
+            "train.demo_episodes=0",
+            "human.enabled=false",
+            f"train.run_dir={tmp_path / 'pendulum'}",
+            "train.env_steps=250",
+            "train.eval_every=250",
+            "train.final_eval_episodes=1",
+            "train.batch_size=32",
+            "train.start_training=50",
+        ]
+    )
     assert train(cfg)["env_steps"] == 250
 
 
@@ -264,7 +376,9 @@ def test_checkpoint_from_another_task_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="action_dim: checkpoint 4, this run 7"):
         from robot_rl.train import evaluate_checkpoint
 
-        evaluate_checkpoint(load_config(["task=reach", "task.action_dim=7", f"eval.checkpoint={tmp_path / 'run' / 'checkpoint'}"]))
+        evaluate_checkpoint(
+            load_config(["task=reach", "task.action_dim=7", f"eval.checkpoint={tmp_path / 'run' / 'checkpoint'}"])
+        )
     with pytest.raises(ConfigError, match="observation_shapes"):
         evaluate_checkpoint(load_config(["task=pick_cube", f"eval.checkpoint={tmp_path / 'run' / 'checkpoint'}"]))
 
@@ -284,13 +398,16 @@ def tiny_run(tmp_path_factory):
     return folder / "run"
 
 
-@pytest.mark.parametrize("change, key, saved", [
-    ("task.reward=sparse", "task.reward", "'dense'"),
-    ("task.control_rate_hz=20", "task.control_rate_hz", "10"),
-    ("task.episode_steps=50", "task.episode_steps", "100"),
-    ("agent.hidden=[64,64]", "agent.hidden", "[256, 256]"),
-    ("exploration=gsde", "agent.exploration", "'gaussian'"),
-])
+@pytest.mark.parametrize(
+    "change, key, saved",
+    [
+        ("task.reward=sparse", "task.reward", "'dense'"),
+        ("task.control_rate_hz=20", "task.control_rate_hz", "10"),
+        ("task.episode_steps=50", "task.episode_steps", "100"),
+        ("agent.hidden=[64,64]", "agent.hidden", "[256, 256]"),
+        ("exploration=gsde", "agent.exploration", "'gaussian'"),
+    ],
+)
 def test_resume_with_another_task_definition_is_refused_and_changes_nothing(tiny_run, change, key, saved, capsys):
     from tests.test_bad_input import snapshot
 
@@ -308,7 +425,15 @@ def test_a_checkpoint_without_a_task_definition_still_resumes(tiny_run, tmp_path
 
     shutil.copytree(tiny_run, tmp_path / "old")
     (tmp_path / "old" / "checkpoint" / "task_definition.json").unlink()  # written before definitions were recorded
-    summary = train(small_run(tmp_path, "train.resume=true", "train.env_steps=80", "train.eval_every=80",
-                              "train.final_eval_episodes=1", name="old"))
+    summary = train(
+        small_run(
+            tmp_path,
+            "train.resume=true",
+            "train.env_steps=80",
+            "train.eval_every=80",
+            "train.final_eval_episodes=1",
+            name="old",
+        )
+    )
     assert summary["env_steps"] == 80
     assert (tmp_path / "old" / "checkpoint" / "task_definition.json").exists()  # recorded from now on

@@ -25,4 +25,3 @@ def random_shift(images: torch.Tensor, pad: int = 4, generator: torch.Generator 
     # image copies contiguous rows (5x faster on CPU than indexing each pixel)
     windows = padded.unfold(2, height, 1).unfold(3, width, 1).permute(0, 2, 3, 1, 4, 5)
     return windows[torch.arange(batch, device=device), shift_y, shift_x].to(images.dtype)
-

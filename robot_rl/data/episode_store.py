@@ -300,8 +300,12 @@ class EpisodeWriter:
             value = np.asarray(value)
             if is_image(value.shape, value.dtype):
                 self._frames[key] = obs_group.create_array(
-                    key, shape=(self.growth, *value.shape), chunks=(1, *value.shape), dtype=np.uint8,
-                    compressors=IMAGE_CODECS, config=ARRAY_CONFIG,
+                    key,
+                    shape=(self.growth, *value.shape),
+                    chunks=(1, *value.shape),
+                    dtype=np.uint8,
+                    compressors=IMAGE_CODECS,
+                    config=ARRAY_CONFIG,
                 )
             else:
                 self._small_obs[key] = []
@@ -331,7 +335,9 @@ class EpisodeWriter:
         self._check_obs(obs)
         action = np.asarray(action, dtype=np.float32)
         if action.shape != (self.action_dim,):
-            raise EpisodeStoreError(f"{self._staging.name}: action has shape {action.shape}, the store ({self.action_dim},)")
+            raise EpisodeStoreError(
+                f"{self._staging.name}: action has shape {action.shape}, the store ({self.action_dim},)"
+            )
         step = {
             "action": action,
             "policy_action": action if policy_action is None else np.asarray(policy_action, dtype=np.float32),
@@ -478,8 +484,10 @@ def verify_episode(store: EpisodeStore, name: str) -> list[str]:
             continue
         expected = length + 1 if field.startswith("obs/") else length
         if type(length) is int and len(data) != expected:
-            problems.append(f"{where}, field {field}: {len(data)} rows; expected {expected} "
-                            f"(length {length}{' + 1' if field.startswith('obs/') else ''})")
+            problems.append(
+                f"{where}, field {field}: {len(data)} rows; expected {expected} "
+                f"(length {length}{' + 1' if field.startswith('obs/') else ''})"
+            )
         shape = store.observation_shapes.get(field.removeprefix("obs/")) if field.startswith("obs/") else None
         if shape is not None and data.shape[1:] != shape:
             problems.append(f"{where}, field {field}: frame shape {data.shape[1:]}; the store's {shape}")

@@ -87,14 +87,22 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
             write(TOPIC_EPISODE, String(data=names[index]), obs_times[0])
             for t, stamp in enumerate(obs_times):
                 seconds = int(np.floor(stamp))
-                header = Header(stamp=Time(sec=seconds, nanosec=round((stamp - seconds) * 1e9) % 1_000_000_000),
-                                frame_id="base")
+                header = Header(
+                    stamp=Time(sec=seconds, nanosec=round((stamp - seconds) * 1e9) % 1_000_000_000), frame_id="base"
+                )
                 for key, values in data["obs"].items():
                     frame = values[t]
                     if values.ndim == 4:
                         height, width, channels = frame.shape
-                        image = Image(header=header, height=height, width=width, encoding="rgb8" if channels == 3 else "mono8",
-                                      is_bigendian=0, step=width * channels, data=np.ascontiguousarray(frame).reshape(-1))
+                        image = Image(
+                            header=header,
+                            height=height,
+                            width=width,
+                            encoding="rgb8" if channels == 3 else "mono8",
+                            is_bigendian=0,
+                            step=width * channels,
+                            data=np.ascontiguousarray(frame).reshape(-1),
+                        )
                         write(camera_topic(key), image, stamp)
                     else:
                         write(TOPIC_STATE if key == "state" else f"/robot_rl/obs/{key}", array(frame, key), stamp)

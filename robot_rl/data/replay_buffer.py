@@ -47,7 +47,9 @@ class ReplayBuffer:
         if capacity < 2:
             raise ValueError(f"capacity={capacity}; expected at least 2")
         self.capacity = int(capacity)
-        self.observation_space = {key: (tuple(shape), np.dtype(dtype)) for key, (shape, dtype) in observation_space.items()}
+        self.observation_space = {
+            key: (tuple(shape), np.dtype(dtype)) for key, (shape, dtype) in observation_space.items()
+        }
         self.action_dim = int(action_dim)
         self.obs = {key: np.zeros((capacity, *shape), dtype) for key, (shape, dtype) in self.observation_space.items()}
         self.action = np.zeros((capacity, action_dim), np.float32)
@@ -102,7 +104,9 @@ class ReplayBuffer:
         self.has_transition[slot] = True
         self._episode_length += 1
         if self._episode_length >= self.capacity - 1:
-            raise ValueError(f"an episode of {self._episode_length} steps does not fit a buffer of {self.capacity} slots")
+            raise ValueError(
+                f"an episode of {self._episode_length} steps does not fit a buffer of {self.capacity} slots"
+            )
         self._write_obs(next_obs, new_episode=False)
         if terminated or truncated:
             self._episode_open = False
@@ -185,15 +189,16 @@ class ReplayBuffer:
             "executed_action": self.action[index],
             "reward": reward,
             "cost": self.cost[index],
-            "discount": np.where(terminated, 0.0, gamma ** steps).astype(np.float32),
+            "discount": np.where(terminated, 0.0, gamma**steps).astype(np.float32),
             "terminated": terminated,
             "intervened": self.intervened[index],
             "index": index,
         }
         batch["previous_action"], batch["has_previous"] = self.previous_actions(index, self.learned_action)
         if sequence_length > 1:
-            batch["action_sequence"], batch["sequence_mask"] = self.action_sequences(index, sequence_length,
-                                                                                     self.learned_action)
+            batch["action_sequence"], batch["sequence_mask"] = self.action_sequences(
+                index, sequence_length, self.learned_action
+            )
         return batch
 
     def n_step_returns(self, index: np.ndarray, n_step: int, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,8 +214,7 @@ class ReplayBuffer:
             terminated |= take & self.terminated[slot]
         return ret.astype(np.float32), steps, terminated
 
-    def previous_actions(self, index: np.ndarray, actions: np.ndarray | None = None
-                         ) -> tuple[np.ndarray, np.ndarray]:
+    def previous_actions(self, index: np.ndarray, actions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The action taken one step before each index (from ``actions``, default the executed
         ones): in the same stored episode, or a segment's opening action at its first step; zeros
         at an episode's first step. Also whether there was one."""
@@ -218,11 +222,14 @@ class ReplayBuffer:
         slot = (index - 1) % self.capacity
         in_episode = self.has_transition[slot] & (self.episode[slot] == self.episode[index])
         opening = ~in_episode & self.has_opening_action[index]
-        previous = np.where(in_episode[:, None], actions[slot], np.where(opening[:, None], self.opening_action[index], 0.0))
+        previous = np.where(
+            in_episode[:, None], actions[slot], np.where(opening[:, None], self.opening_action[index], 0.0)
+        )
         return previous.astype(np.float32), in_episode | opening
 
-    def action_sequences(self, index: np.ndarray, length: int, actions: np.ndarray | None = None
-                         ) -> tuple[np.ndarray, np.ndarray]:
+    def action_sequences(
+        self, index: np.ndarray, length: int, actions: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The ``length`` actions from each index (from ``actions``, default the executed ones;
         zeros past the episode end) and their mask."""
         if length < 1:
@@ -257,7 +264,9 @@ class ReplayBuffer:
                 "format": BUFFER_FORMAT,
                 "capacity": self.capacity,
                 "action_dim": self.action_dim,
-                "observation_space": {k: [list(shape), dtype.str] for k, (shape, dtype) in self.observation_space.items()},
+                "observation_space": {
+                    k: [list(shape), dtype.str] for k, (shape, dtype) in self.observation_space.items()
+                },
                 "cursor": self.cursor,
                 "filled": self.filled,
                 "episodes_started": self.episodes_started,

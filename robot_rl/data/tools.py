@@ -61,12 +61,16 @@ def format_info(summary: dict[str, Any]) -> str:
     """The info summary as the table ``robot-rl data info`` prints."""
     shapes = ", ".join(f"{key} {tuple(shape)}" for key, shape in summary["observation_shapes"].items())
     lines = [
-        (f"store          {summary['store']}  ({summary['bytes_on_disk'] / 1e6:.1f} MB, schema "
-         f"{summary['schema_version']}, robot_rl {summary['software_version']})"),
+        (
+            f"store          {summary['store']}  ({summary['bytes_on_disk'] / 1e6:.1f} MB, schema "
+            f"{summary['schema_version']}, robot_rl {summary['software_version']})"
+        ),
         f"task           {summary['task']}   robot {summary['robot']}   control rate {summary['control_rate_hz']} Hz",
         f"observations   {shapes}   action dim {summary['action_dim']}",
-        (f"episodes       {summary['episodes']}   steps {summary['steps']}   success {100 * summary['success_rate']:.1f}%"
-         f"   intervention steps {summary['intervention_steps']}"),
+        (
+            f"episodes       {summary['episodes']}   steps {summary['steps']}   success {100 * summary['success_rate']:.1f}%"
+            f"   intervention steps {summary['intervention_steps']}"
+        ),
         "",
         f"{'source':<14}{'episodes':>10}{'steps':>10}{'success':>10}",
     ]
@@ -159,7 +163,9 @@ def render_episode(path: str | os.PathLike, episode: int, out: str | os.PathLike
     width = view(0).shape[1] if cameras else 640
     width += width % 2
     plot, x_of_step = _episode_plot(data, width, max(200, height))
-    writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, plot.shape[0] + (height if cameras else 0)))
+    writer = cv2.VideoWriter(
+        str(out), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, plot.shape[0] + (height if cameras else 0))
+    )
     if not writer.isOpened():
         raise RuntimeError(f"cannot open a video writer for {out}")
     try:

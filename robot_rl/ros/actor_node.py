@@ -69,16 +69,27 @@ class ActorLoop:
         delivery = cfg.ros.delivery
         self.local_store_path = delivery.actor_store
         if not self.local_store_path:
-            raise ConfigError("ros.delivery.actor_store", self.local_store_path, "the path of the actor's own episode store")
+            raise ConfigError(
+                "ros.delivery.actor_store", self.local_store_path, "the path of the actor's own episode store"
+            )
         self.local_store: EpisodeStore | None = None  # created at the first episode it must keep
-        outbox = Outbox(f"actor-{uuid.uuid4().hex[:8]}",
-                        int(positive("ros.delivery.memory_mb", delivery.memory_mb) * 2**20),
-                        non_negative("ros.delivery.record_timeout", delivery.record_timeout), self.record_locally,
-                        for_learner="robot_rl_learner" in self.transition_subscribers,
-                        for_recorder="robot_rl_recorder" in self.transition_subscribers)
+        outbox = Outbox(
+            f"actor-{uuid.uuid4().hex[:8]}",
+            int(positive("ros.delivery.memory_mb", delivery.memory_mb) * 2**20),
+            non_negative("ros.delivery.record_timeout", delivery.record_timeout),
+            self.record_locally,
+            for_learner="robot_rl_learner" in self.transition_subscribers,
+            for_recorder="robot_rl_recorder" in self.transition_subscribers,
+        )
         risk_input = (shapes["state"][0], action_dim) if safety.enabled and "state" in shapes else None
-        self.transport = RosTransport(node, "actor", expected_weights=weight_shapes(self.agent.policy_state()),
-                                      risk_input=risk_input, outbox=outbox, guard=self.env.guard)
+        self.transport = RosTransport(
+            node,
+            "actor",
+            expected_weights=weight_shapes(self.agent.policy_state()),
+            risk_input=risk_input,
+            outbox=outbox,
+            guard=self.env.guard,
+        )
         self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
         self.weights_seen = 0
         self.env_steps = self.episodes = 0
@@ -91,9 +102,11 @@ class ActorLoop:
         timeout = float(self.cfg.ros.startup_timeout)
         missing = self.transport.wait_for_subscribers(self.transition_subscribers, timeout)
         if missing:
-            self.log.warning(f"{', '.join(missing)} not subscribed to /rl/transitions within {timeout:.0f} s; starting "
-                             "without: they miss the episodes before they join (the initial weights act until a "
-                             "learner publishes)")
+            self.log.warning(
+                f"{', '.join(missing)} not subscribed to /rl/transitions within {timeout:.0f} s; starting "
+                "without: they miss the episodes before they join (the initial weights act until a "
+                "learner publishes)"
+            )
 
     def load_new_weights(self) -> None:
         published = self.transport.latest_weights()
@@ -101,13 +114,20 @@ class ActorLoop:
             self.weights_seen, weights = published
             self.agent.load_policy_state(weights)
             self.safety.load(weights)
-            self.log.info(f"loaded policy weights: learner {self.transport.weights_meta.get('session')} "
-                          f"update {self.transport.weights_meta.get('version')}")
+            self.log.info(
+                f"loaded policy weights: learner {self.transport.weights_meta.get('session')} "
+                f"update {self.transport.weights_meta.get('version')}"
+            )
 
     def publish(self, kind: str, stats: dict) -> None:
-        record = {"kind": kind, "episode": self.episodes, "env_steps": self.env_steps,
-                  "weights": self.transport.weights_meta.get("version"),
-                  "learner_session": self.transport.weights_meta.get("session"), **stats}
+        record = {
+            "kind": kind,
+            "episode": self.episodes,
+            "env_steps": self.env_steps,
+            "weights": self.transport.weights_meta.get("version"),
+            "learner_session": self.transport.weights_meta.get("session"),
+            **stats,
+        }
         self.stats_pub.publish(String(data=json.dumps(record, default=float)))
         self.log.info(json.dumps(record, default=float))
 
@@ -119,6 +139,7 @@ class ActorLoop:
             if self.sim_time and self.settings.sync:
                 self.wait_for_learner()
             return self.env_steps >= self.settings.env_steps
+
         return count
 
     def wait_for_learner(self) -> None:
@@ -128,8 +149,11 @@ class ActorLoop:
         waited for (none started, or it is down: the actor acts on its weights)."""
         while True:
             progress = self.transport.learner_progress
-            backlog = self.env_steps - progress.online_received + updates_due(
-                progress.online_received, progress.update_calls, self.settings.start_training)
+            backlog = (
+                self.env_steps
+                - progress.online_received
+                + updates_due(progress.online_received, progress.update_calls, self.settings.start_training)
+            )
             if backlog <= self.settings.max_lag or time.monotonic() - progress.heard_at > LEARNER_SILENCE:
                 return
             time.sleep(0.001)
@@ -153,8 +177,11 @@ class ActorLoop:
         wanted = dict(spilled)
         names = {self.local_store.episode_attrs(name).get("uid"): name for name in self.local_store.episode_names()}
         actor = self.transport.outbox.actor_id
-        return [stored_transitions(self.local_store.read_episode(names[uid]), uid, actor, first)
-                for uid, first in wanted.items() if uid in names]
+        return [
+            stored_transitions(self.local_store.read_episode(names[uid]), uid, actor, first)
+            for uid, first in wanted.items()
+            if uid in names
+        ]
 
     def evaluate_checkpoint(self) -> None:
         """``ros.eval_only``: ``ros.eval_episodes`` deterministic episodes with ``eval.checkpoint`` on the cell."""
@@ -174,8 +201,17 @@ class ActorLoop:
             if ros.demos_only and not demo:
                 return
             try:
-                stats = run_episode(self.env, self.agent, self.human, self.safety, self.transport, None, demo, None,
-                                    self.after_step(demo))
+                stats = run_episode(
+                    self.env,
+                    self.agent,
+                    self.human,
+                    self.safety,
+                    self.transport,
+                    None,
+                    demo,
+                    None,
+                    self.after_step(demo),
+                )
             except StreamStalled as stall:
                 self.log.warning(f"episode {self.episodes} paused: {stall}; waiting for {stall.topic} to return")
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
@@ -224,9 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                 actor.transport.flush(timeout=3.0)  # the recorder and learner get the last episode
                 actor.transport.finish(record_wait=min(3.0, float(cfg.ros.delivery.record_timeout)))
                 outbox = actor.transport.outbox
-                node.get_logger().info(f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
-                                       f"{time.monotonic() - started:.0f} s; {outbox.seq} transitions sent, "
-                                       f"{outbox.recorded_locally} episodes recorded in the actor's store")
+                node.get_logger().info(
+                    f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
+                    f"{time.monotonic() - started:.0f} s; {outbox.seq} transitions sent, "
+                    f"{outbox.recorded_locally} episodes recorded in the actor's store"
+                )
     except (ConfigError, TopicError, ClockError) as error:
         return exit_with_error("robot_rl.ros.actor_node", error)
     return 0

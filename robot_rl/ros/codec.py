@@ -35,9 +35,21 @@ MAX_BATCH = 10_000  # transitions per message
 MAX_HEADER_BYTES = 64 * 2**10
 UID_CHARS = 32
 
-SCALARS = {"reward": np.float32, "terminated": np.bool_, "truncated": np.bool_, "intervened": np.bool_,
-           "demo": np.bool_, "first": np.bool_, "cost": np.float32, "filtered": np.bool_, "success": np.bool_,
-           "violation": np.uint32, "seq": np.int64, "floor": np.int64, "step": np.int64}
+SCALARS = {
+    "reward": np.float32,
+    "terminated": np.bool_,
+    "truncated": np.bool_,
+    "intervened": np.bool_,
+    "demo": np.bool_,
+    "first": np.bool_,
+    "cost": np.float32,
+    "filtered": np.bool_,
+    "success": np.bool_,
+    "violation": np.uint32,
+    "seq": np.int64,
+    "floor": np.int64,
+    "step": np.int64,
+}
 VECTORS = ("action", "policy_action")
 IDS = ("actor", "episode")  # strings: sender session id, episode uid
 
@@ -96,7 +108,9 @@ def _check_kind(meta: dict[str, Any], kind: str) -> None:
 
 def _check_column(name: str, array: np.ndarray, dtype: Any, shape: tuple[int, ...]) -> None:
     if array.dtype != np.dtype(dtype) or array.shape != shape:
-        raise MessageError(f"column {name} is {array.dtype}{list(array.shape)}; expected {np.dtype(dtype)}{list(shape)}")
+        raise MessageError(
+            f"column {name} is {array.dtype}{list(array.shape)}; expected {np.dtype(dtype)}{list(shape)}"
+        )
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
         raise MessageError(f"column {name} has non-finite values")
 
@@ -125,8 +139,11 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
     if not isinstance(count, int) or isinstance(count, bool) or not 0 < count <= MAX_BATCH:
         raise MessageError(f"transitions count={count!r}; expected an integer in 1..{MAX_BATCH}")
     if schema is not None:
-        expected = {f"{part}/{key}": (schema.obs_dtype(key), (count, *shape))
-                    for part in ("obs", "next_obs") for key, shape in schema.observation_shapes.items()}
+        expected = {
+            f"{part}/{key}": (schema.obs_dtype(key), (count, *shape))
+            for part in ("obs", "next_obs")
+            for key, shape in schema.observation_shapes.items()
+        }
         expected.update({key: (np.float32, (count, schema.action_dim)) for key in VECTORS})
         expected.update({key: (dtype, (count,)) for key, dtype in SCALARS.items()})
         expected.update({key: (np.dtype(f"<U{UID_CHARS}"), (count,)) for key in IDS})
@@ -164,8 +181,9 @@ def encode_weights(weights: dict[str, Any], meta: dict[str, Any]) -> bytes:
     return pack(arrays, {"kind": "weights", "risk_models": risk_models, **meta})
 
 
-def decode_weights(data: bytes, expected: dict[str, tuple[tuple[int, ...], np.dtype]],
-                   risk_input: tuple[int, int] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def decode_weights(
+    data: bytes, expected: dict[str, tuple[tuple[int, ...], np.dtype]], risk_input: tuple[int, int] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Weights of a payload that has exactly the tensors of ``expected`` ({name: (shape, dtype)},
     from the receiving agent's own ``policy_state()``), all finite. Risk models are rebuilt and
     must map a ``risk_input`` = (state_dim, action_dim) input to one finite risk; without
@@ -188,7 +206,7 @@ def decode_weights(data: bytes, expected: dict[str, tuple[tuple[int, ...], np.dt
         if risk_input is None:
             raise MessageError(f"weights carry a risk model {key!r} this actor does not use")
         prefix = key + "//"
-        parts = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+        parts = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
         weights[key] = _checked_risk_model(RiskModel, key, parts, *risk_input)
     if set(arrays) - set(tensors) - {k for k in arrays for name in names if k.startswith(name + "//")}:
         raise MessageError("weights carry arrays of no listed risk model")

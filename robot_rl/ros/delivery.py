@@ -39,8 +39,15 @@ class Outbox:
     """The actor's transitions, episode by episode, until the learner has them durably and the
     recorder (or the actor's own store) has each finished episode."""
 
-    def __init__(self, actor_id: str, memory_limit: int, record_timeout: float,
-                 spill: Callable[[list[dict[str, Any]]], None], for_learner: bool = True, for_recorder: bool = True):
+    def __init__(
+        self,
+        actor_id: str,
+        memory_limit: int,
+        record_timeout: float,
+        spill: Callable[[list[dict[str, Any]]], None],
+        for_learner: bool = True,
+        for_recorder: bool = True,
+    ):
         """``for_learner`` / ``for_recorder`` False: the graph has no such node, nothing is kept for it."""
         self.actor_id, self.memory_limit, self.record_timeout = actor_id, memory_limit, record_timeout
         self.for_learner, self.for_recorder = for_learner, for_recorder
@@ -124,8 +131,11 @@ class Outbox:
     def unrecorded_due(self, now: float | None = None) -> list[str]:
         """Finished episodes the recorder has not acknowledged within ``record_timeout``."""
         now = time.monotonic() if now is None else now
-        return [uid for uid, ended in self.finished_at.items()
-                if uid not in self.recorded and now - ended > self.record_timeout]
+        return [
+            uid
+            for uid, ended in self.finished_at.items()
+            if uid not in self.recorded and now - ended > self.record_timeout
+        ]
 
     def record_locally(self, uid: str) -> None:
         self.spill_episode(self.episodes[uid])
@@ -157,8 +167,9 @@ class Outbox:
     def undelivered(self) -> int:
         """Transitions the learner has not received (memory and spilled)."""
         in_memory = sum(1 for transitions in self.episodes.values() for t in transitions if t["seq"] > self.received)
-        on_disk = sum(last - max(first - 1, self.received) for first, last in self.spilled.values()
-                      if last > self.received)
+        on_disk = sum(
+            last - max(first - 1, self.received) for first, last in self.spilled.values() if last > self.received
+        )
         return in_memory + on_disk
 
 
@@ -178,8 +189,9 @@ def parse_ack(text: str) -> dict[str, Any]:
     if not isinstance(ack.get("session"), str) or not isinstance(actors, dict):
         raise MessageError("learner ack needs a session and actors")
     for entry in actors.values():
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), int) and entry[k] >= 0
-                                                  for k in ("received", "durable")):
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(k), int) and entry[k] >= 0 for k in ("received", "durable")
+        ):
             raise MessageError("learner ack entries need received and durable counts")
     return ack
 
@@ -193,16 +205,29 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
     out = []
     for t in range(steps):
         violation = int(episode["safety_flags"][t])
-        out.append({
-            "obs": {key: value[t] for key, value in episode["obs"].items()},
-            "next_obs": {key: value[t + 1] for key, value in episode["obs"].items()},
-            "action": episode["action"][t], "policy_action": episode["policy_action"][t],
-            "reward": float(episode["reward"][t]), "terminated": bool(episode["terminated"][t]),
-            "truncated": bool(episode["truncated"][t]), "intervened": bool(episode["intervened"][t]),
-            "demo": demo, "first": t == 0, "cost": float(violation != 0),
-            "filtered": bool(extras["filtered"][t]) if "filtered" in extras else False,
-            "success": bool(episode["success"][t]), "violation": violation,
-            "episode": uid, "step": t, "actor": actor, "seq": first_seq + t if first_seq else 0, "floor": 0})
+        out.append(
+            {
+                "obs": {key: value[t] for key, value in episode["obs"].items()},
+                "next_obs": {key: value[t + 1] for key, value in episode["obs"].items()},
+                "action": episode["action"][t],
+                "policy_action": episode["policy_action"][t],
+                "reward": float(episode["reward"][t]),
+                "terminated": bool(episode["terminated"][t]),
+                "truncated": bool(episode["truncated"][t]),
+                "intervened": bool(episode["intervened"][t]),
+                "demo": demo,
+                "first": t == 0,
+                "cost": float(violation != 0),
+                "filtered": bool(extras["filtered"][t]) if "filtered" in extras else False,
+                "success": bool(episode["success"][t]),
+                "violation": violation,
+                "episode": uid,
+                "step": t,
+                "actor": actor,
+                "seq": first_seq + t if first_seq else 0,
+                "floor": 0,
+            }
+        )
     return out
 
 
@@ -210,7 +235,16 @@ def write_episode(writer, transitions: list[dict[str, Any]]) -> str:
     """Record transitions (one episode, from its first step) with an EpisodeWriter; returns the name."""
     writer.start(transitions[0]["obs"])
     for t in transitions:
-        writer.add(t["next_obs"], t["action"], t["reward"], t["terminated"], t["truncated"],
-                   policy_action=t["policy_action"], success=t["success"], intervened=t["intervened"],
-                   safety_flags=t["violation"], filtered=t["filtered"])
+        writer.add(
+            t["next_obs"],
+            t["action"],
+            t["reward"],
+            t["terminated"],
+            t["truncated"],
+            policy_action=t["policy_action"],
+            success=t["success"],
+            intervened=t["intervened"],
+            safety_flags=t["violation"],
+            filtered=t["filtered"],
+        )
     return writer.commit("demo" if transitions[0]["demo"] else "online", uid=transitions[0]["episode"])

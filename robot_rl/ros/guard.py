@@ -88,7 +88,8 @@ class InputGuard:
         reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
         with contextlib.suppress(Exception):  # a logger that fails (shutdown) must not undo the guard
             self.node.get_logger().warning(
-                f"dropped {count} bad message(s) on {topic} ({self.dropped[topic]} in all): {reason}")
+                f"dropped {count} bad message(s) on {topic} ({self.dropped[topic]} in all): {reason}"
+            )
 
     def total_dropped(self, topics: Iterable[str] | None = None) -> int:
         with self._lock:

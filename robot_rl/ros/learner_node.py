@@ -81,16 +81,26 @@ def main(argv: list[str] | None = None) -> int:
         except ClockError as error:
             return exit_with_error("robot_rl.ros.learner_node", error)
         transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim))
-        learner = Learner(agent, settings, shapes, action_dim, transport, int(cfg.seed),
-                          make_safety_learner(safety, shapes, action_dim, int(cfg.seed)), safety)
+        learner = Learner(
+            agent,
+            settings,
+            shapes,
+            action_dim,
+            transport,
+            int(cfg.seed),
+            make_safety_learner(safety, shapes, action_dim, int(cfg.seed)),
+            safety,
+        )
         counters = Counters()
         if (checkpoint / "counters.json").exists():
             try:
                 counters = restore(checkpoint, learner, cfg)
             except ConfigError as error:
                 return exit_with_error("robot_rl.ros.learner_node", error)
-            log.info(f"resumed from {checkpoint}: {learner.update_calls} updates, "
-                     f"{learner.online_received} online transitions")
+            log.info(
+                f"resumed from {checkpoint}: {learner.update_calls} updates, "
+                f"{learner.online_received} online transitions"
+            )
         else:
             run_dir.mkdir(parents=True, exist_ok=True)
             OmegaConf.save(cfg, run_dir / "config.yaml")
@@ -116,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
                 save_checkpoint(checkpoint, learner, counters, definition)
                 durable.update(snapshot)
                 acknowledge()
-                log.info(f"checkpoint: {learner.update_calls} updates, {learner.online_received} online transitions, "
-                         f"{transport.transitions_received} received")
+                log.info(
+                    f"checkpoint: {learner.update_calls} updates, {learner.online_received} online transitions, "
+                    f"{transport.transitions_received} received"
+                )
 
         def acknowledge() -> None:
             with learner.lock:

@@ -26,8 +26,14 @@ from ..geometry import matrix_from_quat, quat_from_matrix
 from .guard import MessageError, bounded, finite
 
 #: Image encodings understood here -> (numpy dtype, channels)
-ENCODINGS = {"rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "mono8": (np.uint8, 1), "16UC1": (np.uint16, 1),
-             "mono16": (np.uint16, 1), "32FC1": (np.float32, 1)}
+ENCODINGS = {
+    "rgb8": (np.uint8, 3),
+    "bgr8": (np.uint8, 3),
+    "mono8": (np.uint8, 1),
+    "16UC1": (np.uint16, 1),
+    "mono16": (np.uint16, 1),
+    "32FC1": (np.float32, 1),
+}
 MAX_PIXELS = 4096 * 4096  # width * height of the largest image a node reads (a 16 MP camera)
 MAX_POSITION = 100.0  # m: |coordinate| of a pose; no robot cell is larger, and larger values overflow float32 features
 MIN_QUAT_NORM = 1e-6  # a quaternion shorter than this has no direction (all zeros: an unset orientation)
@@ -123,8 +129,9 @@ def wrench_to_numpy(wrench) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- joints and joysticks
-def joint_state_msg(names: Sequence[str], position: np.ndarray, velocity: np.ndarray, effort: np.ndarray,
-                    t: float) -> JointState:
+def joint_state_msg(
+    names: Sequence[str], position: np.ndarray, velocity: np.ndarray, effort: np.ndarray, t: float
+) -> JointState:
     msg = stamped(JointState(), t)
     msg.name = list(names)
     msg.position, msg.velocity, msg.effort = (np.asarray(a, float).tolist() for a in (position, velocity, effort))
@@ -141,8 +148,10 @@ def joint_positions(msg: JointState, names: Sequence[str]) -> np.ndarray:
     for field in ("position", "velocity", "effort"):
         size = len(getattr(msg, field))
         if size != count and (field == "position" or size):
-            raise MessageError(f"JointState {field} has {size} entries for {count} names; expected one per name"
-                               + ("" if field == "position" else " or none"))
+            raise MessageError(
+                f"JointState {field} has {size} entries for {count} names; expected one per name"
+                + ("" if field == "position" else " or none")
+            )
     index = {name: i for i, name in enumerate(msg.name)}
     missing = [name for name in names if name not in index]
     if missing:
@@ -185,11 +194,17 @@ def image_msg(array: np.ndarray, t: float, frame_id: str, encoding: str | None =
     """uint8 HxWx3 -> rgb8 (or ``bgr8``), uint8 HxW -> mono8, uint16 HxW -> 16UC1 (depth in mm), float32 -> 32FC1."""
     array = np.ascontiguousarray(array)
     if encoding is None:
-        encoding = {(np.uint8, 3): "rgb8", (np.uint8, 1): "mono8", (np.uint16, 1): "16UC1",
-                    (np.float32, 1): "32FC1"}.get((array.dtype.type, array.shape[2] if array.ndim == 3 else 1))
+        encoding = {
+            (np.uint8, 3): "rgb8",
+            (np.uint8, 1): "mono8",
+            (np.uint16, 1): "16UC1",
+            (np.float32, 1): "32FC1",
+        }.get((array.dtype.type, array.shape[2] if array.ndim == 3 else 1))
     if encoding not in ENCODINGS:
-        raise ValueError(f"image of dtype {array.dtype} and shape {array.shape}: no ROS encoding for it "
-                         f"(supported: {', '.join(ENCODINGS)})")
+        raise ValueError(
+            f"image of dtype {array.dtype} and shape {array.shape}: no ROS encoding for it "
+            f"(supported: {', '.join(ENCODINGS)})"
+        )
     msg = stamped(Image(), t, frame_id)
     msg.height, msg.width = array.shape[:2]
     msg.encoding = encoding
@@ -205,8 +220,9 @@ def image_to_numpy(msg: Image) -> np.ndarray:
     Refuses an unknown encoding, an empty image or one of more than ``MAX_PIXELS`` pixels, a ``step`` (bytes per
     row) shorter than a row of pixels, and ``data`` whose length is not ``height * step``."""
     if msg.encoding not in ENCODINGS:
-        raise MessageError(f"image encoding {msg.encoding[:40]!r} is not supported (expected one of "
-                           f"{', '.join(ENCODINGS)})")
+        raise MessageError(
+            f"image encoding {msg.encoding[:40]!r} is not supported (expected one of {', '.join(ENCODINGS)})"
+        )
     dtype, channels = ENCODINGS[msg.encoding]
     dtype = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
@@ -214,8 +230,9 @@ def image_to_numpy(msg: Image) -> np.ndarray:
         raise MessageError(f"image of {width}x{height} pixels; expected 1 to {MAX_PIXELS} pixels")
     row_bytes = width * channels * dtype.itemsize
     if step < row_bytes:
-        raise MessageError(f"image step {step} is shorter than a row of {width} {msg.encoding} pixels ({row_bytes} "
-                           "bytes)")
+        raise MessageError(
+            f"image step {step} is shorter than a row of {width} {msg.encoding} pixels ({row_bytes} bytes)"
+        )
     if len(msg.data) != height * step:
         raise MessageError(f"image data has {len(msg.data)} bytes; expected height * step = {height} * {step}")
     row = np.frombuffer(msg.data, dtype=np.uint8).reshape(height, step)

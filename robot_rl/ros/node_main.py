@@ -90,8 +90,10 @@ def stop_requests() -> Iterator[threading.Event]:
     inside rclpy's C++ code (``spin_once`` converting a callback's arguments) surfaces as a ``RuntimeError``
     traceback instead of a clean stop."""
     requested = threading.Event()
-    previous = {number: signal.signal(number, lambda signum, frame: requested.set())
-                for number in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        number: signal.signal(number, lambda signum, frame: requested.set())
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield requested
     finally:
@@ -134,16 +136,21 @@ def require_topics(node, expected: dict[str, str], timeout: float) -> None:
     publisher of that type; otherwise raise naming the topic, what it expected and what exists."""
     deadline = time.monotonic() + timeout
     while True:
-        publishers = {topic: {info.topic_type for info in node.get_publishers_info_by_topic(topic)} for topic in expected}
+        publishers = {
+            topic: {info.topic_type for info in node.get_publishers_info_by_topic(topic)} for topic in expected
+        }
         for topic, kinds in publishers.items():
             if kinds and expected[topic] not in kinds:
-                raise TopicError(f"topic {topic} has type {', '.join(sorted(kinds))}; {node.get_name()} expected "
-                                 f"{expected[topic]}")
+                raise TopicError(
+                    f"topic {topic} has type {', '.join(sorted(kinds))}; {node.get_name()} expected {expected[topic]}"
+                )
         missing = [topic for topic, kinds in publishers.items() if not kinds]
         if not missing:
             return
         if time.monotonic() > deadline:
             topic = missing[0]
-            raise TopicError(f"no publisher on {topic} after {timeout:g} s; {node.get_name()} expected "
-                             f"{expected[topic]} there (remap with --ros-args -r {topic}:=<topic>)")
+            raise TopicError(
+                f"no publisher on {topic} after {timeout:g} s; {node.get_name()} expected "
+                f"{expected[topic]} there (remap with --ros-args -r {topic}:=<topic>)"
+            )
         time.sleep(0.05)

@@ -84,9 +84,19 @@ class EpisodeRecorder:
                 self.demo, self.uid = t["demo"], t.get("episode") or None
             if not self.writer.active:
                 continue  # the rest of an episode whose start was missed
-            self.writer.add(t["next_obs"], t["action"], t["reward"], t["terminated"], t["truncated"],
-                            policy_action=t["policy_action"], success=t["success"], intervened=t["intervened"],
-                            safety_flags=t["violation"], filtered=t["filtered"], timestamp=self.clock())
+            self.writer.add(
+                t["next_obs"],
+                t["action"],
+                t["reward"],
+                t["terminated"],
+                t["truncated"],
+                policy_action=t["policy_action"],
+                success=t["success"],
+                intervened=t["intervened"],
+                safety_flags=t["violation"],
+                filtered=t["filtered"],
+                timestamp=self.clock(),
+            )
             if t["terminated"] or t["truncated"]:
                 name = self.writer.commit("demo" if self.demo else "online", uid=self.uid)
                 self.committed += 1
@@ -115,8 +125,9 @@ class McapRecorder:
         self.written = 0
         for topic, kind in topics.items():
             connection = self.writer.add_connection(topic, kind, typestore=self.types)
-            guard.subscribe(_message_class(kind), topic, lambda data, c=connection: self._write(c, data),
-                            qos.TRANSITIONS, raw=True)
+            guard.subscribe(
+                _message_class(kind), topic, lambda data, c=connection: self._write(c, data), qos.TRANSITIONS, raw=True
+            )
 
     def _write(self, connection, data: bytes) -> None:
         self.writer.write(connection, time.time_ns(), bytes(data))
@@ -160,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if sim_time:  # before the store is made: a graph without a sim clock leaves nothing behind
                 wait_for_clock(node, float(cfg.ros.startup_timeout))
-            store = EpisodeStore.create(cfg.ros.recorder.store, {**metadata, "source": "robot_rl.ros.recorder_node",
-                                                                 "clock": "sim" if sim_time else "wall"})
+            store = EpisodeStore.create(
+                cfg.ros.recorder.store,
+                {**metadata, "source": "robot_rl.ros.recorder_node", "clock": "sim" if sim_time else "wall"},
+            )
         except (ClockError, EpisodeStoreError) as error:
             return exit_with_error("robot_rl.ros.recorder_node", error)
         acks = node.create_publisher(String, ACK_TOPIC, qos.EVENT)
@@ -173,11 +186,16 @@ def main(argv: list[str] | None = None) -> int:
         recorder = EpisodeRecorder(store, node.get_logger(), acknowledge, clock)
         schema = TransitionSchema(store.observation_shapes, int(store.metadata["action_dim"]))
         guard = InputGuard(node)
-        guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC,
-                        lambda msg: recorder.add(decode_transitions(msg.data, schema)[0]), qos.TRANSITIONS)
+        guard.subscribe(
+            UInt8MultiArray,
+            TRANSITIONS_TOPIC,
+            lambda msg: recorder.add(decode_transitions(msg.data, schema)[0]),
+            qos.TRANSITIONS,
+        )
         # for acks that were missed; on the wall clock, as the actor's record_timeout is
-        node.create_timer(1.0, lambda: recorder.recent and acknowledge(recorder.recent),
-                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+        node.create_timer(
+            1.0, lambda: recorder.recent and acknowledge(recorder.recent), clock=Clock(clock_type=ClockType.STEADY_TIME)
+        )
         mcap = None
         if cfg.ros.recorder.mcap:
             topics = dict(MCAP_TOPICS)
@@ -185,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                 topics[f"/camera/{camera}/color/image_raw"] = "sensor_msgs/msg/Image"
                 topics[f"/camera/{camera}/color/camera_info"] = "sensor_msgs/msg/CameraInfo"
             mcap = McapRecorder(node, Path(cfg.ros.recorder.mcap), topics, guard)
-        node.get_logger().info(f"recording episodes to {store.path}" + (f" and MCAP to {cfg.ros.recorder.mcap}" if mcap else ""))
+        node.get_logger().info(
+            f"recording episodes to {store.path}" + (f" and MCAP to {cfg.ros.recorder.mcap}" if mcap else "")
+        )
         try:
             spin(node)
         finally:

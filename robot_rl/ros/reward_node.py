@@ -31,8 +31,9 @@ class RewardPublisher:
         self.latest: dict[str, object] = {}
         self.guard = InputGuard(node)
         for camera in classifier.config.cameras:
-            self.guard.subscribe(Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m),
-                                 qos.STREAM_SUBSCRIBER)
+            self.guard.subscribe(
+                Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m), qos.STREAM_SUBSCRIBER
+            )
         self.success_pub = node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER)
         self.reward_pub = node.create_publisher(Float64, "/rl/reward", qos.STREAM_PUBLISHER)
         self.probability_pub = node.create_publisher(Float64, "/rl/success_probability", qos.STREAM_PUBLISHER)

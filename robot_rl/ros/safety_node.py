@@ -80,9 +80,18 @@ QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
 class SafetyNode:
     """Owns the subscriptions, the timers, the publisher watch and the hard-layer state of one arm."""
 
-    def __init__(self, node, limits: SafetyLimits, rate_hz: float, frame_id: str = "base",
-                 senders: Iterable[str] = DEFAULT_SENDERS, operators: Iterable[str] = DEFAULT_OPERATORS,
-                 graph_period: float = 0.1, discovery_grace: float = 5.0, sim_time: bool = False):
+    def __init__(
+        self,
+        node,
+        limits: SafetyLimits,
+        rate_hz: float,
+        frame_id: str = "base",
+        senders: Iterable[str] = DEFAULT_SENDERS,
+        operators: Iterable[str] = DEFAULT_OPERATORS,
+        graph_period: float = 0.1,
+        discovery_grace: float = 5.0,
+        sim_time: bool = False,
+    ):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.clock import Clock, ClockType
         from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -105,7 +114,9 @@ class SafetyNode:
         self.flags = Violation.NONE
         self.guard = InputGuard(node)
         # sim time: reliable, as every message of the lockstep matters (the sim robot waits for each answer)
-        stream = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE if sim_time else ReliabilityPolicy.BEST_EFFORT)
+        stream = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE if sim_time else ReliabilityPolicy.BEST_EFFORT
+        )
         # an executor serves the subscriptions that are ready together in the order they were made: in sim time the
         # clock before the arm state (a reset's pause instant is ticked before the next instant's state covers it),
         # the actor's gripper before its action (it publishes them in that order; the action ticks the instant)
@@ -115,8 +126,9 @@ class SafetyNode:
         self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/action", self._on_action, stream)
         self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "/rl/estop_reset", self._on_reset, 10)
         self.guard.subscribe(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
-        self.guard.subscribe(WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
-                             self._on_wrench, stream)
+        self.guard.subscribe(
+            WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame", self._on_wrench, stream
+        )
         self.guard.subscribe(Bool, "/rl/estop", self._on_estop, 10)
         own: dict[str, frozenset[bytes]] = {}
         self.pose_pub = self._own_publisher(PoseStamped, "/rl/equilibrium_pose", own)
@@ -126,8 +138,9 @@ class SafetyNode:
         self._force, self._torque = np.zeros(3), np.zeros(3)
         self.wrench_stamp = 0.0  # s: when the newest wrench counts as received (sim time: its stamp)
         senders = frozenset(senders)
-        self.watch = PublisherWatch(node, own, {self.action_topic: senders, self.gripper_topic: senders},
-                                    discovery_grace)
+        self.watch = PublisherWatch(
+            node, own, {self.action_topic: senders, self.gripper_topic: senders}, discovery_grace
+        )
         self.check_graph()
         node.create_timer(graph_period, self.check_graph, clock=Clock(clock_type=ClockType.STEADY_TIME))
         if not sim_time:
@@ -148,8 +161,10 @@ class SafetyNode:
     def check_graph(self) -> None:
         """Latch the hold while the graph shows a foreign publisher; log each one by name when it appears."""
         for publisher in self.watch.check(time.monotonic()):
-            self.node.get_logger().error(f"foreign publisher: {publisher} is not allowed there; holding the arm, "
-                                         f"latched until an e-stop reset by {', '.join(sorted(self.operators))}")
+            self.node.get_logger().error(
+                f"foreign publisher: {publisher} is not allowed there; holding the arm, "
+                f"latched until an e-stop reset by {', '.join(sorted(self.operators))}"
+            )
         if self.watch.foreign:
             self.latch.trigger()
 
@@ -165,8 +180,9 @@ class SafetyNode:
         q = msg.pose.orientation
         norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)
         if not abs(norm - 1.0) <= QUATERNION_TOLERANCE:  # also NaN
-            raise MessageError(f"orientation has norm {norm:.4g}; expected a unit quaternion "
-                               f"(1 +- {QUATERNION_TOLERANCE:g})")
+            raise MessageError(
+                f"orientation has norm {norm:.4g}; expected a unit quaternion (1 +- {QUATERNION_TOLERANCE:g})"
+            )
         return pose_to_numpy(msg.pose)
 
     def _on_action(self, msg, gid: bytes | None) -> None:
@@ -241,8 +257,11 @@ class SafetyNode:
                 self.command = self.queued.pop(0)[1]  # for its instant (an earlier one, a reset's pause, holds)
                 self.gripper = self.command.gripper
             # the ticks the node would have made at rate_hz since the last one, all on this arm state
-            ticks = 1 if self.ticked_ns == 0 else min(max(round((now_ns - self.ticked_ns) * 1e-9 * self.rate_hz), 1),
-                                                      MAX_SIM_TICKS)
+            ticks = (
+                1
+                if self.ticked_ns == 0
+                else min(max(round((now_ns - self.ticked_ns) * 1e-9 * self.rate_hz), 1), MAX_SIM_TICKS)
+            )
             flags = Violation.NONE
             for index in range(ticks, 0, -1):
                 self.tick(now=(now_ns - (index - 1) * 1e9 / self.rate_hz) * 1e-9, publish=index == 1)
@@ -277,15 +296,18 @@ class SafetyNode:
         operators = ", ".join(sorted(self.operators))
         others = sorted({endpoint_node(info) for info in publishers if not is_one_of(info, self.operators)})
         if others:
-            raise MessageError(f"e-stop reset refused: {', '.join(others)} also publish on {self.reset_topic}, "
-                               f"where only {operators} may")
+            raise MessageError(
+                f"e-stop reset refused: {', '.join(others)} also publish on {self.reset_topic}, "
+                f"where only {operators} may"
+            )
         sender = next((info for info in publishers if bytes(info.endpoint_gid) == gid), None)
         if sender is None:
             raise MessageError(f"e-stop reset refused: its sender (gid {describe(gid)}) is not known as {operators}")
         self.check_graph()
         if self.watch.foreign:
-            raise MessageError("e-stop reset refused: foreign publisher(s) still present: "
-                               + "; ".join(self.watch.foreign.values()))
+            raise MessageError(
+                "e-stop reset refused: foreign publisher(s) still present: " + "; ".join(self.watch.foreign.values())
+            )
         if self.latch.latched:
             self.latch.reset()
             self.node.get_logger().info(f"e-stop reset by {endpoint_node(sender)}")
@@ -328,17 +350,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--command-timeout", type=float, default=0.1, help="s without a command -> hold the pose")
     parser.add_argument("--state-timeout", type=float, default=0.01, help="s without arm state -> hold the command")
     parser.add_argument("--frame-id", default="base")
-    parser.add_argument("--senders", nargs="+", default=list(DEFAULT_SENDERS),
-                        help="nodes allowed to publish /rl/action and /rl/gripper")
-    parser.add_argument("--operators", nargs="+", default=list(DEFAULT_OPERATORS),
-                        help="nodes whose /rl/estop_reset is obeyed")
+    parser.add_argument(
+        "--senders",
+        nargs="+",
+        default=list(DEFAULT_SENDERS),
+        help="nodes allowed to publish /rl/action and /rl/gripper",
+    )
+    parser.add_argument(
+        "--operators", nargs="+", default=list(DEFAULT_OPERATORS), help="nodes whose /rl/estop_reset is obeyed"
+    )
     parser.add_argument("--graph-period", type=float, default=0.1, help="s between checks of who publishes")
-    parser.add_argument("--discovery-grace", type=float, default=5.0,
-                        help="s an input publisher's node may stay unnamed (discovery) before it counts as foreign")
-    parser.add_argument("--sim-time", action="store_true",
-                        help="tick on /clock from the sim robot node (ros.sim_time=true) instead of a wall-clock timer")
-    parser.add_argument("--clock-timeout", type=float, default=30.0,
-                        help="s (wall clock) to wait for the first /clock with --sim-time before giving up")
+    parser.add_argument(
+        "--discovery-grace",
+        type=float,
+        default=5.0,
+        help="s an input publisher's node may stay unnamed (discovery) before it counts as foreign",
+    )
+    parser.add_argument(
+        "--sim-time",
+        action="store_true",
+        help="tick on /clock from the sim robot node (ros.sim_time=true) instead of a wall-clock timer",
+    )
+    parser.add_argument(
+        "--clock-timeout",
+        type=float,
+        default=30.0,
+        help="s (wall clock) to wait for the first /clock with --sim-time before giving up",
+    )
     args, ros_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     for name in ("rate_hz", "graph_period", "discovery_grace", "clock_timeout"):
         if not getattr(args, name) > 0:  # also NaN
@@ -346,8 +384,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         limits = SafetyLimits(command_timeout=args.command_timeout, state_timeout=args.state_timeout)
         with ros_node("robot_rl_safety", ["robot_rl", *ros_args], args.sim_time) as node:
-            SafetyNode(node, limits, args.rate_hz, args.frame_id, args.senders, args.operators, args.graph_period,
-                       args.discovery_grace, args.sim_time)
+            SafetyNode(
+                node,
+                limits,
+                args.rate_hz,
+                args.frame_id,
+                args.senders,
+                args.operators,
+                args.graph_period,
+                args.discovery_grace,
+                args.sim_time,
+            )
             if args.sim_time:
                 wait_for_clock(node, args.clock_timeout)
             spin(node)

@@ -46,8 +46,9 @@ class PublisherWatch:
     ``inputs``: input topic -> names of the nodes allowed to publish there. An input endpoint whose node
     is still unnamed (discovery of its node lags its endpoint's) is judged after ``discovery_grace`` s."""
 
-    def __init__(self, node, own: dict[str, frozenset[bytes]], inputs: dict[str, frozenset[str]],
-                 discovery_grace: float):
+    def __init__(
+        self, node, own: dict[str, frozenset[bytes]], inputs: dict[str, frozenset[str]], discovery_grace: float
+    ):
         self.node, self.own, self.inputs, self.discovery_grace = node, own, inputs, discovery_grace
         self.trusted: dict[str, frozenset[bytes]] = {topic: frozenset() for topic in inputs}  # allowed GIDs now
         self.pending: dict[str, frozenset[bytes]] = {topic: frozenset() for topic in inputs}  # unnamed, in grace
@@ -91,7 +92,9 @@ class PublisherWatch:
             return True
         if gid in self.pending[topic]:
             return False
-        raise MessageError(f"sender gid {describe(gid)} is not a known publisher of {', '.join(sorted(self.inputs[topic]))}")
+        raise MessageError(
+            f"sender gid {describe(gid)} is not a known publisher of {', '.join(sorted(self.inputs[topic]))}"
+        )
 
 
 def subscribe_with_sender(node, guard: InputGuard, msg_type, topic: str, callback: Callable, qos) -> str:
@@ -100,4 +103,3 @@ def subscribe_with_sender(node, guard: InputGuard, msg_type, topic: str, callbac
     guarded = guard.wrap(topic, lambda received: callback(*received))
     subscription = node.create_subscription(msg_type, topic, lambda msg, info: guarded((msg, sender_gid(info))), qos)
     return subscription.topic_name
-

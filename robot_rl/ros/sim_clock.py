@@ -75,6 +75,8 @@ def wait_for_clock(node, timeout: float, spinning: bool = False) -> None:
         else:
             rclpy.spin_once(node, timeout_sec=0.01)
         if time.monotonic() > deadline:
-            raise ClockError(f"ros.sim_time=true: no {CLOCK_TOPIC} within {timeout:g} s; {node.get_name()} expected "
-                             "the sim robot node (sim.robot_node) to publish it. Start the graph with its sim node, "
-                             "or set ros.sim_time=false on a real cell")
+            raise ClockError(
+                f"ros.sim_time=true: no {CLOCK_TOPIC} within {timeout:g} s; {node.get_name()} expected "
+                "the sim robot node (sim.robot_node) to publish it. Start the graph with its sim node, "
+                "or set ros.sim_time=false on a real cell"
+            )

@@ -142,8 +142,11 @@ class EventDevice:
     def check(self) -> None:
         """Fail now, naming the devices of this kind that are present, if ours is not."""
         if not os.path.exists(self.device):
-            raise ConfigError("teleop_device.device", self.device,
-                              f"a {self.kind} device; present: {', '.join(self.present()) or 'none'}")
+            raise ConfigError(
+                "teleop_device.device",
+                self.device,
+                f"a {self.kind} device; present: {', '.join(self.present()) or 'none'}",
+            )
 
     def run(self) -> None:
         warned, started = False, time.monotonic()
@@ -156,8 +159,10 @@ class EventDevice:
                 with self.state.lock:
                     self.handle(data)
                 if not warned and not self.nonzero_seen and self.records >= 50 and time.monotonic() - started > 1.0:
-                    self.log.warning(f"{self.device} reports only zero axes ({self.records} reports): is it in the "
-                                     "right mode / switched on?")
+                    self.log.warning(
+                        f"{self.device} reports only zero axes ({self.records} reports): is it in the "
+                        "right mode / switched on?"
+                    )
                     warned = True
 
     def handle(self, data: bytes) -> None:
@@ -174,8 +179,16 @@ class Joystick(EventDevice):
     record_size = JS_EVENT.size
     kind = "joystick"
 
-    def __init__(self, state: TeleopState, device: str, axes: dict[str, int], signs: dict[str, float],
-                 buttons: dict[str, int], deadzone: float, log):
+    def __init__(
+        self,
+        state: TeleopState,
+        device: str,
+        axes: dict[str, int],
+        signs: dict[str, float],
+        buttons: dict[str, int],
+        deadzone: float,
+        log,
+    ):
         super().__init__(state, device, deadzone, log)
         unknown = set(axes) - set(AXIS_NAMES)
         if unknown:
@@ -184,8 +197,11 @@ class Joystick(EventDevice):
         self.buttons = {index: name for name, index in buttons.items()}
 
     def present(self) -> list[str]:
-        return sorted(f"/dev/input/{p}" for p in os.listdir("/dev/input") if p.startswith("js")) \
-            if os.path.isdir("/dev/input") else []
+        return (
+            sorted(f"/dev/input/{p}" for p in os.listdir("/dev/input") if p.startswith("js"))
+            if os.path.isdir("/dev/input")
+            else []
+        )
 
     def handle(self, data: bytes) -> None:
         _, value, kind, number = JS_EVENT.unpack(data)
@@ -210,8 +226,9 @@ class SpaceMouse(EventDevice):
     kind = "SpaceMouse (hidraw)"
     VENDORS = ("0000256F", "0000046D")  # 3Dconnexion, Logitech (older SpaceMice)
 
-    def __init__(self, state: TeleopState, device: str, signs: dict[str, float], full_scale: float, deadzone: float,
-                 log):
+    def __init__(
+        self, state: TeleopState, device: str, signs: dict[str, float], full_scale: float, deadzone: float, log
+    ):
         super().__init__(state, device, deadzone, log)
         self.signs = np.array([float(signs.get(name, 1.0)) for name in AXIS_NAMES])
         self.full_scale = float(full_scale)
@@ -254,11 +271,24 @@ def main(argv: list[str] | None = None) -> int:
             if device_cfg.kind == "keyboard":
                 source = Keyboard(state, float(device_cfg.speed), float(device_cfg.key_hold))
             elif device_cfg.kind == "joystick":
-                source = Joystick(state, str(device_cfg.device), dict(device_cfg.axes), dict(device_cfg.axis_signs),
-                                  dict(device_cfg.buttons), float(device_cfg.deadzone), node.get_logger())
+                source = Joystick(
+                    state,
+                    str(device_cfg.device),
+                    dict(device_cfg.axes),
+                    dict(device_cfg.axis_signs),
+                    dict(device_cfg.buttons),
+                    float(device_cfg.deadzone),
+                    node.get_logger(),
+                )
             else:
-                source = SpaceMouse(state, str(device_cfg.spacemouse_device), dict(device_cfg.spacemouse_signs),
-                                    float(device_cfg.full_scale), float(device_cfg.deadzone), node.get_logger())
+                source = SpaceMouse(
+                    state,
+                    str(device_cfg.spacemouse_device),
+                    dict(device_cfg.spacemouse_signs),
+                    float(device_cfg.full_scale),
+                    float(device_cfg.deadzone),
+                    node.get_logger(),
+                )
             if device_cfg.kind != "keyboard":
                 source.check()
             twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)

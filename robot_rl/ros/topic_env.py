@@ -58,8 +58,13 @@ REWARD, SUCCESS, TASK_STATE, VIOLATION = "/rl/reward", "/rl/success", "/rl/task_
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
 COMMAND_REPEAT = 0.2  # s (wall clock): sim time, the step's command again while the period it started is not over
 MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
-TYPES = {POSE: "geometry_msgs/msg/PoseStamped", JOINTS: "sensor_msgs/msg/JointState", REWARD: "std_msgs/msg/Float64",
-         SUCCESS: "std_msgs/msg/Bool", TASK_STATE: "std_msgs/msg/Float32MultiArray"}
+TYPES = {
+    POSE: "geometry_msgs/msg/PoseStamped",
+    JOINTS: "sensor_msgs/msg/JointState",
+    REWARD: "std_msgs/msg/Float64",
+    SUCCESS: "std_msgs/msg/Bool",
+    TASK_STATE: "std_msgs/msg/Float32MultiArray",
+}
 
 
 def camera_topic(name: str) -> str:
@@ -98,16 +103,29 @@ class TopicEnvSettings:
         from ..config import ConfigError, image_size
 
         if task.get("privileged_state"):
-            raise ConfigError("task.privileged_state", True, "false on a robot cell: only a simulator knows the clean "
-                              "state (train with it in sim; the actor acts without it)")
-        return cls(control_rate_hz=float(task["control_rate_hz"]), action_dim=int(task["action_dim"]),
-                   pos_step=float(task["pos_step"]), rot_step=float(task["rot_step"]),
-                   workspace=np.asarray(task["workspace"], float), episode_steps=int(task["episode_steps"]),
-                   cameras=tuple(task.get("cameras") or ()), image_size=image_size("task.image_size", task["image_size"]),
-                   terminate_on_success=bool(task.get("terminate_on_success", True)),
-                   stream_timeout=float(ros["stream_timeout"]), reset_pause=float(ros["reset_pause"]),
-                   frame_id=str(ros["frame_id"]), gripper_joints=tuple(ros["gripper_joints"]),
-                   gripper_max_opening=float(ros["gripper_max_opening"]), sim_time=bool(ros.get("sim_time")))
+            raise ConfigError(
+                "task.privileged_state",
+                True,
+                "false on a robot cell: only a simulator knows the clean "
+                "state (train with it in sim; the actor acts without it)",
+            )
+        return cls(
+            control_rate_hz=float(task["control_rate_hz"]),
+            action_dim=int(task["action_dim"]),
+            pos_step=float(task["pos_step"]),
+            rot_step=float(task["rot_step"]),
+            workspace=np.asarray(task["workspace"], float),
+            episode_steps=int(task["episode_steps"]),
+            cameras=tuple(task.get("cameras") or ()),
+            image_size=image_size("task.image_size", task["image_size"]),
+            terminate_on_success=bool(task.get("terminate_on_success", True)),
+            stream_timeout=float(ros["stream_timeout"]),
+            reset_pause=float(ros["reset_pause"]),
+            frame_id=str(ros["frame_id"]),
+            gripper_joints=tuple(ros["gripper_joints"]),
+            gripper_max_opening=float(ros["gripper_max_opening"]),
+            sim_time=bool(ros.get("sim_time")),
+        )
 
 
 class Inbox:
@@ -122,8 +140,13 @@ class Inbox:
             self.latest[topic] = (value, time.monotonic())
             self.changed.notify_all()
 
-    def wait_newer(self, topics: list[str], after: float, timeout: float,
-                   complete: Callable[[dict[str, Any]], bool] = lambda values: True) -> dict[str, Any]:
+    def wait_newer(
+        self,
+        topics: list[str],
+        after: float,
+        timeout: float,
+        complete: Callable[[dict[str, Any]], bool] = lambda values: True,
+    ) -> dict[str, Any]:
         """The newest value of every topic, once each arrived after ``after`` and the values are ``complete``;
         StreamStalled otherwise."""
         deadline = time.monotonic() + timeout
@@ -278,7 +301,10 @@ class TopicEnv(gym.Env):
         target_pos, target_rot = delta_target(pos, rot, action, s.pos_step, s.rot_step, s.workspace, self.reference_rot)
         sent = time.monotonic()
         # the gripper first: in sim time the pose is the go signal of the sim robot's period
-        gripper, command = Float64(data=float(action[-1])), pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id)
+        gripper, command = (
+            Float64(data=float(action[-1])),
+            pose_msg(target_pos, target_rot, self._obs_stamp, s.frame_id),
+        )
         self.gripper_pub.publish(gripper)
         self.action_pub.publish(command)
         if s.sim_time:  # the sim robot steps the period as soon as it has the command; its end is the pose stamped
@@ -305,9 +331,12 @@ class TopicEnv(gym.Env):
         deadline = time.monotonic() + s.stream_timeout
         while True:
             try:
-                return self.inbox.wait_newer(self.streams + self.lockstep_inputs, sent,
-                                             min(COMMAND_REPEAT, max(deadline - time.monotonic(), 0.0)),
-                                             lambda values: values[POSE][4] >= period_end - 1e-6)
+                return self.inbox.wait_newer(
+                    self.streams + self.lockstep_inputs,
+                    sent,
+                    min(COMMAND_REPEAT, max(deadline - time.monotonic(), 0.0)),
+                    lambda values: values[POSE][4] >= period_end - 1e-6,
+                )
             except StreamStalled as stalled:
                 if time.monotonic() >= deadline:
                     raise StreamStalled(stalled.topic, time.monotonic() - sent) from None

@@ -57,9 +57,17 @@ class RosTransport(Transport):
     may be called from any other thread.
     """
 
-    def __init__(self, node, role: str, *, schema: TransitionSchema | None = None,
-                 expected_weights: dict | None = None, risk_input: tuple[int, int] | None = None,
-                 outbox: Outbox | None = None, guard: InputGuard | None = None):
+    def __init__(
+        self,
+        node,
+        role: str,
+        *,
+        schema: TransitionSchema | None = None,
+        expected_weights: dict | None = None,
+        risk_input: tuple[int, int] | None = None,
+        outbox: Outbox | None = None,
+        guard: InputGuard | None = None,
+    ):
         if role not in ("actor", "learner"):
             raise ValueError(f"role must be 'actor' or 'learner', got {role!r}")
         self.node, self.role = node, role
@@ -147,7 +155,7 @@ class RosTransport(Transport):
 
     def _publish_batches(self, transitions: list[dict[str, Any]], size: int = 64) -> None:
         for start in range(0, len(transitions), size):
-            self._publish(transitions[start:start + size])
+            self._publish(transitions[start : start + size])
 
     def finish(self, record_wait: float) -> None:
         """At the actor's exit: wait up to ``record_wait`` s for the recorder to acknowledge the finished
@@ -188,7 +196,9 @@ class RosTransport(Transport):
     def acknowledge(self, received: dict[str, int], durable: dict[str, int]) -> None:
         """Tell the actors what this learner has ingested and what is in its checkpoint."""
         self._require("learner")
-        actors = {actor: {"received": int(seq), "durable": int(durable.get(actor, 0))} for actor, seq in received.items()}
+        actors = {
+            actor: {"received": int(seq), "durable": int(durable.get(actor, 0))} for actor, seq in received.items()
+        }
         self.acks.publish(String(data=json.dumps({"node": "learner", "session": self.session, "actors": actors})))
 
     # ----------------------------------------------------------------- both

@@ -57,11 +57,15 @@ class FilterSettings:
     def __post_init__(self) -> None:
         checks = {
             "threshold_on": (0.0 < self.threshold_on <= 1.0, "a probability in (0, 1]"),
-            "threshold_off": (0.0 <= self.threshold_off <= self.threshold_on,
-                              f"a probability <= threshold_on={self.threshold_on}"),
+            "threshold_off": (
+                0.0 <= self.threshold_off <= self.threshold_on,
+                f"a probability <= threshold_on={self.threshold_on}",
+            ),
             "dwell_steps": (self.dwell_steps >= 0, "an integer >= 0"),
-            "scales": (len(self.scales) > 0 and self.scales[0] == 1.0 and all(0.0 <= s <= 1.0 for s in self.scales),
-                       "factors in [0, 1], the first 1.0 (the proposed action itself)"),
+            "scales": (
+                len(self.scales) > 0 and self.scales[0] == 1.0 and all(0.0 <= s <= 1.0 for s in self.scales),
+                "factors in [0, 1], the first 1.0 (the proposed action itself)",
+            ),
             "escape_step": (0.0 <= self.escape_step <= 1.0, "a number in [0, 1]"),
             "deadline_s": (self.deadline_s > 0, "a positive number of seconds"),
         }
@@ -87,9 +91,13 @@ def single_threaded_blas() -> None:
 
 
 class SafetyFilter:
-    def __init__(self, risk: RiskFunction, settings: FilterSettings | None = None,
-                 recovery_action: Callable[[np.ndarray], np.ndarray] | None = None,
-                 clock: Callable[[], float] = time.thread_time):
+    def __init__(
+        self,
+        risk: RiskFunction,
+        settings: FilterSettings | None = None,
+        recovery_action: Callable[[np.ndarray], np.ndarray] | None = None,
+        clock: Callable[[], float] = time.thread_time,
+    ):
         self.risk, self.settings, self.clock = risk, settings or FilterSettings(), clock
         self.recovery_action = recovery_action  # None: hold (no Cartesian step, gripper unchanged), in the template
         self._factors: np.ndarray | None = None  # (K, A) line-search factors, built for the first action's size
@@ -127,7 +135,7 @@ class SafetyFilter:
         self._template = np.zeros((len(scales) + 1 + escapes, size), np.float32)
         for axis in range(escapes // 2):
             rows = len(scales) + 1 + 2 * axis
-            self._template[rows: rows + 2, axis] = (self.settings.escape_step, -self.settings.escape_step)
+            self._template[rows : rows + 2, axis] = (self.settings.escape_step, -self.settings.escape_step)
 
     def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
         action = np.asarray(action)
@@ -161,5 +169,6 @@ class SafetyFilter:
         executed = candidates[chosen]
         intervened = executed.tolist() != candidates[0].tolist()  # both float32: no rounding difference
         self.interventions += intervened
-        return FilterResult(executed.astype(action.dtype) if intervened else action, proposed, intervened, False,
-                            True, seconds)
+        return FilterResult(
+            executed.astype(action.dtype) if intervened else action, proposed, intervened, False, True, seconds
+        )

@@ -66,8 +66,15 @@ class SafetyLimits:
             "cone_axis": np.isfinite(np.linalg.norm(self.cone_axis)) and np.linalg.norm(self.cone_axis) > 0,
             "cone_half_angle": 0 < self.cone_half_angle < np.pi / 2,
         }
-        for name in ("max_translation_step", "max_rotation_step", "max_gripper_step", "max_force", "max_torque",
-                     "command_timeout", "state_timeout"):
+        for name in (
+            "max_translation_step",
+            "max_rotation_step",
+            "max_gripper_step",
+            "max_force",
+            "max_torque",
+            "command_timeout",
+            "state_timeout",
+        ):
             checks[name] = np.isfinite(getattr(self, name)) and getattr(self, name) > 0
         checks["retreat_distance"] = np.isfinite(self.retreat_distance) and self.retreat_distance >= 0
         for name, ok in checks.items():
@@ -118,8 +125,12 @@ class Command:
         # one sum is finite exactly when every term is, unless finite terms overflow: check those one by one
         if math.isfinite(sum(self.pos.tolist()) + sum(self.rot.ravel().tolist()) + self.gripper + self.stamp):
             return True
-        return bool(np.isfinite(self.pos).all() and np.isfinite(self.rot).all() and math.isfinite(self.gripper)
-                    and math.isfinite(self.stamp))
+        return bool(
+            np.isfinite(self.pos).all()
+            and np.isfinite(self.rot).all()
+            and math.isfinite(self.gripper)
+            and math.isfinite(self.stamp)
+        )
 
 
 @dataclass
@@ -135,8 +146,9 @@ class EStopLatch:
         self.latched = False
 
 
-def enforce(limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Command, previous: Command,
-            now: float) -> tuple[Command, Violation]:
+def enforce(
+    limits: SafetyLimits, latch: EStopLatch, arm: ArmState, command: Command, previous: Command, now: float
+) -> tuple[Command, Violation]:
     """The command to send (inside every limit) and what was changed. ``previous`` is the last
     command sent, which must itself satisfy the limits (start from :func:`hold`)."""
     if latch.latched:
@@ -246,10 +258,15 @@ def _orthonormal(rot: np.ndarray) -> np.ndarray:
     A matrix that already is one (R^T R = I to 1e-9, determinant +1) passes unchanged."""
     rot = np.asarray(rot, float)
     (a, b, c), (d, e, f), (g, h, i) = rot.tolist()
-    if (abs(a * a + d * d + g * g - 1.0) < 1e-9 and abs(b * b + e * e + h * h - 1.0) < 1e-9
-            and abs(c * c + f * f + i * i - 1.0) < 1e-9 and abs(a * b + d * e + g * h) < 1e-9
-            and abs(a * c + d * f + g * i) < 1e-9 and abs(b * c + e * f + h * i) < 1e-9
-            and a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) > 0):
+    if (
+        abs(a * a + d * d + g * g - 1.0) < 1e-9
+        and abs(b * b + e * e + h * h - 1.0) < 1e-9
+        and abs(c * c + f * f + i * i - 1.0) < 1e-9
+        and abs(a * b + d * e + g * h) < 1e-9
+        and abs(a * c + d * f + g * i) < 1e-9
+        and abs(b * c + e * f + h * i) < 1e-9
+        and a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g) > 0
+    ):
         return rot.copy()
     u, _, vt = np.linalg.svd(rot)
     fixed = u @ vt

@@ -46,19 +46,29 @@ class SafetySettings:
 
 def safety_settings(cfg: DictConfig | None) -> SafetySettings:
     settings = settings_of("safety", SafetySettings, OmegaConf.to_container(cfg, resolve=True) if cfg else None)
-    require_all("safety", settings, {
-        "enabled": (isinstance(settings.enabled, bool), "true or false"),
-        "penalty": (is_number(settings.penalty) and settings.penalty >= 0, "a number >= 0"),
-        "relabel": (settings.relabel in RELABEL, " or ".join(RELABEL)),
-        "warmup": (is_integer(settings.warmup) and settings.warmup >= 0, "an integer >= 0"),
-        "pretrain_store": (settings.pretrain_store is None or (isinstance(settings.pretrain_store, str)
-                                                               and settings.pretrain_store.strip() != ""),
-                           "null or the path of an episode store"),
-        "pretrain_updates": (is_integer(settings.pretrain_updates) and settings.pretrain_updates >= 1,
-                             "a positive integer"),
-        "prior_fraction": (is_number(settings.prior_fraction) and 0.0 < settings.prior_fraction < 1.0,
-                           "a number in (0, 1)"),
-    })
+    require_all(
+        "safety",
+        settings,
+        {
+            "enabled": (isinstance(settings.enabled, bool), "true or false"),
+            "penalty": (is_number(settings.penalty) and settings.penalty >= 0, "a number >= 0"),
+            "relabel": (settings.relabel in RELABEL, " or ".join(RELABEL)),
+            "warmup": (is_integer(settings.warmup) and settings.warmup >= 0, "an integer >= 0"),
+            "pretrain_store": (
+                settings.pretrain_store is None
+                or (isinstance(settings.pretrain_store, str) and settings.pretrain_store.strip() != ""),
+                "null or the path of an episode store",
+            ),
+            "pretrain_updates": (
+                is_integer(settings.pretrain_updates) and settings.pretrain_updates >= 1,
+                "a positive integer",
+            ),
+            "prior_fraction": (
+                is_number(settings.prior_fraction) and 0.0 < settings.prior_fraction < 1.0,
+                "a number in (0, 1)",
+            ),
+        },
+    )
     from policies.safety_critic import SafetyCriticConfig
 
     settings_of("safety.critic", SafetyCriticConfig, settings.critic).validate()
@@ -112,8 +122,9 @@ class SafetyLearner:
         return {RISK_MODEL_KEY: self.critic.risk_model()} if ready else {}
 
 
-def make_safety_learner(settings: SafetySettings, shapes: dict[str, tuple[int, ...]], action_dim: int,
-                        seed: int) -> SafetyLearner | None:
+def make_safety_learner(
+    settings: SafetySettings, shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int
+) -> SafetyLearner | None:
     """The learner's safety critic when ``safety.enabled``, pretrained on ``safety.pretrain_store`` if given."""
     if not settings.enabled:
         return None
@@ -126,10 +137,14 @@ def make_safety_learner(settings: SafetySettings, shapes: dict[str, tuple[int, .
         try:
             store = EpisodeStore.open(settings.pretrain_store)
         except Exception as error:  # noqa: BLE001 - whatever fails to open is the user's store, named
-            raise ConfigError("safety.pretrain_store", settings.pretrain_store,
-                              f"an episode store with recorded violations ({error})") from None
-        buffer = ReplayBuffer(sum(store.episode_attrs(n)["length"] + 1 for n in store.episode_names()) + 2,
-                              {"state": (shapes["state"], np.float32)}, action_dim)
+            raise ConfigError(
+                "safety.pretrain_store", settings.pretrain_store, f"an episode store with recorded violations ({error})"
+            ) from None
+        buffer = ReplayBuffer(
+            sum(store.episode_attrs(n)["length"] + 1 for n in store.episode_names()) + 2,
+            {"state": (shapes["state"], np.float32)},
+            action_dim,
+        )
         load_episode_store(store, buffer)
         learner.pretrain(buffer)
     return learner
@@ -172,5 +187,8 @@ class SafetyActor:
         self.violations += bool(violation)
 
     def stats(self) -> dict[str, int]:
-        return {"violations": self.violations, "filter_interventions": self.interventions,
-                "filter_bypasses": self.bypasses}
+        return {
+            "violations": self.violations,
+            "filter_interventions": self.interventions,
+            "filter_bypasses": self.bypasses,
+        }

@@ -93,7 +93,11 @@ class PegInsertEnv(PandaTaskEnv):
         return self.data.xpos[self._socket_body].copy()
 
     def task_state(self) -> dict[str, np.ndarray]:
-        return {"peg_pos": self.peg_pos, "socket_pos": self.socket_pos, "peg_to_socket": self.socket_pos - self.peg_bottom}
+        return {
+            "peg_pos": self.peg_pos,
+            "socket_pos": self.socket_pos,
+            "peg_to_socket": self.socket_pos - self.peg_bottom,
+        }
 
     def depth(self) -> float:
         """How far the peg's bottom is below the socket's rim (m)."""
@@ -111,4 +115,3 @@ class PegInsertEnv(PandaTaskEnv):
 
     def task_info(self) -> dict:
         return {"insert_depth": self.depth()}
-

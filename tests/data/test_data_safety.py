@@ -45,8 +45,11 @@ def temporary_siblings(folder: Path) -> list[Path]:
 def test_create_in_a_user_folder_is_refused_and_the_folder_survives(tmp_path):
     folder = user_folder(tmp_path / "mine")
     before = tree_digest(folder)
-    with pytest.raises(EpisodeStoreError, match="mine: folder holds files and is not a robot_rl episode store; "
-                                                "expected a new path, an empty folder or an existing store"):
+    with pytest.raises(
+        EpisodeStoreError,
+        match="mine: folder holds files and is not a robot_rl episode store; "
+        "expected a new path, an empty folder or an existing store",
+    ):
         EpisodeStore.create(folder, META)
     assert tree_digest(folder) == before and sorted(p.name for p in folder.iterdir()) == ["notes", "thesis.tex"]
 
@@ -102,9 +105,16 @@ def test_every_episode_gets_a_uid_and_a_checksum_and_a_caller_may_give_the_uid(t
     episode = synthetic_episode(0)
     writer.start({key: value[0] for key, value in episode["obs"].items()})
     for t in range(6):
-        writer.add({key: value[t + 1] for key, value in episode["obs"].items()}, episode["action"][t],
-                   episode["reward"][t], terminated=t == 5, truncated=False, success=t == 5,
-                   timestamp=episode["timestamp"][t], safety_flags=t % 3)
+        writer.add(
+            {key: value[t + 1] for key, value in episode["obs"].items()},
+            episode["action"][t],
+            episode["reward"][t],
+            terminated=t == 5,
+            truncated=False,
+            success=t == 5,
+            timestamp=episode["timestamp"][t],
+            safety_flags=t % 3,
+        )
     with pytest.raises(EpisodeStoreError, match="uid=''; expected a printable string"):
         writer.commit("demo", uid="")
     name = writer.commit("demo", uid="actor-7-episode-12", seed=1)
@@ -140,15 +150,19 @@ def rewrite_reward(episode: Path) -> None:
 
 CORRUPTIONS = {
     "corrupt camera chunk": (lambda ep: flip_a_byte(chunk_files(ep, "obs/front")[2]), "field obs/front: corrupt chunk"),
-    "truncated chunk file": (lambda ep: chunk_files(ep, "action")[0].write_bytes(chunk_files(ep, "action")[0]
-                                                                                   .read_bytes()[:7]),
-                             "field action: corrupt chunk"),
+    "truncated chunk file": (
+        lambda ep: chunk_files(ep, "action")[0].write_bytes(chunk_files(ep, "action")[0].read_bytes()[:7]),
+        "field action: corrupt chunk",
+    ),
     "missing chunk": (lambda ep: chunk_files(ep, "obs/front")[0].unlink(), "field obs/front: 1 chunk(s) missing"),
-    "truncated array": (lambda ep: edit_json(ep / "reward" / "zarr.json",
-                                             lambda doc: doc.update(shape=[5])), "field reward: 5 rows; expected 6"),
-    "wrong length attr": (lambda ep: edit_json(ep / "zarr.json",
-                                               lambda doc: doc["attributes"].update(length=7)),
-                          "field action: 6 rows; expected 7"),
+    "truncated array": (
+        lambda ep: edit_json(ep / "reward" / "zarr.json", lambda doc: doc.update(shape=[5])),
+        "field reward: 5 rows; expected 6",
+    ),
+    "wrong length attr": (
+        lambda ep: edit_json(ep / "zarr.json", lambda doc: doc["attributes"].update(length=7)),
+        "field action: 6 rows; expected 7",
+    ),
     "content changed": (rewrite_reward, "content checksum"),
     "unreadable metadata": (lambda ep: (ep / "zarr.json").write_text("{not json"), "unreadable metadata"),
 }
@@ -318,8 +332,9 @@ def test_latest_finds_the_previous_version_after_a_crash_between_the_renames(tmp
     with replacing(target) as tmp:
         (tmp / "a").write_text("1")
     script = CRASH_BETWEEN_RENAMES.format(target=str(target))
-    crashed = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[2], env={**os.environ},
-                             check=False)
+    crashed = subprocess.run(
+        [sys.executable, "-c", script], cwd=Path(__file__).parents[2], env={**os.environ}, check=False
+    )
     assert crashed.returncode == 9 and not target.exists()
     leftover = temporary_siblings(target)
     assert len(leftover) == 1 and (leftover[0] / MARKER).exists()

@@ -20,8 +20,10 @@ META = {"task": "unit", "observation_shapes": {"state": [4], "front": [16, 20, 3
 def synthetic_episode(seed: int, steps: int = 6):
     rng = np.random.default_rng(seed)
     return {
-        "obs": {"state": rng.normal(size=(steps + 1, 4)).astype(np.float32),
-                "front": rng.integers(0, 255, (steps + 1, 16, 20, 3), dtype=np.uint8)},
+        "obs": {
+            "state": rng.normal(size=(steps + 1, 4)).astype(np.float32),
+            "front": rng.integers(0, 255, (steps + 1, 16, 20, 3), dtype=np.uint8),
+        },
         "action": rng.uniform(-1, 1, (steps, 2)).astype(np.float32),
         "reward": rng.normal(size=steps).astype(np.float32),
         "timestamp": 1000.0 + 100.0 * seed + np.arange(steps) / 10,
@@ -33,9 +35,16 @@ def write_episode(store, episode, source="demo"):
     writer.start({key: value[0] for key, value in episode["obs"].items()})
     steps = len(episode["action"])
     for t in range(steps):
-        writer.add({key: value[t + 1] for key, value in episode["obs"].items()}, episode["action"][t],
-                   episode["reward"][t], terminated=t == steps - 1, truncated=False, success=t == steps - 1,
-                   timestamp=episode["timestamp"][t], safety_flags=t % 3)
+        writer.add(
+            {key: value[t + 1] for key, value in episode["obs"].items()},
+            episode["action"][t],
+            episode["reward"][t],
+            terminated=t == steps - 1,
+            truncated=False,
+            success=t == steps - 1,
+            timestamp=episode["timestamp"][t],
+            safety_flags=t % 3,
+        )
     return writer.commit(source, seed=1)
 
 
@@ -74,7 +83,9 @@ def test_streams_at_their_own_rate(tmp_path):
     for i in range(25):
         writer.add_stream("wrench", np.full(6, i, np.float32), timestamp=i / 100)
     for t in range(2):
-        writer.add({key: value[t + 1] for key, value in episode["obs"].items()}, episode["action"][t], 0.0, t == 1, False)
+        writer.add(
+            {key: value[t + 1] for key, value in episode["obs"].items()}, episode["action"][t], 0.0, t == 1, False
+        )
     name = writer.commit("online")
     streams = store.read_episode(name)["streams"]
     assert streams["wrench"]["data"].shape == (25, 6) and streams["wrench"]["timestamp"][-1] == pytest.approx(0.24)

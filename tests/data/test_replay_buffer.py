@@ -14,8 +14,15 @@ def fill(buffer, rewards, terminated_last, truncated_last, start_marker):
     """One episode; obs 'state' = slot marker so next_obs can be checked; action = [reward]."""
     for t, reward in enumerate(rewards):
         last = t == len(rewards) - 1
-        buffer.add({"state": [start_marker + t]}, [reward], reward, {"state": [start_marker + t + 1]},
-                   terminated=last and terminated_last, truncated=last and truncated_last, intervened=t == 0)
+        buffer.add(
+            {"state": [start_marker + t]},
+            [reward],
+            reward,
+            {"state": [start_marker + t + 1]},
+            terminated=last and terminated_last,
+            truncated=last and truncated_last,
+            intervened=t == 0,
+        )
 
 
 @pytest.fixture
@@ -126,8 +133,14 @@ def test_save_and_restore_round_trip_exactly(tmp_path):
             obs = {"state": rng.normal(size=3), "front": rng.integers(0, 255, (8, 8, 3))}
             nxt = {"state": rng.normal(size=3), "front": rng.integers(0, 255, (8, 8, 3))}
             original.add(obs, rng.normal(size=2), rng.normal(), nxt, terminated=t == 4, truncated=False)
-    original.add({"state": np.ones(3), "front": np.ones((8, 8, 3))}, [0.5, 0.5], 1.0,
-                 {"state": np.zeros(3), "front": np.zeros((8, 8, 3))}, False, False)  # an open episode
+    original.add(
+        {"state": np.ones(3), "front": np.ones((8, 8, 3))},
+        [0.5, 0.5],
+        1.0,
+        {"state": np.zeros(3), "front": np.zeros((8, 8, 3))},
+        False,
+        False,
+    )  # an open episode
     original.save(tmp_path / "buffer")
     restored = ReplayBuffer.load(tmp_path / "buffer")
     for key in space:
@@ -135,15 +148,24 @@ def test_save_and_restore_round_trip_exactly(tmp_path):
     for name in ("action", "reward", "terminated", "truncated", "intervened", "has_transition", "episode"):
         np.testing.assert_array_equal(getattr(restored, name), getattr(original, name))
     assert (restored.cursor, restored.filled, restored.episodes_started) == (
-        original.cursor, original.filled, original.episodes_started)
+        original.cursor,
+        original.filled,
+        original.episodes_started,
+    )
     a = original.sample(16, np.random.default_rng(5), n_step=3, sequence_length=2)
     b = restored.sample(16, np.random.default_rng(5), n_step=3, sequence_length=2)
     for key in ("action", "reward", "discount", "action_sequence", "sequence_mask", "index"):
         np.testing.assert_array_equal(a[key], b[key])
     # the open episode continues identically in both
     for buffer in (original, restored):
-        buffer.add({"state": np.zeros(3), "front": np.zeros((8, 8, 3))}, [0.1, 0.1], 2.0,
-                   {"state": np.full(3, 2.0), "front": np.zeros((8, 8, 3))}, True, False)
+        buffer.add(
+            {"state": np.zeros(3), "front": np.zeros((8, 8, 3))},
+            [0.1, 0.1],
+            2.0,
+            {"state": np.full(3, 2.0), "front": np.zeros((8, 8, 3))},
+            True,
+            False,
+        )
     np.testing.assert_array_equal(original.episode, restored.episode)
     original.save(tmp_path / "buffer")  # overwriting an existing save
     assert ReplayBuffer.load(tmp_path / "buffer").cursor == original.cursor
@@ -157,8 +179,12 @@ def test_random_shift_is_a_replicate_padded_integer_crop():
     padded = torch.nn.functional.pad(images.float(), (4, 4, 4, 4), mode="replicate")
     offsets = set()
     for b in range(16):
-        matches = [(dy, dx) for dy in range(9) for dx in range(9)
-                   if torch.equal(padded[b, :, dy:dy + 12, dx:dx + 10].to(torch.uint8), shifted[b])]
+        matches = [
+            (dy, dx)
+            for dy in range(9)
+            for dx in range(9)
+            if torch.equal(padded[b, :, dy : dy + 12, dx : dx + 10].to(torch.uint8), shifted[b])
+        ]
         assert matches, "every output is a crop of the padded input"
         offsets.add(matches[0])
     assert len(offsets) > 4  # offsets differ between samples

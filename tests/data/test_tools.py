@@ -59,10 +59,12 @@ def test_mcap_export_reads_back_with_rosbags(store_path, tmp_path):
     assert frames[0][1].encoding == "rgb8" and (frames[0][1].height, frames[0][1].width) == (16, 20)
     images = np.array([m.data.reshape(m.height, m.width, 3) for _, m in frames])
     np.testing.assert_array_equal(images, np.concatenate([e["obs"]["front"] for e in expected]))
-    np.testing.assert_array_equal(np.array([m.data for _, m in got[TOPIC_ACTION]]),
-                                  np.concatenate([e["action"] for e in expected]))
-    np.testing.assert_array_equal(np.array([m.data for _, m in got[TOPIC_REWARD]], np.float32),
-                                  np.concatenate([e["reward"] for e in expected]))
+    np.testing.assert_array_equal(
+        np.array([m.data for _, m in got[TOPIC_ACTION]]), np.concatenate([e["action"] for e in expected])
+    )
+    np.testing.assert_array_equal(
+        np.array([m.data for _, m in got[TOPIC_REWARD]], np.float32), np.concatenate([e["reward"] for e in expected])
+    )
     assert [m.data for _, m in got[TOPIC_INTERVENED]] == [False] * 12
     stamps = [stamp for stamp, _ in got[TOPIC_ACTION]]
     assert stamps[:6] == [round(t * 1e9) for t in expected[0]["timestamp"]]
@@ -74,17 +76,20 @@ def test_merge_copies_episodes_bit_identically(store_path, tmp_path):
     report = tools.merge([store_path, tmp_path / "b.zarr"], tmp_path / "merged.zarr")
     assert report["copied"] == 4
     merged = EpisodeStore.open(tmp_path / "merged.zarr")
-    np.testing.assert_array_equal(merged.read_episode("episode_000003")["obs"]["front"],
-                                  synthetic_episode(7)["obs"]["front"])
+    np.testing.assert_array_equal(
+        merged.read_episode("episode_000003")["obs"]["front"], synthetic_episode(7)["obs"]["front"]
+    )
     assert merged.episode_attrs("episode_000002")["source"] == "online"
 
 
 @pytest.mark.parametrize(
     "change, field",
-    [({"observation_shapes": {"state": [4], "wrist": [16, 20, 3]}}, "observation_shapes"),
-     ({"observation_shapes": {"state": [4], "front": [32, 20, 3]}}, "observation_shapes"),
-     ({"action_dim": 7}, "action_dim"),
-     ({"task": "other"}, "task")],
+    [
+        ({"observation_shapes": {"state": [4], "wrist": [16, 20, 3]}}, "observation_shapes"),
+        ({"observation_shapes": {"state": [4], "front": [32, 20, 3]}}, "observation_shapes"),
+        ({"action_dim": 7}, "action_dim"),
+        ({"task": "other"}, "task"),
+    ],
 )
 def test_merge_rejects_mismatched_schemas_and_modifies_nothing(store_path, tmp_path, change, field):
     bad = EpisodeStore.create(tmp_path / "bad.zarr", {**META, **change})

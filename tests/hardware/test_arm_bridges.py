@@ -36,19 +36,49 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
 
     processes = [
         # the sim arm listens only to Servo's twist topic here, not to the equilibrium pose
-        subprocess.Popen([sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false",
-                          "train.demo_episodes=0", "--ros-args", "-r", "/rl/equilibrium_pose:=/sim/unused"]),
-        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05",
-                          "--senders", "robot_rl_test_servo_actor"]),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sim.robot_node",
+                "task=reach",
+                "human.enabled=false",
+                "train.demo_episodes=0",
+                "--ros-args",
+                "-r",
+                "/rl/equilibrium_pose:=/sim/unused",
+            ]
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "robot_rl.ros.safety_node",
+                "--rate-hz",
+                "200",
+                "--state-timeout",
+                "0.05",
+                "--senders",
+                "robot_rl_test_servo_actor",
+            ]
+        ),
         subprocess.Popen([sys.executable, "-m", "hardware.servo_bridge", "--rate-hz", "100"]),
     ]
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_servo_actor")
     seen = {"pose": None, "twists": [], "flags": []}
-    node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose",
-                             lambda m: seen.__setitem__("pose", pose_to_numpy(m.pose)), 10)
-    twists = node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds",
-                                      lambda m: seen["twists"].append((m.header.frame_id, twist_to_numpy(m.twist))), 10)
+    node.create_subscription(
+        PoseStamped,
+        "/franka_robot_state_broadcaster/current_pose",
+        lambda m: seen.__setitem__("pose", pose_to_numpy(m.pose)),
+        10,
+    )
+    twists = node.create_subscription(
+        TwistStamped,
+        "/servo_node/delta_twist_cmds",
+        lambda m: seen["twists"].append((m.header.frame_id, twist_to_numpy(m.twist))),
+        10,
+    )
     node.create_subscription(UInt32, "/rl/safety_flags", lambda m: seen["flags"].append(m.data), 10)
     action = node.create_publisher(PoseStamped, "/rl/action", 1)
 

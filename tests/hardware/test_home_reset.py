@@ -18,16 +18,21 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
     from robot_rl.ros.messages import pose_to_numpy
 
     common = ["task=reach", "human.enabled=false", "ros.sim_reset_service=false"]
-    processes = [subprocess.Popen([sys.executable, "-m", "sim.robot_node", *common]),
-                 subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200",
-                                   "--state-timeout", "0.05"]),
-                 subprocess.Popen([sys.executable, "-m", "hardware.home_reset", *common,
-                                   "reset.position=[0.55,0.1,0.15]", "reset.speed=0.2"])]
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "sim.robot_node", *common]),
+        subprocess.Popen(
+            [sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05"]
+        ),
+        subprocess.Popen(
+            [sys.executable, "-m", "hardware.home_reset", *common, "reset.position=[0.55,0.1,0.15]", "reset.speed=0.2"]
+        ),
+    ]
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_reset_caller")
     poses = []
-    node.create_subscription(PoseStamped, "/franka_robot_state_broadcaster/current_pose",
-                             lambda m: poses.append(pose_to_numpy(m.pose)), 10)
+    node.create_subscription(
+        PoseStamped, "/franka_robot_state_broadcaster/current_pose", lambda m: poses.append(pose_to_numpy(m.pose)), 10
+    )
     client = node.create_client(SetBool, "/rl/reset")
     try:
         assert client.wait_for_service(timeout_sec=60)
@@ -48,6 +53,11 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
 
 
 def test_bad_reset_settings_are_named():
-    result = subprocess.run([sys.executable, "-m", "hardware.home_reset", "reset.speed=0"], capture_output=True,
-                            text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "hardware.home_reset", "reset.speed=0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2 and "reset.speed" in result.stderr and "positive speed" in result.stderr

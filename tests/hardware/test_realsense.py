@@ -120,8 +120,9 @@ def test_crop_then_resize_and_the_intrinsics_follow():
     np.testing.assert_array_equal(frame.image, crop_resize(soft.image, [160, 0, 640, 480], [96, 96]))
     assert crop_resize(soft.image, [160, 0, 640, 480], None)[0, 0].tolist() == [160, 0, 0]  # x0 = 160 is column 0
     k = driver.intrinsics()
-    np.testing.assert_allclose(k, [[600 * 96 / 480, 0, (320 - 160) * 96 / 480], [0, 600 * 96 / 480, 240 * 96 / 480],
-                                   [0, 0, 1]])
+    np.testing.assert_allclose(
+        k, [[600 * 96 / 480, 0, (320 - 160) * 96 / 480], [0, 600 * 96 / 480, 240 * 96 / 480], [0, 0, 1]]
+    )
 
 
 def test_depth_is_aligned_to_colour_cropped_resized_and_in_millimetres():
@@ -193,7 +194,9 @@ def test_camera_node_publishes_the_realsense2_camera_topics():
     node = rclpy.create_node("robot_rl_test_camera")
     received = {}
     node.create_subscription(Image, "/camera/front/color/image_raw", lambda m: received.setdefault("image", m), 10)
-    node.create_subscription(CameraInfo, "/camera/front/color/camera_info", lambda m: received.setdefault("info", m), 10)
+    node.create_subscription(
+        CameraInfo, "/camera/front/color/camera_info", lambda m: received.setdefault("info", m), 10
+    )
     publisher = CameraPublisher(node, driver, "front")
     try:
         soft.inject(seconds=3.0)

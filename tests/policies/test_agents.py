@@ -15,18 +15,33 @@ from robot_rl.train import train
 from tests.test_train import small_run
 
 # the coarse reach of tests/test_train.py: 4 cm steps, 4 cm success radius, 50-step episodes
-EASY_REACH = ["task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50", "train.demo_episodes=10",
-              "train.start_training=200", "train.final_eval_episodes=20"]
+EASY_REACH = [
+    "task.success_radius=0.04",
+    "task.pos_step=0.04",
+    "task.episode_steps=50",
+    "train.demo_episodes=10",
+    "train.start_training=200",
+    "train.final_eval_episodes=20",
+]
 
 
-@pytest.mark.parametrize("agent, steps, batch, bar", [
-    (["agent=cqn"], 1000, 128, 0.7),
-    (["agent=cqn_as"], 1000, 128, 0.7),
-    (["exploration=gsde", "agent.utd=2"], 3000, 256, 0.5),  # gSDE learns more slowly and less evenly
-])
+@pytest.mark.parametrize(
+    "agent, steps, batch, bar",
+    [
+        (["agent=cqn"], 1000, 128, 0.7),
+        (["agent=cqn_as"], 1000, 128, 0.7),
+        (["exploration=gsde", "agent.utd=2"], 3000, 256, 0.5),  # gSDE learns more slowly and less evenly
+    ],
+)
 def test_learning_on_reach_with_a_tiny_budget(tmp_path, agent, steps, batch, bar):
-    cfg = small_run(tmp_path, *EASY_REACH, *agent, f"train.env_steps={steps}", f"train.eval_every={steps}",
-                    f"train.batch_size={batch}")
+    cfg = small_run(
+        tmp_path,
+        *EASY_REACH,
+        *agent,
+        f"train.env_steps={steps}",
+        f"train.eval_every={steps}",
+        f"train.batch_size={batch}",
+    )
     summary = train(cfg)
     assert summary["final_eval_success"] >= bar, summary["eval_history"]
     assert summary["final_eval_continuity_cost"] >= 0 and summary["train_continuity_cost"] > 0
@@ -37,12 +52,16 @@ def test_state_round_trip_reproduces_the_policy(agent_class, config):
     shapes = {"state": (6,)}
     agent = agent_class(shapes, 3, config, seed=0)
     rng = np.random.default_rng(0)
-    batch = {"obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
-             "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
-             "action": rng.uniform(-1, 1, (16, 3)).astype(np.float32), "reward": -np.ones(16, np.float32),
-             "discount": np.full(16, 0.97, np.float32), "is_demo": np.arange(16) < 8,
-             "action_sequence": rng.uniform(-1, 1, (16, 3, 3)).astype(np.float32),
-             "sequence_mask": np.ones((16, 3), bool)}
+    batch = {
+        "obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+        "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+        "action": rng.uniform(-1, 1, (16, 3)).astype(np.float32),
+        "reward": -np.ones(16, np.float32),
+        "discount": np.full(16, 0.97, np.float32),
+        "is_demo": np.arange(16) < 8,
+        "action_sequence": rng.uniform(-1, 1, (16, 3, 3)).astype(np.float32),
+        "sequence_mask": np.ones((16, 3), bool),
+    }
     metrics = agent.update(lambda: batch)
     assert np.isfinite(metrics["critic_loss"]) and "margin_loss" in metrics
     clone = agent_class(shapes, 3, config, seed=1)
@@ -66,10 +85,13 @@ def test_sac_critic_reads_the_privileged_state_and_the_policy_acts_without_it():
 
     def batch():
         obs = {key: rng.normal(size=(32, 6)).astype(np.float32) for key in shapes}
-        return {"obs": obs, "next_obs": {key: value + 0.1 for key, value in obs.items()},
-                "action": rng.uniform(-1, 1, (32, 3)).astype(np.float32),
-                "reward": obs["privileged_state"][:, 0].copy(),  # the return depends on what only the critic sees
-                "discount": np.full(32, 0.97, np.float32)}
+        return {
+            "obs": obs,
+            "next_obs": {key: value + 0.1 for key, value in obs.items()},
+            "action": rng.uniform(-1, 1, (32, 3)).astype(np.float32),
+            "reward": obs["privileged_state"][:, 0].copy(),  # the return depends on what only the critic sees
+            "discount": np.full(32, 0.97, np.float32),
+        }
 
     first = agent.update(batch)["critic_loss"]
     for _ in range(150):
@@ -78,8 +100,9 @@ def test_sac_critic_reads_the_privileged_state_and_the_policy_acts_without_it():
     cell = SACAgent({"state": (6,)}, 3, SACConfig(), seed=1)  # a real cell's actor: no privileged state
     cell.load_policy_state(agent.policy_state())
     obs = {"state": rng.normal(size=6).astype(np.float32)}
-    np.testing.assert_array_equal(cell.act(obs, explore=False),
-                                  agent.act({**obs, "privileged_state": np.zeros(6, np.float32)}, explore=False))
+    np.testing.assert_array_equal(
+        cell.act(obs, explore=False), agent.act({**obs, "privileged_state": np.zeros(6, np.float32)}, explore=False)
+    )
 
 
 @pytest.mark.parametrize("agent_class", [SACAgent, CQNAgent])
@@ -90,10 +113,14 @@ def test_published_policy_weights_are_a_snapshot(agent_class):
     published = agent.policy_state()
     before = {key: value.clone() for key, value in published.items()}
     rng = np.random.default_rng(0)
-    batch = {"obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
-             "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
-             "action": rng.uniform(-1, 1, (16, 3)).astype(np.float32), "reward": rng.normal(size=16).astype(np.float32),
-             "discount": np.full(16, 0.97, np.float32), "is_demo": np.arange(16) < 8}
+    batch = {
+        "obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+        "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+        "action": rng.uniform(-1, 1, (16, 3)).astype(np.float32),
+        "reward": rng.normal(size=16).astype(np.float32),
+        "discount": np.full(16, 0.97, np.float32),
+        "is_demo": np.arange(16) < 8,
+    }
     for _ in range(3):
         agent.update(lambda: batch)
     assert any(not torch.equal(before[key], value) for key, value in agent.policy_state().items())  # it learned
@@ -114,19 +141,25 @@ def test_cqn_exploration_stays_on_the_grid():
         assert np.abs(action[:, None] - cells[None]).min(1).max() < 1e-5
 
 
-@pytest.mark.parametrize("overrides, key, expected", [
-    (["agent=cqn_as", "agent.horizon=0"], "agent.horizon", "an integer K >= 1"),
-    (["agent=cqn", "agent.levels=1"], "agent.levels", "an integer >= 2"),
-    (["agent=cqn", "agent.bins=1"], "agent.bins", "an integer >= 2"),
-    (["agent=cqn", "agent.v_max=-40"], "agent.v_max", "> v_min"),
-    (["exploration=gsde", "agent.sde_sample_freq=0"], "agent.sde_sample_freq", "-1 (once per episode)"),
-    (["agent.exploration=ou"], "agent.exploration", "one of gaussian, gsde"),
-    (["agent.camera_strides=[2,0]"], "agent.camera_strides", "a non-empty list of positive integers"),
-    (["agent=cqn", "agent.camera_strides=[]"], "agent.camera_strides", "a non-empty list of positive integers"),
-    (["task.cameras=[front]", "task.image_size=32", "agent.camera_strides=[4,4,4]"], "agent.camera_strides",
-     "keep a 32x32 image at least 1 pixel"),
-    (["agent=cqn", "task.privileged_state=true"], "task.privileged_state", "false with a value-based agent"),
-])
+@pytest.mark.parametrize(
+    "overrides, key, expected",
+    [
+        (["agent=cqn_as", "agent.horizon=0"], "agent.horizon", "an integer K >= 1"),
+        (["agent=cqn", "agent.levels=1"], "agent.levels", "an integer >= 2"),
+        (["agent=cqn", "agent.bins=1"], "agent.bins", "an integer >= 2"),
+        (["agent=cqn", "agent.v_max=-40"], "agent.v_max", "> v_min"),
+        (["exploration=gsde", "agent.sde_sample_freq=0"], "agent.sde_sample_freq", "-1 (once per episode)"),
+        (["agent.exploration=ou"], "agent.exploration", "one of gaussian, gsde"),
+        (["agent.camera_strides=[2,0]"], "agent.camera_strides", "a non-empty list of positive integers"),
+        (["agent=cqn", "agent.camera_strides=[]"], "agent.camera_strides", "a non-empty list of positive integers"),
+        (
+            ["task.cameras=[front]", "task.image_size=32", "agent.camera_strides=[4,4,4]"],
+            "agent.camera_strides",
+            "keep a 32x32 image at least 1 pixel",
+        ),
+        (["agent=cqn", "task.privileged_state=true"], "task.privileged_state", "false with a value-based agent"),
+    ],
+)
 def test_bad_agent_settings_name_the_key(tmp_path, overrides, key, expected):
     with pytest.raises(ConfigError) as error:
         train(load_config(["task=reach", f"train.run_dir={tmp_path / 'r'}", *overrides]))
@@ -151,8 +184,18 @@ class _Unbounded(gym.Env):
 def test_an_env_with_infinite_action_bounds_is_refused(tmp_path):
     gym.register("robot_rl_test/Unbounded-v0", entry_point=_Unbounded)
     with pytest.raises(ConfigError, match="finite action bounds") as error:
-        train(load_config(["task=gym", "task.id=robot_rl_test/Unbounded-v0", "agent=cqn", "train.demo_episodes=0",
-                           "human.enabled=false", f"train.run_dir={tmp_path / 'r'}"]))
+        train(
+            load_config(
+                [
+                    "task=gym",
+                    "task.id=robot_rl_test/Unbounded-v0",
+                    "agent=cqn",
+                    "train.demo_episodes=0",
+                    "human.enabled=false",
+                    f"train.run_dir={tmp_path / 'r'}",
+                ]
+            )
+        )
     assert error.value.key == "task.id"
 
 
@@ -180,17 +223,36 @@ def test_gripper_target_subtracts_the_grasp_penalty_per_toggle():
         torch.nn.init.zeros_(net.net.net[-1].bias)
     reward = torch.tensor([-0.5, -0.5, 0.0])
     command, previous = torch.tensor([1.0, 1.0, -1.0]), torch.tensor([-1.0, 1.0, 1.0])  # toggle, stay, toggle
-    loss, metrics = gripper_loss(critic, target, torch.randn(3, 4), torch.randn(3, 4), command, previous, reward,
-                                 torch.full((3,), 0.9), grasp_penalty=0.02)
+    loss, metrics = gripper_loss(
+        critic,
+        target,
+        torch.randn(3, 4),
+        torch.randn(3, 4),
+        command,
+        previous,
+        reward,
+        torch.full((3,), 0.9),
+        grasp_penalty=0.02,
+    )
     expected = torch.tensor([-0.52, -0.5, -0.02]).pow(2).mean()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     assert metrics["gripper_toggle_rate"] == pytest.approx(2 / 3)
 
 
 def test_sac_with_the_gripper_critic_trains_end_to_end(tmp_path):
-    summary = train(small_run(tmp_path, "task=pick_cube", "agent.gripper_critic=true", "train.env_steps=150",
-                              "train.eval_every=150", "train.final_eval_episodes=2", "train.demo_episodes=2",
-                              "train.start_training=50", "train.batch_size=32"))
+    summary = train(
+        small_run(
+            tmp_path,
+            "task=pick_cube",
+            "agent.gripper_critic=true",
+            "train.env_steps=150",
+            "train.eval_every=150",
+            "train.final_eval_episodes=2",
+            "train.demo_episodes=2",
+            "train.start_training=50",
+            "train.batch_size=32",
+        )
+    )
     assert summary["env_steps"] == 150
     agent = SACAgent({"state": (6,)}, 4, SACConfig(gripper_critic=True, gripper_epsilon=0.0), seed=0)
     agent.begin_episode()

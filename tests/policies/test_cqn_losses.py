@@ -95,12 +95,12 @@ def test_bc_losses_ignore_online_rows_and_charge_a_demo_bin_that_is_not_greedy()
     other_online = logits.clone()
     other_online[~is_demo] = torch.randn(3, 2, 1, 3, 3, generator=generator) * 10
     again = agent.demo_losses(other_online, (greedy + 1) % 3, torch.ones(6, 2, 1), is_demo)
-    assert {name: value.item() for name, value in again.items()} == {name: value.item()
-                                                                      for name, value in losses.items()}
+    assert {name: value.item() for name, value in again.items()} == {
+        name: value.item() for name, value in losses.items()
+    }
     # a demo bin whose distribution sits above every other bin's by more than the margin costs nothing
     dominant = bins_at(0, 2, 0).expand(1, 2, 1, 3, 3)
-    free = agent.demo_losses(dominant, torch.ones(1, 2, 1, dtype=torch.long), torch.ones(1, 2, 1),
-                             torch.tensor([True]))
+    free = agent.demo_losses(dominant, torch.ones(1, 2, 1, dtype=torch.long), torch.ones(1, 2, 1), torch.tensor([True]))
     assert free["bc_fosd_loss"].item() == 0.0 and free["margin_loss"].item() == 0.0
 
 
@@ -112,8 +112,14 @@ def test_bc_losses_fall_and_the_greedy_action_becomes_the_demo_action_on_a_fixed
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(8, 4)).astype(np.float32)
     demo_action = snap_to_grid(torch.as_tensor(rng.uniform(-1, 1, (8, 2)), dtype=torch.float32), 2, 3)
-    batch = {"obs": {"state": obs}, "next_obs": {"state": obs + 0.1}, "action": demo_action.numpy(),
-             "reward": np.zeros(8, np.float32), "discount": np.full(8, 0.97, np.float32), "is_demo": np.ones(8, bool)}
+    batch = {
+        "obs": {"state": obs},
+        "next_obs": {"state": obs + 0.1},
+        "action": demo_action.numpy(),
+        "reward": np.zeros(8, np.float32),
+        "discount": np.full(8, 0.97, np.float32),
+        "is_demo": np.ones(8, bool),
+    }
     first = agent.update(lambda: batch)
     assert first["bc_fosd_loss"] > 0 and first["margin_loss"] > 0
     for _ in range(60):
@@ -129,10 +135,16 @@ def test_cqn_as_bc_losses_skip_the_steps_past_the_episode_end():
     sequence = rng.uniform(-1, 1, (8, 3, 2)).astype(np.float32)
     mask = np.ones((8, 3), bool)
     mask[:4, 1:] = False  # demo rows 0-3 end after their first step
-    batch = {"obs": {"state": rng.normal(size=(8, 4)).astype(np.float32)},
-             "next_obs": {"state": rng.normal(size=(8, 4)).astype(np.float32)},
-             "action": sequence[:, 0], "action_sequence": sequence, "sequence_mask": mask,
-             "reward": -np.ones(8, np.float32), "discount": np.full(8, 0.97, np.float32), "is_demo": np.arange(8) < 6}
+    batch = {
+        "obs": {"state": rng.normal(size=(8, 4)).astype(np.float32)},
+        "next_obs": {"state": rng.normal(size=(8, 4)).astype(np.float32)},
+        "action": sequence[:, 0],
+        "action_sequence": sequence,
+        "sequence_mask": mask,
+        "reward": -np.ones(8, np.float32),
+        "discount": np.full(8, 0.97, np.float32),
+        "is_demo": np.arange(8) < 6,
+    }
     config = CQNASConfig(horizon=3, levels=2, bins=3, hidden=16)
     metrics = CQNASAgent({"state": (4,)}, 2, config, seed=0).update(lambda: batch)
     changed = {**batch, "action_sequence": sequence.copy()}

@@ -37,12 +37,24 @@ def test_coarse_to_fine_returns_the_bin_centres_of_a_known_q_table():
 
 def test_ties_pick_a_random_bin():
     generator = torch.Generator().manual_seed(0)
-    _, indices, _ = coarse_to_fine(lambda c, level: torch.zeros(c.shape[0], c.shape[1], 5), batch=400, dims=1,
-                                   levels=1, bins=5, generator=generator)
+    _, indices, _ = coarse_to_fine(
+        lambda c, level: torch.zeros(c.shape[0], c.shape[1], 5),
+        batch=400,
+        dims=1,
+        levels=1,
+        bins=5,
+        generator=generator,
+    )
     counts = np.bincount(indices.flatten().numpy(), minlength=5)
     assert counts.min() > 40  # every bin is chosen, roughly uniformly (80 expected each)
-    _, indices, _ = coarse_to_fine(lambda c, level: torch.tensor([0.0, 0.0, 1e-3, 0.0, 0.0]).expand(c.shape[0], 1, 5),
-                                   batch=50, dims=1, levels=1, bins=5, generator=generator)
+    _, indices, _ = coarse_to_fine(
+        lambda c, level: torch.tensor([0.0, 0.0, 1e-3, 0.0, 0.0]).expand(c.shape[0], 1, 5),
+        batch=50,
+        dims=1,
+        levels=1,
+        bins=5,
+        generator=generator,
+    )
     assert set(indices.flatten().tolist()) == {2}  # a difference above the tolerance is not a tie
 
 
@@ -62,10 +74,14 @@ def test_encoding_an_action_finds_its_cells_and_decoding_returns_their_centres()
 def test_c51_projection_matches_a_worked_example_and_conserves_mass():
     support = torch.tensor([-1.0, 0.0, 1.0])
     # r + gamma z = 0.5 + 0.5 * [-1, 0, 1] = [0, 0.5, 1]: 0.2 -> atom 1; 0.3 split half/half to atoms 1, 2; 0.5 -> atom 2
-    projected = categorical_projection(torch.tensor([[0.2, 0.3, 0.5]]), torch.tensor([0.5]), torch.tensor([0.5]), support)
+    projected = categorical_projection(
+        torch.tensor([[0.2, 0.3, 0.5]]), torch.tensor([0.5]), torch.tensor([0.5]), support
+    )
     torch.testing.assert_close(projected, torch.tensor([[0.0, 0.35, 0.65]]))
     # terminal (discount 0): everything lands on the reward, clipped into the support
-    projected = categorical_projection(torch.tensor([[0.2, 0.3, 0.5]]), torch.tensor([3.0]), torch.tensor([0.0]), support)
+    projected = categorical_projection(
+        torch.tensor([[0.2, 0.3, 0.5]]), torch.tensor([3.0]), torch.tensor([0.0]), support
+    )
     torch.testing.assert_close(projected, torch.tensor([[0.0, 0.0, 1.0]]))
     generator = torch.Generator().manual_seed(0)
     probs = torch.rand(64, 51, generator=generator).softmax(-1)
@@ -89,7 +105,9 @@ def test_temporal_ensemble_weights_and_masking():
     w = math.exp(-0.5)
     assert ensemble(np.array([[1.0], [2.0], [3.0]]))[0] == pytest.approx(1.0)
     assert ensemble(np.array([[10.0], [20.0], [30.0]]))[0] == pytest.approx((2 + 10 * w) / (1 + w))
-    assert ensemble(np.array([[100.0], [200.0], [300.0]]))[0] == pytest.approx((3 + 20 * w + 100 * w**2) / (1 + w + w**2))
+    assert ensemble(np.array([[100.0], [200.0], [300.0]]))[0] == pytest.approx(
+        (3 + 20 * w + 100 * w**2) / (1 + w + w**2)
+    )
     # the first chunk's horizon is over: the second is now the oldest (weight 1)
     assert ensemble(np.array([[0.0], [0.0], [0.0]]))[0] == pytest.approx((30 + 200 * w + 0 * w**2) / (1 + w + w**2))
     assert ensemble.valid.tolist() == [[True] * 3, [True, True, False], [True, False, False]]

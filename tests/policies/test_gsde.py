@@ -60,7 +60,9 @@ def test_noise_is_constant_within_a_sample_interval():
 
 
 def test_the_agent_repeats_its_noise_for_the_same_state_within_an_interval():
-    agent = SACAgent({"state": (5,)}, 3, SACConfig(exploration="gsde", sde_sample_freq=4, sde_log_std_init=-1.0), seed=0)
+    agent = SACAgent(
+        {"state": (5,)}, 3, SACConfig(exploration="gsde", sde_sample_freq=4, sde_log_std_init=-1.0), seed=0
+    )
     obs = {"state": np.linspace(-1, 1, 5).astype(np.float32)}
     agent.begin_episode()
     actions = [agent.act(obs, explore=True) for _ in range(5)]

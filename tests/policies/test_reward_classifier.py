@@ -20,8 +20,18 @@ from tests.conftest import missing_capability
 def pick_cube_frames(tmp_path_factory):
     """Scripted pick_cube episodes that keep going after success (the cube stays lifted), front camera 64x64."""
     store = tmp_path_factory.mktemp("classifier") / "frames.zarr"
-    cfg = load_config(["task=pick_cube", "task.cameras=[front]", "task.image_size=64", "task.terminate_on_success=false",
-                       "task.episode_steps=45", "collect.episodes=24", f"collect.out={store}", "seed=7"])
+    cfg = load_config(
+        [
+            "task=pick_cube",
+            "task.cameras=[front]",
+            "task.image_size=64",
+            "task.terminate_on_success=false",
+            "task.episode_steps=45",
+            "collect.episodes=24",
+            f"collect.out={store}",
+            "seed=7",
+        ]
+    )
     try:
         collect(cfg)
     except Exception as error:  # noqa: BLE001 - no OpenGL context

@@ -14,8 +14,16 @@ from robot_rl.composed_config import load_config
 from robot_rl.graph import NodeSpec, graph_nodes, ros_environment
 
 #: an easy reach (4 cm steps and success radius) so learning shows within a test's budget
-EASY_REACH = ["task=reach", "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=40",
-              "train.demo_episodes=20", "train.start_training=100", "train.batch_size=256", "agent.utd=2"]
+EASY_REACH = [
+    "task=reach",
+    "task.success_radius=0.04",
+    "task.pos_step=0.04",
+    "task.episode_steps=40",
+    "train.demo_episodes=20",
+    "train.start_training=100",
+    "train.batch_size=256",
+    "agent.utd=2",
+]
 
 
 class Graph:
@@ -33,8 +41,9 @@ class Graph:
         spec: NodeSpec = self.specs[name]
         log = open(self.folder / f"{name}.log", "a")
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-        self.processes[name] = subprocess.Popen([*spec.command(self.overrides), *extra], stdout=log,
-                                                stderr=subprocess.STDOUT, env=env)
+        self.processes[name] = subprocess.Popen(
+            [*spec.command(self.overrides), *extra], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
         return self.processes[name]
 
     def log(self, name: str) -> str:
@@ -55,8 +64,9 @@ class Watcher:
         self.rclpy = rclpy
         self.node = rclpy.create_node("robot_rl_test_watcher")
         self.records: list[dict] = []
-        self.node.create_subscription(String, "/rl/episode_stats", lambda m: self.records.append(json.loads(m.data)),
-                                      qos.EPISODE_LOG)
+        self.node.create_subscription(
+            String, "/rl/episode_stats", lambda m: self.records.append(json.loads(m.data)), qos.EPISODE_LOG
+        )
 
     def spin(self, seconds: float) -> None:
         end = time.monotonic() + seconds

@@ -31,13 +31,17 @@ def test_the_sim_arm_ignores_commands_that_bypass_the_safety_node(tmp_path):
     from robot_rl.ros import qos
 
     log = open(tmp_path / "sim_robot.log", "w")
-    sim = subprocess.Popen([sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false",
-                            "train.demo_episodes=0"], stdout=log, stderr=subprocess.STDOUT)
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false", "train.demo_episodes=0"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     rclpy.init()
     intruder, safety = rclpy.create_node("robot_rl_intruder"), rclpy.create_node("robot_rl_safety")
     measured: list[tuple[float, np.ndarray]] = []
-    intruder.create_subscription(PoseStamped, POSE, lambda m: measured.append(tilt_and_position(m)),
-                                 qos.STREAM_SUBSCRIBER)
+    intruder.create_subscription(
+        PoseStamped, POSE, lambda m: measured.append(tilt_and_position(m)), qos.STREAM_SUBSCRIBER
+    )
 
     def spin(seconds: float) -> None:
         end = time.monotonic() + seconds

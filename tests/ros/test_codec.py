@@ -25,13 +25,32 @@ def codec():
 
 def transitions(count=3, seed=1):
     rng = np.random.default_rng(seed)
-    return [{"obs": {"state": rng.random(5, dtype=np.float32), "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)},
-             "next_obs": {"state": rng.random(5, dtype=np.float32),
-                          "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)},
-             "action": rng.random(4, dtype=np.float32), "reward": -0.5 * i, "terminated": i == count - 1,
-             "truncated": False, "intervened": i == 1, "demo": False, "first": i == 0, "cost": 0.0, "filtered": False,
-             "policy_action": np.zeros(4, np.float32), "success": i == 2, "violation": 4 * i,
-             "actor": "actor-1", "seq": 10 + i, "episode": "e" * 32, "step": i} for i in range(count)]
+    return [
+        {
+            "obs": {"state": rng.random(5, dtype=np.float32), "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)},
+            "next_obs": {
+                "state": rng.random(5, dtype=np.float32),
+                "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8),
+            },
+            "action": rng.random(4, dtype=np.float32),
+            "reward": -0.5 * i,
+            "terminated": i == count - 1,
+            "truncated": False,
+            "intervened": i == 1,
+            "demo": False,
+            "first": i == 0,
+            "cost": 0.0,
+            "filtered": False,
+            "policy_action": np.zeros(4, np.float32),
+            "success": i == 2,
+            "violation": 4 * i,
+            "actor": "actor-1",
+            "seq": 10 + i,
+            "episode": "e" * 32,
+            "step": i,
+        }
+        for i in range(count)
+    ]
 
 
 def schema(codec):
@@ -47,8 +66,18 @@ def test_transitions_round_trip_with_their_stream_identity(codec):
             for key in before[part]:
                 np.testing.assert_array_equal(back[part][key], before[part][key])
         np.testing.assert_array_equal(back["action"], before["action"])
-        for key in ("reward", "terminated", "intervened", "first", "success", "violation", "actor", "seq", "episode",
-                    "step"):
+        for key in (
+            "reward",
+            "terminated",
+            "intervened",
+            "first",
+            "success",
+            "violation",
+            "actor",
+            "seq",
+            "episode",
+            "step",
+        ):
             assert back[key] == before[key], key
 
 
@@ -59,15 +88,18 @@ def column_payload(codec, change):
     return codec.pack(arrays, {k: v for k, v in meta.items() if k != "codec"})
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda a: a.pop("reward"), r"missing \['reward'\]"),
-    (lambda a: a.update(extra=np.zeros(3)), r"unexpected \['extra'\]"),
-    (lambda a: a.update({"obs/state": a["obs/state"].astype(np.float64)}), "column obs/state is float64"),
-    (lambda a: a.update({"obs/front": a["obs/front"][:, :4]}), r"expected uint8\[3, 8, 8, 3\]"),
-    (lambda a: a["action"].__setitem__((1, 2), np.nan), "column action has non-finite values"),
-    (lambda a: a["reward"].__setitem__(0, np.inf), "column reward has non-finite values"),
-    (lambda a: a.update(action=np.zeros((3, 7), np.float32)), r"expected float32\[3, 4\]"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda a: a.pop("reward"), r"missing \['reward'\]"),
+        (lambda a: a.update(extra=np.zeros(3)), r"unexpected \['extra'\]"),
+        (lambda a: a.update({"obs/state": a["obs/state"].astype(np.float64)}), "column obs/state is float64"),
+        (lambda a: a.update({"obs/front": a["obs/front"][:, :4]}), r"expected uint8\[3, 8, 8, 3\]"),
+        (lambda a: a["action"].__setitem__((1, 2), np.nan), "column action has non-finite values"),
+        (lambda a: a["reward"].__setitem__(0, np.inf), "column reward has non-finite values"),
+        (lambda a: a.update(action=np.zeros((3, 7), np.float32)), r"expected float32\[3, 4\]"),
+    ],
+)
 def test_transitions_of_another_layout_or_with_non_finite_values_are_refused(codec, change, expected):
     from robot_rl.ros.guard import MessageError
 
@@ -86,14 +118,19 @@ def test_header_version_count_pickles_and_size_are_checked(codec):
         "count": codec.pack(arrays, {**{k: v for k, v in meta.items() if k != "codec"}, "count": 10**9}),
         "header": _with_header(arrays, None),
     }
-    expected = {"version": "codec=1", "kind": "expected a transitions message", "count": "count=1000000000",
-                "header": "no valid __meta__"}
+    expected = {
+        "version": "codec=1",
+        "kind": "expected a transitions message",
+        "count": "count=1000000000",
+        "header": "no valid __meta__",
+    }
     for name, payload in cases.items():
         with pytest.raises(MessageError, match=expected[name]):
             codec.decode_transitions(payload, schema(codec))
     evil = io.BytesIO()
-    np.savez(evil, __meta__=np.frombuffer(b'{"kind": "weights", "codec": 2}', np.uint8),
-             x=np.array([object()], dtype=object))
+    np.savez(
+        evil, __meta__=np.frombuffer(b'{"kind": "weights", "codec": 2}', np.uint8), x=np.array([object()], dtype=object)
+    )
     with pytest.raises(MessageError, match="pickle"):  # object arrays are never unpickled from a message
         codec.unpack(evil.getvalue(), codec.MAX_WEIGHTS_BYTES)
     with pytest.raises(MessageError, match="more than the limit"):
@@ -135,7 +172,7 @@ def test_random_truncated_and_flipped_payloads_only_ever_raise_message_errors(co
         payload = good[: data.draw(st.integers(0, len(good) - 1))]
     else:
         position = data.draw(st.integers(0, len(good) - 1))
-        payload = good[:position] + bytes([good[position] ^ data.draw(st.integers(1, 255))]) + good[position + 1:]
+        payload = good[:position] + bytes([good[position] ^ data.draw(st.integers(1, 255))]) + good[position + 1 :]
     try:
         decoded, _ = codec.decode_transitions(payload, schema(codec))
     except MessageError:
@@ -152,8 +189,9 @@ def test_weights_must_match_the_actors_own_policy_and_risk_input(codec):
     policy = {"actor.net.0.weight": torch.randn(3, 5), "actor.net.0.bias": torch.randn(3)}
     expected = codec.weight_shapes(policy)
     risk = SafetyCritic(5, 4, SafetyCriticConfig(hidden=(16, 16)), seed=0).risk_model()
-    back, meta = codec.decode_weights(codec.encode_weights({**policy, "safety.risk_model": risk}, {"version": 7}),
-                                      expected, risk_input=(5, 4))
+    back, meta = codec.decode_weights(
+        codec.encode_weights({**policy, "safety.risk_model": risk}, {"version": 7}), expected, risk_input=(5, 4)
+    )
     assert meta["version"] == 7
     torch.testing.assert_close(back["actor.net.0.weight"], policy["actor.net.0.weight"])
     state, actions = rng.random(5, dtype=np.float32), rng.random((6, 4), dtype=np.float32)

@@ -13,15 +13,34 @@ from robot_rl.transport import DeliveryLedger
 def episode(uid: str, length: int, state_dim: int = 3) -> list[dict]:
     rng = np.random.default_rng(abs(hash(uid)) % 2**32)
     states = rng.random((length + 1, state_dim), dtype=np.float32)
-    return [{"obs": {"state": states[t]}, "next_obs": {"state": states[t + 1]}, "action": rng.random(2, np.float32),
-             "policy_action": np.zeros(2, np.float32), "reward": float(t), "terminated": t == length - 1,
-             "truncated": False, "intervened": False, "demo": False, "first": t == 0, "cost": 0.0, "filtered": False,
-             "success": False, "violation": 0, "episode": uid, "step": t} for t in range(length)]
+    return [
+        {
+            "obs": {"state": states[t]},
+            "next_obs": {"state": states[t + 1]},
+            "action": rng.random(2, np.float32),
+            "policy_action": np.zeros(2, np.float32),
+            "reward": float(t),
+            "terminated": t == length - 1,
+            "truncated": False,
+            "intervened": False,
+            "demo": False,
+            "first": t == 0,
+            "cost": 0.0,
+            "filtered": False,
+            "success": False,
+            "violation": 0,
+            "episode": uid,
+            "step": t,
+        }
+        for t in range(length)
+    ]
 
 
 def learner_ack(session: str, received: int, durable: int, actor: str = "a") -> dict:
-    return parse_ack(f'{{"node": "learner", "session": "{session}", "actors": '
-                     f'{{"{actor}": {{"received": {received}, "durable": {durable}}}}}}}')
+    return parse_ack(
+        f'{{"node": "learner", "session": "{session}", "actors": '
+        f'{{"{actor}": {{"received": {received}, "durable": {durable}}}}}}}'
+    )
 
 
 def test_a_restarted_learner_gets_everything_after_its_checkpoint_and_nothing_is_kept_twice():
@@ -65,8 +84,9 @@ def test_over_the_memory_limit_finished_episodes_move_to_disk_and_come_back_for_
 
 def test_a_graph_without_learner_or_recorder_keeps_nothing_for_them():
     kept = []
-    outbox = Outbox("a", memory_limit=10**9, record_timeout=0.0, spill=kept.append, for_learner=False,
-                    for_recorder=False)
+    outbox = Outbox(
+        "a", memory_limit=10**9, record_timeout=0.0, spill=kept.append, for_learner=False, for_recorder=False
+    )
     for t in episode("e1", 3):
         outbox.stamp(t)
     assert not outbox.episodes and not outbox.unrecorded_due() and not kept
@@ -85,7 +105,7 @@ def test_any_pattern_of_resends_ingests_each_transition_exactly_once(lengths, da
         end = data.draw(st.integers(position + 1, len(stream)))
         delivered += stream[position:end]
         if data.draw(st.booleans()):
-            delivered += stream[data.draw(st.integers(0, end - 1)):end]
+            delivered += stream[data.draw(st.integers(0, end - 1)) : end]
         position = end
     ledger = DeliveryLedger()
     taken = [t["seq"] for t in delivered if ledger.accept(t)]
@@ -114,8 +134,11 @@ def test_stored_episodes_come_back_as_the_transitions_that_were_sent(tmp_path):
     for before, after in zip(sent, back):
         np.testing.assert_array_equal(before["obs"]["state"], after["obs"]["state"])
         np.testing.assert_array_equal(before["next_obs"]["state"], after["next_obs"]["state"])
-        assert (before["reward"], before["terminated"], before["first"]) == (after["reward"], after["terminated"],
-                                                                              after["first"])
+        assert (before["reward"], before["terminated"], before["first"]) == (
+            after["reward"],
+            after["terminated"],
+            after["first"],
+        )
 
 
 def test_live_transitions_that_overtake_a_resend_wait_for_it():

@@ -43,12 +43,16 @@ def test_each_test_holds_its_own_domain_with_localhost_discovery(ros_domain):
 def test_nodes_in_different_domains_do_not_see_each_other(ros_domain):
     rclpy = require("rclpy")
     with reserved_ros_domain() as other:
-        processes = [subprocess.Popen([sys.executable, "-c", TALKER, "robot_rl_same_cell"]),
-                     subprocess.Popen([sys.executable, "-c", TALKER, "robot_rl_other_cell"],
-                                      env={**os.environ, "ROS_DOMAIN_ID": str(other)})]
+        processes = [
+            subprocess.Popen([sys.executable, "-c", TALKER, "robot_rl_same_cell"]),
+            subprocess.Popen(
+                [sys.executable, "-c", TALKER, "robot_rl_other_cell"], env={**os.environ, "ROS_DOMAIN_ID": str(other)}
+            ),
+        ]
         rclpy.init()
         node = rclpy.create_node("robot_rl_test_observer")
         try:
+
             def publishers():
                 return {info.node_name for info in node.get_publishers_info_by_topic("/rl/action")}
 
@@ -75,13 +79,15 @@ def test_the_launcher_starts_every_node_in_the_cell_domain_and_stops_it_within_t
         env = ros_environment(load_config([f"ros.domain_id={cell}"]).ros)
         assert env == {"ROS_DOMAIN_ID": str(cell), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
         out = io.StringIO()
-        launcher = Launcher([NodeSpec(name="safety", module="robot_rl.ros.safety_node", hydra=False)], [], grace=5.0,
-                            out=out, env=env)
+        launcher = Launcher(
+            [NodeSpec(name="safety", module="robot_rl.ros.safety_node", hydra=False)], [], grace=5.0, out=out, env=env
+        )
         contexts = {"cell": Context(), "test": Context()}
         rclpy.init(context=contexts["cell"], domain_id=cell)
         rclpy.init(context=contexts["test"])  # the test's own domain, from the environment
-        nodes = {name: rclpy.create_node("robot_rl_test_observer", context=context)
-                 for name, context in contexts.items()}
+        nodes = {
+            name: rclpy.create_node("robot_rl_test_observer", context=context) for name, context in contexts.items()
+        }
         try:
             launcher.start(launcher.nodes[0])
             end = time.monotonic() + 30
@@ -114,15 +120,23 @@ def test_the_domain_comes_from_the_shell_unless_configured(monkeypatch):
         ros_environment(ros)
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("ros.domain_id=150", "ros.domain_id=150 is not allowed: expected an integer in 0..101 or 215..232"),
-    ("ros.domain_id=-1", "ros.domain_id=-1 is not allowed"),
-    ("ros.domain_id=cell7", "ros.domain_id='cell7' is not allowed"),
-    ("ros.discovery=lan", "ros.discovery='lan' is not allowed: expected one of localhost, subnet"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("ros.domain_id=150", "ros.domain_id=150 is not allowed: expected an integer in 0..101 or 215..232"),
+        ("ros.domain_id=-1", "ros.domain_id=-1 is not allowed"),
+        ("ros.domain_id=cell7", "ros.domain_id='cell7' is not allowed"),
+        ("ros.discovery=lan", "ros.discovery='lan' is not allowed: expected one of localhost, subnet"),
+    ],
+)
 def test_bad_ros_isolation_settings_are_named(override, expected):
-    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", override],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", override],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and "[launch] started" not in result.stdout
     assert len(lines) == 1 and lines[0].startswith("robot-rl: error: ") and expected in lines[0]

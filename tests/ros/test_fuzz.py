@@ -133,8 +133,7 @@ def junk_bytes(rng):
         data = b"PK\x03\x04" + rng.integers(0, 256, int(rng.integers(0, 512)), dtype=np.uint8).tobytes()
     else:
         buffer = io.BytesIO()
-        np.savez(buffer, __meta__=np.frombuffer(b'{"kind": "weights", "version": 99}', np.uint8),
-                 x=rng.random((3, 3)))
+        np.savez(buffer, __meta__=np.frombuffer(b'{"kind": "weights", "version": 99}', np.uint8), x=rng.random((3, 3)))
         data = buffer.getvalue()
         data = data[: int(rng.integers(len(data) // 2, len(data) + 1))]
     return UInt8MultiArray(data=data)
@@ -152,8 +151,13 @@ def train_classifier(path):
     rng = np.random.default_rng(0)
     labels = np.arange(16) % 2 == 0
     frames = np.where(labels[:, None, None, None], 200, 40) + rng.integers(-20, 20, (16, 16, 16, 3))
-    model, _ = train_reward_classifier({"front": frames.astype(np.uint8)}, labels, np.arange(16) // 4,
-                                       RewardClassifierConfig(updates=2, batch_size=8), seed=0)
+    model, _ = train_reward_classifier(
+        {"front": frames.astype(np.uint8)},
+        labels,
+        np.arange(16) // 4,
+        RewardClassifierConfig(updates=2, batch_size=8),
+        seed=0,
+    )
     model.save(path)
 
 
@@ -169,19 +173,38 @@ def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
     run = tmp_path / "run"
     classifier = tmp_path / "classifier.pt"
     train_classifier(classifier)
-    graph = Graph(tmp_path, ["task=reach", "task.cameras=[front]", "task.image_size=32", "task.episode_steps=10",
-                             f"train.run_dir={run}", "train.demo_episodes=1", "train.start_training=20",
-                             "train.weights_every=5", "train.checkpoint_every=1000", "train.env_steps=100000",
-                             "train.batch_size=32", "ros.eval_every_episodes=0", "ros.stream_timeout=1.0",
-                             "ros.sim_time=false"])  # the test plays a camera on the wall clock
+    graph = Graph(
+        tmp_path,
+        [
+            "task=reach",
+            "task.cameras=[front]",
+            "task.image_size=32",
+            "task.episode_steps=10",
+            f"train.run_dir={run}",
+            "train.demo_episodes=1",
+            "train.start_training=20",
+            "train.weights_every=5",
+            "train.checkpoint_every=1000",
+            "train.env_steps=100000",
+            "train.batch_size=32",
+            "ros.eval_every_episodes=0",
+            "ros.stream_timeout=1.0",
+            "ros.sim_time=false",
+        ],
+    )  # the test plays a camera on the wall clock
     rclpy.init()
     watcher = Watcher(rclpy)
     node = watcher.node
     camera = node.create_publisher(Image, CAMERA, qos.STREAM_PUBLISHER)
 
     def publish_frame():
-        camera.publish(image_msg(np.full((32, 32, 3), 128, np.uint8), node.get_clock().now().nanoseconds * 1e-9,
-                                 "front_color_optical_frame"))
+        camera.publish(
+            image_msg(
+                np.full((32, 32, 3), 128, np.uint8),
+                node.get_clock().now().nanoseconds * 1e-9,
+                "front_color_optical_frame",
+            )
+        )
 
     node.create_timer(0.05, publish_frame)  # the camera: good 20 Hz frames between the junk
     # (topic, type, junk maker, QoS): what the graph subscribes to, minus the safety node's command inputs
@@ -212,9 +235,20 @@ def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
         for name in ("safety", "learner", "recorder", "actor"):
             graph.start(name)
         reward = subprocess.Popen(  # its outputs renamed: the sim robot is the reward source of this graph
-            [python(), "-m", "robot_rl.ros.reward_node", f"classifier.out={classifier}", "--ros-args",
-             "-r", "/rl/success:=/fuzz/success", "-r", "/rl/reward:=/fuzz/reward"],
-            stdout=reward_log, stderr=subprocess.STDOUT)
+            [
+                python(),
+                "-m",
+                "robot_rl.ros.reward_node",
+                f"classifier.out={classifier}",
+                "--ros-args",
+                "-r",
+                "/rl/success:=/fuzz/success",
+                "-r",
+                "/rl/reward:=/fuzz/reward",
+            ],
+            stdout=reward_log,
+            stderr=subprocess.STDOUT,
+        )
         watcher.wait_for(lambda rs: any(r["kind"] == "train" for r in rs), timeout=240, what="training episodes")
         publishers = [(node.create_publisher(kind, topic, profile), make) for topic, kind, make, profile in targets]
 
@@ -230,16 +264,26 @@ def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
             assert process.poll() is None, f"{process.args[:3]} died during the flood: {process.returncode}"
 
         count = len([r for r in watcher.records if r["kind"] == "train"])
-        watcher.wait_for(lambda rs: len([r for r in rs if r["kind"] == "train"]) >= count + 3, timeout=90,
-                         what="training going on after the flood")
+        watcher.wait_for(
+            lambda rs: len([r for r in rs if r["kind"] == "train"]) >= count + 3,
+            timeout=90,
+            what="training going on after the flood",
+        )
         assert all(process.poll() is None for process in [*graph.processes.values(), reward])
 
         def drops(log: str, topic: str) -> bool:
             return re.search(rf"dropped \d+ bad message\(s\) on {re.escape(topic)} ", log) is not None
 
         actor = graph.log("actor")
-        for topic in (CAMERA, "/joint_states", POSE, "/rl/reward", "/spacenav/twist", "/spacenav/joy",
-                      "/rl/policy_weights"):
+        for topic in (
+            CAMERA,
+            "/joint_states",
+            POSE,
+            "/rl/reward",
+            "/spacenav/twist",
+            "/spacenav/joy",
+            "/rl/policy_weights",
+        ):
             assert drops(actor, topic), f"no counted drops on {topic} in the actor's log"
         sim = graph.log("sim_robot")
         assert drops(sim, "/servo_node/delta_twist_cmds") and drops(sim, "/rl/gripper_command")
@@ -272,13 +316,34 @@ def test_every_subscription_of_the_actor_drops_junk_without_raising():
     from robot_rl.ros.teleop_source import TopicTeleop
     from robot_rl.ros.topic_env import JOINTS, REWARD, TASK_STATE, TopicEnv, TopicEnvSettings
 
-    junk = {Image: junk_image, JointState: junk_joint_state, PoseStamped: junk_pose, Float64: junk_float,
-            Float32MultiArray: junk_task_state, Joy: junk_joy, Twist: lambda rng: junk_twist(rng, stamped=False)}
-    layout = {"tcp_pos": (0, 3), "tcp_rotvec": (3, 3), "tcp_linvel": (6, 3), "tcp_angvel": (9, 3), "gripper": (12, 1),
-              "goal_pos": (13, 3)}
-    settings = TopicEnvSettings(control_rate_hz=10.0, action_dim=4, pos_step=0.02, rot_step=0.1,
-                                workspace=np.array([[0.3, -0.3, 0.0], [0.7, 0.3, 0.4]]), episode_steps=10,
-                                cameras=("front",), image_size=(32, 32), terminate_on_success=True)
+    junk = {
+        Image: junk_image,
+        JointState: junk_joint_state,
+        PoseStamped: junk_pose,
+        Float64: junk_float,
+        Float32MultiArray: junk_task_state,
+        Joy: junk_joy,
+        Twist: lambda rng: junk_twist(rng, stamped=False),
+    }
+    layout = {
+        "tcp_pos": (0, 3),
+        "tcp_rotvec": (3, 3),
+        "tcp_linvel": (6, 3),
+        "tcp_angvel": (9, 3),
+        "gripper": (12, 1),
+        "goal_pos": (13, 3),
+    }
+    settings = TopicEnvSettings(
+        control_rate_hz=10.0,
+        action_dim=4,
+        pos_step=0.02,
+        rot_step=0.1,
+        workspace=np.array([[0.3, -0.3, 0.0], [0.7, 0.3, 0.4]]),
+        episode_steps=10,
+        cameras=("front",),
+        image_size=(32, 32),
+        terminate_on_success=True,
+    )
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_junk_callbacks")
     try:

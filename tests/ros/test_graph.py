@@ -22,8 +22,17 @@ HOLDING = int(Violation.STALE_COMMAND | Violation.STALE_STATE | Violation.ESTOP)
 def test_distributed_training_learns_reach(tmp_path):
     rclpy = require("rclpy")
     run = tmp_path / "run"
-    graph = Graph(tmp_path, [*EASY_REACH, f"train.run_dir={run}", "train.env_steps=4000", "train.checkpoint_every=200",
-                             "ros.eval_every_episodes=10", "ros.eval_episodes=10"])
+    graph = Graph(
+        tmp_path,
+        [
+            *EASY_REACH,
+            f"train.run_dir={run}",
+            "train.env_steps=4000",
+            "train.checkpoint_every=200",
+            "ros.eval_every_episodes=10",
+            "ros.eval_episodes=10",
+        ],
+    )
     rclpy.init()
     watcher = Watcher(rclpy)
     try:
@@ -31,8 +40,10 @@ def test_distributed_training_learns_reach(tmp_path):
             graph.start(name)
         best = watcher.wait_for(
             lambda records: next((r for r in records if r["kind"] == "eval" and r["success_rate"] >= 0.6), None),
-            timeout=900, what="deterministic eval success >= 0.6 on reach",
-            show=lambda records: [(r["env_steps"], r["success_rate"]) for r in records if r["kind"] == "eval"])
+            timeout=900,
+            what="deterministic eval success >= 0.6 on reach",
+            show=lambda records: [(r["env_steps"], r["success_rate"]) for r in records if r["kind"] == "eval"],
+        )
         train = [r for r in watcher.records if r["kind"] == "train"]
         demos = [r for r in watcher.records if r["kind"] == "demo"]
         assert len(demos) == 20 and all(r["interventions"] == r["length"] for r in demos)
@@ -60,12 +71,26 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
     from robot_rl.ros.messages import image_msg
 
     run = tmp_path / "run"
-    graph = Graph(tmp_path, ["task=reach", "task.cameras=[front]", "task.image_size=32", "task.episode_steps=15",
-                             f"train.run_dir={run}", "train.demo_episodes=1", "train.start_training=20",
-                             "train.checkpoint_every=20", "train.weights_every=5", "train.env_steps=100000",
-                             "train.batch_size=32", "ros.eval_every_episodes=0", "ros.stream_timeout=0.5",
-                             "ros.transition_subscribers=[robot_rl_learner]",  # no recorder in this graph
-                             "ros.sim_time=false"])  # the test plays a camera on the wall clock
+    graph = Graph(
+        tmp_path,
+        [
+            "task=reach",
+            "task.cameras=[front]",
+            "task.image_size=32",
+            "task.episode_steps=15",
+            f"train.run_dir={run}",
+            "train.demo_episodes=1",
+            "train.start_training=20",
+            "train.checkpoint_every=20",
+            "train.weights_every=5",
+            "train.env_steps=100000",
+            "train.batch_size=32",
+            "ros.eval_every_episodes=0",
+            "ros.stream_timeout=0.5",
+            "ros.transition_subscribers=[robot_rl_learner]",  # no recorder in this graph
+            "ros.sim_time=false",
+        ],
+    )  # the test plays a camera on the wall clock
     rclpy.init()
     watcher = Watcher(rclpy)
     camera = watcher.node.create_publisher(Image, "/camera/front/color/image_raw", qos.STREAM_PUBLISHER)
@@ -85,8 +110,11 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         graph.start("safety")
         learner = graph.start("learner")
         graph.start("actor")
-        first = watcher.wait_for(lambda rs: next((r for r in rs if r["kind"] == "train" and r["weights"]), None),
-                                 timeout=240, what="training episodes with learner weights")
+        first = watcher.wait_for(
+            lambda rs: next((r for r in rs if r["kind"] == "train" and r["weights"]), None),
+            timeout=240,
+            what="training episodes with learner weights",
+        )
         session = first["learner_session"]
 
         # kill the learner: the actor keeps acting
@@ -94,22 +122,32 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         learner.kill()
         learner.wait()
         count = len(watcher.records)
-        watcher.wait_for(lambda rs: len([r for r in rs[count:] if r["kind"] == "train"]) >= 2, timeout=60,
-                         what="the actor going on without a learner")
+        watcher.wait_for(
+            lambda rs: len([r for r in rs[count:] if r["kind"] == "train"]) >= 2,
+            timeout=60,
+            what="the actor going on without a learner",
+        )
 
         # restart it: it resumes from its checkpoint and the actor picks up its weights without a restart
         saved = json.loads((run / "checkpoint" / "counters.json").read_text())["update_calls"]
         graph.start("learner")
         fresh = watcher.wait_for(
-            lambda rs: next((r for r in rs if r["kind"] == "train" and r["learner_session"] not in (None, session)), None),
-            timeout=120, what="weights from the restarted learner")
+            lambda rs: next(
+                (r for r in rs if r["kind"] == "train" and r["learner_session"] not in (None, session)), None
+            ),
+            timeout=120,
+            what="weights from the restarted learner",
+        )
         assert "resumed from" in graph.log("learner")
         assert fresh["weights"] >= saved  # it continued from its checkpoint's updates, not from zero
 
         # stop the camera stream: the actor pauses the episode and says why; it resumes when frames return
         streaming[0] = False
-        paused = watcher.wait_for(lambda rs: next((r for r in rs if r["kind"] == "paused"), None), timeout=30,
-                                  what="the actor pausing on a silent camera")
+        paused = watcher.wait_for(
+            lambda rs: next((r for r in rs if r["kind"] == "paused"), None),
+            timeout=30,
+            what="the actor pausing on a silent camera",
+        )
         assert paused["topic"] == "/camera/front/color/image_raw"
         streaming[0] = True
         count = len(watcher.records)
@@ -131,8 +169,12 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
 
         # and it keeps holding: watch until the flags read cover 0.5 s after the hold for good (on a loaded 2-core
         # machine the watcher may read them late), then judge when that hold began
-        watcher.wait_for(lambda rs: held_since()[1] and flags[-1][0] - held_since()[1][0] > 0.5, timeout=10,
-                         what="0.5 s of flags after the hold", show=lambda rs: graph.log("safety")[-2000:])
+        watcher.wait_for(
+            lambda rs: held_since()[1] and flags[-1][0] - held_since()[1][0] > 0.5,
+            timeout=10,
+            what="0.5 s of flags after the hold",
+            show=lambda rs: graph.log("safety")[-2000:],
+        )
         moving, held = held_since()
         args = graph.specs["safety"].args
         timeout = float(args[args.index("--command-timeout") + 1])
@@ -141,9 +183,10 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         # and a gap in what this process receives is not the safety node moving the arm
         last_moving = moving[-1][0] if moving else killed
         arrivals = np.diff([t for t, _ in flags if t > killed - 1.0]) if len(flags) > 2 else np.zeros(1)
-        assert last_moving - killed < timeout + 0.15, \
-            (f"moving {last_moving - killed:.3f} s after the kill, held for good from {held[0] - killed:.3f} s; "
-             f"longest gap between flags read here {arrivals.max():.3f} s")
+        assert last_moving - killed < timeout + 0.15, (
+            f"moving {last_moving - killed:.3f} s after the kill, held for good from {held[0] - killed:.3f} s; "
+            f"longest gap between flags read here {arrivals.max():.3f} s"
+        )
         assert graph.processes["safety"].poll() is None, graph.log("safety")[-2000:]
     finally:
         graph.stop()
@@ -156,10 +199,34 @@ def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path):
     from robot_rl.cli import main
 
     run = tmp_path / "trained"
-    assert main(["train", "task=reach", f"train.run_dir={run}", "train.env_steps=100", "train.demo_episodes=1",
-                 "train.start_training=50", "train.batch_size=32", "train.eval_every=100", "train.final_eval_episodes=1"]) == 0
-    graph = Graph(tmp_path, ["task=reach", "human.enabled=false", "train.demo_episodes=0", "ros.eval_only=true",
-                             "ros.eval_episodes=2", "task.episode_steps=10", f"eval.checkpoint={run / 'checkpoint'}"])
+    assert (
+        main(
+            [
+                "train",
+                "task=reach",
+                f"train.run_dir={run}",
+                "train.env_steps=100",
+                "train.demo_episodes=1",
+                "train.start_training=50",
+                "train.batch_size=32",
+                "train.eval_every=100",
+                "train.final_eval_episodes=1",
+            ]
+        )
+        == 0
+    )
+    graph = Graph(
+        tmp_path,
+        [
+            "task=reach",
+            "human.enabled=false",
+            "train.demo_episodes=0",
+            "ros.eval_only=true",
+            "ros.eval_episodes=2",
+            "task.episode_steps=10",
+            f"eval.checkpoint={run / 'checkpoint'}",
+        ],
+    )
     rclpy.init()
     watcher = Watcher(rclpy)
     try:

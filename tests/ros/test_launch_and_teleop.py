@@ -21,10 +21,24 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
     require("rclpy")
     store, bag = tmp_path / "demos.zarr", tmp_path / "raw_bag"
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", "launch", "collect_demos", "graph.with_sim=true", "task=reach",
-         "train.demo_episodes=3", f"ros.recorder.store={store}", f"ros.recorder.mcap={bag}",
-         f"train.run_dir={tmp_path / 'run'}"],
-        capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.cli",
+            "launch",
+            "collect_demos",
+            "graph.with_sim=true",
+            "task=reach",
+            "train.demo_episodes=3",
+            f"ros.recorder.store={store}",
+            f"ros.recorder.mcap={bag}",
+            f"train.run_dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     for name in ("sim_robot", "safety", "recorder", "actor"):
         assert f"[launch] started {name}" in result.stdout
@@ -47,8 +61,9 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
 
 
 def test_launch_rejects_an_unknown_graph():
-    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "launch", "sim_trian"], capture_output=True,
-                            text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli", "launch", "sim_trian"], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 2 and "graph='sim_trian'" in result.stderr and "sim_train" in result.stderr
 
 
@@ -102,14 +117,22 @@ def test_actor_names_a_missing_topic_and_a_wrong_message_type():
         rclpy.shutdown()
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("task.privileged_state=true", "task.privileged_state"),
-    ("ros.transition_subscribers=robot_rl_learner", "ros.transition_subscribers"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("task.privileged_state=true", "task.privileged_state"),
+        ("ros.transition_subscribers=robot_rl_learner", "ros.transition_subscribers"),
+    ],
+)
 def test_actor_refuses_settings_a_cell_cannot_serve(override, expected):
     require("rclpy")
-    result = subprocess.run([sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", override],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", override],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 2 and expected in result.stderr, result.stderr[-2000:]
 
 
@@ -121,8 +144,9 @@ class TeleopWatcher(Watcher):
         from std_msgs.msg import Bool
 
         self.twists, self.joys, self.switches = [], [], []
-        self.node.create_subscription(Twist, "/spacenav/twist", lambda m: self.twists.append(
-            [m.linear.x, m.linear.y, m.linear.z]), 10)
+        self.node.create_subscription(
+            Twist, "/spacenav/twist", lambda m: self.twists.append([m.linear.x, m.linear.y, m.linear.z]), 10
+        )
         self.node.create_subscription(Joy, "/spacenav/joy", lambda m: self.joys.append(list(m.buttons)), 10)
         self.node.create_subscription(Bool, "/rl/intervention", lambda m: self.switches.append(m.data), 10)
         self.successes = []
@@ -133,16 +157,32 @@ def test_keyboard_teleop_from_a_byte_stream():
     rclpy = require("rclpy")
     rclpy.init()
     watcher = TeleopWatcher(rclpy)
-    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.key_hold=0.5",
-                             "teleop_device.publish_success=true"], stdin=subprocess.PIPE)
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.ros.teleop_node",
+            "teleop_device.key_hold=0.5",
+            "teleop_device.publish_success=true",
+        ],
+        stdin=subprocess.PIPE,
+    )
     try:
         watcher.wait_for(lambda _: watcher.twists, 60, "teleop publishing")
         assert not any(watcher.switches) and watcher.twists[-1] == [0, 0, 0]
         node.stdin.write(b" wc")  # take over, +x, close the gripper
         node.stdin.flush()
-        watcher.wait_for(lambda _: watcher.switches and watcher.joys and watcher.twists[-1][0] > 0
-                         and watcher.switches[-1] and watcher.joys[-1] == [1, 0], 10,
-                         "+x, take-over and close from the keys")
+        watcher.wait_for(
+            lambda _: (
+                watcher.switches
+                and watcher.joys
+                and watcher.twists[-1][0] > 0
+                and watcher.switches[-1]
+                and watcher.joys[-1] == [1, 0]
+            ),
+            10,
+            "+x, take-over and close from the keys",
+        )
         assert watcher.twists[-1] == [0.5, 0, 0] and not watcher.successes[-1]
         node.stdin.write(b"y")  # the operator marks success: the cell's success signal before a classifier exists
         node.stdin.flush()
@@ -164,16 +204,23 @@ def test_joystick_teleop_from_recorded_events(tmp_path):
     os.mkfifo(fifo)
     rclpy.init()
     watcher = TeleopWatcher(rclpy)
-    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=joystick",
-                             f"teleop_device.device={fifo}"])
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.ros.teleop_node",
+            "teleop_device.kind=joystick",
+            f"teleop_device.device={fifo}",
+        ]
+    )
     try:
         with open(fifo, "wb", buffering=0) as device:
             event = struct.Struct("IhBB")
-            device.write(event.pack(0, 0, 0x82, 1))        # init event: axis 1 at rest
+            device.write(event.pack(0, 0, 0x82, 1))  # init event: axis 1 at rest
             device.write(event.pack(10, -16384, 0x02, 1))  # axis 1 pushed forward: x = -1 * -0.5
-            device.write(event.pack(11, 800, 0x02, 0))     # axis 0 inside the deadzone (0.024 < 0.05)
-            device.write(event.pack(12, 1, 0x01, 5))       # take-over button
-            device.write(event.pack(13, 1, 0x01, 0))       # close button
+            device.write(event.pack(11, 800, 0x02, 0))  # axis 0 inside the deadzone (0.024 < 0.05)
+            device.write(event.pack(12, 1, 0x01, 5))  # take-over button
+            device.write(event.pack(13, 1, 0x01, 0))  # close button
             watcher.wait_for(lambda _: watcher.twists and watcher.twists[-1][0] > 0, 30, "x from axis 1")
             np.testing.assert_allclose(watcher.twists[-1], [16384 / 32767, 0, 0], atol=1e-6)
             watcher.wait_for(lambda _: watcher.switches and watcher.switches[-1], 10, "take-over")
@@ -186,9 +233,19 @@ def test_joystick_teleop_from_recorded_events(tmp_path):
 
 def test_a_missing_joystick_is_named_with_what_is_present(tmp_path):
     require("rclpy")
-    result = subprocess.run([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=joystick",
-                             f"teleop_device.device={tmp_path / 'js7'}"], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.ros.teleop_node",
+            "teleop_device.kind=joystick",
+            f"teleop_device.device={tmp_path / 'js7'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2 and "js7" in result.stderr and "present:" in result.stderr
 
 
@@ -197,9 +254,19 @@ def spacemouse_node(tmp_path, *extra):
 
     fifo = tmp_path / "hidraw0"
     os.mkfifo(fifo)
-    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=spacemouse",
-                             f"teleop_device.spacemouse_device={fifo}", *extra], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.ros.teleop_node",
+            "teleop_device.kind=spacemouse",
+            f"teleop_device.spacemouse_device={fifo}",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     return fifo, node
 
 
@@ -210,14 +277,19 @@ def test_spacemouse_teleop_from_recorded_hid_reports(tmp_path):
     fifo, node = spacemouse_node(tmp_path)
     try:
         with open(fifo, "wb", buffering=0) as device:
-            for report in (bytes([1]) + struct.pack("<3h", 175, -350, 10),   # translation, legacy 6-byte report
-                           bytes([2]) + struct.pack("<3h", 0, 0, 0),          # rotation report
-                           bytes([3, 1, 0])):                                 # left button: close
+            for report in (
+                bytes([1]) + struct.pack("<3h", 175, -350, 10),  # translation, legacy 6-byte report
+                bytes([2]) + struct.pack("<3h", 0, 0, 0),  # rotation report
+                bytes([3, 1, 0]),
+            ):  # left button: close
                 device.write(report)
                 time.sleep(0.05)
             # x: +175/350, y: sign -1 * -350/350 = +1, z: 10/350 = 0.029 < deadzone
-            watcher.wait_for(lambda _: watcher.twists and watcher.joys and watcher.twists[-1][0] > 0
-                             and watcher.joys[-1] == [1, 0], 30, "the SpaceMouse's translation and button")
+            watcher.wait_for(
+                lambda _: watcher.twists and watcher.joys and watcher.twists[-1][0] > 0 and watcher.joys[-1] == [1, 0],
+                30,
+                "the SpaceMouse's translation and button",
+            )
             np.testing.assert_allclose(watcher.twists[-1], [0.5, 1.0, 0.0], atol=1e-6)
             device.write(bytes([1]) + struct.pack("<6h", -350, 0, 0, 0, 0, 0))  # 12-byte report of newer models
             watcher.wait_for(lambda _: watcher.twists[-1][0] < 0, 10, "the 12-byte report")
@@ -245,9 +317,19 @@ def test_a_spacemouse_that_only_reports_zeros_gets_a_warning(tmp_path):
 
 def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
     require("rclpy")
-    result = subprocess.run([sys.executable, "-m", "robot_rl.ros.teleop_node", "teleop_device.kind=spacemouse",
-                             f"teleop_device.spacemouse_device={tmp_path / 'hidraw9'}"], capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.ros.teleop_node",
+            "teleop_device.kind=spacemouse",
+            f"teleop_device.spacemouse_device={tmp_path / 'hidraw9'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2 and "hidraw9" in result.stderr
     assert "SpaceMouse (hidraw) device; present:" in result.stderr
 
@@ -260,8 +342,10 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
     nodes = {n.name: n for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
     assert nodes["bridge"].module == "hardware.servo_bridge" and nodes["bridge"].respawn
     actor = nodes["actor"].command(["task=pick_cube"])
-    assert actor[actor.index("--ros-args") + 1:][:2] == ["-r", ("/franka_robot_state_broadcaster/current_pose:="
-                                                                 "/tcp_pose_broadcaster/pose")]
+    assert actor[actor.index("--ros-args") + 1 :][:2] == [
+        "-r",
+        ("/franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose"),
+    ]
     assert nodes["safety"].args == ["--rate-hz", "500", "--state-timeout", "0.02"]
     franka = load_config(["graph=real_train", "robot=fr3"])
     assert list(franka.ros.gripper_joints) == ["fr3_finger_joint1", "fr3_finger_joint2"]
@@ -277,12 +361,21 @@ def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, s
 
     logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("teleop", "bridge", "reset")}
     processes = {
-        "teleop": subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node"], stdin=subprocess.PIPE,
-                                   stdout=logs["teleop"], stderr=subprocess.STDOUT),
-        "bridge": subprocess.Popen([sys.executable, "-m", "hardware.servo_bridge"], stdout=logs["bridge"],
-                                   stderr=subprocess.STDOUT),
-        "reset": subprocess.Popen([sys.executable, "-m", "hardware.home_reset", "reset.timeout=60"],
-                                  stdout=logs["reset"], stderr=subprocess.STDOUT)}
+        "teleop": subprocess.Popen(
+            [sys.executable, "-m", "robot_rl.ros.teleop_node"],
+            stdin=subprocess.PIPE,
+            stdout=logs["teleop"],
+            stderr=subprocess.STDOUT,
+        ),
+        "bridge": subprocess.Popen(
+            [sys.executable, "-m", "hardware.servo_bridge"], stdout=logs["bridge"], stderr=subprocess.STDOUT
+        ),
+        "reset": subprocess.Popen(
+            [sys.executable, "-m", "hardware.home_reset", "reset.timeout=60"],
+            stdout=logs["reset"],
+            stderr=subprocess.STDOUT,
+        ),
+    }
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_signals")
     client = node.create_client(SetBool, "/rl/reset")
@@ -322,9 +415,12 @@ def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
 
     from robot_rl.safety import Violation
 
-    processes = [subprocess.Popen([sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false",
-                                   "train.demo_episodes=0"]),
-                 subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--state-timeout", "0.05"])]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false", "train.demo_episodes=0"]
+        ),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--state-timeout", "0.05"]),
+    ]
     teleop = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node"], stdin=subprocess.PIPE)
     rclpy.init()
     watcher = TeleopWatcher(rclpy)

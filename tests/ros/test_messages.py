@@ -20,8 +20,12 @@ def messages():
 def test_images_round_trip_every_encoding_and_honour_row_padding(messages):
     rng = np.random.default_rng(0)
     rgb = rng.integers(0, 256, (5, 7, 3), dtype=np.uint8)
-    for array in (rgb, rgb[..., 0].copy(), rng.integers(0, 4000, (5, 7), dtype=np.uint16),
-                  rng.random((5, 7), dtype=np.float32)):
+    for array in (
+        rgb,
+        rgb[..., 0].copy(),
+        rng.integers(0, 4000, (5, 7), dtype=np.uint16),
+        rng.random((5, 7), dtype=np.float32),
+    ):
         msg = messages.image_msg(array, 12.5, "cam")
         assert (msg.height, msg.width) == (5, 7) and messages.seconds(msg.header.stamp) == 12.5
         np.testing.assert_array_equal(messages.image_to_numpy(msg), array)
@@ -61,11 +65,13 @@ def test_malformed_images_are_refused_with_what_was_expected(messages):
     from robot_rl.ros.guard import MessageError
 
     good = messages.image_msg(np.zeros((4, 6, 3), np.uint8), 0.0, "cam")
-    cases = {"data": ("data", good.data[:-1], r"71 bytes; expected height \* step = 4 \* 18"),
-             "encoding": ("encoding", "yuv422", "yuv422"),
-             "step": ("step", 17, "step 17 is shorter than a row of 6 rgb8 pixels"),
-             "width": ("width", 0, "0x4 pixels"),
-             "height": ("height", 2**32 - 1, "expected 1 to")}
+    cases = {
+        "data": ("data", good.data[:-1], r"71 bytes; expected height \* step = 4 \* 18"),
+        "encoding": ("encoding", "yuv422", "yuv422"),
+        "step": ("step", 17, "step 17 is shorter than a row of 6 rgb8 pixels"),
+        "width": ("width", 0, "0x4 pixels"),
+        "height": ("height", 2**32 - 1, "expected 1 to"),
+    }
     for field, value, expected in cases.values():
         msg = messages.image_msg(np.zeros((4, 6, 3), np.uint8), 0.0, "cam")
         setattr(msg, field, value)
@@ -136,9 +142,15 @@ _floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(height=st.integers(0, 12), width=st.integers(0, 12), step=st.integers(0, 60), extra=st.integers(-3, 3),
-       encoding=st.sampled_from(["rgb8", "bgr8", "mono8", "16UC1", "mono16", "32FC1", "yuv422", "", "8UC3"]),
-       bigendian=st.integers(0, 255), seed=st.integers(0, 2**16))
+@given(
+    height=st.integers(0, 12),
+    width=st.integers(0, 12),
+    step=st.integers(0, 60),
+    extra=st.integers(-3, 3),
+    encoding=st.sampled_from(["rgb8", "bgr8", "mono8", "16UC1", "mono16", "32FC1", "yuv422", "", "8UC3"]),
+    bigendian=st.integers(0, 255),
+    seed=st.integers(0, 2**16),
+)
 def test_fuzz_image_to_numpy(messages, height, width, step, extra, encoding, bigendian, seed):
     from sensor_msgs.msg import Image
 
@@ -161,8 +173,15 @@ def test_fuzz_pose_to_numpy(messages, values):
     from robot_rl.ros.guard import MessageError
 
     pose = Pose()
-    (pose.position.x, pose.position.y, pose.position.z, pose.orientation.x, pose.orientation.y, pose.orientation.z,
-     pose.orientation.w) = values
+    (
+        pose.position.x,
+        pose.position.y,
+        pose.position.z,
+        pose.orientation.x,
+        pose.orientation.y,
+        pose.orientation.z,
+        pose.orientation.w,
+    ) = values
     try:
         position, rotation = messages.pose_to_numpy(pose)
     except MessageError:
@@ -172,9 +191,13 @@ def test_fuzz_pose_to_numpy(messages, values):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(names=st.lists(st.sampled_from(["a", "b", "finger", ""]), max_size=5), position=st.lists(_floats, max_size=6),
-       velocity=st.lists(_floats, max_size=6), axes=st.lists(_floats, max_size=4),
-       buttons=st.lists(st.integers(-2**31, 2**31 - 1), max_size=4))
+@given(
+    names=st.lists(st.sampled_from(["a", "b", "finger", ""]), max_size=5),
+    position=st.lists(_floats, max_size=6),
+    velocity=st.lists(_floats, max_size=6),
+    axes=st.lists(_floats, max_size=4),
+    buttons=st.lists(st.integers(-(2**31), 2**31 - 1), max_size=4),
+)
 def test_fuzz_joint_states_and_joys(messages, names, position, velocity, axes, buttons):
     from sensor_msgs.msg import JointState, Joy
 

@@ -15,15 +15,29 @@ def test_a_learner_killed_for_seconds_and_a_recorder_killed_lose_nothing(tmp_pat
     from robot_rl.data import EpisodeStore
 
     run = tmp_path / "run"
-    graph = Graph(tmp_path, ["task=reach", "task.episode_steps=15", f"train.run_dir={run}", "train.demo_episodes=2",
-                             "train.start_training=30", "train.checkpoint_every=60", "train.batch_size=32",
-                             "train.env_steps=700", "ros.eval_every_episodes=0", "ros.delivery.record_timeout=2.0",
-                             "ros.sim_time=false"])  # restarts on the wall clock (sim time: tests/ros/test_twin.py)
+    graph = Graph(
+        tmp_path,
+        [
+            "task=reach",
+            "task.episode_steps=15",
+            f"train.run_dir={run}",
+            "train.demo_episodes=2",
+            "train.start_training=30",
+            "train.checkpoint_every=60",
+            "train.batch_size=32",
+            "train.env_steps=700",
+            "ros.eval_every_episodes=0",
+            "ros.delivery.record_timeout=2.0",
+            "ros.sim_time=false",
+        ],
+    )  # restarts on the wall clock (sim time: tests/ros/test_twin.py)
     rclpy.init()
     watcher = Watcher(rclpy)
 
     def online_episodes_after(count: int, more: int, what: str) -> None:
-        watcher.wait_for(lambda rs: len([r for r in rs[count:] if r["kind"] == "train"]) >= more, timeout=120, what=what)
+        watcher.wait_for(
+            lambda rs: len([r for r in rs[count:] if r["kind"] == "train"]) >= more, timeout=120, what=what
+        )
 
     try:
         for name in ("sim_robot", "safety", "learner", "recorder", "actor"):

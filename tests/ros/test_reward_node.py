@@ -14,9 +14,21 @@ from tests.ros.graph_helpers import Watcher, stop_processes
 
 def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
     store, out = tmp_path / "frames.zarr", tmp_path / "classifier.pt"
-    assert main(["collect", "task=pick_cube", "task.cameras=[front]", "task.image_size=32",
-                 "task.terminate_on_success=false", "task.episode_steps=40", "collect.episodes=5",
-                 f"collect.out={store}"]) == 0
+    assert (
+        main(
+            [
+                "collect",
+                "task=pick_cube",
+                "task.cameras=[front]",
+                "task.image_size=32",
+                "task.terminate_on_success=false",
+                "task.episode_steps=40",
+                "collect.episodes=5",
+                f"collect.out={store}",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["classifier", f"classifier.store={store}", f"classifier.out={out}", "classifier.updates=5"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -36,8 +48,13 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
     rng = np.random.default_rng(0)  # success = a bright scene, failure = a dark one
     labels = np.arange(80) % 2 == 0
     frames = np.where(labels[:, None, None, None], 200, 40) + rng.integers(-20, 20, (80, 16, 16, 3))
-    model, report = train_reward_classifier({"front": frames.astype(np.uint8)}, labels, np.arange(80) // 8,
-                                            RewardClassifierConfig(updates=60, batch_size=16), seed=0)
+    model, report = train_reward_classifier(
+        {"front": frames.astype(np.uint8)},
+        labels,
+        np.arange(80) // 8,
+        RewardClassifierConfig(updates=60, batch_size=16),
+        seed=0,
+    )
     assert report["held_out_accuracy"] == 1.0
     path = tmp_path / "classifier.pt"
     model.save(path)
@@ -54,8 +71,12 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
 
             def seen(_, expected=expected, frame=frame):
                 camera.publish(image_msg(frame, 0.0, "front"))
-                return (received["success"] and received["reward"] and received["success"][-1] == expected
-                        and received["reward"][-1] == float(expected))  # 1.0 on success, the sparse reward
+                return (
+                    received["success"]
+                    and received["reward"]
+                    and received["success"][-1] == expected
+                    and received["reward"][-1] == float(expected)
+                )  # 1.0 on success, the sparse reward
 
             watcher.wait_for(seen, 60, f"success={expected} for brightness {value}")
     finally:

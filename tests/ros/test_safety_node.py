@@ -60,8 +60,19 @@ INTRUDER = textwrap.dedent(
 HOME = np.array([0.45, 0.0, 0.2])
 STALE_COMMAND, STALE_STATE, ESTOP, TRANSLATION_STEP = 2, 4, 8, 128  # robot_rl.safety.Violation bits
 FOREIGN_PUBLISHER = 1024
-SAFETY = [sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05",
-          "--senders", "robot_rl_test_actor", "--operators", "robot_rl_test_operator"]
+SAFETY = [
+    sys.executable,
+    "-m",
+    "robot_rl.ros.safety_node",
+    "--rate-hz",
+    "200",
+    "--state-timeout",
+    "0.05",
+    "--senders",
+    "robot_rl_test_actor",
+    "--operators",
+    "robot_rl_test_operator",
+]
 
 
 class Arm:
@@ -299,8 +310,9 @@ def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
     arm.executor.add_node(node)
     action_pub = arm.node.create_publisher(PoseStamped, "/rl/action", 10)
     gripper_pub = arm.node.create_publisher(Float64, "/rl/gripper", 10)
-    wrench_pub = arm.node.create_publisher(WrenchStamped,
-                                           "/franka_robot_state_broadcaster/external_wrench_in_base_frame", 10)
+    wrench_pub = arm.node.create_publisher(
+        WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame", 10
+    )
 
     def pose(x=0.47, y=0.0, quaternion=(1.0, 0.0, 0.0, 0.0), frame_id="base"):
         msg = PoseStamped()
@@ -316,8 +328,16 @@ def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
         return msg
 
     bad = {
-        "/rl/action": (action_pub, [pose(x=math.nan), pose(y=math.inf), pose(quaternion=(0.5, 0.0, 0.0, 0.0)),
-                                    pose(quaternion=(math.nan, 0.0, 0.0, 1.0)), pose(frame_id="b" * 100_000)]),
+        "/rl/action": (
+            action_pub,
+            [
+                pose(x=math.nan),
+                pose(y=math.inf),
+                pose(quaternion=(0.5, 0.0, 0.0, 0.0)),
+                pose(quaternion=(math.nan, 0.0, 0.0, 1.0)),
+                pose(frame_id="b" * 100_000),
+            ],
+        ),
         "/rl/gripper": (gripper_pub, [Float64(data=math.nan), Float64(data=math.inf), Float64(data=1.5)]),
         "/franka_robot_state_broadcaster/current_pose": (arm.pose_pub, [pose(x=math.nan), pose(frame_id="b" * 10_000)]),
         "/franka_robot_state_broadcaster/external_wrench_in_base_frame": (wrench_pub, [wrench(math.nan)]),
@@ -329,8 +349,11 @@ def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
         for topic, (publisher, messages) in bad.items():
             for count, message in enumerate(messages, start=1):
                 publisher.publish(message)
-                arm.until(lambda topic=topic, count=count: safety.guard.dropped.get(topic, 0) == count, timeout=5,
-                          what=f"{topic} drop {count}")
+                arm.until(
+                    lambda topic=topic, count=count: safety.guard.dropped.get(topic, 0) == count,
+                    timeout=5,
+                    what=f"{topic} drop {count}",
+                )
         arm.streaming = True
         arm.spin(0.5)
         assert {topic: safety.guard.dropped.get(topic) for topic in bad} == {t: len(m) for t, (_, m) in bad.items()}
@@ -359,11 +382,17 @@ def test_publisher_watch_waits_for_an_unnamed_node_then_counts_it_foreign():
     def endpoint(name, gid):
         return SimpleNamespace(node_name=name, node_namespace="/", endpoint_gid=list(gid))
 
-    graph = {"/rl/equilibrium_pose": [endpoint("robot_rl_safety", b"own")],
-             "/rl/action": [endpoint("robot_rl_actor", b"act"), endpoint(UNNAMED, b"new")]}
+    graph = {
+        "/rl/equilibrium_pose": [endpoint("robot_rl_safety", b"own")],
+        "/rl/action": [endpoint("robot_rl_actor", b"act"), endpoint(UNNAMED, b"new")],
+    }
     node = SimpleNamespace(get_publishers_info_by_topic=lambda topic: graph[topic])
-    watch = PublisherWatch(node, {"/rl/equilibrium_pose": frozenset({b"own"})},
-                           {"/rl/action": frozenset({"robot_rl_actor"})}, discovery_grace=1.0)
+    watch = PublisherWatch(
+        node,
+        {"/rl/equilibrium_pose": frozenset({b"own"})},
+        {"/rl/action": frozenset({"robot_rl_actor"})},
+        discovery_grace=1.0,
+    )
     assert watch.check(now=10.0) == [] and watch.trusted["/rl/action"] == {b"act"}
     assert watch.check(now=10.9) == []  # not named yet: maybe the actor's second publisher, not trusted either
     assert watch.pending["/rl/action"] == {b"new"} and watch.trusted["/rl/action"] == {b"act"}
@@ -407,8 +436,9 @@ def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
 
 
 def test_bad_settings_are_named():
-    result = subprocess.run([*SAFETY, "--command-timeout", "-1"], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = subprocess.run(
+        [*SAFETY, "--command-timeout", "-1"], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 2 and "safety.command_timeout=-1.0" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 

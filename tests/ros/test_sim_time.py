@@ -17,8 +17,9 @@ def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("graph, overrides", [("learner_only", []), ("collect_demos", [])])
 def test_sim_time_needs_a_graph_with_a_sim_robot(tmp_path, graph, overrides):
-    result = run("-m", "robot_rl.cli", "launch", graph, "ros.sim_time=true", f"train.run_dir={tmp_path / 'run'}",
-                 *overrides)
+    result = run(
+        "-m", "robot_rl.cli", "launch", graph, "ros.sim_time=true", f"train.run_dir={tmp_path / 'run'}", *overrides
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("robot-rl: error: ros.sim_time=True"), result.stderr
@@ -37,12 +38,16 @@ def test_the_graph_resolves_sim_time_for_every_node():
     assert real["learner"].command(["ros.sim_time=false"]).count("ros.sim_time=false") == 1
 
 
-@pytest.mark.parametrize("node", [
-    ["-m", "robot_rl.ros.safety_node", "--sim-time", "--clock-timeout", "1"],
-    ["-m", "robot_rl.ros.learner_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
-    ["-m", "robot_rl.ros.recorder_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
-    ["-m", "robot_rl.ros.actor_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
-], ids=["safety", "learner", "recorder", "actor"])
+@pytest.mark.parametrize(
+    "node",
+    [
+        ["-m", "robot_rl.ros.safety_node", "--sim-time", "--clock-timeout", "1"],
+        ["-m", "robot_rl.ros.learner_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+        ["-m", "robot_rl.ros.recorder_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+        ["-m", "robot_rl.ros.actor_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+    ],
+    ids=["safety", "learner", "recorder", "actor"],
+)
 def test_a_node_without_a_clock_names_the_problem_and_exits(tmp_path, node):
     require("rclpy")
     result = run(*node, f"train.run_dir={tmp_path / 'run'}" if "task=reach" in node else "--frame-id=base")
@@ -59,9 +64,22 @@ def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
     from robot_rl.data import EpisodeStore
 
     run_dir = tmp_path / "run"
-    result = run("-m", "robot_rl.cli", "launch", "sim_train", "task=reach", f"ros.sim_time={str(sim_time).lower()}",
-                 f"train.run_dir={run_dir}", "train.env_steps=60", "train.demo_episodes=1", "task.episode_steps=20",
-                 "train.start_training=20", "train.batch_size=32", "ros.eval_every_episodes=0", timeout=300)
+    result = run(
+        "-m",
+        "robot_rl.cli",
+        "launch",
+        "sim_train",
+        "task=reach",
+        f"ros.sim_time={str(sim_time).lower()}",
+        f"train.run_dir={run_dir}",
+        "train.env_steps=60",
+        "train.demo_episodes=1",
+        "task.episode_steps=20",
+        "train.start_training=20",
+        "train.batch_size=32",
+        "ros.eval_every_episodes=0",
+        timeout=300,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "Traceback" not in output and "Error" not in output, output[-3000:]
@@ -193,7 +211,9 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
         while arm_pub.get_subscription_count() < 1 or gripper_pub.get_subscription_count() < 1:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        robot.command_senders.check(time.monotonic())  # the sim robot's sender watch learns the safety node's publishers
+        robot.command_senders.check(
+            time.monotonic()
+        )  # the sim robot's sender watch learns the safety node's publishers
         robot.publish_clock()
         open_ctrl = env.data.ctrl.copy()
         arm_pub.publish(pose_msg(env.tcp_pos, env.tcp_rot, robot.now_ns * 1e-9, "base"))  # the arm command first ...
@@ -204,8 +224,12 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
         waited = time.monotonic() - started
         late.join()
         assert robot.guard.dropped == {}, robot.guard.dropped
-        assert waited > 0.4, f"the instant was stepped {waited:.2f} s after its arm command, without its gripper command"
-        assert not np.array_equal(env.data.ctrl, open_ctrl)  # the close command is applied before the instant is stepped
+        assert waited > 0.4, (
+            f"the instant was stepped {waited:.2f} s after its arm command, without its gripper command"
+        )
+        assert not np.array_equal(
+            env.data.ctrl, open_ctrl
+        )  # the close command is applied before the instant is stepped
     finally:
         safety.destroy_node()
         node.destroy_node()
@@ -238,8 +262,9 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
     node = rclpy.create_node("robot_rl_sim_robot")
     safety = rclpy.create_node("robot_rl_safety")
     clocks: list[tuple[float, int]] = []  # (monotonic s, instant ns) of every /clock heard
-    safety.create_subscription(Clock, "/clock", lambda msg: clocks.append((time.monotonic(), stamp_ns(msg.clock))),
-                               qos.COMMAND)
+    safety.create_subscription(
+        Clock, "/clock", lambda msg: clocks.append((time.monotonic(), stamp_ns(msg.clock))), qos.COMMAND
+    )
     arm_pub = safety.create_publisher(PoseStamped, "/rl/equilibrium_pose", qos.COMMAND)
     gripper_pub = safety.create_publisher(Float64, "/rl/gripper_command", qos.COMMAND)
     stop = threading.Event()
@@ -266,8 +291,9 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
             stop.set()
             loop.join(timeout=10)
         heard = [t for t, instant in clocks if instant == first]
-        assert heard and min(heard) >= answered, \
+        assert heard and min(heard) >= answered, (
             f"/clock of the period's first instant went out {answered - min(heard):.2f} s before the safety node answered"
+        )
     finally:
         stop.set()
         safety.destroy_node()
@@ -308,11 +334,18 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
         action_pub = actor.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         gripper_pub = actor.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
         clock_pub = sim.create_publisher(Clock, "/clock", qos.COMMAND)
-        pose_pub = sim.create_publisher(PoseStamped, "/franka_robot_state_broadcaster/current_pose", qos.STREAM_PUBLISHER)
-        wrench_pub = sim.create_publisher(WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
-                                          qos.STREAM_PUBLISHER)
-        sim.create_subscription(PoseStamped, "/rl/equilibrium_pose",
-                                lambda m: answers.append((stamp_ns(m.header.stamp), m.pose.position.x)), 10)
+        pose_pub = sim.create_publisher(
+            PoseStamped, "/franka_robot_state_broadcaster/current_pose", qos.STREAM_PUBLISHER
+        )
+        wrench_pub = sim.create_publisher(
+            WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame", qos.STREAM_PUBLISHER
+        )
+        sim.create_subscription(
+            PoseStamped,
+            "/rl/equilibrium_pose",
+            lambda m: answers.append((stamp_ns(m.header.stamp), m.pose.position.x)),
+            10,
+        )
         sim.create_subscription(UInt32, "/rl/safety_flags", lambda m: flags.append(m.data), 10)
 
         def spin_until(condition, what: str, timeout: float = 10.0) -> None:
@@ -340,11 +373,20 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
             gripper_pub.publish(Float64(data=-1.0))
             action_pub.publish(pose_msg(np.array([x, 0.0, 0.2]), down, instant * 1e-9, "base"))
 
-        spin_until(lambda: (action_pub.get_subscription_count() and gripper_pub.get_subscription_count()
-                            and clock_pub.get_subscription_count() and pose_pub.get_subscription_count()
-                            and wrench_pub.get_subscription_count() and any(
-                                info.node_name == "robot_rl_test_actor"
-                                for info in safety_ros.get_publishers_info_by_topic("/rl/action"))), "discovery")
+        spin_until(
+            lambda: (
+                action_pub.get_subscription_count()
+                and gripper_pub.get_subscription_count()
+                and clock_pub.get_subscription_count()
+                and pose_pub.get_subscription_count()
+                and wrench_pub.get_subscription_count()
+                and any(
+                    info.node_name == "robot_rl_test_actor"
+                    for info in safety_ros.get_publishers_info_by_topic("/rl/action")
+                )
+            ),
+            "discovery",
+        )
         a, b = 1_000_000_000, 1_010_000_000  # s 1.00 and 1.01: one state period apart
         clock(a)
         arm(a)
@@ -400,23 +442,42 @@ def test_sim_time_the_actor_reads_the_humans_input_of_the_observation_it_acts_on
     from robot_rl.ros.topic_env import JOINTS, POSE, REWARD, SUCCESS, TopicEnv, TopicEnvSettings
 
     layout = {"tcp_pos": (0, 3), "tcp_rotvec": (3, 3), "tcp_linvel": (6, 3), "tcp_angvel": (9, 3), "gripper": (12, 1)}
-    settings = TopicEnvSettings(control_rate_hz=10.0, action_dim=4, pos_step=0.02, rot_step=0.1,
-                                workspace=np.array([[0.2, -0.4, 0.0], [0.8, 0.4, 0.5]]), episode_steps=10, cameras=(),
-                                image_size=(64, 64), terminate_on_success=True, stream_timeout=10.0, sim_time=True)
+    settings = TopicEnvSettings(
+        control_rate_hz=10.0,
+        action_dim=4,
+        pos_step=0.02,
+        rot_step=0.1,
+        workspace=np.array([[0.2, -0.4, 0.0], [0.8, 0.4, 0.5]]),
+        episode_steps=10,
+        cameras=(),
+        image_size=(64, 64),
+        terminate_on_success=True,
+        stream_timeout=10.0,
+        sim_time=True,
+    )
     rclpy.init()
     actor = rclpy.create_node("robot_rl_actor", parameter_overrides=sim_time_parameters(True))
     sim = rclpy.create_node("robot_rl_test_sim")
-    pubs = {topic: sim.create_publisher(kind, topic, qos.STREAM_PUBLISHER) for topic, kind in (
-        (POSE, PoseStamped), (JOINTS, JointState),
-        (REWARD, Float64), (SUCCESS, Bool), ("/spacenav/twist", Twist), ("/rl/intervention", Bool),
-        ("/spacenav/joy", Joy))}
+    pubs = {
+        topic: sim.create_publisher(kind, topic, qos.STREAM_PUBLISHER)
+        for topic, kind in (
+            (POSE, PoseStamped),
+            (JOINTS, JointState),
+            (REWARD, Float64),
+            (SUCCESS, Bool),
+            ("/spacenav/twist", Twist),
+            ("/rl/intervention", Bool),
+            ("/spacenav/joy", Joy),
+        )
+    }
     now = [1.0]  # s: the sim's instant
 
     def observation() -> None:
         pubs[REWARD].publish(Float64(data=0.0))
         pubs[SUCCESS].publish(Bool(data=False))
-        pubs[JOINTS].publish(joint_state_msg(["finger_left", "finger_right"], np.full(2, 0.04), np.zeros(2),
-                                             np.zeros(2), now[0]))
+        pubs[JOINTS].publish(
+            joint_state_msg(["finger_left", "finger_right"], np.full(2, 0.04), np.zeros(2), np.zeros(2), now[0])
+        )
         pubs[POSE].publish(pose_msg(np.array([0.45, 0.0, 0.2]), np.eye(3), now[0], "base"))
 
     def human(push: float) -> None:  # the scripted human's input: take-over switch, twist (base frame), buttons

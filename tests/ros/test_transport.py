@@ -10,9 +10,19 @@ from tests.conftest import require
 
 def transition(index: int) -> dict:
     state = np.full(5, index, np.float32)
-    return {"obs": {"state": state}, "next_obs": {"state": state + 1}, "action": np.zeros(4, np.float32),
-            "reward": float(index), "terminated": False, "truncated": False, "intervened": False, "demo": True,
-            "first": index == 0, "episode": "e" * 32, "step": index}
+    return {
+        "obs": {"state": state},
+        "next_obs": {"state": state + 1},
+        "action": np.zeros(4, np.float32),
+        "reward": float(index),
+        "terminated": False,
+        "truncated": False,
+        "intervened": False,
+        "demo": True,
+        "first": index == 0,
+        "episode": "e" * 32,
+        "step": index,
+    }
 
 
 def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition():
@@ -32,8 +42,9 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     rclpy.init(context=cell_context)
     try:
         outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=10.0, spill=lambda episode: None)
-        actor = RosTransport(rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={},
-                             outbox=outbox)
+        actor = RosTransport(
+            rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={}, outbox=outbox
+        )
         schema = TransitionSchema({"state": (5,)}, 4)
         started = time.monotonic()
         assert actor.wait_for_subscribers(["robot_rl_recorder"], timeout=0.5) == ["robot_rl_recorder"]
@@ -42,9 +53,12 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
         learner = RosTransport(rclpy.create_node("robot_rl_learner", context=cell_context), "learner", schema=schema)
         recorder_node = rclpy.create_node("robot_rl_recorder", context=cell_context)
         recorded: list[dict] = []
-        recorder_node.create_subscription(UInt8MultiArray, TRANSITIONS_TOPIC,
-                                          lambda msg: recorded.extend(decode_transitions(msg.data, schema)[0]),
-                                          qos.TRANSITIONS)
+        recorder_node.create_subscription(
+            UInt8MultiArray,
+            TRANSITIONS_TOPIC,
+            lambda msg: recorded.extend(decode_transitions(msg.data, schema)[0]),
+            qos.TRANSITIONS,
+        )
         assert actor.wait_for_subscribers(["robot_rl_learner", "robot_rl_recorder"], timeout=30) == []
 
         for index in range(20):  # at once, as an actor that starts its first episode right after the wait

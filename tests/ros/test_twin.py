@@ -83,9 +83,12 @@ def parted(a: dict, b: dict) -> bool:
     direction), the cube is more than ``POSITION_TOLERANCE`` apart, or a discontinuous reward term (the grasp)
     differs."""
     cube = slice(13, 16)
-    return (a["intervened"] != b["intervened"] or np.sign(a["action"][-1]) != np.sign(b["action"][-1])
-            or np.max(np.abs(a["next_obs"]["state"][cube] - b["next_obs"]["state"][cube])) > POSITION_TOLERANCE
-            or abs(a["reward"] - b["reward"]) > REWARD_TOLERANCE)
+    return (
+        a["intervened"] != b["intervened"]
+        or np.sign(a["action"][-1]) != np.sign(b["action"][-1])
+        or np.max(np.abs(a["next_obs"]["state"][cube] - b["next_obs"]["state"][cube])) > POSITION_TOLERANCE
+        or abs(a["reward"] - b["reward"]) > REWARD_TOLERANCE
+    )
 
 
 def split_episodes(transitions: list[dict]) -> list[list[dict]]:
@@ -105,8 +108,17 @@ def play(env, human, episodes: list[bool], first_seed: int | None) -> list[dict]
     for index, demo in enumerate(episodes):
         seed = None if first_seed is None else first_seed + index
         start = len(transport.transitions)
-        run_episode(env, agent, human, SafetyActor(SafetySettings(enabled=False)), transport, None, demo, seed,
-                    after_step=lambda intervened: len(transport.transitions) - start >= STEPS)  # noqa: B023
+        run_episode(
+            env,
+            agent,
+            human,
+            SafetyActor(SafetySettings(enabled=False)),
+            transport,
+            None,
+            demo,
+            seed,
+            after_step=lambda intervened, start=start: len(transport.transitions) - start >= STEPS,
+        )
     return transport.transitions
 
 
@@ -123,8 +135,14 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     from robot_rl.ros.topic_env import TopicEnv, TopicEnvSettings
     from robot_rl.teleop import InterventionRules, ScriptedHuman
 
-    overrides = ["task=pick_cube", f"seed={SEED}", "ros.sim_time=true", "human.stall_steps=6", "human.takeover_steps=8",
-                 "ros.stream_timeout=5"]
+    overrides = [
+        "task=pick_cube",
+        f"seed={SEED}",
+        "ros.sim_time=true",
+        "human.stall_steps=6",
+        "human.takeover_steps=8",
+        "ros.stream_timeout=5",
+    ]
     cfg = load_config(overrides)
     task = OmegaConf.to_container(cfg.task, resolve=True)
     episodes = [True, False, False]  # a demonstration, then the policy with the scripted human's takeovers
@@ -151,8 +169,11 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
         with spinning_in_background(node):
             wait_for_clock(node, 60.0, spinning=True)
             deadline = time.monotonic() + 60.0  # the sim robot and the safety node hear the first command
-            while (topic_env.action_pub.get_subscription_count() < 2 or topic_env.gripper_pub.get_subscription_count() < 1
-                   or not ticks):  # and the safety node ticked the sim robot's first instant, as in-process nothing
+            while (
+                topic_env.action_pub.get_subscription_count() < 2
+                or topic_env.gripper_pub.get_subscription_count() < 1
+                or not ticks
+            ):  # and the safety node ticked the sim robot's first instant, as in-process nothing
                 assert time.monotonic() < deadline, "the safety node never subscribed to /rl/action or never ticked"
                 time.sleep(0.05)  # holds the arm before the first reset
             remote = play(topic_env, teleop, episodes, None)
@@ -168,19 +189,28 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     worst: dict[str, float] = {}
     compared = 0
     for index, (a_steps, b_steps) in enumerate(zip(local_episodes, remote_episodes)):
-        np.testing.assert_allclose(a_steps[0]["obs"]["state"], b_steps[0]["obs"]["state"], atol=1e-5,
-                                   err_msg=f"episode {index}: the reset's observation")
-        assert len(a_steps) == len(b_steps) and a_steps[-1]["success"] == b_steps[-1]["success"], \
-            f"episode {index}: {len(a_steps)} steps, success {a_steps[-1]['success']} in-process; " \
+        np.testing.assert_allclose(
+            a_steps[0]["obs"]["state"],
+            b_steps[0]["obs"]["state"],
+            atol=1e-5,
+            err_msg=f"episode {index}: the reset's observation",
+        )
+        assert len(a_steps) == len(b_steps) and a_steps[-1]["success"] == b_steps[-1]["success"], (
+            f"episode {index}: {len(a_steps)} steps, success {a_steps[-1]['success']} in-process; "
             f"{len(b_steps)} steps, success {b_steps[-1]['success']} in the graph"
+        )
         for t, (a, b) in enumerate(zip(a_steps, b_steps)):
             if parted(a, b):
                 break  # contact: millimetres decide a grasp, the reward's grasp term, the expert's next move
             for key in ("intervened", "demo", "first", "terminated", "truncated", "success"):
                 assert a[key] == b[key], f"episode {index} step {t}: {key} {a[key]} in-process, {b[key]} in the graph"
             if a["intervened"]:  # the expert's action, from the same state up to the tolerances
-                np.testing.assert_allclose(a["action"], b["action"], atol=HUMAN_ACTION_TOLERANCE,
-                                           err_msg=f"episode {index} step {t}: the human's action")
+                np.testing.assert_allclose(
+                    a["action"],
+                    b["action"],
+                    atol=HUMAN_ACTION_TOLERANCE,
+                    err_msg=f"episode {index} step {t}: the human's action",
+                )
             else:  # the policy's goes through unchanged
                 np.testing.assert_array_equal(a["action"], b["action"], err_msg=f"episode {index} step {t}")
             x, y = a["next_obs"]["state"], b["next_obs"]["state"]
@@ -189,12 +219,16 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
             worst["reward"] = max(worst.get("reward", 0.0), abs(a["reward"] - b["reward"]))
             compared += 1
         assert t >= MIN_ALIGNED_STEPS, f"episode {index}: the twins parted at step {t}"
-    print(f"{compared} of {len(local)} steps side by side; largest differences:",
-          {k: round(v, 5) for k, v in worst.items()})
+    print(
+        f"{compared} of {len(local)} steps side by side; largest differences:",
+        {k: round(v, 5) for k, v in worst.items()},
+    )
     assert compared >= 0.75 * len(local), f"only {compared} of {len(local)} steps before contact parted the twins"
     assert sum(t["intervened"] and not t["demo"] for t in local) > 0  # the human took over in an online episode
     assert worst["tcp_pos"] <= POSITION_TOLERANCE and worst["velocity"] <= VELOCITY_TOLERANCE, worst
-    assert worst["gripper"] <= GRIPPER_TOLERANCE and worst["tcp_rotvec"] <= 0.01 and worst["reward"] <= REWARD_TOLERANCE, worst
+    assert (
+        worst["gripper"] <= GRIPPER_TOLERANCE and worst["tcp_rotvec"] <= 0.01 and worst["reward"] <= REWARD_TOLERANCE
+    ), worst
     assert "Traceback" not in safety_log
 
 
@@ -221,9 +255,16 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     from robot_rl.train import Learner, make_agent, settings_from
     from robot_rl.transport import LocalTransport
 
-    overrides = ["task=pick_cube", f"seed={SEED}", "human.stall_steps=6", "human.takeover_steps=8",
-                 f"train.start_training={LEARNER_START}", "train.weights_every=20",
-                 f"train.run_dir={tmp_path / 'run'}", "ros.delivery.backfill=false"]
+    overrides = [
+        "task=pick_cube",
+        f"seed={SEED}",
+        "human.stall_steps=6",
+        "human.takeover_steps=8",
+        f"train.start_training={LEARNER_START}",
+        "train.weights_every=20",
+        f"train.run_dir={tmp_path / 'run'}",
+        "ros.delivery.backfill=false",
+    ]
     cfg = load_config(overrides)
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = make_env(task)
@@ -232,14 +273,15 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     stream = play(env, ScriptedHuman(make_expert(task, env), rules), [True, True, False, False, False], SEED)
     env.close()
     online = np.cumsum([not t["demo"] for t in stream])
-    stream = stream[:int(np.searchsorted(online, LEARNER_START + LEARNER_UPDATES)) + 1]
+    stream = stream[: int(np.searchsorted(online, LEARNER_START + LEARNER_UPDATES)) + 1]
     assert sum(t["intervened"] and not t["demo"] for t in stream) > 0, "the stream should hold takeovers"
 
     # in-process: robot-rl train's learner thread behind its local transport
     torch.manual_seed(SEED)
     local_transport = LocalTransport()
-    learner = Learner(make_agent(cfg, shapes, action_dim, SEED), settings_from(cfg.train), shapes, action_dim,
-                      local_transport, SEED)
+    learner = Learner(
+        make_agent(cfg, shapes, action_dim, SEED), settings_from(cfg.train), shapes, action_dim, local_transport, SEED
+    )
     local_transport.send_transitions(stream)
     learner.start()
     learner.wait_until_caught_up(len(stream))
@@ -254,12 +296,13 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     node = rclpy.create_node("robot_rl_actor")
     try:
         graph.start("learner")
-        outbox = Outbox("actor-twin", memory_limit=2**26, record_timeout=60.0, spill=lambda episode: None,
-                        for_recorder=False)
+        outbox = Outbox(
+            "actor-twin", memory_limit=2**26, record_timeout=60.0, spill=lambda episode: None, for_recorder=False
+        )
         actor = RosTransport(node, "actor", expected_weights=weight_shapes(local_weights), outbox=outbox)
         assert actor.wait_for_subscribers(["robot_rl_learner"], timeout=60.0) == []
         for start in range(0, len(stream), 16):
-            actor.send_transitions([dict(t) for t in stream[start:start + 16]])
+            actor.send_transitions([dict(t) for t in stream[start : start + 16]])
         deadline = time.monotonic() + 120.0
         while actor.weights_meta.get("version") != LEARNER_UPDATES:
             assert time.monotonic() < deadline, f"the learner node published up to {actor.weights_meta}"

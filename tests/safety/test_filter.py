@@ -60,8 +60,10 @@ def test_hysteresis_releases_only_after_the_dwell_time_below_the_off_threshold()
 def test_hysteresis_holds_the_executed_action_below_the_off_threshold_while_engaged():
     """Risk 0.3 x the Cartesian step's length: between threshold_off=0.1 and threshold_on=0.25 the action
     passes when the filter is released, and is scaled down to below 0.1 while it is engaged."""
-    safety = SafetyFilter(lambda state, actions: 0.3 * np.linalg.norm(actions[:, :-1], axis=1),
-                          FilterSettings(threshold_on=0.25, threshold_off=0.1, dwell_steps=2))
+    safety = SafetyFilter(
+        lambda state, actions: 0.3 * np.linalg.norm(actions[:, :-1], axis=1),
+        FilterSettings(threshold_on=0.25, threshold_off=0.1, dwell_steps=2),
+    )
     state, between = np.zeros(3), np.array([0.5, 0.0, 0.0, 1.0])  # risk 0.15
     engaging = safety(state, np.array([1.0, 0.0, 0.0, 1.0]))  # risk 0.3: engages
     np.testing.assert_allclose(engaging.action, [0.25, 0.0, 0.0, 1.0])  # scale 0.25: risk 0.075 < 0.1
@@ -92,13 +94,16 @@ def test_a_slow_or_broken_risk_model_is_bypassed():
     assert failing(np.zeros(3), np.ones(4)).bypassed and failing.bypasses == 1
 
 
-@pytest.mark.parametrize("values, key", [
-    ({"threshold_on": 0.2, "threshold_off": 0.3}, "safety.filter.threshold_off"),
-    ({"threshold_on": 0.0}, "safety.filter.threshold_on"),
-    ({"scales": (1.0, 2.0)}, "safety.filter.scales"),
-    ({"scales": (0.5, 0.25)}, "safety.filter.scales"),  # the first row must be the proposed action itself
-    ({"deadline_s": 0.0}, "safety.filter.deadline_s"),
-])
+@pytest.mark.parametrize(
+    "values, key",
+    [
+        ({"threshold_on": 0.2, "threshold_off": 0.3}, "safety.filter.threshold_off"),
+        ({"threshold_on": 0.0}, "safety.filter.threshold_on"),
+        ({"scales": (1.0, 2.0)}, "safety.filter.scales"),
+        ({"scales": (0.5, 0.25)}, "safety.filter.scales"),  # the first row must be the proposed action itself
+        ({"deadline_s": 0.0}, "safety.filter.deadline_s"),
+    ],
+)
 def test_inconsistent_filter_settings_fail_at_start_up(values, key):
     with pytest.raises(ConfigError) as error:
         FilterSettings(**values)

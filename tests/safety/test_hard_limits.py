@@ -20,7 +20,9 @@ small3 = st.lists(st.floats(-1, 1), min_size=3, max_size=3).map(np.array)
 
 
 def inside(point):
-    return np.all(point >= np.array(LIMITS.workspace_low) - 1e-9) and np.all(point <= np.array(LIMITS.workspace_high) + 1e-9)
+    return np.all(point >= np.array(LIMITS.workspace_low) - 1e-9) and np.all(
+        point <= np.array(LIMITS.workspace_high) + 1e-9
+    )
 
 
 @st.composite
@@ -28,15 +30,21 @@ def scenario(draw):
     low, high = np.array(LIMITS.workspace_low), np.array(LIMITS.workspace_high)
     arm_pos = low + (high - low) * np.array(draw(st.lists(st.floats(0, 1), min_size=3, max_size=3)))
     arm_rot = matrix_from_rotvec(draw(small3) * 0.5) @ DOWN
-    arm = ArmState(arm_pos, arm_rot, stamp=10.0 - draw(st.floats(0, 0.02)),
-                   force=draw(st.lists(st.floats(-100, 100), min_size=3, max_size=3).map(np.array)),
-                   torque=draw(st.lists(st.floats(-10, 10), min_size=3, max_size=3).map(np.array)))
+    arm = ArmState(
+        arm_pos,
+        arm_rot,
+        stamp=10.0 - draw(st.floats(0, 0.02)),
+        force=draw(st.lists(st.floats(-100, 100), min_size=3, max_size=3).map(np.array)),
+        torque=draw(st.lists(st.floats(-10, 10), min_size=3, max_size=3).map(np.array)),
+    )
     previous = hold(arm, draw(st.floats(-1, 1)), 9.99)
-    rot = draw(st.one_of(
-        st.just(np.full((3, 3), np.nan)),
-        small3.map(lambda v: matrix_from_rotvec(v * 3) @ DOWN),
-        st.lists(wild, min_size=9, max_size=9).map(lambda v: np.array(v).reshape(3, 3)),
-    ))
+    rot = draw(
+        st.one_of(
+            st.just(np.full((3, 3), np.nan)),
+            small3.map(lambda v: matrix_from_rotvec(v * 3) @ DOWN),
+            st.lists(wild, min_size=9, max_size=9).map(lambda v: np.array(v).reshape(3, 3)),
+        )
+    )
     command = Command(draw(vec3), rot, draw(wild), stamp=10.0 - draw(st.floats(0, 0.3)))
     return arm, previous, command
 
@@ -125,8 +133,15 @@ def test_estop_latches_until_reset():
     assert enforce(LIMITS, latch, arm, command, previous, now=0.0)[1] == Violation.NONE
 
 
-@pytest.mark.parametrize("field, value", [("workspace_low", (1.0, 0.0, 0.0)), ("cone_half_angle", 2.0),
-                                          ("max_translation_step", 0.0), ("command_timeout", float("nan"))])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("workspace_low", (1.0, 0.0, 0.0)),
+        ("cone_half_angle", 2.0),
+        ("max_translation_step", 0.0),
+        ("command_timeout", float("nan")),
+    ],
+)
 def test_bad_limits_name_the_key(field, value):
     with pytest.raises(ConfigError, match=f"safety.{field}"):
         SafetyLimits(**{field: value})

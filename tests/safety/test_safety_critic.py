@@ -22,8 +22,10 @@ def test_numpy_risk_model_matches_the_torch_critic(hidden):
     state = np.random.default_rng(0).normal(size=5)
     actions = np.random.default_rng(1).uniform(-1, 1, (4, 3))
     with torch.no_grad():
-        expected = critic.risk(torch.as_tensor(np.repeat(state[None], 4, 0), dtype=torch.float32),
-                               torch.as_tensor(actions, dtype=torch.float32)).numpy()
+        expected = critic.risk(
+            torch.as_tensor(np.repeat(state[None], 4, 0), dtype=torch.float32),
+            torch.as_tensor(actions, dtype=torch.float32),
+        ).numpy()
     np.testing.assert_allclose(critic.risk_model()(state, actions), expected, atol=1e-5)
     np.testing.assert_allclose(critic.risk_model()(state, actions[0]), expected[:1], atol=1e-5)  # one action
     assert isinstance(critic.risk_model(), RiskModel)
@@ -37,8 +39,15 @@ def wall_episodes(buffer: ReplayBuffer, episodes: int, rng: np.random.Generator)
             action = rng.uniform(-0.3, 0.3, 1)
             nxt = x + action[0]
             violated = nxt > 1.0
-            buffer.add({"state": np.array([x], np.float32)}, action, 0.0, {"state": np.array([nxt], np.float32)},
-                       bool(violated), t == 19 and not violated, cost=float(violated))
+            buffer.add(
+                {"state": np.array([x], np.float32)},
+                action,
+                0.0,
+                {"state": np.array([nxt], np.float32)},
+                bool(violated),
+                t == 19 and not violated,
+                cost=float(violated),
+            )
             x = nxt
             if violated:
                 break
@@ -64,8 +73,14 @@ def one_episode(steps: int, terminated: bool) -> ReplayBuffer:
     buffer = ReplayBuffer(64, {"state": ((1,), np.float32)}, 1)
     for t in range(steps):
         last = t == steps - 1
-        buffer.add({"state": np.array([t], np.float32)}, np.array([0.1 * t], np.float32), 0.0,
-                   {"state": np.array([t + 1], np.float32)}, last and terminated, last and not terminated)
+        buffer.add(
+            {"state": np.array([t], np.float32)},
+            np.array([0.1 * t], np.float32),
+            0.0,
+            {"state": np.array([t + 1], np.float32)},
+            last and terminated,
+            last and not terminated,
+        )
     return buffer
 
 
@@ -92,27 +107,38 @@ def test_pretraining_from_an_episode_store(tmp_path):
     rng = np.random.default_rng(1)
     buffer = ReplayBuffer(20_000, {"state": ((1,), np.float32)}, 1)
     wall_episodes(buffer, 150, rng)
-    store = EpisodeStore.create(tmp_path / "violations.zarr",
-                                {"task": "wall", "observation_shapes": {"state": [1]}, "action_dim": 1})
+    store = EpisodeStore.create(
+        tmp_path / "violations.zarr", {"task": "wall", "observation_shapes": {"state": [1]}, "action_dim": 1}
+    )
     writer = store.writer()
     ends = np.flatnonzero(buffer.terminated | buffer.truncated)
     start = 0
     for end in ends:
         writer.start({"state": buffer.obs["state"][start]})
         for slot in range(start, end + 1):
-            writer.add({"state": buffer.obs["state"][slot + 1]}, buffer.action[slot], 0.0,
-                       bool(buffer.terminated[slot]), bool(buffer.truncated[slot]),
-                       safety_flags=int(buffer.cost[slot]) * int(Constraint.KEEP_OUT))
+            writer.add(
+                {"state": buffer.obs["state"][slot + 1]},
+                buffer.action[slot],
+                0.0,
+                bool(buffer.terminated[slot]),
+                bool(buffer.truncated[slot]),
+                safety_flags=int(buffer.cost[slot]) * int(Constraint.KEEP_OUT),
+            )
         writer.commit("demo")
         start = end + 2
-    settings = SafetySettings(enabled=True, pretrain_store=str(tmp_path / "violations.zarr"), pretrain_updates=800,
-                              critic={"hidden": [64, 64], "batch_size": 128})
+    settings = SafetySettings(
+        enabled=True,
+        pretrain_store=str(tmp_path / "violations.zarr"),
+        pretrain_updates=800,
+        critic={"hidden": [64, 64], "batch_size": 128},
+    )
     learner = make_safety_learner(settings, {"state": (1,)}, 1, seed=0)
     risk = learner.critic.risk_model()
     assert risk(np.array([0.95]), np.array([[0.25]]))[0] > 0.6 > risk(np.array([-0.8]), np.array([[-0.2]]))[0]
     with pytest.raises(ConfigError, match="safety.pretrain_store"):
-        make_safety_learner(SafetySettings(enabled=True, pretrain_store=str(tmp_path / "nowhere.zarr")),
-                            {"state": (1,)}, 1, seed=0)
+        make_safety_learner(
+            SafetySettings(enabled=True, pretrain_store=str(tmp_path / "nowhere.zarr")), {"state": (1,)}, 1, seed=0
+        )
 
 
 def test_hazard_task_flags_table_pressing_and_the_keep_out_zone_and_the_expert_avoids_both():

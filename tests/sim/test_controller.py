@@ -10,7 +10,11 @@ from sim.tasks import ReachEnv
 
 @pytest.mark.parametrize(
     "offset, turn",
-    [([0.05, -0.04, 0.03], [0.2, -0.1, 0.3]), ([-0.08, 0.1, -0.1], [0.0, 0.0, -0.6]), ([0.0, 0.0, 0.12], [0.3, 0.3, 0.0])],
+    [
+        ([0.05, -0.04, 0.03], [0.2, -0.1, 0.3]),
+        ([-0.08, 0.1, -0.1], [0.0, 0.0, -0.6]),
+        ([0.0, 0.0, 0.12], [0.3, 0.3, 0.0]),
+    ],
 )
 def test_tracks_commanded_pose_within_5mm_and_0_05rad(offset, turn):
     env = ReachEnv(tcp_init_noise=0.0)

@@ -43,8 +43,9 @@ def randomization_set(name: str) -> list[RandomizationEntry]:
     return entries_from_config(OmegaConf.to_container(cfg.randomization))
 
 
-MODEL_ENTRIES = [e for e in randomization_set("dynamics") + randomization_set("visual")
-                 if not e.attribute.startswith("controller.")]
+MODEL_ENTRIES = [
+    e for e in randomization_set("dynamics") + randomization_set("visual") if not e.attribute.startswith("controller.")
+]
 
 
 SHIPPED_SETS = sorted(path.stem for path in (Path(__file__).parents[2] / "configs" / "randomization").glob("*.yaml"))
@@ -72,8 +73,10 @@ def test_each_model_randomizer_changes_exactly_its_target_within_its_range(entry
         changed = {name for name in before if not np.array_equal(before[name], after[name])}
         assert changed == {entry.attribute}, changed
         binding = wrapped._bindings[0]
-        diff = np.argwhere(before[entry.attribute].reshape(len(before[entry.attribute]), -1)
-                           != after[entry.attribute].reshape(len(after[entry.attribute]), -1))
+        diff = np.argwhere(
+            before[entry.attribute].reshape(len(before[entry.attribute]), -1)
+            != after[entry.attribute].reshape(len(after[entry.attribute]), -1)
+        )
         assert set(diff[:, 0]) <= set(binding.rows.tolist()) and set(diff[:, 1]) <= set(binding.columns.tolist())
         low, high = entry.range
         default = binding.default
@@ -95,8 +98,9 @@ def test_controller_gains_and_only_they_change():
 
 
 def test_state_noise_has_the_sampled_std():
-    wrapped = randomized_pick_cube(RandomizationEntry("noise", target="state", attribute="sensor.state_noise",
-                                                      range=[0.01, 0.02], mode="absolute"))
+    wrapped = randomized_pick_cube(
+        RandomizationEntry("noise", target="state", attribute="sensor.state_noise", range=[0.01, 0.02], mode="absolute")
+    )
     env = wrapped.env
     std = wrapped.sampled_values()["noise"]["sensor.state_noise"]
     errors = []
@@ -107,8 +111,12 @@ def test_state_noise_has_the_sampled_std():
 
 
 def test_privileged_state_stays_clean_under_state_noise():
-    wrapped = randomized_pick_cube(RandomizationEntry("noise", target="state", attribute="sensor.state_noise",
-                                                      range=[0.02, 0.02], mode="absolute"), privileged_state=True)
+    wrapped = randomized_pick_cube(
+        RandomizationEntry(
+            "noise", target="state", attribute="sensor.state_noise", range=[0.02, 0.02], mode="absolute"
+        ),
+        privileged_state=True,
+    )
     for _ in range(5):
         obs, *_ = wrapped.step(np.zeros(4, np.float32))
         clean = wrapped.env.unwrapped.observation()["state"]
@@ -121,7 +129,9 @@ def test_image_corruptions_change_only_camera_frames():
     wrapped = randomized_pick_cube(
         RandomizationEntry("n", target="front", attribute="sensor.image_noise", range=[20, 20], mode="absolute"),
         RandomizationEntry("b", target="front", attribute="sensor.brightness", range=[0.5, 0.5], mode="absolute"),
-        cameras=["front"], image_size=32)
+        cameras=["front"],
+        image_size=32,
+    )
     obs, _ = wrapped.reset(seed=0)
     clean = wrapped.env.unwrapped.observation()
     np.testing.assert_array_equal(obs["state"], clean["state"])
@@ -130,8 +140,9 @@ def test_image_corruptions_change_only_camera_frames():
 
 
 def test_action_delay_executes_the_previous_action():
-    wrapped = randomized_pick_cube(RandomizationEntry("delay", target="action", attribute="actuation.action_delay",
-                                                      range=[1, 1], mode="absolute"))
+    wrapped = randomized_pick_cube(
+        RandomizationEntry("delay", target="action", attribute="actuation.action_delay", range=[1, 1], mode="absolute")
+    )
     env = wrapped.env
     finger = env.unwrapped._finger_act
     commands = [-1.0, 1.0, 1.0, -1.0, 1.0]
@@ -145,8 +156,11 @@ def test_action_delay_executes_the_previous_action():
 
 
 def test_period_jitter_varies_the_physics_steps_per_control_step():
-    wrapped = randomized_pick_cube(RandomizationEntry("jitter", target="action", attribute="actuation.period_jitter",
-                                                      range=[0.2, 0.2], mode="absolute"))
+    wrapped = randomized_pick_cube(
+        RandomizationEntry(
+            "jitter", target="action", attribute="actuation.period_jitter", range=[0.2, 0.2], mode="absolute"
+        )
+    )
     env = wrapped.env
     counts = set()
     for _ in range(30):
@@ -176,7 +190,9 @@ def test_scale_mode_never_drifts_over_1000_episodes():
         mask = np.ones(array.reshape(len(array), -1).shape, bool)
         for rows, columns in randomized[name]:
             mask[np.ix_(rows, columns)] = False
-        np.testing.assert_array_equal(now[name].reshape(mask.shape)[mask], array.reshape(mask.shape)[mask], err_msg=name)
+        np.testing.assert_array_equal(
+            now[name].reshape(mask.shape)[mask], array.reshape(mask.shape)[mask], err_msg=name
+        )
     mass = next(b for b in wrapped._bindings if b.entry.name == "object_mass")
     np.testing.assert_allclose(mass.default, original["body_mass"][mass.rows][:, None])  # defaults still the originals
     assert 0.5 * 0.05 <= env.unwrapped.model.body("cube").mass[0] <= 3.0 * 0.05
@@ -185,8 +201,9 @@ def test_scale_mode_never_drifts_over_1000_episodes():
 def test_values_stay_constant_within_an_episode_unless_resampled_every_n_steps():
     env = pick_cube()
     per_episode = RandomizationEntry("mass", target="cube", attribute="body_mass", range=[0.5, 2])
-    every_five = RandomizationEntry("friction", target="cube", attribute="geom_friction", columns=[0], range=[0.5, 2],
-                                    frequency=5)
+    every_five = RandomizationEntry(
+        "friction", target="cube", attribute="geom_friction", columns=[0], range=[0.5, 2], frequency=5
+    )
     wrapped = DomainRandomization(env, [per_episode, every_five], seed=0)
     _, info = wrapped.reset(seed=0)
     masses, frictions = [info["randomization"]["mass"]["cube"]], [info["randomization"]["friction"]["cube[0]"]]
@@ -216,8 +233,13 @@ def test_same_seed_same_samples():
 
 
 def test_curriculum_widens_the_range_with_training_steps():
-    entry = RandomizationEntry("m", target="cube", attribute="body_mass", range=[0.5, 3.0],
-                               curriculum={"start_step": 0, "end_step": 1000, "start_fraction": 0.0})
+    entry = RandomizationEntry(
+        "m",
+        target="cube",
+        attribute="body_mass",
+        range=[0.5, 3.0],
+        curriculum={"start_step": 0, "end_step": 1000, "start_fraction": 0.0},
+    )
     rng = np.random.default_rng(0)
     assert np.allclose(entry.sample(rng, 100, step=0), 1.0)  # nothing randomized at the start
     halfway = entry.sample(rng, 2000, step=500)
@@ -226,24 +248,51 @@ def test_curriculum_widens_the_range_with_training_steps():
     assert full.min() < 0.55 and full.max() > 2.9
 
 
-@pytest.mark.parametrize("spec, key, expected", [
-    ({"target": "nothing_here", "attribute": "body_mass", "range": [0.5, 2]}, "randomization.entries.bad.target",
-     "a name (pattern) of a body in the model"),
-    ({"target": "cube", "attribute": "body_mass", "range": [2, 0.5]}, "randomization.entries.bad.range",
-     "low <= high"),
-    ({"target": "cube", "attribute": "body_mass", "range": [-1.0, -0.5], "mode": "additive"},
-     "randomization.entries.bad.range", "keep body_mass >= 0"),
-    ({"target": "cube", "attribute": "geom_friction", "range": [-2.0, -1.0], "mode": "additive"},
-     "randomization.entries.bad.range", "keep geom_friction >= 0"),
-    ({"target": "cube", "attribute": "body_colour", "range": [0, 1]}, "randomization.entries.bad.attribute",
-     "an attribute of mujoco.MjModel"),
-    ({"target": "cube", "attribute": "body_mass", "range": [1, 2], "distribution": "cauchy"},
-     "randomization.entries.bad.distribution", "uniform, loguniform, normal"),
-    ({"target": "front", "attribute": "sensor.image_noise", "range": [0, 5], "mode": "absolute"},
-     "randomization.entries.bad.target", "an observation key"),
-    ({"target": "cube", "attribute": "body_mass", "range": [1, 2], "speed": 3}, "randomization.entries.bad.speed",
-     "one of"),
-])
+@pytest.mark.parametrize(
+    "spec, key, expected",
+    [
+        (
+            {"target": "nothing_here", "attribute": "body_mass", "range": [0.5, 2]},
+            "randomization.entries.bad.target",
+            "a name (pattern) of a body in the model",
+        ),
+        (
+            {"target": "cube", "attribute": "body_mass", "range": [2, 0.5]},
+            "randomization.entries.bad.range",
+            "low <= high",
+        ),
+        (
+            {"target": "cube", "attribute": "body_mass", "range": [-1.0, -0.5], "mode": "additive"},
+            "randomization.entries.bad.range",
+            "keep body_mass >= 0",
+        ),
+        (
+            {"target": "cube", "attribute": "geom_friction", "range": [-2.0, -1.0], "mode": "additive"},
+            "randomization.entries.bad.range",
+            "keep geom_friction >= 0",
+        ),
+        (
+            {"target": "cube", "attribute": "body_colour", "range": [0, 1]},
+            "randomization.entries.bad.attribute",
+            "an attribute of mujoco.MjModel",
+        ),
+        (
+            {"target": "cube", "attribute": "body_mass", "range": [1, 2], "distribution": "cauchy"},
+            "randomization.entries.bad.distribution",
+            "uniform, loguniform, normal",
+        ),
+        (
+            {"target": "front", "attribute": "sensor.image_noise", "range": [0, 5], "mode": "absolute"},
+            "randomization.entries.bad.target",
+            "an observation key",
+        ),
+        (
+            {"target": "cube", "attribute": "body_mass", "range": [1, 2], "speed": 3},
+            "randomization.entries.bad.speed",
+            "one of",
+        ),
+    ],
+)
 def test_bad_entries_are_named(spec, key, expected):
     with pytest.raises(ConfigError) as error:
         env = pick_cube()
@@ -257,10 +306,15 @@ def test_robosuite_tasks_randomize_through_the_same_wrapper():
     task = dict(load_config(["task=robosuite_lift"]).task)
     env = make_env(task)
     model = env.unwrapped.mj_model
-    body = next(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(model.nbody)
-                if "cube" in (mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) or ""))
+    body = next(
+        mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i)
+        for i in range(model.nbody)
+        if "cube" in (mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) or "")
+    )
     default = float(model.body(body).mass[0])
-    wrapped = DomainRandomization(env, [RandomizationEntry("m", target=body, attribute="body_mass", range=[2, 3])], seed=0)
+    wrapped = DomainRandomization(
+        env, [RandomizationEntry("m", target=body, attribute="body_mass", range=[2, 3])], seed=0
+    )
     for seed in range(3):
         wrapped.reset(seed=seed)
         assert env.unwrapped.mj_model is model  # robosuite kept its model (no hard reset)
