@@ -51,7 +51,9 @@ def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:
         **extra,
         "figures": figures,
     }
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    partial = path.with_name(f".{path.name}.partial")  # a sibling, renamed over the result: never half a file
+    partial.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(partial, path)
     return path
 
 

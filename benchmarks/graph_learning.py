@@ -317,6 +317,21 @@ def merge_runs(earlier: Runs, new: Runs) -> Runs:
     return {path: merged[path] for path in PATHS if path in merged}
 
 
+def save(args: argparse.Namespace, runs: Runs, earlier_commands: list[str]) -> dict[str, Any]:
+    """Write the result file and its plot from ``runs`` (after every finished run, so an interrupted benchmark
+    keeps its finished seeds); returns the file's figures."""
+    seeds = sorted({int(seed) for by_seed in runs.values() for seed in by_seed})
+    figures = assemble(runs, args.env_steps, seeds)
+    plot(
+        runs,
+        RESULTS / f"{args.name}.png",
+        f"pick_cube from state, {args.env_steps:,} online steps: in-process loop vs the sim_train graph",
+    )
+    extra = {"earlier_commands": earlier_commands} if earlier_commands else {}
+    write_result(args.name, {"runs": runs}, **extra, **figures)
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     timeout = 300 + 1.0 * args.env_steps  # s per run: real time steps at 10 Hz, demos and evaluations besides
@@ -338,17 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                     + ", ".join(f"{k}={record[k]}" for k in (*KEYS, "error") if k in record),
                     flush=True,
                 )
-    runs = merge_runs(earlier, runs)
-    seeds = sorted({int(seed) for by_seed in runs.values() for seed in by_seed})
-    figures = assemble(runs, args.env_steps, seeds)
+                figures = save(args, merge_runs(earlier, runs), earlier_commands)  # every finished run kept
     print(json.dumps(figures["summary"], indent=2))
-    plot(
-        runs,
-        RESULTS / f"{args.name}.png",
-        f"pick_cube from state, {args.env_steps:,} online steps: in-process loop vs the sim_train graph",
-    )
-    extra = {"earlier_commands": earlier_commands} if earlier_commands else {}
-    print(f"wrote {write_result(args.name, {'runs': runs}, **extra, **figures)}")
+    print(f"wrote {RESULTS / f'{args.name}.json'}")
     failed = [f"{path} seed {seed}" for path, by_seed in runs.items() for seed, r in by_seed.items() if "error" in r]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -170,3 +170,28 @@ def test_merge_adds_seeds_run_in_another_sitting_and_a_rerun_replaces_its_record
     assert earlier_runs(result, 12_000) == (earlier, ["python -m benchmarks.graph_learning --seeds 0"])
     with pytest.raises(ValueError, match="env_steps=12000, expected 6000"):
         earlier_runs(result, 6_000)  # another budget: not comparable
+
+
+def test_an_interrupted_benchmark_keeps_every_finished_run(tmp_path, monkeypatch):
+    """The result file is written after every run: a benchmark stopped in its third run (Ctrl-C, a crash, the end
+    of a session) keeps the two it finished. It was written once, at the end, so hours of runs were lost."""
+    import benchmarks.common
+    import benchmarks.graph_learning as benchmark
+
+    monkeypatch.setattr(benchmark, "RESULTS", tmp_path)
+    monkeypatch.setattr(benchmarks.common, "RESULTS", tmp_path)
+    finished: list[tuple[str, int]] = []
+
+    def run_path(path, folder, seed, steps, timeout):
+        if len(finished) == 2:
+            raise KeyboardInterrupt
+        finished.append((path, seed))
+        return {"success": 1.0, "success_at": {"1200": 1.0}, "intervention_steps": 10, "env_steps_per_s": 5.0}
+
+    monkeypatch.setattr(benchmark, "run_path", run_path)
+    with pytest.raises(KeyboardInterrupt):
+        benchmark.main(["--paths", "in_process", "graph_sim_time", "--seeds", "0", "1", "--env-steps", "1200"])
+    result = json.loads((tmp_path / "graph_learning.json").read_text())
+    assert result["success"] == {"in_process": {"0": 1.0}, "graph_sim_time": {"0": 1.0}}
+    assert result["summary"]["graph_sim_time_vs_in_process"]["success_difference"] == 0.0
+    assert (tmp_path / "graph_learning.png").exists() and not list(tmp_path.glob(".*.partial"))
