@@ -191,7 +191,7 @@ class SimRobot:
         if reset_service:
             node.create_service(SetBool, "/rl/reset", self._on_reset)
         if sim_time:
-            self.clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, qos.COMMAND)
+            self.clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, qos.CLOCK)
             self.guard.subscribe(PoseStamped, "/rl/action", self._on_action, qos.COMMAND)
         else:
             node.create_timer(1.0 / state_rate_hz, self.tick)

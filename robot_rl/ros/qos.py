@@ -19,6 +19,7 @@ STREAM_PUBLISHER = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 STREAM_SUBSCRIBER = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
 LOCKSTEP_SUBSCRIBER = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)  # sim time: every message, in order
 COMMAND = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+CLOCK = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)  # sim time: every instant reaches every node
 EVENT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 TRANSITIONS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_ALL)
 EPISODE_LOG = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)

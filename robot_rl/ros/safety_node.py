@@ -121,7 +121,7 @@ class SafetyNode:
         # clock before the arm state (a reset's pause instant is ticked before the next instant's state covers it),
         # the actor's gripper before its action (it publishes them in that order; the action ticks the instant)
         if sim_time:
-            node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.COMMAND)
+            node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.CLOCK)
         self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper", self._on_gripper, stream)
         self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/action", self._on_action, stream)
         self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "/rl/estop_reset", self._on_reset, 10)

@@ -263,7 +263,7 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
     safety = rclpy.create_node("robot_rl_safety")
     clocks: list[tuple[float, int]] = []  # (monotonic s, instant ns) of every /clock heard
     safety.create_subscription(
-        Clock, "/clock", lambda msg: clocks.append((time.monotonic(), stamp_ns(msg.clock))), qos.COMMAND
+        Clock, "/clock", lambda msg: clocks.append((time.monotonic(), stamp_ns(msg.clock))), qos.CLOCK
     )
     arm_pub = safety.create_publisher(PoseStamped, "/rl/equilibrium_pose", qos.COMMAND)
     gripper_pub = safety.create_publisher(Float64, "/rl/gripper_command", qos.COMMAND)
@@ -281,7 +281,10 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
             robot.action_stamp_ns = first  # the actor's command for the observation came: the period may start
             loop = threading.Thread(target=robot.run_lockstep, args=(stop,))
             loop.start()
-            time.sleep(0.5)  # the safety node takes its time to answer
+            time.sleep(0.5)  # the safety node takes its time to answer ...
+            while not clocks:  # ... and has heard the robot's clock (the waiting robot says it again)
+                assert time.monotonic() < deadline, "no /clock heard"
+                time.sleep(0.01)
             answered = time.monotonic()
             gripper_pub.publish(Float64(data=-1.0))
             arm_pub.publish(pose_msg(env.tcp_pos, env.tcp_rot, first * 1e-9, "base"))
@@ -291,7 +294,8 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
             stop.set()
             loop.join(timeout=10)
         heard = [t for t, instant in clocks if instant == first]
-        assert heard and min(heard) >= answered, (
+        assert heard, f"no /clock of the period's first instant; heard {[instant for _, instant in clocks]}"
+        assert min(heard) >= answered, (
             f"/clock of the period's first instant went out {answered - min(heard):.2f} s before the safety node answered"
         )
     finally:
@@ -369,6 +373,11 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
             if pose:
                 pose_pub.publish(pose_msg(home, down, instant * 1e-9, "base"))
 
+        def actor_trusted() -> bool:
+            """Whether the safety node knows the actor's publishers by now (it drops a command from one it does not)."""
+            safety.check_graph()
+            return all(safety.watch.trusted[topic] for topic in (safety.action_topic, safety.gripper_topic))
+
         def command(instant: int, x: float) -> None:
             gripper_pub.publish(Float64(data=-1.0))
             action_pub.publish(pose_msg(np.array([x, 0.0, 0.2]), down, instant * 1e-9, "base"))
@@ -380,10 +389,7 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
                 and clock_pub.get_subscription_count()
                 and pose_pub.get_subscription_count()
                 and wrench_pub.get_subscription_count()
-                and any(
-                    info.node_name == "robot_rl_test_actor"
-                    for info in safety_ros.get_publishers_info_by_topic("/rl/action")
-                )
+                and actor_trusted()
             ),
             "discovery",
         )
