@@ -29,8 +29,8 @@ from robot_rl.data.tools import disk_bytes
 
 def camera_frames(count: int) -> dict[str, list[np.ndarray]]:
     """Distinct 480x640 views of the pick_cube scene while the expert works."""
-    from sim.experts import make_expert
-    from sim.tasks import PickCubeEnv
+    from robot_rl.sim.experts import make_expert
+    from robot_rl.sim.tasks import PickCubeEnv
 
     env = PickCubeEnv(cameras=["front", "wrist"], image_size=[480, 640])
     obs, _ = env.reset(seed=0)

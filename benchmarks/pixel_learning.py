@@ -32,7 +32,7 @@ def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threa
     """Median wall seconds of one ``agent.update`` (``utd`` critic steps) on a fixed random pixel batch."""
     import torch
 
-    from policies.sac import SACAgent, SACConfig
+    from robot_rl.policies.sac import SACAgent, SACConfig
 
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)

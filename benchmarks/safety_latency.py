@@ -49,7 +49,7 @@ TIMED = ("filter", "hard_layer", "filter_and_hard_layer")
 
 
 def one_round(steps: int, seed: int) -> dict:
-    from policies.safety_critic import SafetyCritic
+    from robot_rl.policies.safety_critic import SafetyCritic
     from robot_rl.safety import ArmState, Command, EStopLatch, SafetyLimits, enforce
     from robot_rl.safety.filter import SafetyFilter
 
@@ -165,7 +165,7 @@ def main() -> None:
     figures = {"in_process": in_process(args.steps, args.rounds), "node_1khz": across_processes(args.seconds)}
     for name, value in figures.items():
         print(name, {key: item for key, item in value.items() if key != "rounds"})
-    from policies.safety_critic import SafetyCriticConfig
+    from robot_rl.policies.safety_critic import SafetyCriticConfig
 
     path = write_result(
         "safety_latency",

@@ -48,11 +48,11 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=5)
     args = parser.parse_args()
 
-    import sim.tasks
+    import robot_rl.sim.tasks
 
     figures: dict[str, dict[str, float]] = {}
     for task, class_name in TASKS.items():
-        env_class = getattr(sim.tasks, class_name)
+        env_class = getattr(robot_rl.sim.tasks, class_name)
         figures[task] = {"state": steps_per_second(env_class, args.steps, args.blocks)}
         for size in (64, 128):
             figures[task][f"2cams_{size}"] = steps_per_second(
@@ -62,7 +62,7 @@ def main() -> None:
             )
         print(task, {k: round(v, 1) for k, v in figures[task].items()}, flush=True)
 
-    from sim.robosuite_env import RobosuiteEnv
+    from robot_rl.sim.robosuite_env import RobosuiteEnv
 
     lift = {"state": steps_per_second(lambda: RobosuiteEnv("Lift", action_dim=7), args.camera_steps, args.blocks)}
     lift["2cams_64"] = steps_per_second(

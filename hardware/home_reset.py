@@ -11,7 +11,7 @@ request while a reset runs fails at once (one motion at a time); a malformed pos
 quaternion) is dropped and counted (``guard.dropped``). The objects of the task are the lab's to
 reset (or a scripted motion of their own).
 
-    python -m hardware.home_reset robot=fr3 reset.position=[0.45,0.0,0.25]
+    python -m robot_rl.hardware.home_reset robot=fr3 reset.position=[0.45,0.0,0.25]
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 reset.stopping.set()  # a reset in flight stops streaming targets
                 executor.shutdown(timeout_sec=5.0)
     except ConfigError as error:
-        return exit_with_error("hardware.home_reset", error)
+        return exit_with_error("robot_rl.hardware.home_reset", error)
     return 0
 
 

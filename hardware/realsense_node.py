@@ -1,11 +1,11 @@
-"""RealSense camera node: publishes what realsense2_camera would, from :mod:`hardware.realsense`.
+"""RealSense camera node: publishes what realsense2_camera would, from :mod:`robot_rl.hardware.realsense`.
 
 ``/camera/<name>/color/image_raw`` (sensor_msgs/Image rgb8, cropped and resized to the policy's
 size, stamped from the hardware clock), ``/camera/<name>/color/camera_info`` (the intrinsics of
 the published image) and with ``camera.depth`` ``/camera/<name>/aligned_depth_to_color/image_raw``
 (16UC1, millimetres, aligned to the colour image). A camera that stops delivering is reconnected with a log line, never a hang.
 
-    python -m hardware.realsense_node camera.serial=123456789 camera.name=front camera.output_size=[128,128]
+    python -m robot_rl.hardware.realsense_node camera.serial=123456789 camera.name=front camera.output_size=[128,128]
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import sys
 from sensor_msgs.msg import CameraInfo, Image
 
 from robot_rl.config import ConfigError
+from robot_rl.hardware.realsense import FrameTimeout, RealSenseCamera, RealSenseSettings
 from robot_rl.ros import qos
 from robot_rl.ros.messages import camera_info_msg, image_msg
 from robot_rl.ros.topic_env import camera_topic
-
-from .realsense import FrameTimeout, RealSenseCamera, RealSenseSettings
 
 
 class CameraPublisher:
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 camera.close()
     except (ConfigError, FrameTimeout) as error:
-        return exit_with_error("hardware.realsense_node", error)
+        return exit_with_error("robot_rl.hardware.realsense_node", error)
     return 0
 
 

@@ -15,7 +15,7 @@ stops the arm by itself after its own 0.1 s timeout. The gripper command is pass
 only follows what the safety node let through. A pose with NaN / inf or a zero quaternion on either
 input is dropped and counted (``guard.dropped``); the last good one stays (and ages out).
 
-    python -m hardware.servo_bridge --rate-hz 100 --ros-args -r /franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose
+    python -m robot_rl.hardware.servo_bridge --rate-hz 100 --ros-args -r /franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose
 """
 
 from __future__ import annotations

@@ -22,8 +22,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.augment import random_shift
-
-from .encoders import ObservationEncoder
+from robot_rl.policies.encoders import ObservationEncoder
 
 
 class OffPolicyAgent:

@@ -37,9 +37,8 @@ from torch import nn
 
 from robot_rl.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.observation_keys import PRIVILEGED_KEY
-
-from .base import OffPolicyAgent, soft_update
-from .encoders import camera_checks
+from robot_rl.policies.base import OffPolicyAgent, soft_update
+from robot_rl.policies.encoders import camera_checks
 
 TIE_TOLERANCE = 1e-4
 

@@ -26,8 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.config import is_integer, is_number, require_all
-
-from .cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
+from robot_rl.policies.cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
 
 
 class TemporalEnsemble:

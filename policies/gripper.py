@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .networks import CriticEnsemble
+from robot_rl.policies.networks import CriticEnsemble
 
 OPEN, STAY, CLOSE = 0, 1, 2
 

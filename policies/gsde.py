@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .networks import mlp, squashed_log_prob
+from robot_rl.policies.networks import mlp, squashed_log_prob
 
 VARIANCE_EPSILON = 1e-6
 DEFAULT_SAMPLE_FREQ = 8  # env steps per noise draw: 0.8 s at 10 Hz

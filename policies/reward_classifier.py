@@ -25,8 +25,7 @@ from torch import nn
 from robot_rl.checkpoint import load_tensors
 from robot_rl.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.data.augment import random_shift
-
-from .encoders import ObservationEncoder
+from robot_rl.policies.encoders import ObservationEncoder
 
 
 @dataclass

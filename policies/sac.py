@@ -10,11 +10,11 @@
   features, detached), DrQ random shift on sampled images
 - ``privileged_state`` in the observation (``task.privileged_state``, sim only): the critics also
   read the simulator's clean state (asymmetric actor-critic); the actor never does
-- ``exploration: gsde``: state-dependent exploration (:mod:`policies.gsde`), noise held for
+- ``exploration: gsde``: state-dependent exploration (:mod:`robot_rl.policies.gsde`), noise held for
   ``sde_sample_freq`` steps (default 8; -1: one draw per episode), also during warm-up; the
   actor loss adds the gSDE mean penalty (|mu| beyond 2)
 - ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
-  {open, stay, close} with a grasp penalty (:mod:`policies.gripper`)
+  {open, stay, close} with a grasp penalty (:mod:`robot_rl.policies.gripper`)
 """
 
 from __future__ import annotations
@@ -29,12 +29,11 @@ import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all
 from robot_rl.observation_keys import PRIVILEGED_KEY
-
-from .base import OffPolicyAgent, soft_update
-from .encoders import camera_checks
-from .gripper import GripperCritic, GripperPolicy, gripper_loss
-from .gsde import DEFAULT_SAMPLE_FREQ, GSDEActor, NoiseSchedule
-from .networks import CriticEnsemble, TanhGaussianActor
+from robot_rl.policies.base import OffPolicyAgent, soft_update
+from robot_rl.policies.encoders import camera_checks
+from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
+from robot_rl.policies.gsde import DEFAULT_SAMPLE_FREQ, GSDEActor, NoiseSchedule
+from robot_rl.policies.networks import CriticEnsemble, TanhGaussianActor
 
 
 @dataclass

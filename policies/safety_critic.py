@@ -28,9 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from robot_rl.config import is_integer, is_number, require_all
-
-from .base import soft_update
-from .networks import CriticEnsemble
+from robot_rl.policies.base import soft_update
+from robot_rl.policies.networks import CriticEnsemble
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """``robot-rl classifier``: train the reward classifier on an episode store's labelled frames.
 
-The classifier module comes from ``classifier.entry_point`` (``policies.reward_classifier``);
+The classifier module comes from ``classifier.entry_point`` (``robot_rl.policies.reward_classifier``);
 frames are every observation of the chosen cameras, labelled by the step's ``success`` flag (in
 sim the task's check, on the robot the operator's key press during teleoperation).
 """

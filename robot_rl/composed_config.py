@@ -18,7 +18,7 @@ CONFIG_GROUPS = ("task", "agent", "graph", "robot")
 
 def group_options(group: str) -> list[str]:
     """The configs of a Hydra group (files starting with ``_`` are shared parts, not options)."""
-    folder = resources.files("configs") / group
+    folder = resources.files("robot_rl.configs") / group
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
 
 
@@ -37,7 +37,7 @@ def load_config(overrides: list[str]) -> DictConfig:
         if group in CONFIG_GROUPS and value not in group_options(group):
             raise ConfigError(group, value, "one of " + ", ".join(group_options(group)))
     try:
-        with initialize_config_module(config_module="configs", version_base=None):
+        with initialize_config_module(config_module="robot_rl.configs", version_base=None):
             cfg = compose(config_name="config", overrides=overrides)
         values = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as error:

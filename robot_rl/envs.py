@@ -18,10 +18,10 @@ from .config import ConfigError
 from .observation_keys import PRIVILEGED_KEY
 
 ENTRY_POINTS = {
-    "robot_rl/Reach-v0": "sim.tasks.reach:ReachEnv",
-    "robot_rl/PickCube-v0": "sim.tasks.pick_cube:PickCubeEnv",
-    "robot_rl/PegInsert-v0": "sim.tasks.peg_insert:PegInsertEnv",
-    "robot_rl/Robosuite-v0": "sim.robosuite_env:RobosuiteEnv",
+    "robot_rl/Reach-v0": "robot_rl.sim.tasks.reach:ReachEnv",
+    "robot_rl/PickCube-v0": "robot_rl.sim.tasks.pick_cube:PickCubeEnv",
+    "robot_rl/PegInsert-v0": "robot_rl.sim.tasks.peg_insert:PegInsertEnv",
+    "robot_rl/Robosuite-v0": "robot_rl.sim.robosuite_env:RobosuiteEnv",
 }
 #: task-config keys that are not env keyword arguments
 TASK_KEYS = ("name", "id", "expert", "kwargs", "privileged_state")

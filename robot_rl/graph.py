@@ -6,7 +6,7 @@ the node gets the launch's Hydra overrides, after its own ``args``), ``args``, `
 graph stops when it exits), ``respawn`` (restarted when it exits), ``only_with_sim`` (true: only
 when ``graph.with_sim``; false: only without). With a robot config (``robot=fr3|panda|ur5e``)
 every node gets the robot's topic remaps (``--ros-args -r``), the safety node the robot's
-arguments (rate, state timeout) and the robot's arm bridge is added (MoveIt Servo for UR).
+arguments (its rate; its limits are ``robot.limits``) and the robot's arm bridge is added (MoveIt Servo for UR).
 
 ``robot-rl launch <graph> key=value ...`` starts every node as a child process, prefixes their
 output with the node name, and on Ctrl-C, SIGTERM or the exit of a required node stops them all
@@ -36,6 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import ConfigError, choice
 from .interrupts import interrupt_on_sigterm
+from .safety.robot_limits import workspace_of
 
 #: ROS 2 domain ids usable on Linux (the others collide with the ephemeral port range)
 DOMAIN_IDS = (*range(102), *range(215, 233))
@@ -53,14 +54,13 @@ class NodeSpec:
     respawn: bool = False
     only_with_sim: bool | None = None
     clock: bool = False
-    sim_time_args: list[str] = field(default_factory=list)
     ros_args: list[str] = field(default_factory=list)  # after --ros-args: remaps of a robot config
     sim_time: bool = False  # resolved by graph_nodes from ros.sim_time
 
     def command(self, overrides: list[str]) -> list[str]:
         ros = ["--ros-args", *self.ros_args] if self.ros_args else []
         if not self.hydra:
-            return [sys.executable, "-m", self.module, *self.args, *(self.sim_time_args if self.sim_time else []), *ros]
+            return [sys.executable, "-m", self.module, *self.args, *ros]
         overrides = [o for o in overrides if not o.startswith(f"{SIM_TIME_KEY}=")]  # the resolved value instead
         return [
             sys.executable,
@@ -104,8 +104,9 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
         )
     for node in nodes:
         node.sim_time = sim_time
-    robot = OmegaConf.to_container(cfg.robot, resolve=True) if cfg.get("robot") else None
-    if robot:
+    robot = OmegaConf.to_container(cfg.robot, resolve=True)
+    workspace_of(robot.get("limits"))  # checked before any node starts (the safety node checks them again)
+    if robot.get("name"):  # a real arm's config (robot=fr3|panda|ur5e); without one, only the limits are set
         if robot.get("bridge"):
             nodes.insert(
                 0,

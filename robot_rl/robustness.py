@@ -1,7 +1,7 @@
 """Domain randomization in the training loop and robustness sweeps for ``robot-rl eval``.
 
 ``randomization`` is the Hydra group of the same name: ``{name, seed, entries: {entry: {...}}}``
-(see :mod:`sim.randomization`). A sweep evaluates a policy on the nominal env and then along
+(see :mod:`robot_rl.sim.randomization`). A sweep evaluates a policy on the nominal env and then along
 each entry of a set, one at a time, at ``points`` values across the entry's range with
 everything else nominal, and writes a table (CSV, JSON) and a plot of success per perturbation.
 """
@@ -33,7 +33,7 @@ def randomization_entries(randomization: Mapping[str, Any] | None) -> list:
     for key in randomization:
         if key not in RANDOMIZATION_KEYS:
             raise ConfigError(f"randomization.{key}", randomization[key], "one of " + ", ".join(RANDOMIZATION_KEYS))
-    from sim.randomization import entries_from_config
+    from robot_rl.sim.randomization import entries_from_config
 
     return entries_from_config(randomization)
 
@@ -43,7 +43,7 @@ def randomized(env: gym.Env, randomization: Mapping[str, Any] | None, seed: int 
     entries = randomization_entries(randomization)
     if not entries:
         return env
-    from sim.randomization import DomainRandomization
+    from robot_rl.sim.randomization import DomainRandomization
 
     return DomainRandomization(env, entries, seed=int(randomization.get("seed", seed)))
 
@@ -52,7 +52,7 @@ def robustness_sweep(
     agent, task: Mapping[str, Any], randomization: Mapping[str, Any], points: int, episodes: int, seed: int
 ) -> list[dict[str, Any]]:
     """Rows of {entry, attribute, mode, value, success_rate, mean_length, ...}; the first is nominal."""
-    from sim.randomization import DomainRandomization
+    from robot_rl.sim.randomization import DomainRandomization
 
     env = make_env(task)
     rows = [

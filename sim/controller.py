@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from .scene import CARTESIAN_ACTUATORS
+from robot_rl.sim.scene import CARTESIAN_ACTUATORS
 
 
 @dataclass

@@ -12,9 +12,8 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.geometry import orientation_error, yaw_matrix
-
-from .panda_env import PandaTaskEnv
-from .tasks import PegInsertEnv, PickCubeEnv, ReachEnv
+from robot_rl.sim.panda_env import PandaTaskEnv
+from robot_rl.sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
 
 OPEN, CLOSE = -1.0, 1.0
 

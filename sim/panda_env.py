@@ -5,7 +5,7 @@ the TCP frame, scaled by ``pos_step`` metres and ``rot_step`` radians per policy
 (dx, dy, dz, gripper) with the orientation held at the reset orientation. Gripper -1 opens,
 +1 closes. The new target pose is the measured TCP pose plus the delta, clipped to the
 workspace box (metres, base frame); a Cartesian impedance controller tracks it at physics
-rate (:mod:`sim.controller`).
+rate (:mod:`robot_rl.sim.controller`).
 
 Observation dict: ``state`` (float32, layout in :attr:`PandaTaskEnv.state_layout`) and one
 uint8 HxWx3 image per requested camera. ``info["success"]`` is set on every step.
@@ -20,11 +20,10 @@ import numpy as np
 
 from robot_rl import config as check
 from robot_rl.geometry import delta_target, orientation_error, rotvec_from_matrix
-
-from .arm_env import PROPRIO_FIELDS, ArmEnv
-from .constraints import ConstraintMonitor, Constraints
-from .controller import CartesianImpedanceController, ImpedanceGains
-from .scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
+from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
+from robot_rl.sim.constraints import ConstraintMonitor, Constraints
+from robot_rl.sim.controller import CartesianImpedanceController, ImpedanceGains
+from robot_rl.sim.scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
 
 HOME_QPOS = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])  # radians, Franka "ready" pose
 # TCP pointing down, fingers opening along the world y axis.
@@ -259,7 +258,7 @@ class PandaTaskEnv(ArmEnv):
         return np.concatenate([np.ravel(p) for p in parts]).astype(np.float32)
 
     def violation(self) -> int:
-        """Bit mask of the :class:`~sim.constraints.Constraint` flags violated now (0 = none)."""
+        """Bit mask of the :class:`~robot_rl.sim.constraints.Constraint` flags violated now (0 = none)."""
         speed = float(np.linalg.norm(self.tcp_velocity()[:3]))
         return self.constraint_monitor.check(self.data, self.tcp_pos, speed, self.data.qpos[self._arm_qpos])
 

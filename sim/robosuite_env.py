@@ -16,8 +16,7 @@ import numpy as np
 
 from robot_rl import config as check
 from robot_rl.geometry import orientation_error, rotvec_from_matrix
-
-from .arm_env import PROPRIO_FIELDS, ArmEnv
+from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
 
 #: robot_rl camera name -> robosuite camera name
 CAMERAS = {"front": "agentview", "wrist": "robot0_eye_in_hand"}

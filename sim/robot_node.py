@@ -3,7 +3,7 @@
 It publishes what a Franka under ros2_control and RealSense cameras would, takes the command
 topics of a Cartesian impedance controller, and adds the task's reward/success signals (on the
 real robot the reward classifier publishes those) and a reset service. The scripted human
-(:mod:`sim.scripted_teleop`) runs here too, since it reads privileged sim state, and publishes
+(:mod:`robot_rl.sim.scripted_teleop`) runs here too, since it reads privileged sim state, and publishes
 what an operator's SpaceMouse would. The same actor, learner and safety nodes therefore run
 unchanged against this node and against the real cell.
 
@@ -15,12 +15,12 @@ unchanged against this node and against the real cell.
 | out | ``/camera/<name>/color/image_raw``, ``.../camera_info`` | sensor_msgs/Image rgb8, CameraInfo |
 | out | ``/rl/reward`` (std_msgs/Float64), ``/rl/success`` (std_msgs/Bool) | the task's signals |
 | out | ``/rl/task_state`` | std_msgs/Float32MultiArray: privileged task features (labels in the layout) |
-| out | ``/sim/violation`` | std_msgs/UInt32: :class:`~sim.constraints.Constraint` flags |
+| out | ``/sim/violation`` | std_msgs/UInt32: :class:`~robot_rl.sim.constraints.Constraint` flags |
 | out | ``/clock`` | rosgraph_msgs/Clock: sim time only |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
 | in | ``/rl/action`` | PoseStamped from the actor: sim time only, the stamp of the observation it answers |
 | in | ``/servo_node/delta_twist_cmds`` | TwistStamped, base frame: MoveIt Servo's input (UR bridge), integrated into the target |
-| srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration (unless ``ros.sim_reset_service=false``: then ``hardware.home_reset`` serves it, as on the real cell) |
+| srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration (unless ``ros.sim_reset_service=false``: then ``robot_rl.hardware.home_reset`` serves it, as on the real cell) |
 
 Every command goes through the node's :class:`~robot_rl.ros.guard.InputGuard` (``guard.dropped``):
 a pose with NaN / inf or a zero quaternion, a non-finite twist or gripper command is dropped and
@@ -43,7 +43,7 @@ Two clocks (:mod:`robot_rl.ros.sim_clock`):
   sees the actor's last command go stale and holds the measured pose, as on the cell. While it waits,
   the clock and the stamped pose and wrench go out again every 0.1 s for nodes that join late.
 
-    python -m sim.robot_node task=pick_cube ros.camera_rate_hz=10 [ros.sim_time=true] [--ros-args ...]
+    python -m robot_rl.sim.robot_node task=pick_cube ros.camera_rate_hz=10 [ros.sim_time=true] [--ros-args ...]
 """
 
 from __future__ import annotations
@@ -79,9 +79,8 @@ from robot_rl.ros.messages import (
 from robot_rl.ros.senders import PublisherWatch, subscribe_with_sender
 from robot_rl.ros.sim_clock import CLOCK_TOPIC
 from robot_rl.ros.topic_env import camera_topic
-
-from .panda_env import PandaTaskEnv
-from .scripted_teleop import ScriptedTeleop
+from robot_rl.sim.panda_env import PandaTaskEnv
+from robot_rl.sim.scripted_teleop import ScriptedTeleop
 
 STATE_TOPICS = {
     "joint_states": "/joint_states",
@@ -132,12 +131,16 @@ class SimRobot:
         sim_time: bool = False,
         reset_pause: float = 0.15,
         command_wait: float = 1.0,
+        workspace: np.ndarray | None = None,
     ):
         """``command_senders``: the nodes whose arm and gripper commands the sim arm obeys (the safety node);
         a command from any other publisher is dropped and counted, as no real arm should take it.
+        ``workspace``: ``[[x, y, z] low, high]`` (m, base frame) the arm holds its targets in, as a real arm's
+        controller does (``robot.limits.workspace``; default the task's workspace).
         ``sim_time``: lockstep on ``/clock`` (module docstring), with a reset moving the clock ``reset_pause`` s
         on and ``command_wait`` wall s allowed for the safety node's answer to each ``/clock`` message."""
         self.node, self.env, self.frame_id = node, env, frame_id
+        self.workspace = np.asarray(env.workspace if workspace is None else workspace, float)
         self.teleop: ScriptedTeleop | None = None
         self.seed, self.episodes = seed, 0
         self.sim_time, self.command_wait = sim_time, command_wait
@@ -250,7 +253,7 @@ class SimRobot:
         if seconds(msg.header.stamp) < self.reset_stamp - STAMP_TOLERANCE_NS * 1e-9:
             return  # a command for the pose before the reset
         pos, rot = pose_to_numpy(msg.pose)
-        self.env.controller.set_target(np.clip(pos, self.env.workspace[0], self.env.workspace[1]), rot)
+        self.env.controller.set_target(np.clip(pos, self.workspace[0], self.workspace[1]), rot)
         self.arm_command_ns = max(self.arm_command_ns, stamp_ns(msg.header.stamp))
 
     def _on_action(self, msg) -> None:
@@ -270,7 +273,7 @@ class SimRobot:
         twist = self.servo[0]
         target = self.env.controller.target_pos + twist[:3] * dt
         rot = matrix_from_rotvec(twist[3:] * dt) @ self.env.controller.target_rot
-        self.env.controller.set_target(np.clip(target, self.env.workspace[0], self.env.workspace[1]), rot)
+        self.env.controller.set_target(np.clip(target, self.workspace[0], self.workspace[1]), rot)
 
     def _on_gripper_command(self, msg, gid: bytes | None) -> None:
         if not self.command_senders.admits(self.gripper_topic, gid):
@@ -432,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     from robot_rl.envs import make_env, make_expert
     from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin, stop_requests
     from robot_rl.ros.sim_clock import sim_time_of
+    from robot_rl.safety.robot_limits import workspace_of
     from robot_rl.teleop import InterventionRules, ScriptedHuman
 
     try:
@@ -442,10 +446,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("task", task.get("name"), "a robot_rl MuJoCo task (the sim robot node runs PandaTaskEnv)")
         rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
         human = ScriptedHuman(make_expert(task, env), rules) if task.get("expert") else None
-        sim_time = sim_time_of(cfg)
+        sim_time, workspace = sim_time_of(cfg), workspace_of(cfg.robot.limits)
         lockstep_chunks(float(env.model.opt.timestep), float(cfg.ros.state_rate_hz), env.control_rate_hz)
     except ConfigError as error:
-        return exit_with_error("sim.robot_node", error)
+        return exit_with_error("robot_rl.sim.robot_node", error)
     with ros_node("robot_rl_sim_robot", ros_args) as node:
         robot = SimRobot(
             node,
@@ -459,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             sim_time,
             float(cfg.ros.reset_pause),
             float(cfg.ros.stream_timeout),
+            workspace,
         )
         robot.start(None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz, robot.time))
         clock = "in lockstep on sim time (/clock)" if sim_time else "at real time"

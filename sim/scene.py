@@ -5,7 +5,7 @@ robot over the table. The table top is the plane z = 0. Lengths are metres.
 
 The arm is driven by six Cartesian actuators (site transmission from the TCP site to the
 ``tcp_target`` mocap frame), which is how MuJoCo evaluates a Cartesian impedance law inside
-every physics step; see :mod:`sim.controller`. Gravity is compensated on every robot body
+every physics step; see :mod:`robot_rl.sim.controller`. Gravity is compensated on every robot body
 (``gravcomp``) and each joint's summed actuator torque is clamped to the Panda's limits.
 
 Collision geometry is primitive (capsules and boxes) so that physics stays fast; visual

@@ -20,9 +20,8 @@ from std_msgs.msg import Bool
 
 from robot_rl.ros import qos
 from robot_rl.ros.messages import joy_msg
+from robot_rl.sim.panda_env import PandaTaskEnv
 from robot_rl.teleop import ScriptedHuman
-
-from .panda_env import PandaTaskEnv
 
 
 class ScriptedTeleop:

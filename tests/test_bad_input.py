@@ -200,10 +200,14 @@ def test_a_file_that_is_no_checkpoint_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     "agent, config, overrides",
     [
-        ("policies.sac:SACAgent", "policies.sac:SACConfig", {}),
-        ("policies.sac:SACAgent", "policies.sac:SACConfig", {"exploration": "gsde", "gripper_critic": True}),
-        ("policies.cqn:CQNAgent", "policies.cqn:CQNConfig", {}),
-        ("policies.cqn_as:CQNASAgent", "policies.cqn_as:CQNASConfig", {}),
+        ("robot_rl.policies.sac:SACAgent", "robot_rl.policies.sac:SACConfig", {}),
+        (
+            "robot_rl.policies.sac:SACAgent",
+            "robot_rl.policies.sac:SACConfig",
+            {"exploration": "gsde", "gripper_critic": True},
+        ),
+        ("robot_rl.policies.cqn:CQNAgent", "robot_rl.policies.cqn:CQNConfig", {}),
+        ("robot_rl.policies.cqn_as:CQNASAgent", "robot_rl.policies.cqn_as:CQNASConfig", {}),
     ],
 )
 def test_every_agent_checkpoint_is_tensors_and_plain_values(agent, config, overrides, tmp_path):

@@ -2,7 +2,8 @@
 modules import each other round in a circle.
 
 * ground: data, the safety node's hard layer, geometry, configuration, transport contracts (in ``robot_rl``);
-* middle: ``sim``, ``policies``, ``hardware`` (simulation, learning algorithms, device drivers);
+* middle: ``robot_rl.sim``, ``robot_rl.policies``, ``robot_rl.hardware`` (simulation, learning algorithms, device
+  drivers; the folders ``sim/``, ``policies/``, ``hardware/`` of the checkout);
 * top, the drivers: the rest of ``robot_rl`` (training, the ROS nodes, the CLI, the graph launcher) and the ROS
   nodes that live beside the device or sim code they serve (``DRIVERS_ELSEWHERE``).
 """
@@ -13,12 +14,19 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("robot_rl", "sim", "policies", "hardware")
+FOLDERS = {  # folder of the checkout -> the package it installs as (pyproject.toml's package-dir)
+    "robot_rl": "robot_rl",
+    "sim": "robot_rl.sim",
+    "policies": "robot_rl.policies",
+    "hardware": "robot_rl.hardware",
+    "configs": "robot_rl.configs",
+}
 GROUND = (
     "robot_rl",
     "robot_rl.checkpoint",
     "robot_rl.composed_config",
     "robot_rl.config",
+    "robot_rl.configs",
     "robot_rl.data",
     "robot_rl.folders",
     "robot_rl.geometry",
@@ -27,26 +35,27 @@ GROUND = (
     "robot_rl.safety",
     "robot_rl.safety.filter",
     "robot_rl.safety.hard_limits",
+    "robot_rl.safety.robot_limits",
     "robot_rl.transport",
 )
-MIDDLE = ("sim", "policies", "hardware")
+MIDDLE = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware")
 DRIVERS_ELSEWHERE = (
-    "sim.robot_node",
-    "sim.scripted_teleop",
-    "hardware.home_reset",
-    "hardware.realsense_node",
-    "hardware.servo_bridge",
+    "robot_rl.sim.robot_node",
+    "robot_rl.sim.scripted_teleop",
+    "robot_rl.hardware.home_reset",
+    "robot_rl.hardware.realsense_node",
+    "robot_rl.hardware.servo_bridge",
 )
 LAYER_NAMES = ("ground", "middle", "top")
 
 
 def modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module of the four packages."""
+    """Dotted module name (as installed) -> file, for every module of the code."""
     found = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            found[".".join([package, *(parts[:-1] if parts[-1] == "__init__" else parts)])] = path
     return found
 
 
@@ -64,7 +73,7 @@ def layer(module: str) -> int:
 
 
 def imports(known: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the modules of the four packages it imports anywhere in its file (a package's own
+    """Module -> the modules of the code it imports anywhere in its file (a package's own
     ``__init__`` counts only when the import names the package itself)."""
     edges: dict[str, set[str]] = {}
     for module, path in known.items():
@@ -143,5 +152,7 @@ def test_the_checks_see_what_they_guard():
     edges = imports(known)
     assert "robot_rl.composed_config" in edges["robot_rl.graph"]  # a function-local import
     assert "robot_rl.ros.qos" in edges["robot_rl.ros.topic_env"]  # `from . import qos`
-    assert layer("robot_rl.data.episode_store") == 0 and layer("policies.sac") == 1 and layer("sim.robot_node") == 2
+    assert "robot_rl.sim.controller" in edges["robot_rl.sim.panda_env"]  # inside a mapped folder
+    assert layer("robot_rl.data.episode_store") == 0 and layer("robot_rl.policies.sac") == 1
+    assert layer("robot_rl.sim.robot_node") == 2
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

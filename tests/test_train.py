@@ -294,9 +294,9 @@ def test_pixel_pipeline_runs_end_to_end(tmp_path):
 
 
 def test_pixel_critic_loss_falls_on_demo_data():
-    from policies.sac import SACAgent, SACConfig
     from robot_rl.data import ReplayBuffer
     from robot_rl.envs import make_env, make_expert
+    from robot_rl.policies.sac import SACAgent, SACConfig
 
     task = dict(load_config(["task=reach", "task.cameras=[front]", "task.image_size=32"]).task)
     env = make_env(task)
@@ -318,7 +318,7 @@ def test_pixel_critic_loss_falls_on_demo_data():
 
 
 def test_resnet_weights_load_from_a_user_file(tmp_path):
-    from policies.encoders import ResNet10
+    from robot_rl.policies.encoders import ResNet10
 
     source = ResNet10((64, 64, 3))
     torch.save(source.backbone_state_dict(), tmp_path / "resnet10.pt")

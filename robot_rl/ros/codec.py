@@ -188,7 +188,7 @@ def decode_weights(
     from the receiving agent's own ``policy_state()``), all finite. Risk models are rebuilt and
     must map a ``risk_input`` = (state_dim, action_dim) input to one finite risk; without
     ``risk_input`` a payload that carries one is refused."""
-    from policies.safety_critic import RiskModel
+    from robot_rl.policies.safety_critic import RiskModel
 
     arrays, meta = unpack(data, MAX_WEIGHTS_BYTES)
     _check_kind(meta, "weights")

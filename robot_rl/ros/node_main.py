@@ -26,6 +26,11 @@ def exit_with_error(module: str, error: Exception) -> int:
     return 2
 
 
+def is_override(arg: str) -> bool:
+    """Whether a command-line argument is a Hydra override (``key=value``, ``+key=value``, ``~key``), not a flag."""
+    return not arg.startswith("-") and ("=" in arg or arg.startswith("~"))
+
+
 def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
     """(composed config, rclpy arguments) from a node's command line."""
     from ..composed_config import load_config

@@ -6,10 +6,11 @@ to the arm's command topic. Staleness is judged on the node's monotonic clock at
 clock offsets between machines do not matter: no command for ``command_timeout`` -> hold the
 measured pose; no state for ``state_timeout`` -> hold the last command sent; an e-stop holds
 until a reset message arrives. Every tick's :class:`~robot_rl.safety.Violation` flags are
-published too. In sim time (``--sim-time``) the node ticks, in the order of their instants, at each
+published too. The limits are ``robot.limits`` of the config (:mod:`robot_rl.safety.robot_limits`): per-second
+rates there, per-tick steps of ``rate_hz`` here. In sim time (``ros.sim_time=true``) the node ticks, in the order of their instants, at each
 new ``/clock`` instant and at the stamp of each actor command (the observation it answers), once the
 arm state of that instant is in, with all the ticks ``rate_hz`` makes since the last instant
-(:mod:`sim.robot_node` says why the command, not the clock, starts a control period).
+(:mod:`robot_rl.sim.robot_node` says why the command, not the clock, starts a control period).
 
 Who may move the arm. Without DDS security (the PyPI ROS 2 wheels have none; ``docs/security.md``)
 any participant of the domain can publish on any topic, so the node watches the ROS graph every
@@ -44,8 +45,8 @@ Topics (all remappable with ``--ros-args -r``):
 | out | ``/rl/equilibrium_pose`` | geometry_msgs/PoseStamped: the command for a Cartesian impedance controller |
 | out | ``/rl/gripper_command`` (std_msgs/Float64), ``/rl/safety_flags`` (std_msgs/UInt32) | |
 
-    python -m robot_rl.ros.safety_node [--rate-hz 500] [--command-timeout 0.1] [--state-timeout 0.01]
-        [--senders robot_rl_actor robot_rl_home_reset] [--operators robot_rl_teleop]
+    python -m robot_rl.ros.safety_node [--rate-hz 500] [--senders robot_rl_actor robot_rl_home_reset]
+        [--operators robot_rl_teleop] [robot=fr3] [robot.limits.max_force=30] [ros.sim_time=true] [--ros-args ...]
 """
 
 from __future__ import annotations
@@ -60,13 +61,14 @@ import numpy as np
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
+from ..safety.robot_limits import safety_limits
 from . import qos
 from .guard import InputGuard, MessageError, bounded, finite_scalar
 from .messages import STAMP_TOLERANCE_NS, numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
 from .messages import seconds as stamp_seconds
-from .node_main import exit_with_error, ros_node, spin
+from .node_main import exit_with_error, is_override, node_config, ros_node, spin
 from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
-from .sim_clock import CLOCK_TOPIC, ClockError, wait_for_clock
+from .sim_clock import CLOCK_TOPIC, ClockError, sim_time_of, wait_for_clock
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
 DEFAULT_OPERATORS = ("robot_rl_teleop",)
@@ -346,9 +348,7 @@ class SafetyNode:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rate-hz", type=float, default=500.0)
-    parser.add_argument("--command-timeout", type=float, default=0.1, help="s without a command -> hold the pose")
-    parser.add_argument("--state-timeout", type=float, default=0.01, help="s without arm state -> hold the command")
+    parser.add_argument("--rate-hz", type=float, default=500.0, help="ticks per second (wall or sim time)")
     parser.add_argument("--frame-id", default="base")
     parser.add_argument(
         "--senders",
@@ -367,23 +367,25 @@ def main(argv: list[str] | None = None) -> int:
         help="s an input publisher's node may stay unnamed (discovery) before it counts as foreign",
     )
     parser.add_argument(
-        "--sim-time",
-        action="store_true",
-        help="tick on /clock from the sim robot node (ros.sim_time=true) instead of a wall-clock timer",
-    )
-    parser.add_argument(
         "--clock-timeout",
         type=float,
         default=30.0,
-        help="s (wall clock) to wait for the first /clock with --sim-time before giving up",
+        help="s (wall clock) to wait for the first /clock with ros.sim_time=true before giving up",
     )
-    args, ros_args = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    parser.epilog = "Further arguments: Hydra overrides (robot.limits.*, ros.sim_time), then --ros-args ..."
+    argv = list(sys.argv[1:] if argv is None else argv)
+    end = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
+    overrides = [a for a in argv[:end] if is_override(a)]  # before argparse: --senders a b would take key=value
+    args, rest = parser.parse_known_args([a for a in argv[:end] if not is_override(a)])
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     for name in ("rate_hz", "graph_period", "discovery_grace", "clock_timeout"):
         if not getattr(args, name) > 0:  # also NaN
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     try:
-        limits = SafetyLimits(command_timeout=args.command_timeout, state_timeout=args.state_timeout)
-        with ros_node("robot_rl_safety", ["robot_rl", *ros_args], args.sim_time) as node:
+        cfg, ros_args = node_config([*overrides, *argv[end:]])
+        limits, sim_time = safety_limits(cfg.robot.limits, args.rate_hz), sim_time_of(cfg)
+        with ros_node("robot_rl_safety", ros_args, sim_time) as node:
             SafetyNode(
                 node,
                 limits,
@@ -393,9 +395,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.operators,
                 args.graph_period,
                 args.discovery_grace,
-                args.sim_time,
+                sim_time,
             )
-            if args.sim_time:
+            if sim_time:
                 wait_for_clock(node, args.clock_timeout)
             spin(node)
     except (ConfigError, ClockError) as error:

@@ -1,6 +1,6 @@
 """The learned safety layer inside ``robot-rl train`` (``safety.enabled=true``).
 
-Learner side (:class:`SafetyLearner`): a :class:`~policies.safety_critic.SafetyCritic` trained
+Learner side (:class:`SafetyLearner`): a :class:`~robot_rl.policies.safety_critic.SafetyCritic` trained
 on the online buffer's ``cost`` flags (violations reported by the env in ``info["violation"]``),
 optionally pretrained on an episode store with recorded violations (``safety.pretrain_store``),
 which then keeps ``safety.prior_fraction`` of every online batch (without the recorded
@@ -69,7 +69,7 @@ def safety_settings(cfg: DictConfig | None) -> SafetySettings:
             ),
         },
     )
-    from policies.safety_critic import SafetyCriticConfig
+    from robot_rl.policies.safety_critic import SafetyCriticConfig
 
     settings_of("safety.critic", SafetyCriticConfig, settings.critic).validate()
     filter_settings(settings)  # inconsistent thresholds fail at start-up, not at run time
@@ -89,7 +89,7 @@ def filter_settings(settings: SafetySettings) -> FilterSettings:
 
 class SafetyLearner:
     def __init__(self, settings: SafetySettings, state_dim: int, action_dim: int, seed: int):
-        from policies.safety_critic import SafetyCritic, SafetyCriticConfig
+        from robot_rl.policies.safety_critic import SafetyCritic, SafetyCriticConfig
 
         known = {f.name for f in fields(SafetyCriticConfig)}
         for key in settings.critic:

@@ -10,9 +10,8 @@ import mujoco
 import numpy as np
 
 from robot_rl import config as check
-
-from ..panda_env import PandaTaskEnv
-from ..scene import FINGER_TRAVEL, SceneSpec
+from robot_rl.sim.panda_env import PandaTaskEnv
+from robot_rl.sim.scene import FINGER_TRAVEL, SceneSpec
 
 
 class PegInsertEnv(PandaTaskEnv):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from robot_rl import config as check
-
-from ..panda_env import PandaTaskEnv
-from ..scene import SceneSpec
+from robot_rl.sim.panda_env import PandaTaskEnv
+from robot_rl.sim.scene import SceneSpec
 
 
 class ReachEnv(PandaTaskEnv):

@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 
-from hardware.servo_bridge import servo_twist
 from robot_rl.geometry import matrix_from_rotvec
+from robot_rl.hardware.servo_bridge import servo_twist
 from tests.conftest import require
 from tests.ros.graph_helpers import tear_down
 
@@ -40,7 +40,7 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
             [
                 sys.executable,
                 "-m",
-                "sim.robot_node",
+                "robot_rl.sim.robot_node",
                 "task=reach",
                 "human.enabled=false",
                 "train.demo_episodes=0",
@@ -56,13 +56,12 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
                 "robot_rl.ros.safety_node",
                 "--rate-hz",
                 "200",
-                "--state-timeout",
-                "0.05",
+                "robot.limits.state_timeout=0.05",
                 "--senders",
                 "robot_rl_test_servo_actor",
             ]
         ),
-        subprocess.Popen([sys.executable, "-m", "hardware.servo_bridge", "--rate-hz", "100"]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.hardware.servo_bridge", "--rate-hz", "100"]),
     ]
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_servo_actor")

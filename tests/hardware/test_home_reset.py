@@ -19,12 +19,19 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
 
     common = ["task=reach", "human.enabled=false", "ros.sim_reset_service=false"]
     processes = [
-        subprocess.Popen([sys.executable, "-m", "sim.robot_node", *common]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.sim.robot_node", *common]),
         subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "--state-timeout", "0.05"]
+            [sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "robot.limits.state_timeout=0.05"]
         ),
         subprocess.Popen(
-            [sys.executable, "-m", "hardware.home_reset", *common, "reset.position=[0.55,0.1,0.15]", "reset.speed=0.2"]
+            [
+                sys.executable,
+                "-m",
+                "robot_rl.hardware.home_reset",
+                *common,
+                "reset.position=[0.55,0.1,0.15]",
+                "reset.speed=0.2",
+            ]
         ),
     ]
     rclpy.init()
@@ -54,7 +61,7 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
 
 def test_bad_reset_settings_are_named():
     result = subprocess.run(
-        [sys.executable, "-m", "hardware.home_reset", "reset.speed=0"],
+        [sys.executable, "-m", "robot_rl.hardware.home_reset", "reset.speed=0"],
         capture_output=True,
         text=True,
         timeout=60,

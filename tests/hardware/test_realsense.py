@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 import pytest
 
-from hardware.realsense import FrameTimeout, RealSenseCamera, RealSenseSettings, crop_resize
 from robot_rl.config import ConfigError
+from robot_rl.hardware.realsense import FrameTimeout, RealSenseCamera, RealSenseSettings, crop_resize
 from tests.conftest import require
 
 
@@ -184,7 +184,7 @@ def test_camera_node_publishes_the_realsense2_camera_topics():
     rclpy = require("rclpy")
     from sensor_msgs.msg import CameraInfo, Image
 
-    from hardware.realsense_node import CameraPublisher
+    from robot_rl.hardware.realsense_node import CameraPublisher
     from robot_rl.ros.messages import image_to_numpy, intrinsics
 
     soft = SoftwareCamera()

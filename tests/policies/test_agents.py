@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from policies.cqn import CQNAgent, CQNConfig
-from policies.cqn_as import CQNASAgent, CQNASConfig
-from policies.gripper import CLOSE, OPEN, STAY, GripperCritic, GripperPolicy, gripper_labels, gripper_loss
-from policies.sac import SACAgent, SACConfig
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
+from robot_rl.policies.cqn import CQNAgent, CQNConfig
+from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
+from robot_rl.policies.gripper import CLOSE, OPEN, STAY, GripperCritic, GripperPolicy, gripper_labels, gripper_loss
+from robot_rl.policies.sac import SACAgent, SACConfig
 from robot_rl.train import train
 from tests.test_train import small_run
 
@@ -167,7 +167,7 @@ def test_bad_agent_settings_name_the_key(tmp_path, overrides, key, expected):
 
 
 def test_camera_strides_set_the_cnn_layers():
-    from policies.encoders import CameraCNN
+    from robot_rl.policies.encoders import CameraCNN
 
     cnn = CameraCNN((64, 64, 3), feature_dim=50, strides=[2, 2, 2, 1])
     convs = [layer for layer in cnn.convs if isinstance(layer, torch.nn.Conv2d)]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from policies.cqn import (
+from robot_rl.policies.cqn import (
     categorical_projection,
     coarse_to_fine,
     decode_indices,
@@ -14,7 +14,7 @@ from policies.cqn import (
     margin_loss,
     snap_to_grid,
 )
-from policies.cqn_as import TemporalEnsemble
+from robot_rl.policies.cqn_as import TemporalEnsemble
 
 
 def test_coarse_to_fine_returns_the_bin_centres_of_a_known_q_table():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from policies.gsde import GSDEActor, NoiseSchedule
-from policies.sac import SACAgent, SACConfig
+from robot_rl.policies.gsde import GSDEActor, NoiseSchedule
+from robot_rl.policies.sac import SACAgent, SACConfig
 
 
 def test_log_prob_equals_the_marginal_gaussian_computed_separately():

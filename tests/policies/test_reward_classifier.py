@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from policies.reward_classifier import (
+from robot_rl.collect import collect
+from robot_rl.composed_config import load_config
+from robot_rl.config import ConfigError
+from robot_rl.policies.reward_classifier import (
     RewardClassifier,
     RewardClassifierConfig,
     frames_from_store,
     train_reward_classifier,
 )
-from robot_rl.collect import collect
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
 from tests.conftest import missing_capability
 
 
@@ -55,7 +55,7 @@ def test_held_out_accuracy_is_at_least_95_percent(pick_cube_frames, tmp_path):
 
 
 def test_a_pretrained_encoder_file_is_loaded_and_bad_input_is_named(tmp_path):
-    from policies.encoders import ResNet10
+    from robot_rl.policies.encoders import ResNet10
 
     weights = tmp_path / "resnet10.pt"
     torch.save(ResNet10((32, 32, 3)).backbone_state_dict(), weights)

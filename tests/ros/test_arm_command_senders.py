@@ -1,6 +1,7 @@
 """The sim arm obeys only the safety node: a foreign node that publishes straight to the arm's command topic
 (``/rl/equilibrium_pose``, bypassing the safety node) is ignored and counted, while the safety node's commands
-move the arm. (The safety node itself latches on such a publisher: tests/ros/test_safety_node.py.)"""
+move the arm, inside its ``robot.limits.workspace``. (The safety node itself latches on such a publisher:
+tests/ros/test_safety_node.py.)"""
 
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from tests.conftest import require
 from tests.ros.graph_helpers import stop_processes
 
 POSE = "/franka_robot_state_broadcaster/current_pose"
+TOP = 0.3  # m: the top of the arm's workspace in this test (the reach task starts at about 0.23 m)
 
 
 def tilt_and_position(msg) -> tuple[float, np.ndarray]:
@@ -32,7 +34,15 @@ def test_the_sim_arm_ignores_commands_that_bypass_the_safety_node(tmp_path):
 
     log = open(tmp_path / "sim_robot.log", "w")
     sim = subprocess.Popen(
-        [sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false", "train.demo_episodes=0"],
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.sim.robot_node",
+            "task=reach",
+            "human.enabled=false",
+            "train.demo_episodes=0",
+            f"robot.limits.workspace=[[0.25,-0.35,0.005],[0.75,0.35,{TOP}]]",  # the task's box reaches 0.45 m
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -85,6 +95,11 @@ def test_the_sim_arm_ignores_commands_that_bypass_the_safety_node(tmp_path):
             spin(0.05)
         spin(0.5)
         assert np.linalg.norm(measured[-1][1] - target) < 0.01
+        for _ in range(40):  # above the arm's workspace: held at its top, as a real arm's controller does
+            ours.publish(command(safety, start + [0.0, 0.0, 0.15], [1.0, 0.0, 0.0, 0.0]))
+            spin(0.05)
+        spin(0.5)
+        assert TOP - 0.01 < measured[-1][1][2] < TOP + 0.005, measured[-1][1]
     finally:
         stop_processes([sim])
         log.close()

@@ -182,7 +182,7 @@ def test_random_truncated_and_flipped_payloads_only_ever_raise_message_errors(co
 
 
 def test_weights_must_match_the_actors_own_policy_and_risk_input(codec):
-    from policies.safety_critic import SafetyCritic, SafetyCriticConfig
+    from robot_rl.policies.safety_critic import SafetyCritic, SafetyCriticConfig
     from robot_rl.ros.guard import MessageError
 
     rng = np.random.default_rng(0)

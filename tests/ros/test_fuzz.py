@@ -146,7 +146,7 @@ def wrong_type(rng):
 
 
 def train_classifier(path):
-    from policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
+    from robot_rl.policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
 
     rng = np.random.default_rng(0)
     labels = np.arange(16) % 2 == 0

@@ -154,7 +154,7 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         watcher.wait_for(lambda rs: any(r["kind"] == "train" for r in rs[count:]), timeout=60, what="resuming")
         assert "paused" in graph.log("actor") and "/camera/front/color/image_raw" in graph.log("actor")
 
-        # kill the actor mid-episode: the safety node holds the arm --command-timeout after the last command it received (a
+        # kill the actor mid-episode: the safety node holds the arm robot.limits.command_timeout after the last command it received (a
         # command the actor sent just before it died may still arrive: on a loaded machine its 10 Hz cadence and
         # the transport jitter by tens of ms), and keeps holding
         watcher.wait_for(lambda rs: flags and not flags[-1][1] & STALE_COMMAND, timeout=30, what="an actor commanding")
@@ -177,7 +177,7 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         )
         moving, held = held_since()
         args = graph.specs["safety"].args
-        timeout = float(args[args.index("--command-timeout") + 1])
+        timeout = float(next(a for a in args if a.startswith("robot.limits.command_timeout=")).partition("=")[2])
         # judged by the last flags that let the arm move, not by when the first hold arrived here: the test
         # process may read the flags late (a 2 s gap in arrival after the kill once, on a loaded CI machine),
         # and a gap in what this process receives is not the safety node moving the arm

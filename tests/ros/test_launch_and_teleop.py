@@ -340,13 +340,14 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
 
     assert group_options("robot") == ["fr3", "panda", "ur5e"]
     nodes = {n.name: n for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
-    assert nodes["bridge"].module == "hardware.servo_bridge" and nodes["bridge"].respawn
+    assert nodes["bridge"].module == "robot_rl.hardware.servo_bridge" and nodes["bridge"].respawn
     actor = nodes["actor"].command(["task=pick_cube"])
     assert actor[actor.index("--ros-args") + 1 :][:2] == [
         "-r",
         ("/franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose"),
     ]
-    assert nodes["safety"].args == ["--rate-hz", "500", "--state-timeout", "0.02"]
+    assert nodes["safety"].args == ["--rate-hz", "500"] and nodes["safety"].hydra  # its limits: robot.limits
+    assert load_config(["robot=ur5e"]).robot.limits.state_timeout == 0.02
     franka = load_config(["graph=real_train", "robot=fr3"])
     assert list(franka.ros.gripper_joints) == ["fr3_finger_joint1", "fr3_finger_joint2"]
     nodes = {n.name: n for n in graph_nodes(franka)}
@@ -368,10 +369,10 @@ def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, s
             stderr=subprocess.STDOUT,
         ),
         "bridge": subprocess.Popen(
-            [sys.executable, "-m", "hardware.servo_bridge"], stdout=logs["bridge"], stderr=subprocess.STDOUT
+            [sys.executable, "-m", "robot_rl.hardware.servo_bridge"], stdout=logs["bridge"], stderr=subprocess.STDOUT
         ),
         "reset": subprocess.Popen(
-            [sys.executable, "-m", "hardware.home_reset", "reset.timeout=60"],
+            [sys.executable, "-m", "robot_rl.hardware.home_reset", "reset.timeout=60"],
             stdout=logs["reset"],
             stderr=subprocess.STDOUT,
         ),
@@ -417,9 +418,16 @@ def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
 
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "sim.robot_node", "task=reach", "human.enabled=false", "train.demo_episodes=0"]
+            [
+                sys.executable,
+                "-m",
+                "robot_rl.sim.robot_node",
+                "task=reach",
+                "human.enabled=false",
+                "train.demo_episodes=0",
+            ]
         ),
-        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "--state-timeout", "0.05"]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "robot.limits.state_timeout=0.05"]),
     ]
     teleop = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node"], stdin=subprocess.PIPE)
     rclpy.init()

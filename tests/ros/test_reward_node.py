@@ -6,8 +6,8 @@ import sys
 
 import numpy as np
 
-from policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
 from robot_rl.cli import main
+from robot_rl.policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
 from tests.conftest import require
 from tests.ros.graph_helpers import Watcher, stop_processes
 

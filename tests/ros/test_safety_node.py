@@ -66,8 +66,7 @@ SAFETY = [
     "robot_rl.ros.safety_node",
     "--rate-hz",
     "200",
-    "--state-timeout",
-    "0.05",
+    "robot.limits.state_timeout=0.05",
     "--senders",
     "robot_rl_test_actor",
     "--operators",
@@ -437,9 +436,9 @@ def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
 
 def test_bad_settings_are_named():
     result = subprocess.run(
-        [*SAFETY, "--command-timeout", "-1"], capture_output=True, text=True, timeout=60, check=False
+        [*SAFETY, "robot.limits.command_timeout=-1"], capture_output=True, text=True, timeout=60, check=False
     )
-    assert result.returncode == 2 and "safety.command_timeout=-1.0" in result.stderr
+    assert result.returncode == 2 and "robot.limits.command_timeout=-1" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 

@@ -32,16 +32,16 @@ def test_the_graph_resolves_sim_time_for_every_node():
 
     sim = {node.name: node for node in graph_nodes(load_config(["graph=sim_train"]))}  # the graph's default
     assert all(node.sim_time for node in sim.values())
-    assert "--sim-time" in sim["safety"].command([]) and "ros.sim_time=true" in sim["actor"].command(["ros.sim_time=x"])
+    assert all("ros.sim_time=true" in sim[name].command(["ros.sim_time=x"]) for name in ("safety", "actor"))
     real = {node.name: node for node in graph_nodes(load_config(["graph=sim_train", "ros.sim_time=false"]))}
-    assert "--sim-time" not in real["safety"].command([])
+    assert "ros.sim_time=false" in real["safety"].command([])
     assert real["learner"].command(["ros.sim_time=false"]).count("ros.sim_time=false") == 1
 
 
 @pytest.mark.parametrize(
     "node",
     [
-        ["-m", "robot_rl.ros.safety_node", "--sim-time", "--clock-timeout", "1"],
+        ["-m", "robot_rl.ros.safety_node", "ros.sim_time=true", "--clock-timeout", "1"],
         ["-m", "robot_rl.ros.learner_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
         ["-m", "robot_rl.ros.recorder_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
         ["-m", "robot_rl.ros.actor_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
@@ -192,7 +192,7 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
     from robot_rl.envs import make_env
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg
-    from sim.robot_node import SimRobot
+    from robot_rl.sim.robot_node import SimRobot
 
     cfg = load_config(["task=pick_cube"])
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped
@@ -254,7 +254,7 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg, stamp_ns
     from robot_rl.ros.node_main import spinning_in_background
-    from sim.robot_node import SimRobot
+    from robot_rl.sim.robot_node import SimRobot
 
     cfg = load_config(["task=reach"])
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from policies.safety_critic import RiskModel, SafetyCritic, SafetyCriticConfig
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.envs import make_env, make_expert
+from robot_rl.policies.safety_critic import RiskModel, SafetyCritic, SafetyCriticConfig
 from robot_rl.safety.training import SafetySettings, make_safety_learner
-from sim.constraints import Constraint
+from robot_rl.sim.constraints import Constraint
 
 
 @pytest.mark.parametrize("hidden", [[32], [32, 16], [16, 24, 8]])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.tasks import PickCubeEnv
+from robot_rl.sim.tasks import PickCubeEnv
 from tests.conftest import missing_capability
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from robot_rl.geometry import matrix_from_rotvec, orientation_error
-from sim.scene import ARM_TORQUE_LIMITS
-from sim.tasks import ReachEnv
+from robot_rl.sim.scene import ARM_TORQUE_LIMITS
+from robot_rl.sim.tasks import ReachEnv
 
 
 @pytest.mark.parametrize(

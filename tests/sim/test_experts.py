@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from sim.experts import make_expert
-from sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
+from robot_rl.sim.experts import make_expert
+from robot_rl.sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
 
 
 def success_rate(env, seeds) -> float:

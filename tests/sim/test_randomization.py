@@ -9,7 +9,7 @@ import pytest
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.envs import make_env
-from sim.randomization import DomainRandomization, RandomizationEntry, entries_from_config
+from robot_rl.sim.randomization import DomainRandomization, RandomizationEntry, entries_from_config
 from tests.conftest import require
 
 

@@ -10,7 +10,7 @@ from tests.conftest import require
 @pytest.fixture(scope="module")
 def robosuite_env_class():
     require("robosuite")
-    from sim.robosuite_env import RobosuiteEnv
+    from robot_rl.sim.robosuite_env import RobosuiteEnv
 
     return RobosuiteEnv
 

@@ -5,7 +5,7 @@ import pytest
 
 from robot_rl.config import ConfigError
 from robot_rl.geometry import orientation_error, rotvec_from_matrix
-from sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
+from robot_rl.sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
 
 TASKS = [ReachEnv, PickCubeEnv, PegInsertEnv]
 
