@@ -10,7 +10,7 @@ import numpy as np
 from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.hardware.servo_bridge import servo_twist
 from tests.conftest import require
-from tests.ros.graph_helpers import tear_down
+from tests.ros.graph_helpers import sim_robot, tear_down
 
 WORKSPACE_BIT = 32  # robot_rl.safety.Violation.WORKSPACE
 
@@ -36,19 +36,7 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
 
     processes = [
         # the sim arm listens only to Servo's twist topic here, not to the equilibrium pose
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "robot_rl.sim.robot_node",
-                "task=reach",
-                "human.enabled=false",
-                "train.demo_episodes=0",
-                "--ros-args",
-                "-r",
-                "/rl/equilibrium_pose:=/sim/unused",
-            ]
-        ),
+        subprocess.Popen(sim_robot("--ros-args", "-r", "/rl/equilibrium_pose:=/sim/unused")),
         subprocess.Popen(
             [
                 sys.executable,

@@ -26,6 +26,19 @@ EASY_REACH = [
 ]
 
 
+def sim_robot(*args: str) -> list[str]:
+    """The command of a sim robot node on the reach task with no human and no demos, plus ``args``."""
+    return [
+        sys.executable,
+        "-m",
+        "robot_rl.sim.robot_node",
+        "task=reach",
+        "human.enabled=false",
+        "train.demo_episodes=0",
+        *args,
+    ]
+
+
 class Graph:
     """The nodes of a graph config as child processes, each logging to ``<folder>/<name>.log``, in the domain a
     launch of that config would use (the test's own, from the ``ros_domain`` fixture)."""

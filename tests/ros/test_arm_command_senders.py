@@ -4,13 +4,12 @@ move the arm, inside its ``robot.limits.workspace``. (The safety node itself lat
 tests/ros/test_safety_node.py.)"""
 
 import subprocess
-import sys
 import time
 
 import numpy as np
 
 from tests.conftest import require
-from tests.ros.graph_helpers import stop_processes
+from tests.ros.graph_helpers import sim_robot, stop_processes
 
 POSE = "/franka_robot_state_broadcaster/current_pose"
 TOP = 0.3  # m: the top of the arm's workspace in this test (the reach task starts at about 0.23 m)
@@ -34,15 +33,7 @@ def test_the_sim_arm_ignores_commands_that_bypass_the_safety_node(tmp_path):
 
     log = open(tmp_path / "sim_robot.log", "w")
     sim = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "robot_rl.sim.robot_node",
-            "task=reach",
-            "human.enabled=false",
-            "train.demo_episodes=0",
-            f"robot.limits.workspace=[[0.25,-0.35,0.005],[0.75,0.35,{TOP}]]",  # the task's box reaches 0.45 m
-        ],
+        sim_robot(f"robot.limits.workspace=[[0.25,-0.35,0.005],[0.75,0.35,{TOP}]]"),  # the task's box: to 0.45 m
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher, stop_processes, tear_down
+from tests.ros.graph_helpers import Watcher, sim_robot, stop_processes, tear_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -417,16 +417,7 @@ def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
     from robot_rl.safety import Violation
 
     processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "robot_rl.sim.robot_node",
-                "task=reach",
-                "human.enabled=false",
-                "train.demo_episodes=0",
-            ]
-        ),
+        subprocess.Popen(sim_robot()),
         subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "robot.limits.state_timeout=0.05"]),
     ]
     teleop = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node"], stdin=subprocess.PIPE)
