@@ -41,9 +41,9 @@ def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
 
 
 @contextmanager
-def ros_node(name: str, ros_args: list[str], sim_time: bool = False) -> Iterator:
+def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: bool = False) -> Iterator:
     """An initialised rclpy context and one node (on ``/clock`` with ``sim_time``:
-    :mod:`robot_rl.ros.sim_clock`); SIGTERM is turned into KeyboardInterrupt so the same clean-up
+    :mod:`robot_rl.ros.sim_clock`; a managed node with the lifecycle services with ``lifecycle``); SIGTERM is turned into KeyboardInterrupt so the same clean-up
     (checkpoints, episode stores) runs for ``kill`` and Ctrl-C."""
     import rclpy
     from rclpy.signals import SignalHandlerOptions
@@ -54,7 +54,13 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False) -> Iterator
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, interrupt_on_sigterm)
     # no parameter services: the nodes are configured by Hydra, and six services more in every wait set cost time
-    node = rclpy.create_node(name, parameter_overrides=sim_time_parameters(sim_time), start_parameter_services=False)
+    settings = {"parameter_overrides": sim_time_parameters(sim_time), "start_parameter_services": False}
+    if lifecycle:
+        from rclpy.lifecycle import LifecycleNode
+
+        node = LifecycleNode(name, **settings)
+    else:
+        node = rclpy.create_node(name, **settings)
     try:
         yield node
     finally:

@@ -12,6 +12,9 @@ new ``/clock`` instant and at the stamp of each actor command (the observation i
 arm state of that instant is in, with all the ticks ``rate_hz`` makes since the last instant
 (:mod:`robot_rl.sim.robot_node` says why the command, not the clock, starts a control period).
 
+A managed node (:class:`SafetyLifecycle`): inactive it holds the measured pose, active it obeys the actor;
+it activates itself at start unless ``--inactive``.
+
 Who may move the arm. Without DDS security (the PyPI ROS 2 wheels have none; ``docs/security.md``)
 any participant of the domain can publish on any topic, so the node watches the ROS graph every
 ``graph_period`` s (:class:`PublisherWatch`):
@@ -55,9 +58,10 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
+from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
@@ -80,7 +84,10 @@ QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
 
 
 class SafetyNode:
-    """Owns the subscriptions, the timers, the publisher watch and the hard-layer state of one arm."""
+    """Owns the subscriptions, the timers, the publisher watch and the hard-layer state of one arm.
+
+    ``active``: obey the actor's commands; inactive, the node holds the measured pose (flag ``INACTIVE``) as
+    ros2_control's deactivated controllers do; ``publishing`` false: it sends nothing (unconfigured)."""
 
     def __init__(
         self,
@@ -93,6 +100,7 @@ class SafetyNode:
         graph_period: float = 0.1,
         discovery_grace: float = 5.0,
         sim_time: bool = False,
+        active: bool = True,
     ):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.clock import Clock, ClockType
@@ -102,6 +110,7 @@ class SafetyNode:
 
         self.node, self.limits, self.frame_id = node, limits, frame_id
         self.rate_hz, self.sim_time = rate_hz, sim_time
+        self.active, self.publishing = active, True
         self.ticked_ns = 0  # sim time: the instant of the last tick
         self.clock_ns = 0  # sim time: the last /clock instant heard
         self.pending: set[int] = set()  # sim time: instants to tick, each once the arm state of it is in
@@ -318,16 +327,18 @@ class SafetyNode:
     def tick(self, now: float | None = None, publish: bool = True) -> None:
         """One pass of the hard layer at ``now`` (s; default the monotonic clock) and, with ``publish``, its
         command, gripper and flags (in sim time the flags of all ticks of one instant go out together)."""
-        if self.arm is None:
-            return  # nothing measured yet: nothing to hold, nothing sent
+        if self.arm is None or not self.publishing:
+            return  # nothing measured yet (nothing to hold) or unconfigured: nothing sent
         now = time.monotonic() if now is None else now
         if self.previous is None:
             self.previous = hold(self.arm, self.gripper, now)
-        stale = now - 2 * self.limits.command_timeout  # no target yet: a stale one, the arm holds (STALE_COMMAND)
-        command = self.command or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
+        stale = now - 2 * self.limits.command_timeout  # no target yet, or inactive: a stale one, the arm holds
+        command = (self.command if self.active else None) or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
         self.previous, self.flags = enforce(self.limits, self.latch, self.arm, command, self.previous, now)
         if self.watch.foreign:
             self.flags |= Violation.FOREIGN_PUBLISHER
+        if not self.active:
+            self.flags |= Violation.INACTIVE
         if publish:
             self._publish(now)
 
@@ -344,6 +355,43 @@ class SafetyNode:
         self.pose_pub.publish(pose)  # last: in sim time, the stamped sign that this instant's commands are out
         if not self.sim_time:
             self.flags_pub.publish(self._messages["flags"](data=int(self.flags)))
+
+
+class SafetyLifecycle(ManagedEntity):
+    """The safety node as a managed (lifecycle) node, like a ros2_control controller (``ros2 lifecycle set
+    /robot_rl_safety <transition>``): *configure* builds the node on the limits checked at start-up, which leaves
+    it inactive, holding the measured pose; *activate*: it obeys the actor; *deactivate*: it holds again;
+    *cleanup*, *shutdown* or an error: it sends nothing (the arm's controller keeps the last command)."""
+
+    def __init__(self, node, build: Callable[[], SafetyNode]):
+        self.node, self.build = node, build
+        self.safety: SafetyNode | None = None
+
+    def _set(self, active: bool, publishing: bool, what: str) -> TransitionCallbackReturn:
+        if self.safety is not None:
+            self.safety.active, self.safety.publishing = active, publishing
+        self.node.get_logger().info(f"safety node {what}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        if self.safety is None:
+            self.safety = self.build()
+        return self._set(False, True, "configured: holding the arm until activated")
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        return self._set(True, True, "active: the actor's commands pass the hard layer")
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        return self._set(False, True, "inactive: holding the arm")
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        return self._set(False, False, "unconfigured: sending nothing")
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        return self._set(False, False, "shut down: sending nothing")
+
+    def on_error(self, state) -> TransitionCallbackReturn:
+        return self._set(False, False, "error: sending nothing")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,6 +420,12 @@ def main(argv: list[str] | None = None) -> int:
         default=30.0,
         help="s (wall clock) to wait for the first /clock with ros.sim_time=true before giving up",
     )
+    parser.add_argument(
+        "--inactive",
+        action="store_true",
+        help="start configured but inactive, holding the arm, for a lifecycle manager to activate "
+        "(ros2 lifecycle set /robot_rl_safety activate); default: configure and activate at start",
+    )
     parser.epilog = "Further arguments: Hydra overrides (robot.limits.*, ros.sim_time), then --ros-args ..."
     argv = list(sys.argv[1:] if argv is None else argv)
     end = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
@@ -385,18 +439,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config([*overrides, *argv[end:]])
         limits, sim_time = safety_limits(cfg.robot.limits, args.rate_hz), sim_time_of(cfg)
-        with ros_node("robot_rl_safety", ros_args, sim_time) as node:
-            SafetyNode(
-                node,
-                limits,
-                args.rate_hz,
-                args.frame_id,
-                args.senders,
-                args.operators,
-                args.graph_period,
-                args.discovery_grace,
-                sim_time,
+        with ros_node("robot_rl_safety", ros_args, sim_time, lifecycle=True) as node:
+            node.add_managed_entity(
+                SafetyLifecycle(
+                    node,
+                    lambda: SafetyNode(
+                        node,
+                        limits,
+                        args.rate_hz,
+                        args.frame_id,
+                        args.senders,
+                        args.operators,
+                        args.graph_period,
+                        args.discovery_grace,
+                        sim_time,
+                        active=False,
+                    ),
+                )
             )
+            node.trigger_configure()
+            if not args.inactive:
+                node.trigger_activate()
             if sim_time:
                 wait_for_clock(node, args.clock_timeout)
             spin(node)

@@ -42,6 +42,7 @@ class Violation(enum.IntFlag):
     ROTATION_STEP = enum.auto()
     GRIPPER_STEP = enum.auto()
     FOREIGN_PUBLISHER = enum.auto()  # set by the safety node: a node not allowed publishes to the arm or its inputs
+    INACTIVE = enum.auto()  # set by the safety node: its lifecycle state is inactive, it holds the arm
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ SAFETY = [
     "--rate-hz",
     "200",
     "robot.limits.state_timeout=0.05",
+    "robot.limits.max_speed=0.4",  # m/s: 2 mm per tick at 200 Hz
     "--senders",
     "robot_rl_test_actor",
     "--operators",
@@ -432,6 +433,56 @@ def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
         arm.close()
         rclpy.shutdown()
         stop_processes([safety])
+
+
+def test_the_safety_node_is_a_lifecycle_node_that_holds_the_arm_until_activated(tmp_path):
+    """Started ``--inactive`` (for a lifecycle manager) it holds the measured pose, flagged, though the actor
+    commands; activated it obeys; deactivated it holds again; cleaned up it sends nothing."""
+    rclpy = require("rclpy")
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+
+    from robot_rl.safety import Violation
+
+    safety = start([*SAFETY, "--inactive"], tmp_path / "safety.log")
+    actor = subprocess.Popen([sys.executable, "-c", ACTOR])
+    rclpy.init()
+    arm = Arm(rclpy)
+    get_state = arm.node.create_client(GetState, "/robot_rl_safety/get_state")
+    change_state = arm.node.create_client(ChangeState, "/robot_rl_safety/change_state")
+
+    def call(client, request):
+        assert client.wait_for_service(timeout_sec=30), client.srv_name
+        future = client.call_async(request)
+        arm.until(future.done, 10, f"the answer of {client.srv_name}")
+        return future.result()
+
+    def state() -> str:
+        return call(get_state, GetState.Request()).current_state.label
+
+    def transition(transition_id: int) -> None:
+        assert call(change_state, ChangeState.Request(transition=Transition(id=transition_id))).success
+
+    inactive = int(Violation.INACTIVE)
+    try:
+        arm.wait_for(lambda x, flags: flags & inactive, timeout=30)
+        arm.spin(1.0)  # the actor commands 3 cm ahead all along
+        assert state() == "inactive"
+        assert arm.recent(0.8) and all(abs(x - HOME[0]) < 1e-6 and flags & inactive for x, flags in arm.recent(0.8))
+        transition(Transition.TRANSITION_ACTIVATE)
+        arm.wait_for(lambda x, flags: x > 0.479 and flags == 0, timeout=10)
+        assert state() == "active"
+        transition(Transition.TRANSITION_DEACTIVATE)
+        arm.wait_for(lambda x, flags: flags & inactive and abs(x - HOME[0]) < 1e-6, timeout=5)
+        transition(Transition.TRANSITION_CLEANUP)
+        arm.spin(0.3)
+        sent = len(arm.positions)
+        arm.spin(0.5)
+        assert len(arm.positions) == sent and state() == "unconfigured"
+    finally:
+        arm.close()
+        rclpy.shutdown()
+        stop_processes([safety, actor])
 
 
 def test_bad_settings_are_named():
