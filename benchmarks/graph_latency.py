@@ -34,6 +34,7 @@ PIXEL_TASK = ["task=reach", "task.cameras=[front,wrist]", "task.image_size=128"]
 SENDER = textwrap.dedent(
     """
     import sys, time, numpy as np, rclpy
+    from robot_rl.data.transition import Transition
     from robot_rl.ros.transport import RosTransport
     rclpy.init()
     node = rclpy.create_node("bench_transition_sender")
@@ -42,10 +43,8 @@ SENDER = textwrap.dedent(
     rng = np.random.default_rng(0)
     obs = {"state": rng.random(19, dtype=np.float32), "front": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8),
            "wrist": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)}
-    t = {"obs": obs, "next_obs": obs, "action": np.zeros(4, np.float32), "reward": 0.0, "terminated": False,
-         "truncated": False, "intervened": False, "demo": False, "first": False}
     for sent in range(int(sys.argv[1])):
-        transport.send_transitions([t])
+        transport.send_transitions([Transition(obs, np.zeros(4, np.float32), 0.0, obs, False, False)])
     print(transport.flush(timeout=120), flush=True)
     """
 )

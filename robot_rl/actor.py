@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .data.transition import Transition
 from .evaluate import continuity_cost, task_progress
 from .interrupts import deferred_interrupt
 from .transport import Transport
@@ -52,40 +53,27 @@ def run_episode(
         human.observe(task_progress(env, reward))
         violation = int(info.get("violation", 0))
         safety.observe(violation)
-        transport.send_transitions(
-            [
-                {
-                    "obs": obs,
-                    "action": action,
-                    "reward": reward,
-                    "next_obs": next_obs,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                    "intervened": bool(active),
-                    "demo": demo,
-                    "first": length == 0,
-                    "cost": float(violation != 0),
-                    "filtered": filtered,
-                    "policy_action": policy_action,
-                    "success": bool(info["success"]),
-                    "violation": violation,
-                    "episode": uid,
-                    "step": length,
-                }
-            ]
+        transition = Transition(
+            obs=obs,
+            action=action,
+            reward=reward,
+            next_obs=next_obs,
+            terminated=terminated,
+            truncated=truncated,
+            intervened=bool(active),
+            demo=demo,
+            first=length == 0,
+            cost=float(violation != 0),
+            filtered=filtered,
+            policy_action=policy_action,
+            success=bool(info["success"]),
+            violation=violation,
+            episode=uid,
+            step=length,
         )
+        transport.send_transitions([transition])
         if writer is not None:
-            writer.add(
-                next_obs,
-                action,
-                reward,
-                terminated,
-                truncated,
-                policy_action=policy_action,
-                success=info["success"],
-                intervened=bool(active),
-                safety_flags=violation,
-            )
+            transition.record(writer)
         ret += reward
         length += 1
         interventions += bool(active)

@@ -29,6 +29,7 @@ from .actor import run_episode
 from .checkpoint import check_task_definition, load_agent, load_tensors, task_definition, write_task_definition
 from .config import ConfigError, integer, is_integer, is_number, output_path, positive, require_all, settings_of
 from .data import EpisodeStore, MixedSampler, ReplayBuffer
+from .data.transition import Transition
 from .envs import load_entry_point, make_env, make_expert, observation_shapes, store_metadata
 from .evaluate import evaluate
 from .folders import latest, replacing
@@ -162,7 +163,7 @@ class Learner:
         self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)
         self.online_received = 0
         self.received = 0  # transitions received from the transport
-        self.pending: deque[dict[str, Any]] = deque()  # received, not ingested yet (one at a time, between updates)
+        self.pending: deque[Transition] = deque()  # received, not ingested yet (one at a time, between updates)
         self.taken = 0  # transitions ingested or refused by the ledger
         self.running = False  # run() is receiving: nobody else may
         self.thread: threading.Thread | None = None
@@ -174,50 +175,48 @@ class Learner:
         self.updates_per_second = 0.0
         self.reported = (-1, -1)  # the progress last published on the transport
 
-    def ingest(self, transitions: list[dict[str, Any]]) -> None:
+    def ingest(self, transitions: list[Transition]) -> None:
         for t in transitions:
             self._ingest_one(t)
             self.taken += 1  # after its online count: a reader of backlog() never sees it taken but not yet due
 
-    def _ingest_one(self, t: dict[str, Any]) -> None:
+    def _ingest_one(self, t: Transition) -> None:
         if not self.ledger.accept(t):
             return
-        if t["first"]:  # a new episode, even if the last one never ended (budget, crash)
+        if t.first:  # a new episode, even if the last one never ended (budget, crash)
             self.online.close_episode()
             self.demo.close_episode()
-        filtered = bool(t.get("filtered", False))
-        learned = t["policy_action"] if filtered and self.relabel_proposed else t["action"]
+        learned = t.policy_action if t.filtered and self.relabel_proposed else t.action
         args = (
-            t["obs"],
-            t["action"],
-            t["reward"] - self.safety_penalty * filtered,
-            t["next_obs"],
-            t["terminated"],
-            t["truncated"],
-            t["intervened"],
-            t.get("cost", 0.0),
+            t.obs,
+            t.action,
+            t.reward - self.safety_penalty * t.filtered,
+            t.next_obs,
+            t.terminated,
+            t.truncated,
+            t.intervened,
+            t.cost,
             learned,
         )
-        if t["demo"]:
+        if t.demo:
             self.demo.add(*args)
             return
         self.online.add(*args)
         self.online_received += 1
-        stream = str(t.get("actor", ""))
-        before = self.last_step.get(stream)
+        before = self.last_step.get(t.actor)
         follows = (
             before is not None
-            and not t["first"]
-            and before[0] == t.get("episode")
-            and (t.get("step") is None or before[1] == t["step"] - 1)
+            and not t.first
+            and before[0] == t.episode
+            and (t.step is None or before[1] == t.step - 1)
         )
-        if t["intervened"]:
+        if t.intervened:
             if not (follows and before[3]):  # a new takeover: a segment of its own
                 self.demo.close_episode()
             self.demo.add(*args, opening_action=before[2] if follows else None)
-        self.last_step[stream] = (t.get("episode"), t.get("step"), np.asarray(learned), bool(t["intervened"]))
+        self.last_step[t.actor] = (t.episode, t.step, np.asarray(learned), t.intervened)
 
-    def ingest_locked(self, transitions: list[dict[str, Any]]) -> None:
+    def ingest_locked(self, transitions: list[Transition]) -> None:
         """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
         if transitions:
             with self.lock:

@@ -9,13 +9,15 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
+from .data.transition import Transition
+
 
 class Transport(ABC):
     @abstractmethod
-    def send_transitions(self, transitions: list[dict[str, Any]]) -> None: ...
+    def send_transitions(self, transitions: list[Transition]) -> None: ...
 
     @abstractmethod
-    def receive_transitions(self, timeout: float) -> list[dict[str, Any]]:
+    def receive_transitions(self, timeout: float) -> list[Transition]:
         """Everything sent so far and not yet received (waits up to ``timeout`` s for the first)."""
 
     @abstractmethod
@@ -39,12 +41,12 @@ class LocalTransport(Transport):
         self._lock = threading.Lock()
         self.sent = 0  # transitions sent so far
 
-    def send_transitions(self, transitions: list[dict[str, Any]]) -> None:
+    def send_transitions(self, transitions: list[Transition]) -> None:
         for transition in transitions:
             self._transitions.put(transition)
             self.sent += 1
 
-    def receive_transitions(self, timeout: float) -> list[dict[str, Any]]:
+    def receive_transitions(self, timeout: float) -> list[Transition]:
         try:
             received = [self._transitions.get(timeout=timeout)]
         except queue.Empty:
@@ -82,21 +84,17 @@ class DeliveryLedger:
         self.skipping: set[str] = set()
         self.ingested = self.duplicates = self.gaps = self.orphans = 0
 
-    def accept(self, transition: dict[str, Any]) -> bool:
+    def accept(self, transition: Transition) -> bool:
         """True when ``transition`` is new and continues its episode (then it counts as ingested)."""
         if self._accept(transition):
             self.ingested += 1
             return True
         return False
 
-    def _accept(self, transition: dict[str, Any]) -> bool:
-        actor, seq, uid = (
-            transition.get("actor") or "",
-            int(transition.get("seq") or 0),
-            transition.get("episode") or "",
-        )
+    def _accept(self, transition: Transition) -> bool:
+        actor, seq, uid = transition.actor, transition.seq, transition.episode
         if seq:
-            last = max(self.received.get(actor, 0), int(transition.get("floor") or 1) - 1)
+            last = max(self.received.get(actor, 0), (transition.floor or 1) - 1)
             if seq <= last:
                 self.duplicates += 1
                 return False
@@ -106,7 +104,7 @@ class DeliveryLedger:
             self.received[actor] = seq
         if not uid:
             return True
-        if transition["first"]:
+        if transition.first:
             if uid in self.episodes:
                 self.duplicates += 1
                 self.skipping.add(uid)

@@ -3,9 +3,12 @@ refused with one line and exit code 2, no user file is lost, a crafted checkpoin
 task definition is refused, corrupt stores are named. (The ROS 2 half: tests/ros/test_fuzz.py,
 test_safety_node.py, test_node_restarts.py.)"""
 
+import pytest
+
 from benchmarks.fault_matrix import command_line_rows, totals
 
 
+@pytest.mark.slow
 def test_every_command_line_fault_is_refused_with_one_line_and_nothing_is_lost(tmp_path):
     rows = command_line_rows(tmp_path)
     failed = [f"{row.scenario}: expected {row.expected}; observed {row.observed}" for row in rows if not row.ok]

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from robot_rl.data.transition import Transition
 from robot_rl.safety.training import SafetySettings
 from robot_rl.train import Learner, TrainSettings
 from robot_rl.transport import LocalTransport
@@ -25,24 +26,24 @@ def learner(safety: SafetySettings | None = None) -> Learner:
     )
 
 
-def episode(length: int, human_steps: set[int], uid: str = "e0", filtered: set[int] = frozenset()) -> list[dict]:
+def episode(length: int, human_steps: set[int], uid: str = "e0", filtered: set[int] = frozenset()) -> list[Transition]:
     """Step t: observation t, next observation t + 1, action (t, t), reward t; the human acts at ``human_steps``."""
     return [
-        {
-            "obs": {"state": np.full(3, t, np.float32)},
-            "action": np.full(2, t, np.float32),
-            "policy_action": np.full(2, -t, np.float32),
-            "reward": float(t),
-            "next_obs": {"state": np.full(3, t + 1, np.float32)},
-            "terminated": False,
-            "truncated": t == length - 1,
-            "intervened": t in human_steps,
-            "demo": False,
-            "first": t == 0,
-            "filtered": t in filtered,
-            "episode": uid,
-            "step": t,
-        }
+        Transition(
+            obs={"state": np.full(3, t, np.float32)},
+            action=np.full(2, t, np.float32),
+            policy_action=np.full(2, -t, np.float32),
+            reward=float(t),
+            next_obs={"state": np.full(3, t + 1, np.float32)},
+            terminated=False,
+            truncated=t == length - 1,
+            intervened=t in human_steps,
+            demo=False,
+            first=t == 0,
+            filtered=t in filtered,
+            episode=uid,
+            step=t,
+        )
         for t in range(length)
     ]
 

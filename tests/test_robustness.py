@@ -3,12 +3,15 @@
 import csv
 import json
 
+import pytest
+
 from robot_rl.cli import main
 from robot_rl.data import EpisodeStore
 from robot_rl.train import train
 from tests.test_train import small_run
 
 
+@pytest.mark.slow
 def test_randomized_training_records_samples_and_eval_sweeps_a_set(tmp_path, capsys):
     train(
         small_run(

@@ -14,22 +14,23 @@ import torch
 from robot_rl.cli import main
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
+from robot_rl.data.transition import Transition
 from robot_rl.train import Learner, TrainSettings, train
 from robot_rl.transport import LocalTransport
 
 
 def transition(marker: float, intervened: bool, demo: bool, done: bool = False, first: bool = False):
-    return {
-        "obs": {"state": np.full(3, marker, np.float32)},
-        "action": np.zeros(2, np.float32),
-        "reward": marker,
-        "next_obs": {"state": np.full(3, marker + 0.5, np.float32)},
-        "terminated": done,
-        "truncated": False,
-        "intervened": intervened,
-        "demo": demo,
-        "first": first,
-    }
+    return Transition(
+        obs={"state": np.full(3, marker, np.float32)},
+        action=np.zeros(2, np.float32),
+        reward=marker,
+        next_obs={"state": np.full(3, marker + 0.5, np.float32)},
+        terminated=done,
+        truncated=False,
+        intervened=intervened,
+        demo=demo,
+        first=first,
+    )
 
 
 class _Agent:
@@ -83,6 +84,7 @@ def small_run(tmp_path, *overrides, name="run"):
     )
 
 
+@pytest.mark.slow
 def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
     summary = train(small_run(tmp_path))
     run = tmp_path / "run"
@@ -108,6 +110,7 @@ def test_a_short_run_writes_everything_and_eval_loads_it(tmp_path, capsys):
     assert frames == round(3 * report["mean_length"])  # one frame per evaluated step
 
 
+@pytest.mark.slow
 def test_the_actor_stays_within_max_lag_of_the_learner(tmp_path):
     """train.sync: every online step sent is ingested and learned from as it comes (update-to-data ratio 1 per
     step), the actor never more than max_lag steps ahead, counting what still waits in the transport."""
@@ -117,6 +120,7 @@ def test_the_actor_stays_within_max_lag_of_the_learner(tmp_path):
     assert state["update_calls"] >= state["online_received"] - 50 - 5, state["update_calls"]
 
 
+@pytest.mark.slow
 def test_training_is_reproducible_with_train_deterministic(tmp_path):
     """Two in-process runs with one seed: the actor and learner threads interleave differently, the weights do not."""
     from robot_rl.checkpoint import load_tensors
@@ -145,6 +149,7 @@ def test_training_is_reproducible_with_train_deterministic(tmp_path):
     assert not all(torch.equal(v, other[m][k]) for m, state in a.items() for k, v in state.items())  # seeds matter
 
 
+@pytest.mark.slow
 def test_learning_on_reach_with_a_tiny_budget(tmp_path):
     # a coarser reach (4 cm steps, 4 cm success radius, 50-step episodes) learns in ~1,500 steps
     cfg = small_run(
@@ -164,6 +169,7 @@ def test_learning_on_reach_with_a_tiny_budget(tmp_path):
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
 
 
+@pytest.mark.slow
 def test_the_final_checkpoint_holds_every_step_the_actor_counted(tmp_path):
     """train.sync=false lets the actor run far ahead: what is still in the transport when the budget is
     spent goes into the buffers (its updates stay due for a resumed run), not lost with the thread."""
@@ -185,6 +191,7 @@ def test_the_final_checkpoint_holds_every_step_the_actor_counted(tmp_path):
     assert len(ReplayBuffer.load(tmp_path / "run" / "checkpoint" / "online_buffer")) == 400
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     run = tmp_path / "run"
     command = [
@@ -241,6 +248,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     assert len(ReplayBuffer.load(run / "checkpoint" / "online_buffer")) == online_saved + 100
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(tmp_path):
     from robot_rl.data import EpisodeStore
 
@@ -276,6 +284,7 @@ def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(
     assert saved["env_steps"] == summary["env_steps"] and saved["episodes"] == summary["episodes"]
 
 
+@pytest.mark.slow
 def test_pixel_pipeline_runs_end_to_end(tmp_path):
     cfg = small_run(
         tmp_path,
@@ -293,6 +302,7 @@ def test_pixel_pipeline_runs_end_to_end(tmp_path):
     assert summary["env_steps"] == 80
 
 
+@pytest.mark.slow
 def test_pixel_critic_loss_falls_on_demo_data():
     from robot_rl.data import ReplayBuffer
     from robot_rl.envs import make_env, make_expert
@@ -335,6 +345,7 @@ def test_resnet_weights_load_from_a_user_file(tmp_path):
         ResNet10((64, 64, 3), weights=tmp_path / "nowhere.pt")
 
 
+@pytest.mark.slow
 def test_any_gymnasium_env_trains(tmp_path):
     cfg = load_config(
         [

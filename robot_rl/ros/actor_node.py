@@ -30,6 +30,7 @@ from std_msgs.msg import String
 from ..actor import run_episode
 from ..config import ConfigError, non_negative, positive
 from ..data import EpisodeStore
+from ..data.transition import Transition
 from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluate
 from ..safety.training import SafetyActor, safety_settings
@@ -159,18 +160,18 @@ class ActorLoop:
             time.sleep(0.001)
 
     # ----------------------------------------------------------------- the actor's own episode store
-    def record_locally(self, transitions: list[dict]) -> None:
+    def record_locally(self, transitions: list[Transition]) -> None:
         """Keep an episode the recorder did not acknowledge (or that left memory) in the actor's store."""
         if self.local_store is None:
             self.local_store = EpisodeStore.create(self.local_store_path, self.store_metadata)
             self.local_writer = self.local_store.writer()
-        if not transitions[0]["first"]:
-            self.log.warning(f"episode {transitions[0]['episode']}: its start is no longer in memory; not recorded")
+        if not transitions[0].first:
+            self.log.warning(f"episode {transitions[0].episode}: its start is no longer in memory; not recorded")
             return
         name = write_episode(self.local_writer, transitions)
         self.log.info(f"recorded {name} in the actor's store {self.local_store.path} (the recorder did not confirm it)")
 
-    def read_local(self, spilled: list[tuple[str, int]]) -> list[list[dict]]:
+    def read_local(self, spilled: list[tuple[str, int]]) -> list[list[Transition]]:
         """Spilled episodes, read back from the actor's store as the transitions first sent."""
         if not spilled or self.local_store is None:
             return []

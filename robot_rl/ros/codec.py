@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data.transition import Transition
 from .guard import MessageError, bounded
 
 CODEC_VERSION = 2
@@ -116,21 +117,21 @@ def _check_column(name: str, array: np.ndarray, dtype: Any, shape: tuple[int, ..
 
 
 # ----------------------------------------------------------------------------- transitions
-def encode_transitions(transitions: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> bytes:
+def encode_transitions(transitions: list[Transition], meta: dict[str, Any] | None = None) -> bytes:
     arrays: dict[str, np.ndarray] = {}
     for part in ("obs", "next_obs"):
-        for key in transitions[0][part]:
-            arrays[f"{part}/{key}"] = np.stack([t[part][key] for t in transitions])
+        for key in getattr(transitions[0], part):
+            arrays[f"{part}/{key}"] = np.stack([getattr(t, part)[key] for t in transitions])
     for key in VECTORS:
-        arrays[key] = np.stack([np.asarray(t.get(key, t["action"]), np.float32) for t in transitions])
-    for key, dtype in SCALARS.items():
-        arrays[key] = np.array([t.get(key, 0) for t in transitions], dtype=dtype)
+        arrays[key] = np.stack([np.asarray(getattr(t, key), np.float32) for t in transitions])
+    for key, dtype in SCALARS.items():  # an unknown step index travels as 0
+        arrays[key] = np.array([getattr(t, key) or 0 for t in transitions], dtype=dtype)
     for key in IDS:
-        arrays[key] = np.array([str(t.get(key, ""))[:UID_CHARS] for t in transitions], dtype=f"<U{UID_CHARS}")
+        arrays[key] = np.array([getattr(t, key)[:UID_CHARS] for t in transitions], dtype=f"<U{UID_CHARS}")
     return pack(arrays, {"kind": "transitions", "count": len(transitions), **(meta or {})})
 
 
-def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[Transition], dict[str, Any]]:
     """Transitions of a payload, checked against ``schema`` (column set, dtypes, shapes, finite
     values); ``schema=None`` checks the framing only (for tools that read foreign recordings)."""
     arrays, meta = unpack(data, MAX_TRANSITIONS_BYTES)
@@ -155,6 +156,7 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
     for key, column in arrays.items():
         if column.ndim == 0 or len(column) != count:
             raise MessageError(f"column {key} has shape {list(column.shape)}; expected {count} rows")
+    fields = {*VECTORS, *SCALARS, *IDS, "obs", "next_obs"}
     transitions = []
     for i in range(count):
         t: dict[str, Any] = {"obs": {}, "next_obs": {}}
@@ -164,7 +166,9 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
                 t[part][name] = column[i]
             else:
                 t[key] = column[i] if key in VECTORS else column[i].item()
-        transitions.append(t)
+        if set(t) != fields:  # without a schema: the framing only, but a transition is whole
+            raise MessageError(f"transitions columns {sorted(set(t))} are not those of a transition")
+        transitions.append(Transition(**t))
     return transitions, meta
 
 

@@ -26,13 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from ..data.transition import Transition
 from .guard import MessageError
 
 ACK_TOPIC = "/rl/transitions_ack"
 
 
-def transition_bytes(transition: dict[str, Any]) -> int:
-    return sum(np.asarray(v).nbytes for part in ("obs", "next_obs") for v in transition[part].values()) + 64
+def transition_bytes(transition: Transition) -> int:
+    """Memory of a kept transition: its observations plus a little for the rest."""
+    return sum(np.asarray(v).nbytes for part in (transition.obs, transition.next_obs) for v in part.values()) + 64
 
 
 class Outbox:
@@ -44,7 +46,7 @@ class Outbox:
         actor_id: str,
         memory_limit: int,
         record_timeout: float,
-        spill: Callable[[list[dict[str, Any]]], None],
+        spill: Callable[[list[Transition]], None],
         for_learner: bool = True,
         for_recorder: bool = True,
     ):
@@ -53,7 +55,7 @@ class Outbox:
         self.for_learner, self.for_recorder = for_learner, for_recorder
         self.spill_episode = spill  # writes a finished episode to the actor's store
         self.seq = 0
-        self.episodes: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # uid -> transitions, in memory
+        self.episodes: OrderedDict[str, list[Transition]] = OrderedDict()  # uid -> transitions, in memory
         self.finished_at: dict[str, float] = {}  # uid -> when the episode ended (waiting for the recorder)
         self.recorded: set[str] = set()  # uid of finished episodes the recorder or our store holds
         self.spilled: OrderedDict[str, tuple[int, int]] = OrderedDict()  # uid -> (first seq, last seq), on disk
@@ -66,16 +68,16 @@ class Outbox:
         self.recorded_locally = 0  # episodes the actor wrote to its own store
 
     # ----------------------------------------------------------------- sending
-    def stamp(self, transition: dict[str, Any]) -> dict[str, Any]:
+    def stamp(self, transition: Transition) -> Transition:
         """Number a new transition and keep it."""
         self.seq += 1
-        transition.update(actor=self.actor_id, seq=self.seq, floor=self.durable + 1)
-        self.episodes.setdefault(transition["episode"], []).append(transition)
+        transition.actor, transition.seq, transition.floor = self.actor_id, self.seq, self.durable + 1
+        self.episodes.setdefault(transition.episode, []).append(transition)
         self.bytes += transition_bytes(transition)
         if not self.for_learner:
             self.durable = self.seq
-        if transition["terminated"] or transition["truncated"]:
-            self.end_episode(transition["episode"])
+        if transition.terminated or transition.truncated:
+            self.end_episode(transition.episode)
         return transition
 
     def end_episode(self, uid: str) -> None:
@@ -114,13 +116,13 @@ class Outbox:
         """Drop finished episodes that are durable at the learner and recorded."""
         for uid in list(self.episodes):
             transitions = self.episodes[uid]
-            if uid in self.finished_at and uid in self.recorded and transitions[-1]["seq"] <= self.durable:
+            if uid in self.finished_at and uid in self.recorded and transitions[-1].seq <= self.durable:
                 self._remove(uid)
         for uid, (_, last) in list(self.spilled.items()):  # the store keeps the episode itself
             if last <= self.durable:
                 del self.spilled[uid]
 
-    def _remove(self, uid: str) -> list[dict[str, Any]]:
+    def _remove(self, uid: str) -> list[Transition]:
         transitions = self.episodes.pop(uid)
         self.bytes -= sum(transition_bytes(t) for t in transitions)
         self.finished_at.pop(uid, None)
@@ -155,18 +157,18 @@ class Outbox:
                 if uid not in self.episodes:
                     continue
             transitions = self._remove(uid)
-            if transitions[-1]["seq"] > self.durable:
-                self.spilled[uid] = (transitions[0]["seq"], transitions[-1]["seq"])
+            if transitions[-1].seq > self.durable:
+                self.spilled[uid] = (transitions[0].seq, transitions[-1].seq)
 
-    def resend(self) -> tuple[list[tuple[str, int]], list[dict[str, Any]]]:
+    def resend(self) -> tuple[list[tuple[str, int]], list[Transition]]:
         """([(spilled episode uid, its first seq)], in-memory transitions) the current learner session lacks."""
         spilled = [(uid, first) for uid, (first, last) in self.spilled.items() if last > self.received]
-        pending = [t for transitions in self.episodes.values() for t in transitions if t["seq"] > self.received]
+        pending = [t for transitions in self.episodes.values() for t in transitions if t.seq > self.received]
         return spilled, pending
 
     def undelivered(self) -> int:
         """Transitions the learner has not received (memory and spilled)."""
-        in_memory = sum(1 for transitions in self.episodes.values() for t in transitions if t["seq"] > self.received)
+        in_memory = sum(1 for transitions in self.episodes.values() for t in transitions if t.seq > self.received)
         on_disk = sum(
             last - max(first - 1, self.received) for first, last in self.spilled.values() if last > self.received
         )
@@ -196,55 +198,39 @@ def parse_ack(text: str) -> dict[str, Any]:
     return ack
 
 
-def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first_seq: int = 0) -> list[dict[str, Any]]:
+def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first_seq: int = 0) -> list[Transition]:
     """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as
     the actor sent them; ``first_seq`` numbers them from there (0: unnumbered)."""
-    steps = len(episode["action"])
     demo = episode["attrs"].get("source") == "demo"
-    extras = {key: episode[key] for key in ("filtered",) if key in episode}
-    out = []
-    for t in range(steps):
-        violation = int(episode["safety_flags"][t])
-        out.append(
-            {
-                "obs": {key: value[t] for key, value in episode["obs"].items()},
-                "next_obs": {key: value[t + 1] for key, value in episode["obs"].items()},
-                "action": episode["action"][t],
-                "policy_action": episode["policy_action"][t],
-                "reward": float(episode["reward"][t]),
-                "terminated": bool(episode["terminated"][t]),
-                "truncated": bool(episode["truncated"][t]),
-                "intervened": bool(episode["intervened"][t]),
-                "demo": demo,
-                "first": t == 0,
-                "cost": float(violation != 0),
-                "filtered": bool(extras["filtered"][t]) if "filtered" in extras else False,
-                "success": bool(episode["success"][t]),
-                "violation": violation,
-                "episode": uid,
-                "step": t,
-                "actor": actor,
-                "seq": first_seq + t if first_seq else 0,
-                "floor": 0,
-            }
+    filtered = episode.get("filtered")
+    return [
+        Transition(
+            obs={key: value[t] for key, value in episode["obs"].items()},
+            next_obs={key: value[t + 1] for key, value in episode["obs"].items()},
+            action=episode["action"][t],
+            policy_action=episode["policy_action"][t],
+            reward=float(episode["reward"][t]),
+            terminated=bool(episode["terminated"][t]),
+            truncated=bool(episode["truncated"][t]),
+            intervened=bool(episode["intervened"][t]),
+            demo=demo,
+            first=t == 0,
+            cost=float(episode["safety_flags"][t] != 0),
+            filtered=bool(filtered[t]) if filtered is not None else False,
+            success=bool(episode["success"][t]),
+            violation=int(episode["safety_flags"][t]),
+            episode=uid,
+            step=t,
+            actor=actor,
+            seq=first_seq + t if first_seq else 0,
         )
-    return out
+        for t in range(len(episode["action"]))
+    ]
 
 
-def write_episode(writer, transitions: list[dict[str, Any]]) -> str:
+def write_episode(writer, transitions: list[Transition]) -> str:
     """Record transitions (one episode, from its first step) with an EpisodeWriter; returns the name."""
-    writer.start(transitions[0]["obs"])
+    writer.start(transitions[0].obs)
     for t in transitions:
-        writer.add(
-            t["next_obs"],
-            t["action"],
-            t["reward"],
-            t["terminated"],
-            t["truncated"],
-            policy_action=t["policy_action"],
-            success=t["success"],
-            intervened=t["intervened"],
-            safety_flags=t["violation"],
-            filtered=t["filtered"],
-        )
-    return writer.commit("demo" if transitions[0]["demo"] else "online", uid=transitions[0]["episode"])
+        t.record(writer)
+    return writer.commit("demo" if transitions[0].demo else "online", uid=transitions[0].episode)

@@ -28,6 +28,7 @@ from std_msgs.msg import String, UInt8MultiArray
 from ..config import ConfigError
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
+from ..data.transition import Transition
 from ..envs import make_env, store_metadata
 from . import qos
 from .codec import TransitionSchema, decode_transitions
@@ -66,38 +67,25 @@ class EpisodeRecorder:
         self.uids = {store.episode_attrs(name).get("uid") for name in store.episode_names()} - {None}
         self.recent: list[str] = []  # uids committed lately, acknowledged again now and then
 
-    def add(self, transitions: list[dict]) -> None:
+    def add(self, transitions: list[Transition]) -> None:
         self.last_receipt = time.monotonic()
         for t in transitions:
-            actor, seq = t.get("actor", ""), int(t.get("seq", 0))
-            if seq:
-                if seq <= self.last_seq.get(actor, 0):
+            if t.seq:
+                if t.seq <= self.last_seq.get(t.actor, 0):
                     continue  # sent again for a restarted learner
-                self.last_seq[actor] = seq
-            if t["first"]:
+                self.last_seq[t.actor] = t.seq
+            if t.first:
                 if self.writer.active:
                     self.log.warning("dropped an unfinished episode (the actor started a new one)")
                     self.writer.discard()
-                if t.get("episode") in self.uids:
+                if t.episode in self.uids:
                     continue  # already in the store
-                self.writer.start(t["obs"])
-                self.demo, self.uid = t["demo"], t.get("episode") or None
+                self.writer.start(t.obs)
+                self.demo, self.uid = t.demo, t.episode or None
             if not self.writer.active:
                 continue  # the rest of an episode whose start was missed
-            self.writer.add(
-                t["next_obs"],
-                t["action"],
-                t["reward"],
-                t["terminated"],
-                t["truncated"],
-                policy_action=t["policy_action"],
-                success=t["success"],
-                intervened=t["intervened"],
-                safety_flags=t["violation"],
-                filtered=t["filtered"],
-                timestamp=self.clock(),
-            )
-            if t["terminated"] or t["truncated"]:
+            t.record(self.writer, timestamp=self.clock())
+            if t.terminated or t.truncated:
                 name = self.writer.commit("demo" if self.demo else "online", uid=self.uid)
                 self.committed += 1
                 self.log.info(f"recorded {name} ({'demo' if self.demo else 'online'})")

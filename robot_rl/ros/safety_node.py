@@ -123,6 +123,7 @@ class SafetyNode:
         self.previous: Command | None = None
         self.gripper = -1.0
         self.flags = Violation.NONE
+        self.instant_flags = Violation.NONE  # sim time: the flags of all ticks of the last instant
         self.guard = InputGuard(node)
         # sim time: reliable, as every message of the lockstep matters (the sim robot waits for each answer)
         stream = QoSProfile(
@@ -240,11 +241,13 @@ class SafetyNode:
 
     def _on_clock(self, msg) -> None:
         """Sim time: tick at each new ``/clock`` instant once the arm state of it is in; when the clock stands (the
-        sim robot asks again: an answer was lost or came before it listened) the newest command goes out again."""
+        sim robot asks again: an answer was lost or came before it listened) the newest command and the flags of
+        its instant go out again (for a monitor that joined after the tick)."""
         now_ns = stamp_ns(msg.clock)
         if now_ns == self.clock_ns:
             if self.previous is not None and not self.pending:
                 self._publish(self.ticked_ns * 1e-9)
+                self.flags_pub.publish(self._messages["flags"](data=int(self.instant_flags)))
             return
         self.clock_ns = now_ns
         self._tick_at(now_ns)
@@ -277,7 +280,7 @@ class SafetyNode:
             for index in range(ticks, 0, -1):
                 self.tick(now=(now_ns - (index - 1) * 1e9 / self.rate_hz) * 1e-9, publish=index == 1)
                 flags |= self.flags
-            self.ticked_ns = now_ns
+            self.ticked_ns, self.instant_flags = now_ns, flags
             self.flags_pub.publish(self._messages["flags"](data=int(flags)))
 
     def _measured_ns(self) -> int:

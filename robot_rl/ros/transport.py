@@ -27,6 +27,7 @@ from typing import Any
 
 from std_msgs.msg import Int64MultiArray, String, UInt8MultiArray
 
+from ..data.transition import Transition
 from ..transport import LocalTransport, Transport
 from . import qos
 from .codec import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
@@ -99,19 +100,19 @@ class RosTransport(Transport):
             self.guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC, self._on_transitions, qos.TRANSITIONS)
 
     # ----------------------------------------------------------------- actor side
-    def send_transitions(self, transitions: list[dict[str, Any]]) -> None:
+    def send_transitions(self, transitions: list[Transition]) -> None:
         self._require("actor")
         if not transitions:
             return
         with self.lock:
             for t in transitions:
-                if t.get("first") and self.current_episode is not None:
+                if t.first and self.current_episode is not None:
                     self.outbox.end_episode(self.current_episode)
-                self.current_episode = t.get("episode", self.current_episode)
+                self.current_episode = t.episode or self.current_episode
                 self.outbox.stamp(t)
         self._publish(transitions)
 
-    def _publish(self, transitions: list[dict[str, Any]]) -> None:
+    def _publish(self, transitions: list[Transition]) -> None:
         self._out.publish(UInt8MultiArray(data=encode_transitions(transitions, {"session": self.session})))
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
@@ -138,7 +139,7 @@ class RosTransport(Transport):
             raise MessageError(f"learner progress {values[:4]}; expected [online transitions, updates], both >= 0")
         self.learner_progress = LearnerProgress(values[0], values[1], time.monotonic())
 
-    def service(self, read_spilled: Callable[[list[str]], list[list[dict[str, Any]]]]) -> None:
+    def service(self, read_spilled: Callable[[list[str]], list[list[Transition]]]) -> None:
         """The actor thread's housekeeping between steps: resend what a restarted learner lacks
         (spilled episodes through ``read_spilled``), record episodes the recorder did not
         acknowledge, keep the outbox under its memory limit."""
@@ -153,7 +154,7 @@ class RosTransport(Transport):
             self._publish_batches(episode)
         self._publish_batches(pending)
 
-    def _publish_batches(self, transitions: list[dict[str, Any]], size: int = 64) -> None:
+    def _publish_batches(self, transitions: list[Transition], size: int = 64) -> None:
         for start in range(0, len(transitions), size):
             self._publish(transitions[start : start + size])
 
@@ -175,7 +176,7 @@ class RosTransport(Transport):
                 self.outbox.record_locally(uid)
 
     # ----------------------------------------------------------------- learner side
-    def receive_transitions(self, timeout: float) -> list[dict[str, Any]]:
+    def receive_transitions(self, timeout: float) -> list[Transition]:
         self._require("learner")
         return self.inbox.receive_transitions(timeout)
 

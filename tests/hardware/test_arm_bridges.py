@@ -6,6 +6,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.hardware.servo_bridge import servo_twist
@@ -27,6 +28,7 @@ def test_servo_twist_points_at_the_target_in_the_base_frame_and_is_speed_limited
     np.testing.assert_allclose(angular, [0, 0, 0.4], atol=1e-9)  # about the base z axis, rad/s
 
 
+@pytest.mark.slow
 def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
     rclpy = require("rclpy")
     from geometry_msgs.msg import PoseStamped, TwistStamped

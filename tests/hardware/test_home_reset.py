@@ -5,11 +5,13 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from tests.conftest import require
 from tests.ros.graph_helpers import tear_down
 
 
+@pytest.mark.slow
 def test_reset_service_brings_the_tcp_home_through_the_safety_node():
     rclpy = require("rclpy")
     from geometry_msgs.msg import PoseStamped

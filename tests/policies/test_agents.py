@@ -25,6 +25,7 @@ EASY_REACH = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "agent, steps, batch, bar",
     [
@@ -239,6 +240,7 @@ def test_gripper_target_subtracts_the_grasp_penalty_per_toggle():
     assert metrics["gripper_toggle_rate"] == pytest.approx(2 / 3)
 
 
+@pytest.mark.slow
 def test_sac_with_the_gripper_critic_trains_end_to_end(tmp_path):
     summary = train(
         small_run(

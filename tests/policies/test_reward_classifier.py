@@ -39,6 +39,7 @@ def pick_cube_frames(tmp_path_factory):
     return frames_from_store(store, ("front",))
 
 
+@pytest.mark.slow
 def test_held_out_accuracy_is_at_least_95_percent(pick_cube_frames, tmp_path):
     images, labels, groups = pick_cube_frames
     assert 0.1 < labels.mean() < 0.9  # both classes are there

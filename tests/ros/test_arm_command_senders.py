@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import numpy as np
+import pytest
 
 from tests.conftest import require
 from tests.ros.graph_helpers import sim_robot, stop_processes
@@ -25,6 +26,7 @@ def tilt_and_position(msg) -> tuple[float, np.ndarray]:
     return float(np.degrees(np.arccos(np.clip(-tool_axis[2], -1.0, 1.0)))), np.array([p.x, p.y, p.z])
 
 
+@pytest.mark.slow
 def test_the_sim_arm_ignores_commands_that_bypass_the_safety_node(tmp_path):
     rclpy = require("rclpy")
     from geometry_msgs.msg import PoseStamped

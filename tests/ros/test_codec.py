@@ -10,6 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from robot_rl.data.transition import Transition
 from tests.conftest import require
 
 SHAPES = {"state": (5,), "front": (8, 8, 3)}
@@ -26,29 +27,29 @@ def codec():
 def transitions(count=3, seed=1):
     rng = np.random.default_rng(seed)
     return [
-        {
-            "obs": {"state": rng.random(5, dtype=np.float32), "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)},
-            "next_obs": {
+        Transition(
+            obs={"state": rng.random(5, dtype=np.float32), "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)},
+            next_obs={
                 "state": rng.random(5, dtype=np.float32),
                 "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8),
             },
-            "action": rng.random(4, dtype=np.float32),
-            "reward": -0.5 * i,
-            "terminated": i == count - 1,
-            "truncated": False,
-            "intervened": i == 1,
-            "demo": False,
-            "first": i == 0,
-            "cost": 0.0,
-            "filtered": False,
-            "policy_action": np.zeros(4, np.float32),
-            "success": i == 2,
-            "violation": 4 * i,
-            "actor": "actor-1",
-            "seq": 10 + i,
-            "episode": "e" * 32,
-            "step": i,
-        }
+            action=rng.random(4, dtype=np.float32),
+            reward=-0.5 * i,
+            terminated=i == count - 1,
+            truncated=False,
+            intervened=i == 1,
+            demo=False,
+            first=i == 0,
+            cost=0.0,
+            filtered=False,
+            policy_action=np.zeros(4, np.float32),
+            success=i == 2,
+            violation=4 * i,
+            actor="actor-1",
+            seq=10 + i,
+            episode="e" * 32,
+            step=i,
+        )
         for i in range(count)
     ]
 
@@ -63,9 +64,9 @@ def test_transitions_round_trip_with_their_stream_identity(codec):
     assert meta["session"] == "abc" and meta["codec"] == codec.CODEC_VERSION and len(decoded) == 3
     for before, back in zip(original, decoded):
         for part in ("obs", "next_obs"):
-            for key in before[part]:
-                np.testing.assert_array_equal(back[part][key], before[part][key])
-        np.testing.assert_array_equal(back["action"], before["action"])
+            for key in getattr(before, part):
+                np.testing.assert_array_equal(getattr(back, part)[key], getattr(before, part)[key])
+        np.testing.assert_array_equal(back.action, before.action)
         for key in (
             "reward",
             "terminated",
@@ -78,7 +79,7 @@ def test_transitions_round_trip_with_their_stream_identity(codec):
             "episode",
             "step",
         ):
-            assert back[key] == before[key], key
+            assert getattr(back, key) == getattr(before, key), key
 
 
 def column_payload(codec, change):
@@ -178,7 +179,7 @@ def test_random_truncated_and_flipped_payloads_only_ever_raise_message_errors(co
     except MessageError:
         return
     for t in decoded:  # a flip that still decodes must still be a valid transition of this schema
-        assert t["obs"]["state"].shape == (5,) and np.all(np.isfinite(t["action"]))
+        assert t.obs["state"].shape == (5,) and np.all(np.isfinite(t.action))
 
 
 def test_weights_must_match_the_actors_own_policy_and_risk_input(codec):

@@ -2,36 +2,39 @@
 the actor's outbox keeps what the learner has not checkpointed and what the recorder has not confirmed; the
 learner's ledger takes every transition exactly once however resends interleave."""
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robot_rl.data.transition import Transition
 from robot_rl.ros.delivery import Outbox, parse_ack, stored_transitions, write_episode
 from robot_rl.transport import DeliveryLedger
 
 
-def episode(uid: str, length: int, state_dim: int = 3) -> list[dict]:
+def episode(uid: str, length: int, state_dim: int = 3) -> list[Transition]:
     rng = np.random.default_rng(abs(hash(uid)) % 2**32)
     states = rng.random((length + 1, state_dim), dtype=np.float32)
     return [
-        {
-            "obs": {"state": states[t]},
-            "next_obs": {"state": states[t + 1]},
-            "action": rng.random(2, np.float32),
-            "policy_action": np.zeros(2, np.float32),
-            "reward": float(t),
-            "terminated": t == length - 1,
-            "truncated": False,
-            "intervened": False,
-            "demo": False,
-            "first": t == 0,
-            "cost": 0.0,
-            "filtered": False,
-            "success": False,
-            "violation": 0,
-            "episode": uid,
-            "step": t,
-        }
+        Transition(
+            obs={"state": states[t]},
+            next_obs={"state": states[t + 1]},
+            action=rng.random(2, np.float32),
+            policy_action=np.zeros(2, np.float32),
+            reward=float(t),
+            terminated=t == length - 1,
+            truncated=False,
+            intervened=False,
+            demo=False,
+            first=t == 0,
+            cost=0.0,
+            filtered=False,
+            success=False,
+            violation=0,
+            episode=uid,
+            step=t,
+        )
         for t in range(length)
     ]
 
@@ -52,7 +55,7 @@ def test_a_restarted_learner_gets_everything_after_its_checkpoint_and_nothing_is
     assert outbox.resend() == ([], [])
     assert outbox.on_ack(learner_ack("L2", 2, 2))  # it crashed; its checkpoint holds seq 1..2
     _, pending = outbox.resend()
-    assert [t["seq"] for t in pending] == [3, 4, 5, 6, 7]
+    assert [t.seq for t in pending] == [3, 4, 5, 6, 7]
     outbox.on_ack({"node": "recorder", "episodes": ["e1"]})
     outbox.on_ack(learner_ack("L2", 7, 4))  # checkpoint now holds e1 entirely: e1 leaves memory
     assert list(outbox.episodes) == ["e2"] and outbox.undelivered() == 0
@@ -66,7 +69,7 @@ def test_an_episode_the_recorder_never_confirms_is_recorded_by_the_actor():
     outbox.on_ack({"node": "recorder", "episodes": ["e2"]})
     for uid in outbox.unrecorded_due():
         outbox.record_locally(uid)
-    assert [[t["step"] for t in ep] for ep in kept] == [[0, 1, 2]] and kept[0][0]["episode"] == "e1"
+    assert [[t.step for t in ep] for ep in kept] == [[0, 1, 2]] and kept[0][0].episode == "e1"
 
 
 def test_over_the_memory_limit_finished_episodes_move_to_disk_and_come_back_for_a_new_learner():
@@ -75,10 +78,10 @@ def test_over_the_memory_limit_finished_episodes_move_to_disk_and_come_back_for_
     for t in episode("e1", 3) + episode("e2", 2)[:1]:  # e2 still running
         outbox.stamp(t)
     outbox.enforce_memory_limit()
-    assert list(outbox.episodes) == ["e2"] and [ep[0]["episode"] for ep in kept] == ["e1"]
+    assert list(outbox.episodes) == ["e2"] and [ep[0].episode for ep in kept] == ["e1"]
     assert outbox.on_ack(learner_ack("L1", 0, 0))
     spilled, pending = outbox.resend()
-    assert spilled == [("e1", 1)] and [t["seq"] for t in pending] == [4]
+    assert spilled == [("e1", 1)] and [t.seq for t in pending] == [4]
     assert outbox.undelivered() == 4
 
 
@@ -99,7 +102,7 @@ def test_any_pattern_of_resends_ingests_each_transition_exactly_once(lengths, da
     for index, length in enumerate(lengths):
         stream += episode(f"e{index}", length)
     for seq, t in enumerate(stream, start=1):
-        t.update(actor="a", seq=seq)
+        t.actor, t.seq = "a", seq
     delivered, position = [], 0
     while position < len(stream):  # send a chunk, then maybe resend a suffix of what was sent (a new learner)
         end = data.draw(st.integers(position + 1, len(stream)))
@@ -108,7 +111,7 @@ def test_any_pattern_of_resends_ingests_each_transition_exactly_once(lengths, da
             delivered += stream[data.draw(st.integers(0, end - 1)) : end]
         position = end
     ledger = DeliveryLedger()
-    taken = [t["seq"] for t in delivered if ledger.accept(t)]
+    taken = [t.seq for t in delivered if ledger.accept(t)]
     assert taken == list(range(1, len(stream) + 1))
     assert ledger.ingested == len(stream) and ledger.gaps == 0
 
@@ -117,8 +120,8 @@ def test_a_backfilled_episode_is_not_taken_again_when_the_actor_resends_it():
     ledger = DeliveryLedger()
     backfilled = episode("e1", 3)
     assert all(ledger.accept(t) for t in backfilled)  # from the recorder's store: no actor numbering
-    resent = [dict(t, actor="a", seq=i + 1) for i, t in enumerate(episode("e1", 3))]
-    live = [dict(t, actor="a", seq=i + 4) for i, t in enumerate(episode("e2", 2))]
+    resent = [replace(t, actor="a", seq=i + 1) for i, t in enumerate(episode("e1", 3))]
+    live = [replace(t, actor="a", seq=i + 4) for i, t in enumerate(episode("e2", 2))]
     assert [ledger.accept(t) for t in resent + live] == [False] * 3 + [True] * 2
 
 
@@ -128,33 +131,33 @@ def test_stored_episodes_come_back_as_the_transitions_that_were_sent(tmp_path):
     store = EpisodeStore.create(tmp_path / "actor.zarr", {"observation_shapes": {"state": [3]}, "action_dim": 2})
     sent = episode("0123456789abcdef0123456789abcdef", 4)
     name = write_episode(store.writer(), sent)
-    assert store.episode_attrs(name)["uid"] == sent[0]["episode"]
-    back = stored_transitions(store.read_episode(name), sent[0]["episode"], "a", first_seq=5)
-    assert [t["seq"] for t in back] == [5, 6, 7, 8]
+    assert store.episode_attrs(name)["uid"] == sent[0].episode
+    back = stored_transitions(store.read_episode(name), sent[0].episode, "a", first_seq=5)
+    assert [t.seq for t in back] == [5, 6, 7, 8]
     for before, after in zip(sent, back):
-        np.testing.assert_array_equal(before["obs"]["state"], after["obs"]["state"])
-        np.testing.assert_array_equal(before["next_obs"]["state"], after["next_obs"]["state"])
-        assert (before["reward"], before["terminated"], before["first"]) == (
-            after["reward"],
-            after["terminated"],
-            after["first"],
+        np.testing.assert_array_equal(before.obs["state"], after.obs["state"])
+        np.testing.assert_array_equal(before.next_obs["state"], after.next_obs["state"])
+        assert (before.reward, before.terminated, before.first) == (
+            after.reward,
+            after.terminated,
+            after.first,
         )
 
 
 def test_live_transitions_that_overtake_a_resend_wait_for_it():
     stream = episode("e1", 5) + episode("e2", 4)
     for seq, t in enumerate(stream, start=1):
-        t.update(actor="a", seq=seq, floor=1)
+        t.actor, t.seq, t.floor = "a", seq, 1
     ledger = DeliveryLedger()
     order = stream[:3] + stream[6:8] + stream[3:8] + stream[8:]  # 7, 8 arrive live before the resend of 4..8
-    assert [t["seq"] for t in order if ledger.accept(t)] == list(range(1, 10))
+    assert [t.seq for t in order if ledger.accept(t)] == list(range(1, 10))
     assert ledger.gaps == 2 and ledger.duplicates == 0
 
 
 def test_a_fresh_learner_starts_at_the_actors_floor():
     stream = episode("e1", 3) + episode("e2", 3)
     for seq, t in enumerate(stream, start=11):
-        t.update(actor="a", seq=seq, floor=11)  # seq 1..10 are durable at an earlier learner
+        t.actor, t.seq, t.floor = "a", seq, 11  # seq 1..10 are durable at an earlier learner
     ledger = DeliveryLedger()
     assert all(ledger.accept(t) for t in stream) and ledger.received == {"a": 16}
 
@@ -167,4 +170,4 @@ def test_a_learner_that_stops_acknowledging_progress_gets_the_rest_again():
     assert not outbox.on_ack(learner_ack("L1", 4, 0)) and outbox.on_ack(learner_ack("L1", 4, 0)) is False
     outbox.stamp(episode("e2", 1)[0])
     assert outbox.on_ack(learner_ack("L1", 4, 0))  # seq 5 was lost: no progress while it lacks it
-    assert [t["seq"] for t in outbox.resend()[1]] == [5]
+    assert [t.seq for t in outbox.resend()[1]] == [5]

@@ -71,6 +71,7 @@ def test_nodes_in_different_domains_do_not_see_each_other(ros_domain):
             rclpy.shutdown()
 
 
+@pytest.mark.slow
 def test_the_launcher_starts_every_node_in_the_cell_domain_and_stops_it_within_the_grace(ros_domain):
     rclpy = require("rclpy")
     from rclpy.context import Context

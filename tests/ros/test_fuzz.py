@@ -14,6 +14,7 @@ import signal
 import subprocess
 
 import numpy as np
+import pytest
 
 from tests.conftest import require
 from tests.ros.graph_helpers import Graph, Watcher, python, stop_processes
@@ -161,6 +162,7 @@ def train_classifier(path):
     model.save(path)
 
 
+@pytest.mark.slow
 def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
     rclpy = require("rclpy")
     from geometry_msgs.msg import PoseStamped, Twist, TwistStamped, WrenchStamped

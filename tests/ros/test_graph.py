@@ -8,6 +8,7 @@ import json
 import time
 
 import numpy as np
+import pytest
 
 from robot_rl.safety import Violation
 from tests.conftest import require
@@ -19,6 +20,7 @@ STALE_COMMAND = int(Violation.STALE_COMMAND)
 HOLDING = int(Violation.STALE_COMMAND | Violation.STALE_STATE | Violation.ESTOP)
 
 
+@pytest.mark.slow
 def test_distributed_training_learns_reach(tmp_path):
     rclpy = require("rclpy")
     run = tmp_path / "run"
@@ -62,6 +64,7 @@ def test_distributed_training_learns_reach(tmp_path):
     assert sources[:20] == ["demo"] * 20 and "online" in sources  # the recorder kept the episodes
 
 
+@pytest.mark.slow
 def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
     rclpy = require("rclpy")
     from sensor_msgs.msg import Image
@@ -194,6 +197,7 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         rclpy.shutdown()
 
 
+@pytest.mark.slow
 def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path):
     rclpy = require("rclpy")
     from robot_rl.cli import main

@@ -17,6 +17,7 @@ from tests.ros.graph_helpers import Watcher, sim_robot, stop_processes, tear_dow
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path):
     require("rclpy")
     store, bag = tmp_path / "demos.zarr", tmp_path / "raw_bag"
@@ -92,6 +93,7 @@ def test_ros2_launch_files_build_launch_descriptions():
         assert isinstance(description, LaunchDescription)
 
 
+@pytest.mark.slow
 def test_actor_names_a_missing_topic_and_a_wrong_message_type():
     rclpy = require("rclpy")
     command = [sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", "ros.startup_timeout=3"]
@@ -117,6 +119,7 @@ def test_actor_names_a_missing_topic_and_a_wrong_message_type():
         rclpy.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override, expected",
     [
@@ -153,6 +156,7 @@ class TeleopWatcher(Watcher):
         self.node.create_subscription(Bool, "/rl/success", lambda m: self.successes.append(m.data), 10)
 
 
+@pytest.mark.slow
 def test_keyboard_teleop_from_a_byte_stream():
     rclpy = require("rclpy")
     rclpy.init()
@@ -196,6 +200,7 @@ def test_keyboard_teleop_from_a_byte_stream():
         rclpy.shutdown()
 
 
+@pytest.mark.slow
 def test_joystick_teleop_from_recorded_events(tmp_path):
     rclpy = require("rclpy")
     fifo = tmp_path / "js0"
@@ -270,6 +275,7 @@ def spacemouse_node(tmp_path, *extra):
     return fifo, node
 
 
+@pytest.mark.slow
 def test_spacemouse_teleop_from_recorded_hid_reports(tmp_path):
     rclpy = require("rclpy")
     rclpy.init()
@@ -355,6 +361,7 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
     assert "/rl/equilibrium_pose:=/cartesian_impedance_controller/equilibrium_pose" in nodes["safety"].command([])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, stop):
     rclpy = require("rclpy")
@@ -409,6 +416,7 @@ def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, s
         rclpy.shutdown()
 
 
+@pytest.mark.slow
 def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
     """x on the teleop keyboard latches the safety node's e-stop; z (the operator's reset) releases it."""
     rclpy = require("rclpy")

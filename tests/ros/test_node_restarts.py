@@ -6,10 +6,13 @@ actor's own store."""
 import json
 import re
 
+import pytest
+
 from tests.conftest import require
 from tests.ros.graph_helpers import Graph, Watcher
 
 
+@pytest.mark.slow
 def test_a_learner_killed_for_seconds_and_a_recorder_killed_lose_nothing(tmp_path):
     rclpy = require("rclpy")
     from robot_rl.data import EpisodeStore

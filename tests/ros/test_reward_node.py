@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from robot_rl.cli import main
 from robot_rl.policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
@@ -12,6 +13,7 @@ from tests.conftest import require
 from tests.ros.graph_helpers import Watcher, stop_processes
 
 
+@pytest.mark.slow
 def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
     store, out = tmp_path / "frames.zarr", tmp_path / "classifier.pt"
     assert (
@@ -37,6 +39,7 @@ def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
     assert "classifier.store" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_reward_node_publishes_success_from_camera_frames(tmp_path):
     rclpy = require("rclpy")
     from sensor_msgs.msg import Image

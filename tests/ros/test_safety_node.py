@@ -173,6 +173,7 @@ def wait_for_text(path: Path, text: str, timeout: float) -> str:
     raise AssertionError(f"{text!r} not in {path.name} within {timeout} s:\n{path.read_text()[-2000:]}")
 
 
+@pytest.mark.slow
 def test_actor_death_stale_state_and_estop_hold_the_arm(tmp_path):
     rclpy = require("rclpy")
     safety = start(SAFETY, tmp_path / "safety.log")
@@ -216,6 +217,7 @@ def test_actor_death_stale_state_and_estop_hold_the_arm(tmp_path):
         stop_processes([actor, safety])
 
 
+@pytest.mark.slow
 def test_a_foreign_publisher_on_the_arm_command_topic_latches_the_hold_and_is_named(tmp_path):
     rclpy = require("rclpy")
     log = tmp_path / "safety.log"
@@ -246,6 +248,7 @@ def test_a_foreign_publisher_on_the_arm_command_topic_latches_the_hold_and_is_na
         stop_processes([process for process in (intruder, actor, safety) if process is not None])
 
 
+@pytest.mark.slow
 def test_a_foreign_sender_of_targets_never_moves_the_arm_and_only_the_operator_resets(tmp_path):
     rclpy = require("rclpy")
     log = tmp_path / "safety.log"
@@ -435,6 +438,7 @@ def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
         stop_processes([safety])
 
 
+@pytest.mark.slow
 def test_the_safety_node_is_a_lifecycle_node_that_holds_the_arm_until_activated(tmp_path):
     """Started ``--inactive`` (for a lifecycle manager) it holds the measured pose, flagged, though the actor
     commands; activated it obeys; deactivated it holds again; cleaned up it sends nothing."""

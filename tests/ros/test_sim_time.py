@@ -38,6 +38,7 @@ def test_the_graph_resolves_sim_time_for_every_node():
     assert real["learner"].command(["ros.sim_time=false"]).count("ros.sim_time=false") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "node",
     [
@@ -58,6 +59,7 @@ def test_a_node_without_a_clock_names_the_problem_and_exits(tmp_path, node):
     assert not (tmp_path / "run").exists()  # nothing made: no run folder, no store
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sim_time", [True, False], ids=["sim_time", "real_time"])
 def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
     require("rclpy")
@@ -97,6 +99,7 @@ def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
         assert steps[0] > 1e9  # wall-clock time, s since the epoch
 
 
+@pytest.mark.slow
 def test_the_lockstep_waits_for_a_safety_node_that_starts_late(tmp_path):
     """The sim robot repeats the instant it waits on (the clock, the stamped pose) and the actor its command until a
     safety node answers: one that starts after the actor's first command still gets the arm state and the command it
@@ -308,7 +311,8 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
 def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench():
     """In sim time the safety node ticks an instant (a) on the actor's command for it, which no /clock precedes;
     (b) with each command only from its own instant on, so a reset's pause instant ticked late still holds the arm;
-    (c) once the wrench of the instant is in as well as its pose (they travel on two topics)."""
+    (c) once the wrench of the instant is in as well as its pose (they travel on two topics); (d) it says the flags of
+    a standing instant again, for a monitor that joined after the tick."""
     rclpy = require("rclpy")
     import time
 
@@ -420,6 +424,15 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
         x_d = answer(d)
         spin_until(lambda: len(flags) > count, "the flags of the instant")
         assert flags[-1] & Violation.FORCE and x_d < x_c, (flags[-1], x_c, x_d)
+        # (d) a monitor that joins after the tick gets its flags when the clock stands (the sim robot says it again)
+        late: list[int] = []
+        monitor = rclpy.create_node("robot_rl_test_monitor")
+        executor.add_node(monitor)
+        monitor.create_subscription(UInt32, "/rl/safety_flags", lambda m: late.append(m.data), 10)
+        spin_until(lambda: safety.flags_pub.get_subscription_count() >= 2, "the monitor's discovery")
+        clock(d)
+        spin_until(lambda: late, "the flags of the standing instant")
+        assert late[-1] == flags[-1], (late, flags[-1])
         assert safety.guard.dropped == {}, safety.guard.dropped
     finally:
         executor.shutdown()

@@ -5,24 +5,25 @@ import time
 
 import numpy as np
 
+from robot_rl.data.transition import Transition
 from tests.conftest import require
 
 
-def transition(index: int) -> dict:
+def transition(index: int) -> Transition:
     state = np.full(5, index, np.float32)
-    return {
-        "obs": {"state": state},
-        "next_obs": {"state": state + 1},
-        "action": np.zeros(4, np.float32),
-        "reward": float(index),
-        "terminated": False,
-        "truncated": False,
-        "intervened": False,
-        "demo": True,
-        "first": index == 0,
-        "episode": "e" * 32,
-        "step": index,
-    }
+    return Transition(
+        obs={"state": state},
+        next_obs={"state": state + 1},
+        action=np.zeros(4, np.float32),
+        reward=float(index),
+        terminated=False,
+        truncated=False,
+        intervened=False,
+        demo=True,
+        first=index == 0,
+        episode="e" * 32,
+        step=index,
+    )
 
 
 def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition():
@@ -52,7 +53,7 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
 
         learner = RosTransport(rclpy.create_node("robot_rl_learner", context=cell_context), "learner", schema=schema)
         recorder_node = rclpy.create_node("robot_rl_recorder", context=cell_context)
-        recorded: list[dict] = []
+        recorded: list[Transition] = []
         recorder_node.create_subscription(
             UInt8MultiArray,
             TRANSITIONS_TOPIC,
@@ -66,14 +67,14 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
         executor = SingleThreadedExecutor(context=cell_context)
         executor.add_node(learner.node)
         executor.add_node(recorder_node)
-        learned: list[dict] = []
+        learned: list[Transition] = []
         deadline = time.monotonic() + 30
         while (len(learned) < 20 or len(recorded) < 20) and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.05)
             learned += learner.receive_transitions(timeout=0)
-        assert [t["reward"] for t in learned] == [float(i) for i in range(20)]
-        assert [t["seq"] for t in learned] == list(range(1, 21)) and {t["actor"] for t in learned} == {"actor-1"}
-        assert [t["reward"] for t in recorded] == [float(i) for i in range(20)]
+        assert [t.reward for t in learned] == [float(i) for i in range(20)]
+        assert [t.seq for t in learned] == list(range(1, 21)) and {t.actor for t in learned} == {"actor-1"}
+        assert [t.reward for t in recorded] == [float(i) for i in range(20)]
         executor.shutdown()
     finally:
         rclpy.shutdown(context=actor_context)

@@ -36,9 +36,12 @@ best-effort depth-1 subscriptions skipped poses under load. What still varies, r
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
+import pytest
 
+from robot_rl.data.transition import Transition
 from tests.conftest import require
 from tests.ros.graph_helpers import Graph
 
@@ -72,35 +75,35 @@ class Captured:
     """A transport that keeps what the learner would receive."""
 
     def __init__(self):
-        self.transitions: list[dict] = []
+        self.transitions: list[Transition] = []
 
     def send_transitions(self, transitions):
         self.transitions.extend(transitions)
 
 
-def parted(a: dict, b: dict) -> bool:
+def parted(a: Transition, b: Transition) -> bool:
     """Whether contact has parted the twins at this step: a decision flipped (the human's takeover, the gripper's
     direction), the cube is more than ``POSITION_TOLERANCE`` apart, or a discontinuous reward term (the grasp)
     differs."""
     cube = slice(13, 16)
     return (
-        a["intervened"] != b["intervened"]
-        or np.sign(a["action"][-1]) != np.sign(b["action"][-1])
-        or np.max(np.abs(a["next_obs"]["state"][cube] - b["next_obs"]["state"][cube])) > POSITION_TOLERANCE
-        or abs(a["reward"] - b["reward"]) > REWARD_TOLERANCE
+        a.intervened != b.intervened
+        or np.sign(a.action[-1]) != np.sign(b.action[-1])
+        or np.max(np.abs(a.next_obs["state"][cube] - b.next_obs["state"][cube])) > POSITION_TOLERANCE
+        or abs(a.reward - b.reward) > REWARD_TOLERANCE
     )
 
 
-def split_episodes(transitions: list[dict]) -> list[list[dict]]:
-    episodes: list[list[dict]] = []
+def split_episodes(transitions: list[Transition]) -> list[list[Transition]]:
+    episodes: list[list[Transition]] = []
     for t in transitions:
-        if t["first"]:
+        if t.first:
             episodes.append([])
         episodes[-1].append(t)
     return episodes
 
 
-def play(env, human, episodes: list[bool], first_seed: int | None) -> list[dict]:
+def play(env, human, episodes: list[bool], first_seed: int | None) -> list[Transition]:
     from robot_rl.actor import run_episode
     from robot_rl.safety.training import SafetyActor, SafetySettings
 
@@ -122,6 +125,7 @@ def play(env, human, episodes: list[bool], first_seed: int | None) -> list[dict]
     return transport.transitions
 
 
+@pytest.mark.slow
 def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     rclpy = require("rclpy")
     from omegaconf import OmegaConf
@@ -185,17 +189,17 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
         rclpy.shutdown()
 
     local_episodes, remote_episodes = split_episodes(local), split_episodes(remote)
-    assert [e[0]["demo"] for e in local_episodes] == [e[0]["demo"] for e in remote_episodes] == episodes
+    assert [e[0].demo for e in local_episodes] == [e[0].demo for e in remote_episodes] == episodes
     worst: dict[str, float] = {}
     compared = 0
     for index, (a_steps, b_steps) in enumerate(zip(local_episodes, remote_episodes)):
         np.testing.assert_allclose(
-            a_steps[0]["obs"]["state"],
-            b_steps[0]["obs"]["state"],
+            a_steps[0].obs["state"],
+            b_steps[0].obs["state"],
             atol=1e-5,
             err_msg=f"episode {index}: the reset's observation",
         )
-        assert len(a_steps) == len(b_steps) and a_steps[-1]["success"] == b_steps[-1]["success"], (
+        assert len(a_steps) == len(b_steps) and a_steps[-1].success == b_steps[-1].success, (
             f"episode {index}: {len(a_steps)} steps, success {a_steps[-1]['success']} in-process; "
             f"{len(b_steps)} steps, success {b_steps[-1]['success']} in the graph"
         )
@@ -203,20 +207,21 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
             if parted(a, b):
                 break  # contact: millimetres decide a grasp, the reward's grasp term, the expert's next move
             for key in ("intervened", "demo", "first", "terminated", "truncated", "success"):
-                assert a[key] == b[key], f"episode {index} step {t}: {key} {a[key]} in-process, {b[key]} in the graph"
-            if a["intervened"]:  # the expert's action, from the same state up to the tolerances
+                x, y = getattr(a, key), getattr(b, key)
+                assert x == y, f"episode {index} step {t}: {key} {x} in-process, {y} in the graph"
+            if a.intervened:  # the expert's action, from the same state up to the tolerances
                 np.testing.assert_allclose(
-                    a["action"],
-                    b["action"],
+                    a.action,
+                    b.action,
                     atol=HUMAN_ACTION_TOLERANCE,
                     err_msg=f"episode {index} step {t}: the human's action",
                 )
             else:  # the policy's goes through unchanged
-                np.testing.assert_array_equal(a["action"], b["action"], err_msg=f"episode {index} step {t}")
-            x, y = a["next_obs"]["state"], b["next_obs"]["state"]
+                np.testing.assert_array_equal(a.action, b.action, err_msg=f"episode {index} step {t}")
+            x, y = a.next_obs["state"], b.next_obs["state"]
             for name, part in STATE_SLICES.items():
                 worst[name] = max(worst.get(name, 0.0), float(np.max(np.abs(x[part] - y[part]))))
-            worst["reward"] = max(worst.get("reward", 0.0), abs(a["reward"] - b["reward"]))
+            worst["reward"] = max(worst.get("reward", 0.0), abs(a.reward - b.reward))
             compared += 1
         assert t >= MIN_ALIGNED_STEPS, f"episode {index}: the twins parted at step {t}"
     print(
@@ -224,7 +229,7 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
         {k: round(v, 5) for k, v in worst.items()},
     )
     assert compared >= 0.75 * len(local), f"only {compared} of {len(local)} steps before contact parted the twins"
-    assert sum(t["intervened"] and not t["demo"] for t in local) > 0  # the human took over in an online episode
+    assert sum(t.intervened and not t.demo for t in local) > 0  # the human took over in an online episode
     assert worst["tcp_pos"] <= POSITION_TOLERANCE and worst["velocity"] <= VELOCITY_TOLERANCE, worst
     assert (
         worst["gripper"] <= GRIPPER_TOLERANCE and worst["tcp_rotvec"] <= 0.01 and worst["reward"] <= REWARD_TOLERANCE
@@ -236,6 +241,7 @@ LEARNER_START = 40  # online transitions before the first update
 LEARNER_UPDATES = 60  # update calls compared (weights go out every 20)
 
 
+@pytest.mark.slow
 def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path):
     """The learner's half of the twin: one transition stream (two demonstrations, then policy steps with the
     scripted human's takeovers, from the in-process env) through ``robot-rl train``'s :class:`Learner` thread and,
@@ -272,9 +278,9 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     rules = InterventionRules(**OmegaConf.to_container(cfg.human, resolve=True))
     stream = play(env, ScriptedHuman(make_expert(task, env), rules), [True, True, False, False, False], SEED)
     env.close()
-    online = np.cumsum([not t["demo"] for t in stream])
+    online = np.cumsum([not t.demo for t in stream])
     stream = stream[: int(np.searchsorted(online, LEARNER_START + LEARNER_UPDATES)) + 1]
-    assert sum(t["intervened"] and not t["demo"] for t in stream) > 0, "the stream should hold takeovers"
+    assert sum(t.intervened and not t.demo for t in stream) > 0, "the stream should hold takeovers"
 
     # in-process: robot-rl train's learner thread behind its local transport
     torch.manual_seed(SEED)
@@ -302,7 +308,7 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
         actor = RosTransport(node, "actor", expected_weights=weight_shapes(local_weights), outbox=outbox)
         assert actor.wait_for_subscribers(["robot_rl_learner"], timeout=60.0) == []
         for start in range(0, len(stream), 16):
-            actor.send_transitions([dict(t) for t in stream[start : start + 16]])
+            actor.send_transitions([replace(t) for t in stream[start : start + 16]])
         deadline = time.monotonic() + 120.0
         while actor.weights_meta.get("version") != LEARNER_UPDATES:
             assert time.monotonic() < deadline, f"the learner node published up to {actor.weights_meta}"

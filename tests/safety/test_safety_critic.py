@@ -53,6 +53,7 @@ def wall_episodes(buffer: ReplayBuffer, episodes: int, rng: np.random.Generator)
                 break
 
 
+@pytest.mark.slow
 def test_the_critic_learns_where_violations_are():
     rng = np.random.default_rng(0)
     buffer = ReplayBuffer(20_000, {"state": ((1,), np.float32)}, 1)
@@ -103,6 +104,7 @@ def test_the_risk_target_bootstraps_through_the_time_limit_not_through_terminati
     assert np.isfinite(critic.update(batch)["safety_loss"])
 
 
+@pytest.mark.slow
 def test_pretraining_from_an_episode_store(tmp_path):
     rng = np.random.default_rng(1)
     buffer = ReplayBuffer(20_000, {"state": ((1,), np.float32)}, 1)

@@ -169,6 +169,7 @@ def test_period_jitter_varies_the_physics_steps_per_control_step():
     assert len(counts) > 5 and min(counts) >= 40 and max(counts) <= 60
 
 
+@pytest.mark.slow
 def test_scale_mode_never_drifts_over_1000_episodes():
     env = pick_cube()
     original = model_arrays(env.unwrapped.model)
@@ -301,6 +302,7 @@ def test_bad_entries_are_named(spec, key, expected):
     assert error.value.key == key and expected in str(error.value)
 
 
+@pytest.mark.slow
 def test_robosuite_tasks_randomize_through_the_same_wrapper():
     require("robosuite")
     task = dict(load_config(["task=robosuite_lift"]).task)

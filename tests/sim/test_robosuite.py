@@ -15,6 +15,7 @@ def robosuite_env_class():
     return RobosuiteEnv
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["Lift", "Stack", "Door"])
 def test_contract_and_seeded_reset(robosuite_env_class, task):
     env = robosuite_env_class(task, action_dim=7)
