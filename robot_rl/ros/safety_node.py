@@ -6,11 +6,11 @@ to the arm's command topic. Staleness is judged on the node's monotonic clock at
 clock offsets between machines do not matter: no command for ``command_timeout`` -> hold the
 measured pose; no state for ``state_timeout`` -> hold the last command sent; an e-stop holds
 until a reset message arrives. Every tick's :class:`~robot_rl.safety.Violation` flags are
-published too. The limits are ``robot.limits`` of the config (:mod:`robot_rl.safety.robot_limits`): per-second
-rates there, per-tick steps of ``rate_hz`` here. In sim time (``ros.sim_time=true``) the node ticks, in the order of their instants, at each
-new ``/clock`` instant and at the stamp of each actor command (the observation it answers), once the
-arm state of that instant is in, with all the ticks ``rate_hz`` makes since the last instant
-(:mod:`robot_rl.sim.robot_node` says why the command, not the clock, starts a control period).
+published too. The limits are ``robot.limits`` of the config (:mod:`robot_rl.safety.robot_limits`):
+per-second rates there, per-tick steps of ``rate_hz`` here. In sim time (``ros.sim_time=true``) the node ticks,
+in the order of their instants, at each new ``/clock`` instant and at the stamp of each actor command (the
+observation it answers), once the arm state of that instant is in, with all the ticks ``rate_hz`` makes since the
+last instant (:mod:`robot_rl.sim.robot_node` says why the command, not the clock, starts a control period).
 
 A managed node (:class:`SafetyLifecycle`): inactive it holds the measured pose, active it obeys the actor;
 it activates itself at start unless ``--inactive``.
@@ -245,7 +245,7 @@ class SafetyNode:
         its instant go out again (for a monitor that joined after the tick)."""
         now_ns = stamp_ns(msg.clock)
         if now_ns == self.clock_ns:
-            if self.previous is not None and not self.pending:
+            if self.publishing and self.previous is not None and not self.pending:
                 self._publish(self.ticked_ns * 1e-9)
                 self.flags_pub.publish(self._messages["flags"](data=int(self.instant_flags)))
             return
@@ -281,7 +281,8 @@ class SafetyNode:
                 self.tick(now=(now_ns - (index - 1) * 1e9 / self.rate_hz) * 1e-9, publish=index == 1)
                 flags |= self.flags
             self.ticked_ns, self.instant_flags = now_ns, flags
-            self.flags_pub.publish(self._messages["flags"](data=int(flags)))
+            if self.publishing:
+                self.flags_pub.publish(self._messages["flags"](data=int(flags)))
 
     def _measured_ns(self) -> int:
         """Sim time: the instant the arm state is measured up to, ns: its pose and its wrench (they travel on two
