@@ -43,8 +43,8 @@ def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
 @contextmanager
 def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: bool = False) -> Iterator:
     """An initialised rclpy context and one node (on ``/clock`` with ``sim_time``:
-    :mod:`robot_rl.ros.sim_clock`; a managed node with the lifecycle services with ``lifecycle``); SIGTERM is turned into KeyboardInterrupt so the same clean-up
-    (checkpoints, episode stores) runs for ``kill`` and Ctrl-C."""
+    :mod:`robot_rl.ros.sim_clock`; with ``lifecycle`` a managed node serving the lifecycle services); SIGTERM is
+    turned into KeyboardInterrupt so the same clean-up (checkpoints, episode stores) runs for ``kill`` and Ctrl-C."""
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.config import ConfigError, is_number
+from robot_rl.config import ConfigError, non_negative, positive
 
 from .hard_limits import SafetyLimits
 
@@ -69,13 +69,9 @@ def safety_limits(limits: Mapping[str, Any], rate_hz: float) -> SafetyLimits:
     if unknown or missing:
         name = min(unknown or missing)
         raise ConfigError(f"{KEY}.{name}", limits.get(name), "not a limit" if unknown else "a value (it is missing)")
-    if not (is_number(rate_hz) and rate_hz > 0):
-        raise ConfigError("safety rate_hz", rate_hz, "a positive number of ticks per second")
+    positive("safety rate_hz", rate_hz)
     for key in SCALARS:
-        value = limits[key]
-        least = 0.0 if key == "retreat_distance" else math.ulp(0.0)
-        if not (is_number(value) and math.isfinite(value) and value >= least):
-            raise ConfigError(f"{KEY}.{key}", value, "a finite number >= 0" if least == 0 else "a finite number > 0")
+        (non_negative if key == "retreat_distance" else positive)(f"{KEY}.{key}", limits[key])
     workspace, axis = _vector("workspace", limits["workspace"], (2, 3)), _vector("cone_axis", limits["cone_axis"], (3,))
     if np.any(workspace[0] >= workspace[1]):
         raise ConfigError(f"{KEY}.workspace", limits["workspace"], "[[x, y, z] low, [x, y, z] high] with low < high")
