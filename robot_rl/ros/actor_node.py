@@ -74,6 +74,7 @@ class ActorLoop:
                 "ros.delivery.actor_store", self.local_store_path, "the path of the actor's own episode store"
             )
         self.local_store: EpisodeStore | None = None  # created at the first episode it must keep
+        self.exit_timeout = non_negative("ros.delivery.exit_timeout", delivery.exit_timeout)
         outbox = Outbox(
             f"actor-{uuid.uuid4().hex[:8]}",
             int(positive("ros.delivery.memory_mb", delivery.memory_mb) * 2**20),
@@ -253,12 +254,17 @@ def main(argv: list[str] | None = None) -> int:
                 if not cfg.ros.eval_only:
                     actor.wait_for_transition_subscribers()
                 started = time.monotonic()
+                catch_up = actor.exit_timeout  # the budget spent: the learner gets every transition
                 try:
                     actor.run()
                 except KeyboardInterrupt:
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
                     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                    catch_up = 0.0  # stopped: exit within the grace, the learner's checkpoint says what it has
                 actor.transport.flush(timeout=3.0)  # the recorder and learner get the last episode
+                lacking = actor.transport.deliver_rest(actor.read_local, LEARNER_SILENCE, catch_up)
+                if lacking:
+                    node.get_logger().warning(f"the learner lacks {lacking} transitions at the actor's exit")
                 actor.transport.finish(record_wait=min(3.0, float(cfg.ros.delivery.record_timeout)))
                 outbox = actor.transport.outbox
                 node.get_logger().info(

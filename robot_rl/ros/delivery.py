@@ -64,6 +64,7 @@ class Outbox:
         self.received = 0  # highest seq the current learner session has ingested
         self.durable = 0  # highest seq in a learner checkpoint
         self.progress_at = time.monotonic()  # when the learner last acknowledged something new
+        self.learner_heard_at: float | None = None  # when the learner last acknowledged anything
         self.resend_after = 3.0  # s without progress while it lacks transitions -> send them again
         self.recorded_locally = 0  # episodes the actor wrote to its own store
 
@@ -102,6 +103,7 @@ class Outbox:
         new_session = ack.get("session") != self.learner_session
         self.learner_session = ack.get("session")
         now = time.monotonic()
+        self.learner_heard_at = now
         if new_session or received > self.received:
             self.progress_at = now
         self.received = received if new_session else max(self.received, received)
@@ -167,7 +169,9 @@ class Outbox:
         return spilled, pending
 
     def undelivered(self) -> int:
-        """Transitions the learner has not received (memory and spilled)."""
+        """Transitions the learner has not received (memory and spilled); 0 in a graph without a learner."""
+        if not self.for_learner:
+            return 0
         in_memory = sum(1 for transitions in self.episodes.values() for t in transitions if t.seq > self.received)
         on_disk = sum(
             last - max(first - 1, self.received) for first, last in self.spilled.values() if last > self.received

@@ -154,6 +154,23 @@ class RosTransport(Transport):
             self._publish_batches(episode)
         self._publish_batches(pending)
 
+    def deliver_rest(
+        self, read_spilled: Callable[[list[str]], list[list[Transition]]], silence: float, timeout: float
+    ) -> int:
+        """At the actor's exit: go on resending what the learner lacks (a restarted learner still catching
+        up, a lost message) until it acknowledged every transition, it was silent for ``silence`` s (down,
+        or none started) or ``timeout`` s passed; returns how many transitions it still lacks."""
+        self._require("actor")
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                lacking, heard = self.outbox.undelivered(), self.outbox.learner_heard_at
+            now = time.monotonic()
+            if not lacking or now >= deadline or heard is None or now - heard > silence:
+                return lacking
+            self.service(read_spilled)
+            time.sleep(0.05)
+
     def _publish_batches(self, transitions: list[Transition], size: int = 64) -> None:
         for start in range(0, len(transitions), size):
             self._publish(transitions[start : start + size])

@@ -79,3 +79,64 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     finally:
         rclpy.shutdown(context=actor_context)
         rclpy.shutdown(context=cell_context)
+
+
+def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_transition():
+    rclpy = require("rclpy")
+    import threading
+
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    from robot_rl.ros.codec import TransitionSchema
+    from robot_rl.ros.delivery import Outbox
+    from robot_rl.ros.transport import RosTransport
+
+    actor_context, cell_context = Context(), Context()
+    rclpy.init(context=actor_context)
+    rclpy.init(context=cell_context)
+    executors = [SingleThreadedExecutor(context=actor_context), SingleThreadedExecutor(context=cell_context)]
+    try:
+        outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=10.0, spill=lambda episode: None)
+        actor = RosTransport(
+            rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={}, outbox=outbox
+        )
+        for index in range(10):  # sent while no learner listens: lost for it
+            actor.send_transitions([transition(index)])
+        learner = RosTransport(
+            rclpy.create_node("robot_rl_learner", context=cell_context),
+            "learner",
+            schema=TransitionSchema({"state": (5,)}, 4),
+        )
+        learned: list[Transition] = []
+        answering = threading.Event()
+        answering.set()
+
+        def acknowledge() -> None:  # as the learner node does every 0.5 s: what it has ingested
+            learned.extend(learner.receive_transitions(timeout=0))
+            if answering.is_set():
+                received = max((t.seq for t in learned), default=0)
+                learner.acknowledge({"actor-1": received}, {})
+
+        learner.node.create_timer(0.1, acknowledge)
+        executors[0].add_node(actor.node)
+        executors[1].add_node(learner.node)
+        threads = [threading.Thread(target=executor.spin, daemon=True) for executor in executors]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while outbox.learner_heard_at is None and time.monotonic() < deadline:  # DDS discovery
+            time.sleep(0.05)
+        assert actor.deliver_rest(lambda spilled: [], silence=5.0, timeout=30.0) == 0
+        assert sorted(t.seq for t in learned) == list(range(1, 11))
+
+        answering.clear()  # a learner that went silent is not waited for
+        actor.send_transitions([transition(10)])
+        started = time.monotonic()
+        assert actor.deliver_rest(lambda spilled: [], silence=0.5, timeout=30.0) == 1
+        assert time.monotonic() - started < 10.0
+    finally:
+        for executor in executors:
+            executor.shutdown()
+        rclpy.shutdown(context=actor_context)
+        rclpy.shutdown(context=cell_context)
