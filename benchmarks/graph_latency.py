@@ -57,7 +57,7 @@ WEIGHTS_RECEIVER = textwrap.dedent(
     from robot_rl.ros.codec import decode_weights
     from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, observation_shapes
-    from robot_rl.train import make_agent
+    from robot_rl.session import make_agent
     from omegaconf import OmegaConf
     cfg = load_config(%r)
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True))
@@ -151,7 +151,7 @@ def policy_act_ms(overrides: list[str]) -> float:
 
     from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, observation_shapes
-    from robot_rl.train import make_agent
+    from robot_rl.session import make_agent
 
     torch.set_num_threads(1)
     cfg = load_config(overrides)
@@ -205,7 +205,7 @@ def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
     from robot_rl.ros import qos
     from robot_rl.ros.codec import encode_weights
     from robot_rl.ros.transport import WEIGHTS_TOPIC
-    from robot_rl.train import make_agent
+    from robot_rl.session import make_agent
 
     cfg = load_config(task)
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True))

@@ -3,7 +3,7 @@
 Every step the policy proposes an action, the teleop source may take over (the human's action is
 executed and flagged ``intervened``), otherwise the safety actor may filter the policy's action;
 the env executes it and the transition goes to the learner through the transport, and to the
-episode writer when one is given.
+episode recorder when one is given (in the node graph the recorder node takes it from the topic).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .data.recorder import EpisodeRecorder
 from .data.transition import Transition
 from .evaluate import continuity_cost, task_progress
 from .interrupts import deferred_interrupt
@@ -27,7 +28,7 @@ def run_episode(
     human,
     safety,
     transport: Transport,
-    writer,
+    recorder: EpisodeRecorder | None,
     demo: bool,
     seed: int | None,
     after_step: Callable[[bool], bool] | None = None,
@@ -35,14 +36,15 @@ def run_episode(
 ) -> dict[str, Any] | None:
     """Act until the episode ends; ``after_step(intervened)`` is called after each step and ends
     the episode early by returning True (a spent step budget). Returns the episode's stats, or None
-    when ``stop`` (a Ctrl-C request) was set during the episode: its recording is then dropped."""
+    when ``stop`` (a Ctrl-C request) was set during the episode: its recording is then dropped. An episode the
+    budget cut short is recorded as it is."""
     human.begin_episode(demo)  # before the reset: a human (or the cell) may need to know a demo comes
     obs, info = env.reset(seed=seed)
-    randomization = info.get("randomization")
     agent.begin_episode()
     safety.begin_episode()
-    if writer is not None:
-        writer.start(obs)
+    if recorder is not None:
+        randomization = info.get("randomization")
+        recorder.annotate(seed=seed, **({} if randomization is None else {"randomization": randomization}))
     uid = uuid.uuid4().hex  # the episode's identity in every store and at the learner
     ret, length, interventions, actions = 0.0, 0, 0, []
     while True:
@@ -72,19 +74,25 @@ def run_episode(
             step=length,
         )
         transport.send_transitions([transition])
-        if writer is not None:
-            transition.record(writer)
+        if recorder is not None:
+            with deferred_interrupt():  # an episode's commit is never cut in half
+                recorder.add([transition])
         ret += reward
         length += 1
         interventions += bool(active)
         actions.append(action)
         budget_spent = after_step(bool(active)) if after_step is not None else False  # counts the step sent
-        if stop is not None and stop.is_set():
-            if writer is not None:
-                writer.discard()
-            return None
         obs = next_obs
-        if terminated or truncated or budget_spent:
+        if terminated or truncated:
+            break  # recorded, even when a stop came with the last step
+        if stop is not None and stop.is_set():
+            if recorder is not None:
+                recorder.discard()
+            return None
+        if budget_spent:
+            if recorder is not None:
+                with deferred_interrupt():
+                    recorder.end_episode()
             break
     stats = {
         "success": bool(info["success"]),
@@ -95,8 +103,4 @@ def run_episode(
         "seed": seed,
         **safety.stats(),
     }
-    if writer is not None:
-        with deferred_interrupt():
-            extra = {} if randomization is None else {"randomization": randomization}
-            writer.commit("demo" if demo else "online", uid=uid, **stats, **extra)
     return stats

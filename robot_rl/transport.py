@@ -25,7 +25,12 @@ class Transport(ABC):
 
     @abstractmethod
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
-        """The newest published (version, weights), or None before the first."""
+        """The newest published (key, weights), or None before the first; the key changes with every
+        publication (also when a restarted learner counts its updates from its checkpoint again)."""
+
+    @abstractmethod
+    def weights_version(self) -> int | None:
+        """The learner's update count when it published the newest weights (None before the first)."""
 
     def publish_progress(self, online_received: int, update_calls: int) -> None:
         """The learner's online transitions ingested and updates made, for an actor in another process that keeps
@@ -64,6 +69,10 @@ class LocalTransport(Transport):
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
         with self._lock:
             return self._weights
+
+    def weights_version(self) -> int | None:
+        with self._lock:
+            return None if self._weights is None else self._weights[0]
 
 
 class DeliveryLedger:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from robot_rl.data.transition import Transition
+from robot_rl.learner import Learner, TrainSettings
 from robot_rl.safety.training import SafetySettings
-from robot_rl.train import Learner, TrainSettings
 from robot_rl.transport import LocalTransport
 
 

@@ -15,7 +15,8 @@ from robot_rl.cli import main
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.data.transition import Transition
-from robot_rl.train import Learner, TrainSettings, train
+from robot_rl.learner import Learner, TrainSettings
+from robot_rl.train import train
 from robot_rl.transport import LocalTransport
 
 

@@ -27,17 +27,17 @@ import torch
 from omegaconf import OmegaConf
 from std_msgs.msg import String
 
-from ..actor import run_episode
 from ..config import ConfigError, non_negative, positive
-from ..data import EpisodeStore
+from ..data import EpisodeRecorder, EpisodeStore
 from ..data.transition import Transition
 from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluate
-from ..safety.training import SafetyActor, safety_settings
-from ..train import load_checkpoint_agent, make_agent, settings_from, updates_due
+from ..learner import updates_due
+from ..safety.training import safety_settings
+from ..session import ActorSession, load_checkpoint_agent
 from . import qos
 from .codec import weight_shapes
-from .delivery import Outbox, stored_transitions, write_episode
+from .delivery import Outbox, stored_transitions
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
 from .sim_clock import ClockError, lockstep_teleop, sim_time_of, wait_for_clock
 from .teleop_source import TopicTeleop
@@ -56,13 +56,12 @@ class ActorLoop:
         self.store_metadata = {**store_metadata(task, spec_env), "source": "robot_rl.ros.actor_node"}
         spec_env.close()
         self.node, self.cfg = node, cfg
-        self.settings = settings_from(cfg.train)
         self.log = node.get_logger()
         self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), layout)
-        self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
-        self.human = TopicTeleop(self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold, lockstep_teleop(cfg))
+        human = TopicTeleop(self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold, lockstep_teleop(cfg))
+        self.session = ActorSession(cfg, shapes, action_dim, human)
+        self.settings, self.agent, self.counters = self.session.settings, self.session.agent, self.session.counters
         safety = safety_settings(cfg.get("safety"))
-        self.safety = SafetyActor(safety)
         names = cfg.ros.transition_subscribers
         if not (OmegaConf.is_list(names) and all(isinstance(name, str) and name for name in names)):
             raise ConfigError("ros.transition_subscribers", names, "a list of node names (e.g. [robot_rl_learner])")
@@ -93,8 +92,6 @@ class ActorLoop:
             guard=self.env.guard,
         )
         self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
-        self.weights_seen = 0
-        self.env_steps = self.episodes = 0
         self.sim_time = sim_time_of(cfg)
 
     def wait_for_transition_subscribers(self) -> None:
@@ -111,11 +108,7 @@ class ActorLoop:
             )
 
     def load_new_weights(self) -> None:
-        published = self.transport.latest_weights()
-        if published is not None and published[0] != self.weights_seen:
-            self.weights_seen, weights = published
-            self.agent.load_policy_state(weights)
-            self.safety.load(weights)
+        if self.session.take_weights(self.transport):
             self.log.info(
                 f"loaded policy weights: learner {self.transport.weights_meta.get('session')} "
                 f"update {self.transport.weights_meta.get('version')}"
@@ -124,25 +117,21 @@ class ActorLoop:
     def publish(self, kind: str, stats: dict) -> None:
         record = {
             "kind": kind,
-            "episode": self.episodes,
-            "env_steps": self.env_steps,
-            "weights": self.transport.weights_meta.get("version"),
+            "episode": self.counters.episodes,
+            "env_steps": self.counters.env_steps,
+            "weights": self.session.weights_version,  # an episode's stats name the version it was played with
             "learner_session": self.transport.weights_meta.get("session"),
             **stats,
         }
         self.stats_pub.publish(String(data=json.dumps(record, default=float)))
         self.log.info(json.dumps(record, default=float))
 
-    def after_step(self, demo: bool):
-        def count(intervened: bool) -> bool:
-            if not demo:
-                self.env_steps += 1
-            self.transport.service(self.read_local)
-            if self.sim_time and self.settings.sync:
-                self.wait_for_learner()
-            return self.env_steps >= self.settings.env_steps
-
-        return count
+    def between_steps(self) -> None:
+        """After each step: resend what a restarted learner lacks, and in sim time with ``train.sync`` keep pace
+        with the learner."""
+        self.transport.service(self.read_local)
+        if self.sim_time and self.settings.sync:
+            self.wait_for_learner()
 
     def wait_for_learner(self) -> None:
         """Sim time with ``train.sync``: keep within ``train.max_lag`` steps of the learner (its transitions not yet
@@ -152,7 +141,7 @@ class ActorLoop:
         while True:
             progress = self.transport.learner_progress
             backlog = (
-                self.env_steps
+                self.counters.env_steps
                 - progress.online_received
                 + updates_due(progress.online_received, progress.update_calls, self.settings.start_training)
             )
@@ -165,12 +154,15 @@ class ActorLoop:
         """Keep an episode the recorder did not acknowledge (or that left memory) in the actor's store."""
         if self.local_store is None:
             self.local_store = EpisodeStore.create(self.local_store_path, self.store_metadata)
-            self.local_writer = self.local_store.writer()
+            self.local_recorder = EpisodeRecorder(self.local_store)
         if not transitions[0].first:
             self.log.warning(f"episode {transitions[0].episode}: its start is no longer in memory; not recorded")
             return
-        name = write_episode(self.local_writer, transitions)
-        self.log.info(f"recorded {name} in the actor's store {self.local_store.path} (the recorder did not confirm it)")
+        name = self.local_recorder.record(transitions)
+        if name is not None:
+            self.log.info(
+                f"recorded {name} in the actor's store {self.local_store.path} (the recorder did not confirm it)"
+            )
 
     def read_local(self, spilled: list[tuple[str, int]]) -> list[list[Transition]]:
         """Spilled episodes, read back from the actor's store as the transitions first sent."""
@@ -197,31 +189,22 @@ class ActorLoop:
         if ros.eval_only:
             self.evaluate_checkpoint()
             return
-        while self.env_steps < self.settings.env_steps:
+        while not self.session.budget_spent:
             self.load_new_weights()
-            demo = self.episodes < self.settings.demo_episodes
-            if ros.demos_only and not demo:
+            if ros.demos_only and not self.session.demo_due:
                 return
             try:
-                stats = run_episode(
-                    self.env,
-                    self.agent,
-                    self.human,
-                    self.safety,
-                    self.transport,
-                    None,
-                    demo,
-                    None,
-                    self.after_step(demo),
-                )
+                stats = self.session.play(self.env, self.transport, None, None, self.between_steps)
             except StreamStalled as stall:
-                self.log.warning(f"episode {self.episodes} paused: {stall}; waiting for {stall.topic} to return")
+                self.log.warning(
+                    f"episode {self.counters.episodes} paused: {stall}; waiting for {stall.topic} to return"
+                )
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
                 self.wait_for_streams()
                 continue
-            self.episodes += 1
+            demo = stats.pop("demo")
             self.publish("demo" if demo else "train", stats)
-            if not demo and ros.eval_every_episodes and self.episodes % ros.eval_every_episodes == 0:
+            if not demo and ros.eval_every_episodes and self.counters.episodes % ros.eval_every_episodes == 0:
                 self.load_new_weights()
                 try:
                     result = evaluate(self.agent, self.env, int(ros.eval_episodes), seed=0)  # the cell picks its resets
@@ -268,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                 actor.transport.finish(record_wait=min(3.0, float(cfg.ros.delivery.record_timeout)))
                 outbox = actor.transport.outbox
                 node.get_logger().info(
-                    f"actor done: {actor.env_steps} env steps, {actor.episodes} episodes in "
+                    f"actor done: {actor.counters.env_steps} env steps, {actor.counters.episodes} episodes in "
                     f"{time.monotonic() - started:.0f} s; {outbox.seq} transitions sent, "
                     f"{outbox.recorded_locally} episodes recorded in the actor's store"
                 )

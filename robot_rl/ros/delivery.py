@@ -230,11 +230,3 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
         )
         for t in range(len(episode["action"]))
     ]
-
-
-def write_episode(writer, transitions: list[Transition]) -> str:
-    """Record transitions (one episode, from its first step) with an EpisodeWriter; returns the name."""
-    writer.start(transitions[0].obs)
-    for t in transitions:
-        t.record(writer)
-    return writer.commit("demo" if transitions[0].demo else "online", uid=transitions[0].episode)

@@ -1,6 +1,6 @@
 """The learner node: transitions in, weights out, checkpoints.
 
-It runs the same :class:`robot_rl.train.Learner` as ``robot-rl train`` behind a
+It runs the same :class:`robot_rl.session.LearnerSession` as ``robot-rl train`` behind a
 :class:`~robot_rl.ros.transport.RosTransport`: demo transitions fill the demo buffer,
 interventions both buffers, policy steps the online buffer; updates start after
 ``train.start_training`` online transitions and keep ``agent.utd`` updates per transition;
@@ -22,13 +22,12 @@ import torch
 from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
 
-from ..checkpoint import task_definition
 from ..config import ConfigError
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
 from ..envs import make_env, observation_shapes
-from ..safety.training import make_safety_learner, safety_settings
-from ..train import Counters, Learner, make_agent, restore, save_checkpoint, settings_from
+from ..learner import Learner, settings_from
+from ..session import LearnerSession
 from .codec import TransitionSchema
 from .delivery import stored_transitions
 from .node_main import exit_with_error, node_config, ros_node, spin
@@ -59,51 +58,32 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         settings = settings_from(cfg.train)
-        safety = safety_settings(cfg.get("safety"))
         task = OmegaConf.to_container(cfg.task, resolve=True)
         spec_env = make_env(task)
         shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
         spec_env.close()
-        agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
-        definition = task_definition(cfg, agent)
         sim_time = sim_time_of(cfg)
     except ConfigError as error:
         return exit_with_error("robot_rl.ros.learner_node", error)
     torch.manual_seed(int(cfg.seed))
     torch.set_num_threads(settings.torch_threads)
-    run_dir = Path(settings.run_dir)
-    checkpoint = run_dir / "checkpoint"
     with ros_node("robot_rl_learner", ros_args, sim_time) as node:
         log = node.get_logger()
+        transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim))
         try:
+            session = LearnerSession(cfg, shapes, action_dim, transport)
             if sim_time:
                 wait_for_clock(node, float(cfg.ros.startup_timeout))
-        except ClockError as error:
+            resumed = session.has_checkpoint()  # a restarted node goes on from its checkpoint
+            counters = session.open(resume=resumed)
+        except (ConfigError, ClockError) as error:
             return exit_with_error("robot_rl.ros.learner_node", error)
-        transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim))
-        learner = Learner(
-            agent,
-            settings,
-            shapes,
-            action_dim,
-            transport,
-            int(cfg.seed),
-            make_safety_learner(safety, shapes, action_dim, int(cfg.seed)),
-            safety,
-        )
-        counters = Counters()
-        if (checkpoint / "counters.json").exists():
-            try:
-                counters = restore(checkpoint, learner, cfg)
-            except ConfigError as error:
-                return exit_with_error("robot_rl.ros.learner_node", error)
+        learner = session.learner
+        if resumed:
             log.info(
-                f"resumed from {checkpoint}: {learner.update_calls} updates, "
+                f"resumed from {session.checkpoint_dir}: {learner.update_calls} updates, "
                 f"{learner.online_received} online transitions"
             )
-        else:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            OmegaConf.save(cfg, run_dir / "config.yaml")
         if cfg.ros.delivery.backfill:
             taken = backfill(learner, Path(cfg.ros.recorder.store), log)
             if taken:
@@ -113,17 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         learner.report_progress()  # then the learner's thread reports every change
         learner.start()
         started = time.monotonic() - counters.wall_seconds
-        last_checkpoint = learner.online_received
 
         def checkpoint_if_due(final: bool = False) -> None:
-            nonlocal last_checkpoint
-            if final or learner.online_received - last_checkpoint >= settings.checkpoint_every:
-                last_checkpoint = learner.online_received
+            if final or session.checkpoint_due(learner.online_received):
                 counters.env_steps = learner.online_received
                 counters.wall_seconds = time.monotonic() - started
                 with learner.lock:
                     snapshot = dict(learner.ledger.received)
-                save_checkpoint(checkpoint, learner, counters, definition)
+                session.save(counters)
                 durable.update(snapshot)
                 acknowledge()
                 log.info(

@@ -1,13 +1,11 @@
 """The recorder node: every episode the actor plays, into the episode store (and MCAP on request).
 
-Episodes are rebuilt from the transitions on ``/rl/transitions`` (the stream the learner gets):
-an episode starts at a transition flagged ``first`` and is committed when one ends it
-(terminated or truncated); an episode cut short (the actor paused, crashed or was stopped) is
-dropped, so the store only ever holds finished episodes, also after Ctrl-C or SIGTERM. Each
-committed episode keeps the actor's episode uid and is acknowledged on ``/rl/transitions_ack``: an
-episode the recorder never confirms (it was down) is recorded by the actor itself. Transitions an
-actor sends again for a restarted learner (an old ``seq``) and episodes already in the store are
-skipped; malformed transition messages are dropped and counted.
+Episodes are rebuilt from the transitions on ``/rl/transitions`` (the stream the learner gets) by the
+:class:`~robot_rl.data.EpisodeRecorder` that ``robot-rl train`` records with too: an episode cut short (the
+actor paused, crashed or was stopped) is dropped, so the store only ever holds finished episodes, also after
+Ctrl-C or SIGTERM. Each committed episode keeps the actor's episode uid and is acknowledged on
+``/rl/transitions_ack``: an episode the recorder never confirms (it was down) is recorded by the actor itself.
+Malformed transition messages are dropped and counted.
 With ``ros.recorder.mcap=<folder>`` the raw messages of the cell's topics (cameras, state,
 commands, teleop) are also written to a rosbag2 MCAP there, serialized as received.
 
@@ -26,9 +24,8 @@ from rclpy.clock import Clock, ClockType
 from std_msgs.msg import String, UInt8MultiArray
 
 from ..config import ConfigError
-from ..data import EpisodeStore
+from ..data import EpisodeRecorder, EpisodeStore
 from ..data.episode_store import EpisodeStoreError
-from ..data.transition import Transition
 from ..envs import make_env, store_metadata
 from . import qos
 from .codec import TransitionSchema, decode_transitions
@@ -53,49 +50,6 @@ MCAP_TOPICS = {
     "/spacenav/joy": "sensor_msgs/msg/Joy",
     "/rl/intervention": "std_msgs/msg/Bool",
 }
-
-
-class EpisodeRecorder:
-    """Transitions -> committed episodes."""
-
-    def __init__(self, store: EpisodeStore, log, acknowledge=lambda uids: None, clock=time.time):
-        """``clock``: the steps' ``timestamp`` (s) at receipt: wall time, or the sim clock in sim time."""
-        self.writer, self.log, self.acknowledge, self.clock = store.writer(), log, acknowledge, clock
-        self.committed = 0
-        self.last_receipt = time.monotonic()
-        self.last_seq: dict[str, int] = {}  # actor -> newest seq taken
-        self.uids = {store.episode_attrs(name).get("uid") for name in store.episode_names()} - {None}
-        self.recent: list[str] = []  # uids committed lately, acknowledged again now and then
-
-    def add(self, transitions: list[Transition]) -> None:
-        self.last_receipt = time.monotonic()
-        for t in transitions:
-            if t.seq:
-                if t.seq <= self.last_seq.get(t.actor, 0):
-                    continue  # sent again for a restarted learner
-                self.last_seq[t.actor] = t.seq
-            if t.first:
-                if self.writer.active:
-                    self.log.warning("dropped an unfinished episode (the actor started a new one)")
-                    self.writer.discard()
-                if t.episode in self.uids:
-                    continue  # already in the store
-                self.writer.start(t.obs)
-                self.demo, self.uid = t.demo, t.episode or None
-            if not self.writer.active:
-                continue  # the rest of an episode whose start was missed
-            t.record(self.writer, timestamp=self.clock())
-            if t.terminated or t.truncated:
-                name = self.writer.commit("demo" if self.demo else "online", uid=self.uid)
-                self.committed += 1
-                self.log.info(f"recorded {name} ({'demo' if self.demo else 'online'})")
-                if self.uid:
-                    self.uids.add(self.uid)
-                    self.recent = [*self.recent[-49:], self.uid]
-                    self.acknowledge([self.uid])
-
-    def close(self) -> None:
-        self.writer.discard()
 
 
 class McapRecorder:
@@ -198,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             spin(node)
         finally:
             drain(node, recorder, quiet=0.5, cap=5.0)  # the last transitions of an actor that just finished
-            recorder.close()
+            recorder.discard()
             if mcap is not None:
                 mcap.close()
             node.get_logger().info(f"recorder stopped: {recorder.committed} episodes committed")

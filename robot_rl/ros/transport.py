@@ -121,6 +121,9 @@ class RosTransport(Transport):
         self._require("actor")
         return self.inbox.latest_weights()
 
+    def weights_version(self) -> int | None:
+        return self.weights_meta.get("version")
+
     def _on_weights(self, msg) -> None:
         weights, meta = decode_weights(msg.data, self.expected_weights, self.risk_input)
         self.weights_received += 1  # executor thread only: one writer

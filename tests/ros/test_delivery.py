@@ -8,8 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robot_rl.data import EpisodeRecorder
 from robot_rl.data.transition import Transition
-from robot_rl.ros.delivery import Outbox, parse_ack, stored_transitions, write_episode
+from robot_rl.ros.delivery import Outbox, parse_ack, stored_transitions
 from robot_rl.transport import DeliveryLedger
 
 
@@ -130,7 +131,7 @@ def test_stored_episodes_come_back_as_the_transitions_that_were_sent(tmp_path):
 
     store = EpisodeStore.create(tmp_path / "actor.zarr", {"observation_shapes": {"state": [3]}, "action_dim": 2})
     sent = episode("0123456789abcdef0123456789abcdef", 4)
-    name = write_episode(store.writer(), sent)
+    name = EpisodeRecorder(store).record(sent)
     assert store.episode_attrs(name)["uid"] == sent[0].episode
     back = stored_transitions(store.read_episode(name), sent[0].episode, "a", first_seq=5)
     assert [t.seq for t in back] == [5, 6, 7, 8]

@@ -1,0 +1,120 @@
+"""Transitions -> committed episodes: the one recorder of every way of running.
+
+``robot-rl train`` feeds it the actor's transitions as they are made, the recorder node feeds it
+``/rl/transitions``, and the actor node writes an episode the recorder never confirmed through it. An episode
+starts at a transition flagged ``first`` and is committed when one ends it (terminated or truncated), or
+when the driver ends it (:meth:`EpisodeRecorder.end_episode`: the step budget was spent); an episode cut
+short otherwise (the actor paused, crashed or was stopped) is dropped, so a store only ever holds finished
+episodes. Each committed episode keeps the actor's episode uid. Steps sent again (an old ``seq`` of an actor
+stream, resent for a restarted learner) and episodes already in the store are skipped.
+
+Every committed episode has the same metadata whoever recorded it: ``source`` (demo or online), ``uid``,
+``length``, ``success`` (any step), ``return`` (sum of rewards), ``interventions`` (steps the human acted),
+``filter_interventions`` (steps the safety filter changed) and ``violations`` (steps with constraint flags),
+plus what the driver adds with :meth:`EpisodeRecorder.annotate` (the reset's seed and randomization).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .episode_store import EpisodeStore
+from .transition import Transition
+
+
+class EpisodeRecorder:
+    """Transitions -> committed episodes of one :class:`~robot_rl.data.EpisodeStore`."""
+
+    def __init__(
+        self,
+        store: EpisodeStore,
+        log=None,
+        acknowledge: Callable[[list[str]], None] = lambda uids: None,
+        clock: Callable[[], float] | None = None,
+    ):
+        """``log``: a logger with ``info``/``warning`` (None: quiet); ``acknowledge(uids)``: called with each
+        committed episode's uid; ``clock``: the steps' ``timestamp`` (s) at receipt (None: wall time)."""
+        self.store, self.writer, self.log, self.acknowledge, self.clock = (
+            store,
+            store.writer(),
+            log,
+            acknowledge,
+            clock,
+        )
+        self.committed = 0
+        self.last_receipt = time.monotonic()
+        self.last_seq: dict[str, int] = {}  # actor -> newest seq taken
+        self.uids = {store.episode_attrs(name).get("uid") for name in store.episode_names()} - {None}
+        self.recent: list[str] = []  # uids committed lately (the recorder node acknowledges them again)
+        self.attrs: dict[str, Any] = {}  # of the episode that starts next or is open
+        self.demo, self.uid = False, ""
+        self.counts = {"interventions": 0, "filter_interventions": 0, "violations": 0}
+
+    def annotate(self, **attrs: Any) -> None:
+        """Metadata for the episode that starts next (or is open), e.g. the reset's seed and randomization."""
+        self.attrs.update(attrs)
+
+    def add(self, transitions: list[Transition], resent: bool = False) -> list[str]:
+        """Take transitions in the order they were made; returns the names of the episodes committed.
+        ``resent``: the transitions come again on purpose (a whole episode, :meth:`record`), their ``seq``
+        is not checked against the stream's."""
+        self.last_receipt = time.monotonic()
+        committed = []
+        for t in transitions:
+            if t.seq and not resent:
+                if t.seq <= self.last_seq.get(t.actor, 0):
+                    continue  # sent again for a restarted learner
+                self.last_seq[t.actor] = t.seq
+            if t.first:
+                if self.writer.active:
+                    self._warn("dropped an unfinished episode (the actor started a new one)")
+                    self.writer.discard()
+                if t.episode and t.episode in self.uids:
+                    self.attrs = {}
+                    continue  # already in the store
+                self.writer.start(t.obs)
+                self.demo, self.uid = t.demo, t.episode
+                self.counts = dict.fromkeys(self.counts, 0)
+            if not self.writer.active:
+                continue  # the rest of an episode whose start was missed
+            t.record(self.writer, **({} if self.clock is None else {"timestamp": self.clock()}))
+            self.counts["interventions"] += t.intervened
+            self.counts["filter_interventions"] += t.filtered
+            self.counts["violations"] += t.violation != 0
+            if t.terminated or t.truncated:
+                committed.append(self._commit())
+        return committed
+
+    def end_episode(self) -> str | None:
+        """Commit the open episode as it is (the driver ended it: the step budget was spent); its name, or
+        None when no episode is open."""
+        return self._commit() if self.writer.active and len(self.writer) else None
+
+    def record(self, transitions: list[Transition]) -> str | None:
+        """A whole episode (from its first step; ended or cut short by the budget) at once."""
+        names = self.add(transitions, resent=True)
+        return names[-1] if names else self.end_episode()
+
+    def discard(self) -> None:
+        """Drop the open episode (Ctrl-C, a stop): nothing of it reaches the store."""
+        self.writer.discard()
+        self.attrs = {}
+
+    def _commit(self) -> str:
+        source = "demo" if self.demo else "online"
+        name = self.writer.commit(source, uid=self.uid or None, **self.counts, **self.attrs)
+        self.attrs = {}
+        self.committed += 1
+        if self.log is not None:
+            self.log.info(f"recorded {name} ({source})")
+        if self.uid:
+            self.uids.add(self.uid)
+            self.recent = [*self.recent[-49:], self.uid]
+            self.acknowledge([self.uid])
+        return name
+
+    def _warn(self, message: str) -> None:
+        if self.log is not None:
+            self.log.warning(message)

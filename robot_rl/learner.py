@@ -1,0 +1,291 @@
+"""The learner: replay buffers and agent updates in a thread of their own, fed by a transport.
+
+The same :class:`Learner` runs in ``robot-rl train`` (fed by the actor through a
+:class:`~robot_rl.transport.LocalTransport`) and in the learner node (fed by ``/rl/transitions``); the
+session (:class:`robot_rl.session.LearnerSession`) owns it with the agent, the checkpoint and resume.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from .config import is_integer, is_number, positive, require_all, settings_of
+from .data import MixedSampler, ReplayBuffer
+from .data.transition import Transition
+from .safety.training import SafetySettings
+from .transport import DeliveryLedger, Transport
+
+
+@dataclass
+class TrainSettings:
+    run_dir: str = "runs/default"
+    resume: bool = False
+    env_steps: int = 16_000  # online env steps (demos not counted)
+    demo_episodes: int = 20
+    start_training: int = 200  # online transitions before the first update
+    batch_size: int = 128
+    demo_fraction: float = 0.5
+    n_step: int = 1
+    buffer_capacity: int = 200_000
+    weights_every: int = 20  # learner update calls between weight publications
+    sync: bool = True  # sim: the actor waits for the learner so the update-to-data ratio holds
+    max_lag: int = 20  # env steps the actor may run ahead of the learner when sync
+    eval_every: int = 2_000
+    eval_episodes: int = 20
+    final_eval_episodes: int = 50
+    checkpoint_every: int = 4_000
+    record_episodes: bool = True
+    torch_threads: int = 1
+    deterministic: bool = False  # same seed, same weights: the actor takes new weights only once the learner has
+    # caught up with every step sent (slower), and torch uses deterministic algorithms
+
+
+def settings_from(cfg: DictConfig) -> TrainSettings:
+    settings = settings_of("train", TrainSettings, OmegaConf.to_container(cfg, resolve=True))
+    for key in (
+        "env_steps",
+        "batch_size",
+        "n_step",
+        "buffer_capacity",
+        "weights_every",
+        "eval_every",
+        "eval_episodes",
+        "final_eval_episodes",
+        "checkpoint_every",
+        "torch_threads",
+        "max_lag",
+    ):
+        positive(f"train.{key}", getattr(settings, key), integer=True)
+    require_all(
+        "train",
+        settings,
+        {
+            "run_dir": (
+                isinstance(settings.run_dir, str) and settings.run_dir.strip() != "",
+                "the path of the run folder",
+            ),
+            "demo_episodes": (is_integer(settings.demo_episodes) and settings.demo_episodes >= 0, "an integer >= 0"),
+            "start_training": (is_integer(settings.start_training) and settings.start_training >= 0, "an integer >= 0"),
+            "demo_fraction": (
+                is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
+                "a number in [0, 1]",
+            ),
+            **{
+                key: (isinstance(getattr(settings, key), bool), "true or false")
+                for key in ("resume", "sync", "record_episodes", "deterministic")
+            },
+        },
+    )
+    return settings
+
+
+def updates_due(online_received: int, update_calls: int, start_training: int) -> int:
+    """Updates a learner owes: one per online transition after the first ``start_training``, less those made."""
+    return max(online_received - start_training, 0) - update_calls
+
+
+class Learner:
+    """Replay buffers + agent updates; runs in its own thread.
+
+    Ingesting: demo episodes go to the demo buffer, online steps to the online buffer, and every
+    human takeover to the demo buffer as well, each takeover as a segment of its own (it starts
+    at the observation where the human took over, not where the last takeover ended). A step the
+    safety filter changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, is
+    learned by the task policy as the action it proposed (Recovery RL: the filter is part of the
+    environment); the buffers keep the executed action too, for the safety critic.
+    """
+
+    def __init__(
+        self,
+        agent,
+        settings: TrainSettings,
+        shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        transport: Transport,
+        seed: int,
+        safety=None,
+        safety_settings: SafetySettings | None = None,
+    ):
+        self.agent, self.settings, self.transport = agent, settings, transport
+        self.safety = safety  # SafetyLearner or None
+        enabled = safety_settings is not None and safety_settings.enabled
+        self.safety_penalty = safety_settings.penalty if enabled else 0.0
+        self.relabel_proposed = enabled and safety_settings.relabel == "proposed"
+        space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
+        self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim)
+        self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim)
+        self.sampler = MixedSampler(self.online, self.demo, settings.demo_fraction, seed=seed)
+        self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
+        self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)
+        self.online_received = 0
+        self.received = 0  # transitions received from the transport
+        self.pending: deque[Transition] = deque()  # received, not ingested yet (one at a time, between updates)
+        self.taken = 0  # transitions ingested or refused by the ledger
+        self.running = False  # run() is receiving: nobody else may
+        self.thread: threading.Thread | None = None
+        self.update_calls = 0
+        self.metrics: dict[str, float] = {}
+        self.lock = threading.Lock()  # held during updates and checkpointing
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.updates_per_second = 0.0
+        self.reported = (-1, -1)  # the progress last published on the transport
+
+    def ingest(self, transitions: list[Transition]) -> None:
+        for t in transitions:
+            self._ingest_one(t)
+            self.taken += 1  # after its online count: a reader of backlog() never sees it taken but not yet due
+
+    def _ingest_one(self, t: Transition) -> None:
+        if not self.ledger.accept(t):
+            return
+        if t.first:  # a new episode, even if the last one never ended (budget, crash)
+            self.online.close_episode()
+            self.demo.close_episode()
+        learned = t.policy_action if t.filtered and self.relabel_proposed else t.action
+        args = (
+            t.obs,
+            t.action,
+            t.reward - self.safety_penalty * t.filtered,
+            t.next_obs,
+            t.terminated,
+            t.truncated,
+            t.intervened,
+            t.cost,
+            learned,
+        )
+        if t.demo:
+            self.demo.add(*args)
+            return
+        self.online.add(*args)
+        self.online_received += 1
+        before = self.last_step.get(t.actor)
+        follows = (
+            before is not None
+            and not t.first
+            and before[0] == t.episode
+            and (t.step is None or before[1] == t.step - 1)
+        )
+        if t.intervened:
+            if not (follows and before[3]):  # a new takeover: a segment of its own
+                self.demo.close_episode()
+            self.demo.add(*args, opening_action=before[2] if follows else None)
+        self.last_step[t.actor] = (t.episode, t.step, np.asarray(learned), t.intervened)
+
+    def ingest_locked(self, transitions: list[Transition]) -> None:
+        """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
+        if transitions:
+            with self.lock:
+                self.ingest(transitions)
+
+    def published_weights(self) -> dict[str, Any]:
+        """The actor's policy weights, plus the safety filter's risk model once it is trained enough."""
+        weights = self.agent.policy_state()
+        if self.safety is not None:
+            weights.update(self.safety.weights(self.online_received))
+        return weights
+
+    def due_updates(self) -> int:
+        return updates_due(self.online_received, self.update_calls, self.settings.start_training)
+
+    def backlog(self, sent: int) -> int:
+        """How far the learner is behind an actor that has sent ``sent`` transitions: those it has not
+        taken yet (each online one will make an update due) plus the updates already due."""
+        return sent - self.taken + self.due_updates()
+
+    def sample(self) -> dict[str, Any]:
+        return self.sampler.sample(
+            self.settings.batch_size,
+            n_step=self.settings.n_step,
+            gamma=self.agent.config.discount,
+            sequence_length=self.agent.sequence_length,
+        )
+
+    def start(self) -> None:
+        """Run :meth:`run` in a daemon thread."""
+        self.running = True  # before the thread starts: from now on only it receives
+        self.thread = threading.Thread(target=self.run, name="learner", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop the thread; what it received and did not ingest yet stays in :attr:`pending`."""
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def run(self) -> None:
+        """Ingest each transition, then make the updates it made due: update k always sees the first
+        ``start_training + k`` online steps, however the actor's sends were batched."""
+        self.running = True
+        try:
+            torch.set_num_threads(self.settings.torch_threads)
+            started, calls_at_start = time.monotonic(), self.update_calls
+            while not self.stop.is_set():
+                self.receive(timeout=0.0 if self.pending else 0.01)
+                self.ingest_next()
+                self.report_progress()
+                self.update_while_due()  # also a resumed run's updates, due before anything arrives
+                elapsed = time.monotonic() - started
+                self.updates_per_second = (
+                    (self.update_calls - calls_at_start) * self.agent.config.utd / max(elapsed, 1e-6)
+                )
+        except BaseException as error:  # noqa: BLE001 - surfaced by the actor thread
+            self.error = error
+        finally:
+            self.running = False
+
+    def receive(self, timeout: float) -> None:
+        received = self.transport.receive_transitions(timeout=timeout)
+        with self.lock:
+            self.pending.extend(received)
+            self.received += len(received)
+
+    def ingest_next(self) -> None:
+        with self.lock:
+            if self.pending:
+                self.ingest([self.pending.popleft()])
+
+    def ingest_everything_sent(self, sent: int) -> None:
+        """Put every one of the ``sent`` transitions into the buffers now, their updates left due, so a
+        checkpoint holds every step the actor counted. Works while :meth:`run` runs and after it stopped."""
+        while self.received < sent and self.error is None:
+            if self.running:
+                time.sleep(0.0005)  # run() receives between two updates
+            else:
+                self.receive(timeout=0.01)
+        with self.lock:
+            while self.pending:
+                self.ingest([self.pending.popleft()])
+
+    def update_while_due(self) -> None:
+        while self.due_updates() > 0 and not self.stop.is_set():
+            with self.lock:
+                metrics = self.agent.update(self.sample)
+                if self.safety is not None:
+                    metrics.update(self.safety.update(self.online))
+                self.metrics = metrics  # replaced whole: the actor thread reads it
+                if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
+                    self.transport.publish_weights(self.update_calls + 1, self.published_weights())
+                self.update_calls += 1
+            self.report_progress()
+
+    def report_progress(self) -> None:
+        """Publish (online transitions ingested, updates made) on the transport when it changed (from the thread
+        that changes it, so an actor waiting on it hears at once)."""
+        now = (self.online_received, self.update_calls)
+        if now != self.reported:
+            self.reported = now
+            self.transport.publish_progress(*now)
+
+    def wait_until_caught_up(self, sent: int) -> None:
+        """Block until every one of the ``sent`` transitions is ingested and its updates are made."""
+        while self.backlog(sent) > 0 and self.error is None and not self.stop.is_set():
+            time.sleep(0.0005)

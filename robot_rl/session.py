@@ -1,0 +1,237 @@
+"""The driver's two halves, the same in every way of running: ``robot-rl train`` (both in one process), the
+actor and learner nodes of the ROS 2 graph (one each), and the fleet runners to come.
+
+* :class:`ActorSession`: the acting agent and its safety filter, the human, the weights version it acts on,
+  which episode is a demonstration, the step and episode counts and the budget.
+* :class:`LearnerSession`: the learning agent in its :class:`~robot_rl.learner.Learner`, the run folder, resume
+  and the checkpoint rule (every ``train.checkpoint_every`` online transitions).
+* Recording is :class:`robot_rl.data.EpisodeRecorder`'s, fed with the transitions in-process and from the topic
+  in the graph.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from .actor import run_episode
+from .checkpoint import check_task_definition, load_agent, load_tensors, task_definition, write_task_definition
+from .config import ConfigError, settings_of
+from .data import EpisodeRecorder, ReplayBuffer
+from .envs import load_entry_point
+from .folders import latest, replacing
+from .learner import Learner, settings_from
+from .safety.training import SafetyActor, make_safety_learner, safety_settings
+from .transport import Transport
+
+
+@dataclass
+class Counters:
+    """A run's counts, kept in its checkpoint: online env steps (demonstrations not counted), episodes
+    (demonstrations included), demonstrations, steps the human acted, wall-clock seconds, and the history of
+    evaluations and of online episodes."""
+
+    env_steps: int = 0
+    episodes: int = 0
+    demo_episodes_done: int = 0
+    intervention_steps: int = 0
+    wall_seconds: float = 0.0
+    history: list[dict[str, Any]] = field(default_factory=list)  # per evaluation
+    episode_log: list[dict[str, Any]] = field(default_factory=list)  # per online episode
+
+
+def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int):
+    """The agent named by ``cfg.agent`` (entry point + its config dataclass)."""
+    agent_cfg = OmegaConf.to_container(cfg.agent, resolve=True)
+    entry_point, config_entry_point = agent_cfg.pop("entry_point"), agent_cfg.pop("config")
+    agent_cfg.pop("name", None)
+    config = settings_of("agent", load_entry_point(config_entry_point), agent_cfg)
+    return load_entry_point(entry_point)(observation_shapes, action_dim, config, seed=seed)
+
+
+class ActorSession:
+    """What acts: the agent on the newest weights, its safety filter, the human, and the counts.
+
+    The first ``train.demo_episodes`` episodes are demonstrations (the human acts throughout, their steps are
+    not counted against ``train.env_steps``); then every step is, and the episode in which the budget is spent
+    ends there.
+    """
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        human,
+        counters: Counters | None = None,
+    ):
+        self.settings = settings_from(cfg.train)
+        self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
+        self.safety = SafetyActor(safety_settings(cfg.get("safety")))
+        self.human = human
+        self.counters = counters if counters is not None else Counters()
+        self.weights_key: int | None = None  # of the publication acted on (None: the initial weights)
+        self.weights_version: int | None = None  # the learner's update count when it published them
+
+    @property
+    def demo_due(self) -> bool:
+        return self.counters.demo_episodes_done < self.settings.demo_episodes
+
+    @property
+    def budget_spent(self) -> bool:
+        return self.counters.env_steps >= self.settings.env_steps
+
+    def start_from(self, learner: Learner) -> None:
+        """In one process: act on the learner's weights as they are (a resumed run's, or the initial ones)."""
+        self.agent.load_policy_state(learner.agent.policy_state())
+        self.weights_key = self.weights_version = learner.update_calls
+
+    def take_weights(self, transport: Transport) -> bool:
+        """Act on the newest weights the learner published if they are new; True when they were."""
+        published = transport.latest_weights()
+        if published is None or published[0] == self.weights_key:
+            return False
+        self.weights_key, weights = published
+        self.weights_version = transport.weights_version()
+        self.agent.load_policy_state(weights)
+        self.safety.load(weights)
+        return True
+
+    def play(
+        self,
+        env,
+        transport: Transport,
+        recorder: EpisodeRecorder | None,
+        seed: int | None,
+        between_steps: Callable[[], None] | None = None,
+        stop=None,
+    ) -> dict[str, Any] | None:
+        """One episode through :func:`~robot_rl.actor.run_episode`, counted; ``between_steps()`` runs after each
+        step is counted (keep pace with the learner, serve the transport). Its stats with ``demo`` and ``weights``
+        (the learner's update count of the weights it acted on), or None when ``stop`` was set (the episode is
+        not counted)."""
+        demo, counters, weights = self.demo_due, self.counters, self.weights_version
+
+        def after_step(intervened: bool) -> bool:
+            if not demo:
+                counters.env_steps += 1
+                counters.intervention_steps += intervened
+            if between_steps is not None:
+                between_steps()
+            return not demo and self.budget_spent
+
+        stats = run_episode(env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop)
+        if stats is None:
+            return None
+        counters.episodes += 1
+        counters.demo_episodes_done += demo
+        return {**stats, "demo": demo, "weights": weights}
+
+
+class LearnerSession:
+    """What learns: the agent in its :class:`~robot_rl.learner.Learner`, the run folder and its checkpoint.
+
+    A checkpoint (``<run_dir>/checkpoint``: agent, buffers, counters, task definition) is written every
+    ``train.checkpoint_every`` online transitions and at the end; a session resumes from it (a checkpoint of
+    another task definition is refused before anything is loaded).
+    """
+
+    def __init__(self, cfg: DictConfig, shapes: dict[str, tuple[int, ...]], action_dim: int, transport: Transport):
+        self.cfg, self.settings = cfg, settings_from(cfg.train)
+        seed = int(cfg.seed)
+        safety = safety_settings(cfg.get("safety"))
+        self.agent = make_agent(cfg, shapes, action_dim, seed)
+        self.learner = Learner(
+            self.agent,
+            self.settings,
+            shapes,
+            action_dim,
+            transport,
+            seed,
+            make_safety_learner(safety, shapes, action_dim, seed),
+            safety,
+        )
+        self.definition = task_definition(cfg, self.agent)
+        self.run_dir = Path(self.settings.run_dir)
+        self.checkpoint_dir = self.run_dir / "checkpoint"
+        self.last_checkpoint = 0  # online transitions in the newest checkpoint
+
+    def has_checkpoint(self) -> bool:
+        return (latest(self.checkpoint_dir) / "counters.json").is_file()
+
+    def open(self, resume: bool) -> Counters:
+        """Resume from the run folder's checkpoint, or start the run folder (its ``config.yaml``); the counts."""
+        counters = Counters()
+        if resume:
+            counters = restore(self.checkpoint_dir, self.learner, self.cfg)
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(self.cfg, self.run_dir / "config.yaml")
+        self.last_checkpoint = self.learner.online_received
+        return counters
+
+    def checkpoint_due(self, online_steps: int) -> bool:
+        """True every ``train.checkpoint_every`` online steps (the actor's count in one process, the
+        transitions ingested in the learner node)."""
+        return online_steps - self.last_checkpoint >= self.settings.checkpoint_every
+
+    def save(self, counters: Counters) -> None:
+        self.last_checkpoint = self.learner.online_received
+        save_checkpoint(self.checkpoint_dir, self.learner, counters, self.definition)
+
+
+def save_checkpoint(
+    folder: Path, learner: Learner, counters: Counters, definition: dict[str, Any] | None = None
+) -> None:
+    """Agent, both buffers, counters and the run's task definition (:func:`~robot_rl.checkpoint.task_definition`,
+    checked on resume), replaced atomically as one folder."""
+    with replacing(folder) as tmp:
+        if definition is not None:
+            write_task_definition(tmp, definition)
+        with learner.lock:
+            torch.save(learner.agent.state_dict(), tmp / "agent.pt")
+            if learner.safety is not None:
+                torch.save(learner.safety.critic.state_dict(), tmp / "safety_critic.pt")
+            learner.online.save(tmp / "online_buffer")
+            learner.demo.save(tmp / "demo_buffer")
+            state = {
+                "counters": asdict(counters),
+                "online_received": learner.online_received,
+                "update_calls": learner.update_calls,
+                "sampler_rng": learner.sampler.rng.bit_generator.state,
+                "delivery": learner.ledger.state(),
+            }
+        (tmp / "counters.json").write_text(json.dumps(state))
+
+
+def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
+    """Load a checkpoint into ``learner``; a checkpoint of another task definition is refused before anything
+    is loaded."""
+    folder = latest(folder)
+    check_task_definition(folder, task_definition(cfg, learner.agent))
+    state = json.loads((folder / "counters.json").read_text())
+    load_agent("train.resume", learner.agent, folder / "agent.pt")
+    if learner.safety is not None and (folder / "safety_critic.pt").exists():
+        learner.safety.critic.load_state_dict(load_tensors("train.resume", folder / "safety_critic.pt"))
+    learner.online = ReplayBuffer.load(folder / "online_buffer")
+    learner.demo = ReplayBuffer.load(folder / "demo_buffer")
+    learner.sampler.online, learner.sampler.demo = learner.online, learner.demo
+    learner.sampler.rng.bit_generator.state = state["sampler_rng"]
+    learner.online_received, learner.update_calls = state["online_received"], state["update_calls"]
+    learner.ledger.load(state.get("delivery", {}))
+    return Counters(**state["counters"])
+
+
+def load_checkpoint_agent(agent, checkpoint: str | Path) -> Path:
+    """Load ``<checkpoint>/agent.pt`` (the newest complete checkpoint) into ``agent``; returns the folder."""
+    folder = latest(checkpoint)
+    if not (folder / "agent.pt").is_file():
+        raise ConfigError("eval.checkpoint", str(folder), "a checkpoint folder with agent.pt")
+    load_agent("eval.checkpoint", agent, folder / "agent.pt")
+    return folder
