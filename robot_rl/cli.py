@@ -7,6 +7,9 @@ Verbs:
   data info              summary table of an episode store          (store=PATH)
   data show              render an episode to mp4 with a plot       (store=PATH episode=N out=FILE.mp4)
   data export            episodes to a rosbag2 MCAP folder          (store=PATH out=DIR [episodes=[0,2]])
+                         or a LeRobotDataset v3 folder              (format=lerobot store=PATH out=DIR)
+  data import            a rosbag2 MCAP, LeRobot v3 or robomimic HDF5 recording into a new store
+                         (format=mcap|lerobot|robomimic in=PATH out=STORE [import.<format>.<key>=...])
   data merge             combine stores after schema checks         (inputs=[A,B] out=PATH)
   classifier             train the reward classifier on an episode store's labelled frames
                          (classifier.store=PATH classifier.out=FILE.pt)
@@ -14,6 +17,8 @@ Verbs:
                          learner_only) without ros2 launch; overrides go to every node
   tasks                  list the task configs
   config                 print the composed config
+  doctor                 table of what this machine can do and what is missing, with fixes; exit 1 when the
+                         main job cannot run ([doctor.require=[render,ros,...]] makes optional items required)
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from .composed_config import load_config, task_names
-from .config import ConfigError
+from .config import ConfigError, choice
 from .data.episode_store import EpisodeStoreError
 
 # bad input: a config value, or a path the user gave that is missing, taken or of the wrong kind -> exit code 2
@@ -39,8 +44,9 @@ USER_ERRORS = (
     IsADirectoryError,
     PermissionError,
 )
-VERBS = ("train", "eval", "collect", "data", "classifier", "launch", "tasks", "config")
-DATA_COMMANDS = ("info", "show", "export", "merge")
+VERBS = ("train", "eval", "collect", "data", "classifier", "launch", "tasks", "config", "doctor")
+DATA_COMMANDS = ("info", "show", "export", "import", "merge")
+DATA_KEYS = ("store", "episode", "episodes", "out", "inputs", "format", "in", "import")  # given without "data."
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
 
 
@@ -68,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(name)
         elif verb == "config":
             print(OmegaConf.to_yaml(cfg))
+        elif verb == "doctor":
+            from .doctor import doctor
+
+            return doctor(cfg.doctor.require, cfg.train.run_dir)
         elif verb == "collect":
             from .collect import collect
 
@@ -102,13 +112,10 @@ def one_line(error: BaseException) -> str:
 
 
 def _data_key(override: str) -> str:
-    """``store=x`` -> ``data.store=x`` for the data commands."""
+    """``store=x`` -> ``data.store=x``, ``import.mcap.split=gap`` -> ``data.import.mcap.split=gap`` for the data
+    commands."""
     key = override.partition("=")[0]
-    return (
-        override
-        if "." in key or key.lstrip("+~") not in ("store", "episode", "episodes", "out", "inputs")
-        else f"data.{override}"
-    )
+    return f"data.{override}" if key.lstrip("+~").split(".")[0] in DATA_KEYS else override
 
 
 def run_data_command(command: str, cfg: DictConfig) -> None:
@@ -124,13 +131,25 @@ def run_data_command(command: str, cfg: DictConfig) -> None:
     elif command == "show":
         out = cfg.out or f"{Path(cfg.store).stem}_episode{cfg.episode}.mp4"
         report = tools.render_episode(cfg.store, int(cfg.episode), out)
-    else:
-        from .data.mcap_export import export_mcap
+    elif command == "import":
+        from .data.formats import import_store
 
+        report = import_store(cfg.format, cfg["in"], cfg.out, OmegaConf.to_container(cfg["import"], resolve=True))
+    else:
+        from .data.formats import EXPORT_FORMATS
+
+        choice("data.format", cfg.format, EXPORT_FORMATS)
         if not cfg.out:
-            raise ConfigError("data.out", cfg.out, "a new folder for the rosbag2 MCAP export")
+            raise ConfigError("data.out", cfg.out, f"a new folder for the {cfg.format} export")
         episodes = None if cfg.episodes is None else [int(i) for i in cfg.episodes]
-        report = export_mcap(cfg.store, cfg.out, episodes)
+        if cfg.format == "lerobot":
+            from .data.formats.lerobot import export_lerobot
+
+            report = export_lerobot(cfg.store, cfg.out, episodes)
+        else:
+            from .data.mcap_export import export_mcap
+
+            report = export_mcap(cfg.store, cfg.out, episodes)
     print(json.dumps(report, indent=2))
 
 

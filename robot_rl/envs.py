@@ -44,28 +44,23 @@ def env_kwargs(task: Mapping[str, Any]) -> dict[str, Any]:
 def make_env(task: Mapping[str, Any], **overrides: Any) -> gym.Env:
     """Build the env a task config describes; a bad value raises ConfigError naming ``task.<key>``.
 
-    ``task.name == "gym"``: any registered gymnasium env (``task.id``, ``task.kwargs``) wrapped
-    to the robot_rl contract. ``task.privileged_state``: the observation also carries
-    :class:`PrivilegedState`.
+    ``task.name == "gym"``: any gymnasium env (``task.id``, ``task.imports``, ``task.kwargs``,
+    ``task.success_key``) wrapped to the robot_rl contract (:mod:`robot_rl.gym_adapter`).
+    ``task.privileged_state``: the observation also carries :class:`PrivilegedState`.
     """
     env = _make_task_env(task, overrides)
     return PrivilegedState(env) if task.get("privileged_state") else env
 
 
 def _make_task_env(task: Mapping[str, Any], overrides: dict[str, Any]) -> gym.Env:
+    if task.get("name") == "gym":
+        from .gym_adapter import make_gym_env
+
+        return make_gym_env(task, overrides)
     env_id = task.get("id")
     if env_id not in gym.registry:
         known = ", ".join(sorted(ENTRY_POINTS))
         raise ConfigError("task.id", env_id, f"a registered gymnasium id such as {known}")
-    if task.get("name") == "gym":
-        from .gym_adapter import ContractWrapper
-
-        try:
-            return ContractWrapper(gym.make(env_id, **dict(task.get("kwargs") or {}), **overrides))
-        except TypeError as error:
-            raise ConfigError(
-                "task.kwargs", dict(task.get("kwargs") or {}), f"arguments {env_id} accepts ({error})"
-            ) from None
     kwargs = {**env_kwargs(task), **overrides}
     entry_point = gym.registry[env_id].entry_point
     if isinstance(entry_point, str):

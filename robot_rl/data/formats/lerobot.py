@@ -1,0 +1,717 @@
+"""LeRobotDataset v3 in and out: ``robot-rl data export format=lerobot`` and ``robot-rl data import format=lerobot``.
+
+The layout (LeRobot's ``lerobot/datasets/utils.py``, codebase_version v3.0)::
+
+    out/
+      meta/info.json                              fps, features (dtype, shape, names), totals, path templates
+      meta/stats.json                             per feature: min, max, mean, std, count, q01 q10 q50 q90 q99
+      meta/tasks.parquet                          task_index, task (the pandas index)
+      meta/episodes/chunk-000/file-000.parquet    per episode: length, where its rows and video frames are, stats
+      data/chunk-000/file-000.parquet             one row per frame, one row group per episode
+      videos/<feature>/chunk-000/file-000.mp4     camera frames of consecutive episodes (h264)
+
+A new data file is started past 100 MB and a new video file past 200 MB (1000 files per chunk), as LeRobot does.
+
+The export writes one frame per step t (T frames): ``observation.state`` (obs/state), ``observation.<key>`` (other
+vector observations), ``observation.images.<camera>`` (video, frames (H, W, 3)), ``action``, ``next.reward``,
+``next.done`` (terminated or truncated), ``next.truncated``, ``next.success``, ``complementary_info.is_intervention``,
+``complementary_info.policy_action``, ``complementary_info.safety_flags``, and LeRobot's ``timestamp`` (s from the
+episode's first frame, frame_index / fps), ``frame_index``, ``episode_index``, ``index``, ``task_index``. fps is the
+store's control rate. LeRobot keeps no observation after the last action, so the store's final observation is not
+exported; the import repeats an episode's last frame as its final observation (LeRobot's own RL buffer does the same).
+Imported steps are stamped with the time of the next frame (s from the episode's first frame).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...config import ConfigError, settings_of
+from ...folders import creating
+from ..episode_store import EpisodeStore, EpisodeStoreError
+from .common import Episode, ImportSettings, chosen_episodes, episode_ends, needs
+
+CODEBASE_VERSION = "v3.0"
+CHUNKS_SIZE = 1000  # files per chunk folder
+DATA_FILE_MB = 100
+VIDEO_FILE_MB = 200
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+VIDEO_CODEC = "libx264"  # h264: decoded by torchcodec and PyAV alike, and plays in browsers
+VIDEO_OPTIONS = {"crf": "18", "g": "2"}  # near-lossless; a key frame every 2 frames for random access, like LeRobot
+STATS_FRAMES = 100  # camera statistics from at most this many frames per episode, at most 150 pixels a side
+INDEX_FEATURES = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+
+# ----------------------------------------------------------------------------------------------------------- export
+def export_lerobot(
+    path: str | os.PathLike, out: str | os.PathLike, episodes: list[int] | None = None
+) -> dict[str, Any]:
+    """Write the chosen episodes (indices; all by default) of a store as a new LeRobotDataset v3 folder ``out``.
+
+    The folder is written in a temporary sibling and renamed to ``out`` when complete: a failure leaves no ``out``.
+    ``out`` must not exist (or be an empty folder). Cameras must be RGB; the control rate a whole number of Hz.
+    """
+    pa = needs("pyarrow", "lerobot")
+    pq = needs("pyarrow.parquet", "lerobot")
+    av = needs("av", "lerobot")
+    store = EpisodeStore.open(path)
+    names = chosen_episodes(store, episodes)
+    if not names:
+        raise EpisodeStoreError(f"{store.path}: no episodes to export")
+    if not os.fspath(out):
+        raise EpisodeStoreError("out='' is empty; expected a new folder for the LeRobot dataset")
+    rate = float(store.metadata.get("control_rate_hz") or 10)
+    fps = round(rate)
+    if fps < 1 or abs(fps - rate) > 1e-6 * rate:
+        raise EpisodeStoreError(
+            f"{store.path}: control_rate_hz={rate}; a LeRobot dataset needs a whole number of frames per second"
+        )
+    features = _features(store, fps)
+    cameras = store.cameras
+    tasks: dict[str, int] = {}
+    rows, episode_stats = [], []
+    out = Path(out)
+    with creating(out) as work:
+        data = _DataFiles(work, pa, pq)
+        videos = {key: _VideoFiles(work, f"observation.images.{key}", fps, av) for key in cameras}
+        frames_before = 0
+        try:
+            for episode_index, name in enumerate(names):
+                episode = store.read_episode(name)
+                length = len(episode["action"])
+                task = episode["attrs"].get("task") or store.metadata.get("task") or "unspecified"
+                task_index = tasks.setdefault(str(task), len(tasks))
+                columns = _frame_columns(store, episode, features, episode_index, frames_before, task_index, fps)
+                row = {"episode_index": episode_index, "tasks": [str(task)], "length": length}
+                row.update(data.append(columns))
+                stats = {name: _stats(values) for name, values in columns.items()}
+                for key in cameras:
+                    row.update(videos[key].append(episode["obs"][key][:length]))
+                    stats[f"observation.images.{key}"] = _image_stats(episode["obs"][key][:length])
+                row.update({"dataset_from_index": frames_before, "dataset_to_index": frames_before + length})
+                row.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
+                row.update(
+                    {
+                        f"stats/{feature}/{stat}": value.tolist()
+                        for feature, s in stats.items()
+                        for stat, value in s.items()
+                    }
+                )
+                rows.append(row)
+                episode_stats.append(stats)
+                frames_before += length
+        finally:  # on success and on error: the files are complete, or removed with the sibling
+            data.close()
+            for video in videos.values():
+                video.close()
+        (work / "meta" / "episodes" / "chunk-000").mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows), work / EPISODES_PATH)
+        _write_tasks(work / "meta" / "tasks.parquet", tasks, pa, pq)
+        stats = {feature: _aggregate([s[feature] for s in episode_stats]) for feature in episode_stats[0]}
+        (work / "meta" / "stats.json").write_text(
+            json.dumps({feature: {k: v.tolist() for k, v in s.items()} for feature, s in stats.items()}, indent=2)
+        )
+        info = {
+            "codebase_version": CODEBASE_VERSION,
+            "robot_type": store.metadata.get("robot"),
+            "total_episodes": len(names),
+            "total_frames": frames_before,
+            "total_tasks": len(tasks),
+            "chunks_size": CHUNKS_SIZE,
+            "data_files_size_in_mb": DATA_FILE_MB,
+            "video_files_size_in_mb": VIDEO_FILE_MB,
+            "fps": fps,
+            "splits": {"train": f"0:{len(names)}"},
+            "data_path": DATA_PATH,
+            "video_path": VIDEO_PATH if cameras else None,
+            "features": features,
+        }
+        (work / "meta" / "info.json").write_text(json.dumps(info, indent=4))
+    return {"out": str(out), "format": "lerobot", "episodes": len(names), "frames": frames_before, "fps": fps}
+
+
+def _feature_name(store: EpisodeStore, key: str) -> str:
+    if key in store.cameras:
+        return f"observation.images.{key}"
+    return "observation.state" if key == "state" else f"observation.{key}"
+
+
+def _features(store: EpisodeStore, fps: int) -> dict[str, dict[str, Any]]:
+    """info.json's features: dtype, shape and names of every column and video (LeRobot's feature dicts)."""
+    features: dict[str, dict[str, Any]] = {}
+    action_dim = int(store.metadata["action_dim"])
+    for key, shape in store.observation_shapes.items():
+        name = _feature_name(store, key)
+        if key in store.cameras:
+            if shape[2] != 3:
+                raise EpisodeStoreError(
+                    f"{store.path}: field obs/{key} has {shape[2]} channel(s); LeRobot videos are RGB"
+                )
+            height, width, channels = shape
+            features[name] = {
+                "dtype": "video",
+                "shape": [height, width, channels],
+                "names": ["height", "width", "channels"],
+                "info": {
+                    "video.height": height,
+                    "video.width": width,
+                    "video.codec": "h264",
+                    "video.pix_fmt": _pix_fmt(height, width),
+                    "video.is_depth_map": False,
+                    "video.fps": fps,
+                    "video.channels": channels,
+                    "has_audio": False,
+                },
+            }
+        elif len(shape) != 1:
+            raise EpisodeStoreError(f"{store.path}: field obs/{key} has shape {shape}; LeRobot export takes vectors")
+        else:
+            features[name] = {"dtype": "float32", "shape": list(shape), "names": _state_names(store, key, shape[0])}
+    scalar = {"shape": [1], "names": None}
+    features.update(
+        {
+            "action": {"dtype": "float32", "shape": [action_dim], "names": None},
+            "next.reward": {"dtype": "float32", **scalar},
+            "next.done": {"dtype": "bool", **scalar},
+            "next.truncated": {"dtype": "bool", **scalar},
+            "next.success": {"dtype": "bool", **scalar},
+            "complementary_info.is_intervention": {"dtype": "bool", **scalar},
+            "complementary_info.policy_action": {"dtype": "float32", "shape": [action_dim], "names": None},
+            "complementary_info.safety_flags": {"dtype": "int64", **scalar},
+            "timestamp": {"dtype": "float32", **scalar},
+            "frame_index": {"dtype": "int64", **scalar},
+            "episode_index": {"dtype": "int64", **scalar},
+            "index": {"dtype": "int64", **scalar},
+            "task_index": {"dtype": "int64", **scalar},
+        }
+    )
+    return features
+
+
+def _state_names(store: EpisodeStore, key: str, size: int) -> list[str] | None:
+    """Names of obs/state's elements from the store's state_layout ({name: (offset, size)}); None without one."""
+    layout = store.metadata.get("state_layout") if key == "state" else None
+    if not isinstance(layout, Mapping):
+        return None
+    names = [None] * size
+    for name, (offset, count) in layout.items():
+        for j in range(count):
+            if 0 <= offset + j < size:
+                names[offset + j] = name if count == 1 else f"{name}.{j}"
+    return names if all(names) else None
+
+
+def _frame_columns(
+    store: EpisodeStore,
+    episode: dict[str, Any],
+    features: Mapping[str, Any],
+    episode_index: int,
+    frames_before: int,
+    task_index: int,
+    fps: int,
+) -> dict[str, np.ndarray]:
+    """The data columns of one episode, one row per step (the observation before it, the action and its outcome)."""
+    length = len(episode["action"])
+    frames = np.arange(length)
+    columns = {
+        _feature_name(store, key): np.asarray(values[:length], np.float32)
+        for key, values in episode["obs"].items()
+        if key not in store.cameras
+    }
+    columns.update(
+        {
+            "action": episode["action"],
+            "next.reward": episode["reward"].astype(np.float32),
+            "next.done": episode["terminated"] | episode["truncated"],
+            "next.truncated": episode["truncated"],
+            "next.success": episode["success"],
+            "complementary_info.is_intervention": episode["intervened"],
+            "complementary_info.policy_action": episode["policy_action"],
+            "complementary_info.safety_flags": episode["safety_flags"].astype(np.int64),
+            "timestamp": (frames / fps).astype(np.float32),
+            "frame_index": frames.astype(np.int64),
+            "episode_index": np.full(length, episode_index, np.int64),
+            "index": frames_before + frames.astype(np.int64),
+            "task_index": np.full(length, task_index, np.int64),
+        }
+    )
+    return {name: columns[name] for name in features if name in columns}
+
+
+class _DataFiles:
+    """data/chunk-*/file-*.parquet: episodes appended as row groups; a new file once one passes DATA_FILE_MB."""
+
+    def __init__(self, root: Path, pa, pq):
+        self.root, self.pa, self.pq = root, pa, pq
+        self.chunk = self.file = 0
+        self.writer = None
+        self.bytes = 0
+
+    def append(self, columns: Mapping[str, np.ndarray]) -> dict[str, int]:
+        if self.writer is not None and self.bytes >= DATA_FILE_MB * 2**20:
+            self.close()
+            self.chunk, self.file = _next_file(self.chunk, self.file)
+        table = self.pa.table({name: _arrow(values, self.pa) for name, values in columns.items()})
+        if self.writer is None:
+            target = self.root / DATA_PATH.format(chunk_index=self.chunk, file_index=self.file)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.writer, self.bytes = self.pq.ParquetWriter(str(target), table.schema, compression="snappy"), 0
+        self.writer.write_table(table)
+        self.bytes += table.nbytes
+        return {"data/chunk_index": self.chunk, "data/file_index": self.file}
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+class _VideoFiles:
+    """videos/<feature>/chunk-*/file-*.mp4: episodes' frames appended (pts = frame count / fps); a new file once one
+    passes VIDEO_FILE_MB."""
+
+    def __init__(self, root: Path, feature: str, fps: int, av):
+        self.root, self.feature, self.fps, self.av = root, feature, fps, av
+        self.chunk = self.file = 0
+        self.container = self.stream = self.target = None
+        self.frames = 0
+
+    def append(self, frames: np.ndarray) -> dict[str, Any]:
+        if self.container is not None and self.target.stat().st_size >= VIDEO_FILE_MB * 2**20:
+            self.close()
+            self.chunk, self.file = _next_file(self.chunk, self.file)
+        if self.container is None:
+            self.target = self.root / VIDEO_PATH.format(
+                video_key=self.feature, chunk_index=self.chunk, file_index=self.file
+            )
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self.container = self.av.open(str(self.target), "w")
+            self.stream = self.container.add_stream(VIDEO_CODEC, rate=self.fps, options=VIDEO_OPTIONS)
+            self.stream.height, self.stream.width = frames.shape[1:3]
+            self.stream.pix_fmt = _pix_fmt(*frames.shape[1:3])
+            self.stream.time_base = Fraction(1, self.fps)
+            self.frames = 0
+        start = self.frames
+        for image in frames:
+            frame = self.av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+            frame.pts, frame.time_base = self.frames, Fraction(1, self.fps)
+            self.container.mux(self.stream.encode(frame))
+            self.frames += 1
+        prefix = f"videos/{self.feature}"
+        return {
+            f"{prefix}/chunk_index": self.chunk,
+            f"{prefix}/file_index": self.file,
+            f"{prefix}/from_timestamp": start / self.fps,
+            f"{prefix}/to_timestamp": self.frames / self.fps,
+        }
+
+    def close(self) -> None:
+        if self.container is not None:
+            self.container.mux(self.stream.encode())
+            self.container.close()
+            self.container = None
+
+
+def _pix_fmt(height: int, width: int) -> str:
+    """yuv420p (what players and LeRobot's own encoder use) unless a side is odd, which 4:2:0 cannot hold."""
+    return "yuv420p" if height % 2 == 0 and width % 2 == 0 else "yuv444p"
+
+
+def _next_file(chunk: int, file: int) -> tuple[int, int]:
+    return (chunk + 1, 0) if file == CHUNKS_SIZE - 1 else (chunk, file + 1)
+
+
+def _arrow(values: np.ndarray, pa):
+    """A column: scalars for (N,) and (N, 1) (LeRobot's shape (1,) features), fixed-size lists for (N, D)."""
+    values = np.ascontiguousarray(values)
+    if values.ndim == 1 or values.shape[1:] == (1,):
+        return pa.array(values.reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+
+
+def _stats(values: np.ndarray) -> dict[str, np.ndarray]:
+    """min, max, mean, std, count and quantiles of a column over its rows (per element; shape (1,) for scalars)."""
+    values = np.asarray(values, np.float64).reshape(len(values), -1)
+    quantiles = np.quantile(values, list(QUANTILES.values()), axis=0)
+    stats = {
+        "min": values.min(axis=0),
+        "max": values.max(axis=0),
+        "mean": values.mean(axis=0),
+        "std": values.std(axis=0),
+        "count": np.array([len(values)]),
+    }
+    return {**stats, **dict(zip(QUANTILES, quantiles))}
+
+
+def _image_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-channel statistics of camera frames scaled to [0, 1], shaped (C, 1, 1) like LeRobot's, from at most
+    STATS_FRAMES frames spread over the episode, subsampled to at most 150 pixels a side."""
+    picked = frames[np.unique(np.linspace(0, len(frames) - 1, min(len(frames), STATS_FRAMES)).round().astype(int))]
+    stride = max(1, math.ceil(max(frames.shape[1:3]) / 150))
+    pixels = picked[:, ::stride, ::stride].reshape(-1, frames.shape[-1]) / 255.0
+    stats = _stats(pixels)
+    stats = {key: value.reshape(-1, 1, 1) for key, value in stats.items() if key != "count"}
+    return {**stats, "count": np.array([len(picked)])}
+
+
+def _aggregate(stats: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Dataset statistics from the episodes': exact min, max, mean and std; quantiles averaged by count (LeRobot's
+    aggregate_stats)."""
+    counts = np.array([s["count"][0] for s in stats], np.float64)
+    weights = counts.reshape(-1, *([1] * stats[0]["mean"].ndim)) / counts.sum()
+    means = np.stack([s["mean"] for s in stats])
+    mean = (weights * means).sum(axis=0)
+    variance = (weights * (np.stack([s["std"] for s in stats]) ** 2 + (means - mean) ** 2)).sum(axis=0)
+    result = {
+        "min": np.min([s["min"] for s in stats], axis=0),
+        "max": np.max([s["max"] for s in stats], axis=0),
+        "mean": mean,
+        "std": np.sqrt(variance),
+        "count": np.array([int(counts.sum())]),
+    }
+    return {**result, **{q: (weights * np.stack([s[q] for s in stats])).sum(axis=0) for q in QUANTILES}}
+
+
+def _write_tasks(path: Path, tasks: Mapping[str, int], pa, pq) -> None:
+    """meta/tasks.parquet as pandas writes LeRobot's tasks frame: column task_index, index ``task``."""
+    table = pa.table({"task_index": pa.array(list(tasks.values()), pa.int64()), "task": pa.array(list(tasks))})
+    pandas = {
+        "index_columns": ["task"],
+        "column_indexes": [],
+        "columns": [
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object", "metadata": None},
+        ],
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": "2.2.3",
+    }
+    pq.write_table(table.replace_schema_metadata({"pandas": json.dumps(pandas)}), path)
+
+
+# ----------------------------------------------------------------------------------------------------------- import
+@dataclass(frozen=True)
+class LeRobotMapping:
+    """``data.import.lerobot``: which features hold what. reward, done and intervened may be absent from a dataset
+    (then 0, done at the episode's last frame, false); our export's next.truncated, next.success,
+    complementary_info.policy_action and complementary_info.safety_flags are read when present."""
+
+    observations: Mapping[str, str] | None = None  # {store key: feature}; None: every observation.* feature
+    action: str = "action"
+    reward: str | None = "next.reward"
+    done: str | None = "next.done"
+    intervened: str | None = "complementary_info.is_intervention"
+
+    def __post_init__(self) -> None:
+        if self.observations is not None and (
+            not isinstance(self.observations, Mapping)
+            or not self.observations
+            or not all(isinstance(v, str) for v in self.observations.values())
+        ):
+            raise ConfigError("data.import.lerobot.observations", self.observations, "{store key: feature name}")
+        if not isinstance(self.action, str) or not self.action:
+            raise ConfigError("data.import.lerobot.action", self.action, "the action feature's name")
+
+
+def read_lerobot(path: Path, options: ImportSettings) -> tuple[dict[str, Any], Iterator[Episode], dict[str, Any]]:
+    """The store metadata and the episodes (read lazily, one episode's frames at a time) of a LeRobotDataset v3
+    folder; EpisodeStoreError naming the file and the field for one that does not fit."""
+    mapping = settings_of("data.import.lerobot", LeRobotMapping, options.lerobot)
+    pq = needs("pyarrow.parquet", "lerobot")
+    info_path = path / "meta" / "info.json"
+    if not info_path.is_file():
+        raise EpisodeStoreError(f"{path}: no meta/info.json; expected a LeRobotDataset v3 folder")
+    try:
+        info = json.loads(info_path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise EpisodeStoreError(f"{info_path}: not JSON ({error})") from None
+    version = info.get("codebase_version") if isinstance(info, dict) else None
+    if not isinstance(version, str) or not version.startswith("v3"):
+        raise EpisodeStoreError(
+            f"{info_path}: codebase_version={version!r}; expected v3.x (convert older datasets with LeRobot's "
+            "convert_dataset_v21_to_v30)"
+        )
+    features, fps = info.get("features"), info.get("fps")
+    if not isinstance(features, dict) or not features:
+        raise EpisodeStoreError(f"{info_path}: field features is missing or empty")
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0:
+        raise EpisodeStoreError(f"{info_path}: fps={fps!r}; expected a positive number")
+    observations = _observation_features(mapping, features, info_path)
+    for role in ("action", "reward", "done", "intervened"):
+        name = getattr(mapping, role)
+        if role == "action" and name not in features:
+            raise EpisodeStoreError(f"{info_path}: no feature {name!r} (data.import.lerobot.action)")
+        if name in features and features[name].get("dtype") in ("video", "image", "string"):
+            raise EpisodeStoreError(f"{info_path}: feature {name} (data.import.lerobot.{role}) is not numeric")
+    tasks = _read_tasks(path, pq)
+    episodes = _read_episode_table(path, pq)
+    first_task = next(iter(tasks.values()), None)
+    names = features.get("observation.state", {}).get("names")
+    if isinstance(names, dict):
+        names = [n for group in names.values() for n in group]
+    state_layout = (
+        {name: [i, 1] for i, name in enumerate(names)}
+        if observations.get("state") == "observation.state"
+        and isinstance(names, list)
+        and len(set(names)) == len(names)
+        else None
+    )
+    metadata = {
+        "task": options.task or first_task,
+        "robot": options.robot or info.get("robot_type"),
+        "control_rate_hz": options.control_rate_hz or float(fps),
+        "state_layout": state_layout,
+        "imported_from": f"lerobot:{path}",
+    }
+    return metadata, _lerobot_episodes(path, info, mapping, observations, episodes, tasks, pq), {}
+
+
+def _observation_features(mapping: LeRobotMapping, features: Mapping[str, Any], where: Path) -> dict[str, str]:
+    """Store key -> feature: the mapping's, or every observation.* feature named by what follows ``observation.``
+    (and ``images.``): observation.state -> state, observation.images.front -> front."""
+    if mapping.observations is not None:
+        for key, name in mapping.observations.items():
+            if name not in features:
+                raise EpisodeStoreError(f"{where}: no feature {name!r} (data.import.lerobot.observations.{key})")
+        return dict(mapping.observations)
+    found: dict[str, str] = {}
+    for name, feature in features.items():
+        if not name.startswith("observation.") or feature.get("dtype") == "string":
+            continue
+        key = name.removeprefix("observation.").removeprefix("images.").replace(".", "_")
+        if key in found:
+            raise EpisodeStoreError(
+                f"{where}: features {found[key]} and {name} would both be obs/{key}; "
+                "name them with data.import.lerobot.observations"
+            )
+        found[key] = name
+    if not found:
+        raise EpisodeStoreError(f"{where}: no observation.* feature; map them with data.import.lerobot.observations")
+    return found
+
+
+def _read_tasks(path: Path, pq) -> dict[int, str]:
+    """task_index -> task from meta/tasks.parquet (the task is pandas' index column); empty when there is none."""
+    file = path / "meta" / "tasks.parquet"
+    if not file.exists():
+        return {}
+    table = _read_parquet(pq, file)
+    names = [n for n in ("task", "__index_level_0__") if n in table.column_names]
+    if "task_index" not in table.column_names or not names:
+        raise EpisodeStoreError(f"{file}: expected columns task_index and task; it has {table.column_names}")
+    return dict(zip(table.column("task_index").to_pylist(), table.column(names[0]).to_pylist()))
+
+
+def _read_episode_table(path: Path, pq) -> list[dict[str, Any]]:
+    """The rows of meta/episodes/*/*.parquet (without their stats columns), in episode order."""
+    files = sorted((path / "meta" / "episodes").glob("*/*.parquet"))
+    if not files:
+        raise EpisodeStoreError(f"{path}: no meta/episodes/chunk-*/file-*.parquet; expected a LeRobotDataset v3 folder")
+    rows = []
+    for file in files:
+        schema = _read_schema(pq, file)
+        missing = {"episode_index", "data/chunk_index", "data/file_index"} - set(schema.names)
+        if missing:
+            raise EpisodeStoreError(f"{file}: missing column(s) {', '.join(sorted(missing))}")
+        columns = [name for name in schema.names if not name.startswith("stats/")]
+        rows += _read_parquet(pq, file, columns).to_pylist()
+    return sorted(rows, key=lambda row: row["episode_index"])
+
+
+def _read_schema(pq, file: Path):
+    try:
+        return pq.read_schema(file)
+    except Exception as error:  # noqa: BLE001 - pyarrow's errors for a file that is no parquet
+        raise EpisodeStoreError(f"{file}: not a readable parquet file ({' '.join(str(error).split())})") from None
+
+
+def _read_parquet(pq, file: Path, columns: list[str] | None = None):
+    try:
+        return pq.read_table(file, columns=columns)
+    except Exception as error:  # noqa: BLE001 - pyarrow's errors for a file that is no parquet
+        raise EpisodeStoreError(f"{file}: not a readable parquet file ({' '.join(str(error).split())})") from None
+
+
+def _lerobot_episodes(
+    path: Path,
+    info: Mapping[str, Any],
+    mapping: LeRobotMapping,
+    observations: Mapping[str, str],
+    episodes: list[dict[str, Any]],
+    tasks: Mapping[int, str],
+    pq,
+) -> Iterator[Episode]:
+    features, fps = info["features"], float(info["fps"])
+    data_path = info.get("data_path") or DATA_PATH
+    video_path = info.get("video_path") or VIDEO_PATH
+    wanted = [*observations.values(), mapping.action, mapping.reward, mapping.done, mapping.intervened]
+    wanted += ["next.truncated", "next.success", "complementary_info.policy_action", "complementary_info.safety_flags"]
+    columns = [
+        name for name in dict.fromkeys(wanted) if name in features and features[name].get("dtype") != "video"
+    ] + ["episode_index", "frame_index", "timestamp"]
+    loaded: tuple[Path, Any] | None = None
+    for row in episodes:
+        index = row["episode_index"]
+        file = path / data_path.format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+        if loaded is None or loaded[0] != file:
+            if not file.is_file():
+                raise EpisodeStoreError(f"{file}: missing (data file of episode {index})")
+            schema = _read_schema(pq, file)
+            absent = [name for name in columns if name not in schema.names]
+            if absent:
+                raise EpisodeStoreError(f"{file}: missing column(s) {', '.join(absent)}")
+            loaded = (file, _read_parquet(pq, file, columns))
+        table = loaded[1]
+        frames = table.filter(np.asarray(table.column("episode_index").to_numpy()) == index).sort_by("frame_index")
+        length = frames.num_rows
+        if length == 0 or ("length" in row and row["length"] != length):
+            raise EpisodeStoreError(
+                f"{file}: field episode_index: {length} rows of episode {index}; meta/episodes says {row.get('length')}"
+            )
+        where = f"{file}: episode {index}"
+        stamps = np.asarray(frames.column("timestamp").to_numpy(), np.float64)
+        obs = {}
+        for key, name in observations.items():
+            dtype = features[name].get("dtype")
+            if dtype == "video":
+                file_index = (row.get(f"videos/{name}/chunk_index"), row.get(f"videos/{name}/file_index"))
+                if None in file_index:
+                    raise EpisodeStoreError(f"{path}: meta/episodes: no videos/{name}/* columns for episode {index}")
+                video = path / video_path.format(video_key=name, chunk_index=file_index[0], file_index=file_index[1])
+                start = float(row.get(f"videos/{name}/from_timestamp") or 0.0)
+                values = _decode(video, start + stamps, fps)
+            elif dtype == "image":
+                values = _decode_images(frames.column(name), f"{where}, field {name}")
+            else:
+                values = _numbers(frames, name, features[name], where).astype(np.float32)
+            obs[key] = np.concatenate([values, values[-1:]])  # no observation after the last action: repeat the last
+        action = _numbers(frames, mapping.action, features[mapping.action], where).astype(np.float32)
+        optional = {
+            role: _numbers(frames, name, features[name], where)
+            for role, name in {
+                "reward": mapping.reward,
+                "done": mapping.done,
+                "truncated": "next.truncated",
+                "success": "next.success",
+                "intervened": mapping.intervened,
+                "policy_action": "complementary_info.policy_action",
+                "safety_flags": "complementary_info.safety_flags",
+            }.items()
+            if name is not None and name in features
+        }
+        flags = {
+            role: values[:, 0] != 0
+            for role, values in optional.items()
+            if role in ("done", "truncated", "success", "intervened")
+        }
+        terminated, truncated = episode_ends(flags.get("done"), flags.get("truncated"), length)
+        task = (row.get("tasks") or [None])[0]
+        yield Episode(
+            origin=f"{path.name}#episode_{index}",
+            obs=obs,
+            action=action,
+            reward=optional["reward"][:, 0].astype(np.float32)
+            if "reward" in optional
+            else np.zeros(length, np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            timestamp=stamps + 1.0 / fps,
+            policy_action=optional["policy_action"].astype(np.float32) if "policy_action" in optional else None,
+            success=flags.get("success"),
+            intervened=flags.get("intervened"),
+            safety_flags=optional["safety_flags"][:, 0].astype(np.uint32) if "safety_flags" in optional else None,
+            attrs={"task": task} if task else {},
+        )
+
+
+def _numbers(table, name: str, feature: Mapping[str, Any], where: str) -> np.ndarray:
+    """A numeric column as (rows, size): scalars, or lists of ``size`` numbers (the feature's shape, flattened)."""
+    pa = needs("pyarrow", "lerobot")
+    column = table.column(name).combine_chunks()
+    size = math.prod(feature.get("shape") or [1])
+    if column.null_count:
+        raise EpisodeStoreError(f"{where}, field {name}: {column.null_count} empty value(s)")
+    kind = column.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        lengths = np.asarray(column.value_lengths().to_numpy(zero_copy_only=False))
+        if (lengths != size).any():
+            raise EpisodeStoreError(
+                f"{where}, field {name}: a row has {int(lengths[lengths != size][0])} values; info.json's shape "
+                f"{feature.get('shape')} says {size}"
+            )
+        column, kind = column.flatten(), column.type.value_type
+    elif size != 1:
+        raise EpisodeStoreError(f"{where}, field {name}: scalar column; info.json's shape {feature.get('shape')}")
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        raise EpisodeStoreError(f"{where}, field {name}: column of {kind}; expected numbers")
+    return np.asarray(column.to_numpy(zero_copy_only=False)).reshape(table.num_rows, size)
+
+
+def _decode(file: Path, times: np.ndarray, fps: float) -> np.ndarray:
+    """The video's frames at ``times`` (s in the file) as (N, H, W, 3) uint8 RGB: for each, the frame whose
+    presentation time is nearest, which must be within half a frame period."""
+    av = needs("av", "lerobot")
+    if not file.is_file():
+        raise EpisodeStoreError(f"{file}: missing (a video of the dataset)")
+    tolerance = 0.5 / fps
+    found: list[tuple[float, np.ndarray]] = []
+    try:
+        with av.open(str(file)) as container:
+            stream = container.streams.video[0]
+            first = max(float(times.min()) - tolerance, 0.0)
+            container.seek(int(first / stream.time_base), stream=stream, backward=True, any_frame=False)
+            for frame in container.decode(stream):
+                if frame.pts is None:
+                    continue
+                t = float(frame.pts * stream.time_base)
+                if t > times.max() + tolerance:
+                    break
+                if t >= first:
+                    found.append((t, frame.to_ndarray(format="rgb24")))
+    except (av.FFmpegError, IndexError) as error:
+        raise EpisodeStoreError(f"{file}: not a readable video ({' '.join(str(error).split())})") from None
+    found.sort(key=lambda item: item[0])
+    stamps = np.array([t for t, _ in found])
+    if not len(stamps):
+        raise EpisodeStoreError(f"{file}: no frame between {times.min():.3f} s and {times.max():.3f} s")
+    right = np.searchsorted(stamps, times).clip(0, len(stamps) - 1)
+    left = (right - 1).clip(0)
+    nearest = np.where(np.abs(stamps[left] - times) <= np.abs(stamps[right] - times), left, right)
+    gaps = np.abs(stamps[nearest] - times)
+    if (gaps > tolerance).any():
+        missing = float(times[int(np.argmax(gaps > tolerance))])
+        raise EpisodeStoreError(f"{file}: no frame within {tolerance:.4f} s of t={missing:.4f} s")
+    return np.stack([found[i][1] for i in nearest])
+
+
+def _decode_images(column, where: str) -> np.ndarray:
+    """An ``image`` feature's column (structs of encoded ``bytes``, PNG or JPEG) as (N, H, W, 3) uint8 RGB."""
+    import cv2
+
+    frames = []
+    for i, item in enumerate(column.to_pylist()):
+        data = item.get("bytes") if isinstance(item, dict) else None
+        frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
+        if frame is None:
+            raise EpisodeStoreError(f"{where}: row {i} holds no image cv2 can decode")
+        frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+    if len({frame.shape for frame in frames}) > 1:
+        raise EpisodeStoreError(f"{where}: images of several sizes")
+    return np.stack(frames)
