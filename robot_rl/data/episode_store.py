@@ -199,6 +199,14 @@ class EpisodeStore:
         folder = self.path / "episodes"
         return sorted(p.name for p in folder.iterdir() if p.name.startswith("episode_") and (p / "zarr.json").exists())
 
+    def episode_names_at(self, indices: list[int] | None) -> list[str]:
+        """Names of the episodes at ``indices`` (all when None); EpisodeStoreError for one out of range."""
+        names = self.episode_names()
+        for index in indices or []:
+            if not 0 <= index < len(names):
+                raise EpisodeStoreError(f"{self.path}: episode index {index} out of range (0..{len(names) - 1})")
+        return names if indices is None else [names[index] for index in indices]
+
     def __len__(self) -> int:
         return len(self.episode_names())
 

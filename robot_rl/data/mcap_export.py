@@ -9,6 +9,10 @@ Topics, one message per observation / step, stamped with the recorded step times
     /robot_rl/policy_action          std_msgs/msg/Float32MultiArray
     /robot_rl/reward                 std_msgs/msg/Float32
     /robot_rl/intervened             std_msgs/msg/Bool
+    /robot_rl/terminated             std_msgs/msg/Bool
+    /robot_rl/truncated              std_msgs/msg/Bool
+    /robot_rl/success                std_msgs/msg/Bool
+    /robot_rl/safety_flags           std_msgs/msg/UInt32 (robot_rl.sim.constraints flags, 0 = none)
     /robot_rl/episode                std_msgs/msg/String (episode name, at its first step)
 """
 
@@ -28,6 +32,10 @@ TOPIC_ACTION = "/robot_rl/action"
 TOPIC_POLICY_ACTION = "/robot_rl/policy_action"
 TOPIC_REWARD = "/robot_rl/reward"
 TOPIC_INTERVENED = "/robot_rl/intervened"
+TOPIC_TERMINATED = "/robot_rl/terminated"
+TOPIC_TRUNCATED = "/robot_rl/truncated"
+TOPIC_SUCCESS = "/robot_rl/success"
+TOPIC_SAFETY_FLAGS = "/robot_rl/safety_flags"
 TOPIC_EPISODE = "/robot_rl/episode"
 
 
@@ -45,11 +53,7 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
     from rosbags.typesys import Stores, get_typestore
 
     store = EpisodeStore.open(path)
-    names = store.episode_names()
-    chosen = range(len(names)) if episodes is None else episodes
-    for index in chosen:
-        if not 0 <= index < len(names):
-            raise EpisodeStoreError(f"{store.path}: episode index {index} out of range (0..{len(names) - 1})")
+    chosen = store.episode_names_at(episodes)
     if not os.fspath(out):
         raise EpisodeStoreError("out='' is empty; expected a new folder for the rosbag2 MCAP export")
     out = Path(out)
@@ -63,6 +67,7 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
     Layout = msg["std_msgs/msg/MultiArrayLayout"]
     Dimension = msg["std_msgs/msg/MultiArrayDimension"]
     Float32, Bool, String = msg["std_msgs/msg/Float32"], msg["std_msgs/msg/Bool"], msg["std_msgs/msg/String"]
+    UInt32 = msg["std_msgs/msg/UInt32"]
 
     def array(values: np.ndarray, label: str):
         values = np.asarray(values, dtype=np.float32)
@@ -80,11 +85,11 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
             writer.write(connections[topic], round(stamp * 1e9), types.serialize_cdr(message, message.__msgtype__))
             written += 1
 
-        for index in chosen:
-            data = store.read_episode(names[index])
+        for name in chosen:
+            data = store.read_episode(name)
             step_times = np.asarray(data["timestamp"], dtype=np.float64)
             obs_times = np.concatenate([[step_times[0] - period], step_times])
-            write(TOPIC_EPISODE, String(data=names[index]), obs_times[0])
+            write(TOPIC_EPISODE, String(data=name), obs_times[0])
             for t, stamp in enumerate(obs_times):
                 seconds = int(np.floor(stamp))
                 header = Header(
@@ -111,4 +116,8 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
                     write(TOPIC_POLICY_ACTION, array(data["policy_action"][t], "policy_action"), step_times[t])
                     write(TOPIC_REWARD, Float32(data=float(data["reward"][t])), step_times[t])
                     write(TOPIC_INTERVENED, Bool(data=bool(data["intervened"][t])), step_times[t])
+                    for topic, field in ((TOPIC_TERMINATED, "terminated"), (TOPIC_TRUNCATED, "truncated")):
+                        write(topic, Bool(data=bool(data[field][t])), step_times[t])
+                    write(TOPIC_SUCCESS, Bool(data=bool(data["success"][t])), step_times[t])
+                    write(TOPIC_SAFETY_FLAGS, UInt32(data=int(data["safety_flags"][t])), step_times[t])
     return {"out": str(out), "episodes": len(chosen), "messages": written}

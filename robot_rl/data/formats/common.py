@@ -174,17 +174,6 @@ def episode_ends(done: np.ndarray | None, truncated: np.ndarray | None, length: 
     return done & ~truncated, truncated
 
 
-def chosen_episodes(store: EpisodeStore, episodes: list[int] | None) -> list[str]:
-    """Names of the episodes at ``episodes`` (indices; all when None); EpisodeStoreError for one out of range."""
-    names = store.episode_names()
-    if episodes is None:
-        return names
-    for index in episodes:
-        if not 0 <= index < len(names):
-            raise EpisodeStoreError(f"{store.path}: episode index {index} out of range (0..{len(names) - 1})")
-    return [names[index] for index in episodes]
-
-
 def needs(module: str, fmt: str) -> ModuleType:
     """Import an optional library of a format; ConfigError naming the ``data`` extra when it is missing."""
     try:

@@ -38,7 +38,7 @@ import numpy as np
 from ...config import ConfigError, settings_of
 from ...folders import creating
 from ..episode_store import EpisodeStore, EpisodeStoreError
-from .common import Episode, ImportSettings, chosen_episodes, episode_ends, needs
+from .common import Episode, ImportSettings, episode_ends, needs
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000  # files per chunk folder
@@ -67,7 +67,7 @@ def export_lerobot(
     pq = needs("pyarrow.parquet", "lerobot")
     av = needs("av", "lerobot")
     store = EpisodeStore.open(path)
-    names = chosen_episodes(store, episodes)
+    names = store.episode_names_at(episodes)
     if not names:
         raise EpisodeStoreError(f"{store.path}: no episodes to export")
     if not os.fspath(out):

@@ -9,7 +9,7 @@ Steps: each message on the first ``action`` topic is one step t, at time a_t. Of
     observation t      the latest message stamped before a_t (for the reset observation, the episode's
                        earliest if none came before a_0)
     final observation  the first message at or after the last action (the episode's last if none came after)
-    action, policy_action, reward, intervened, success
+    action, policy_action, reward, intervened, success, terminated, truncated, safety_flags
                        the latest message stamped before the next step (before the episode's end for the last
                        step), not before the episode's start; none: policy_action = action, reward 0, flags false
 
@@ -20,8 +20,10 @@ An observation key takes one image topic (``sensor_msgs/Image`` rgb8, bgr8, rgba
 Vector3, Point, and their ``*Stamped`` forms. The store's ``state_layout`` names the topic of each part of obs/state.
 
 Episodes: ``split=topic``: each message on ``episode_topic`` starts one (steps before the first are skipped and
-counted); ``split=gap``: a pause longer than ``reset_gap`` s between two actions starts one. The last step of each
-episode is ``terminated`` (or ``truncated``, ``episode_end``).
+counted); ``split=gap``: a pause longer than ``reset_gap`` s between two actions starts one. The episode's ends
+come from the ``terminated`` and ``truncated`` topics; without them (a cell's recording) the last step of each episode
+is ``terminated`` (or ``truncated``, ``episode_end``). A flag topic (success, terminated, truncated, safety_flags)
+that the bag lacks is read as none and named in the report (``absent_flag_topics``).
 """
 
 from __future__ import annotations
@@ -37,13 +39,26 @@ import numpy as np
 
 from ...config import ConfigError, choice, positive, settings_of
 from ..episode_store import EpisodeStoreError
-from ..mcap_export import TOPIC_ACTION, TOPIC_EPISODE, TOPIC_INTERVENED, TOPIC_POLICY_ACTION, TOPIC_REWARD, TOPIC_STATE
-from .common import Episode, ImportSettings
+from ..mcap_export import (
+    TOPIC_ACTION,
+    TOPIC_EPISODE,
+    TOPIC_INTERVENED,
+    TOPIC_POLICY_ACTION,
+    TOPIC_REWARD,
+    TOPIC_SAFETY_FLAGS,
+    TOPIC_STATE,
+    TOPIC_SUCCESS,
+    TOPIC_TERMINATED,
+    TOPIC_TRUNCATED,
+)
+from .common import Episode, ImportSettings, episode_ends
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 EXPORT_CAMERA = re.compile(r"^/camera/([^/]+)/color/image_raw$")  # mcap_export.camera_topic
 EXPORT_OBS = re.compile(r"^/robot_rl/obs/([^/]+)$")  # the export's vector observations other than state
 BEGIN, END = -(2**62), 2**62  # ns: before and after every message
+FLAGS = ("success", "terminated", "truncated", "safety_flags")  # read as none when the bag lacks their topic
+PER_STEP = ("policy_action", "reward", "intervened", *FLAGS)  # one value per step besides the action
 
 
 @dataclass(frozen=True)
@@ -55,11 +70,14 @@ class McapMapping:
     policy_action: str | None = TOPIC_POLICY_ACTION  # None: the action
     reward: str | None = TOPIC_REWARD  # None: 0
     intervened: str | None = TOPIC_INTERVENED  # std_msgs/Bool (any number: non-zero); None: false
-    success: str | None = None  # std_msgs/Bool; None: false
+    success: str | None = TOPIC_SUCCESS  # std_msgs/Bool; None or absent: false
+    terminated: str | None = TOPIC_TERMINATED  # std_msgs/Bool; None or absent (with truncated): episode_end
+    truncated: str | None = TOPIC_TRUNCATED  # std_msgs/Bool
+    safety_flags: str | None = TOPIC_SAFETY_FLAGS  # std_msgs/UInt32 constraint flags; None or absent: 0
     split: str = "topic"  # topic | gap
     episode_topic: str = TOPIC_EPISODE  # split=topic: a message here starts an episode
     reset_gap: float = 1.0  # split=gap: s without an action that starts a new episode
-    episode_end: str = "terminated"  # how the last step of an episode is flagged: terminated | truncated
+    episode_end: str = "terminated"  # without end topics, how an episode's last step is flagged: terminated | truncated
 
     def __post_init__(self) -> None:
         choice("data.import.mcap.split", self.split, ("topic", "gap"))
@@ -108,9 +126,10 @@ def read_mcap(path: Path, options: ImportSettings) -> tuple[dict[str, Any], Iter
             available.setdefault(connection.topic, []).append(connection)
         observations = _observation_topics(mapping, available, path)
         roles = {"action": list(mapping.action)}
-        for role in ("policy_action", "reward", "intervened", "success"):
+        for role in PER_STEP:
             if getattr(mapping, role) is not None:
                 roles[role] = [getattr(mapping, role)]
+        absent = [roles.pop(role)[0] for role in FLAGS if role in roles and roles[role][0] not in available]
         if mapping.split == "topic":
             roles["episode_topic"] = [mapping.episode_topic]
         named = [(f"observations.{key}", names) for key, names in observations.items()] + list(roles.items())
@@ -131,7 +150,7 @@ def read_mcap(path: Path, options: ImportSettings) -> tuple[dict[str, Any], Iter
             raise ConfigError(f"data.import.mcap.observations.{key}", names, "one image topic, or number topics")
         for name in names if key not in images else []:
             _check_numbers(path, topics[name], f"observations.{key}")
-    for role in ("action", "policy_action", "reward", "intervened", "success"):
+    for role in ("action", *PER_STEP):
         for name in roles.get(role, []):
             _check_numbers(path, topics[name], role)
     steps = topics[mapping.action[0]]
@@ -150,12 +169,10 @@ def read_mcap(path: Path, options: ImportSettings) -> tuple[dict[str, Any], Iter
         "state_layout": layout or None,
         "imported_from": f"mcap:{path}",
     }
-    per_step = {
-        role: topics[roles[role][0]] for role in ("policy_action", "reward", "intervened", "success") if role in roles
-    }
+    per_step = {role: topics[roles[role][0]] for role in PER_STEP if role in roles}
     actions = [topics[name] for name in mapping.action]
     episodes = _episodes(path, mapping, spans, vectors, images, actions, per_step)
-    return metadata, episodes, {"skipped_steps": skipped}
+    return metadata, episodes, {"skipped_steps": skipped, "absent_flag_topics": absent}
 
 
 @contextmanager
@@ -351,19 +368,27 @@ def _episodes(
                     )
                 # a step with no proposal of its own proposed what was executed
                 policy_action = np.where(step_values[mapping.policy_action][:, None] < 0, action, policy_action)
-            flags = {role: extras[role][:, 0] != 0 for role in ("success", "intervened") if role in extras}
-            last, none = np.arange(length) == length - 1, np.zeros(length, bool)
+            flags = {role: extras[role][:, 0] != 0 for role in FLAGS[:-1] + ("intervened",) if role in extras}
+            if "terminated" in flags or "truncated" in flags:
+                truncated = flags.get("truncated", np.zeros(length, bool))
+                terminated, truncated = episode_ends(flags.get("terminated", truncated) | truncated, truncated, length)
+            else:
+                last, none = np.arange(length) == length - 1, np.zeros(length, bool)
+                terminated = last if mapping.episode_end == "terminated" else none
+                truncated = last if mapping.episode_end == "truncated" else none
+            safety_flags = extras["safety_flags"][:, 0].astype(np.int64) if "safety_flags" in extras else None
             yield Episode(
                 origin=f"{path.name}#{span.label}",
                 obs=obs,
                 action=action,
                 reward=reward.astype(np.float32),
-                terminated=last if mapping.episode_end == "terminated" else none,
-                truncated=last if mapping.episode_end == "truncated" else none,
+                terminated=terminated,
+                truncated=truncated,
                 timestamp=times / 1e9,
                 policy_action=None if policy_action is None else policy_action.astype(np.float32),
                 success=flags.get("success"),
                 intervened=flags.get("intervened"),
+                safety_flags=safety_flags,
             )
 
 
