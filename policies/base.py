@@ -4,13 +4,17 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
 
 - ``act(obs, explore) -> action`` in [-1, 1]^A for one observation dict,
 - ``begin_episode()`` before the first ``act`` of an episode (noise resampling, action chunks),
-- ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch,
+- ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch (a dict of arrays or of tensors,
+  as :class:`robot_rl.data.MixedSampler` gives them) and the metrics are 0-d tensors on the agent's device, read
+  (and so waited for) only when someone logs them,
 - ``policy_state()`` / ``load_policy_state()``: the weights an actor needs,
 - ``state_dict()`` / ``load_state_dict()``: everything a resumed learner needs,
 - ``sequence_length``: the K of the action sequences its batches must carry (1 = none).
 
 Subclasses list their modules in ``modules`` / ``policy_modules`` and optimizers in
-``optimizers``; :class:`OffPolicyAgent` does the rest.
+``optimizers``; :class:`OffPolicyAgent` does the rest. Two config flags every agent config carries change how,
+not what, it computes: ``compile`` (``torch.compile`` of the networks' forward passes; state dicts are unchanged)
+and ``autocast`` (``bf16``: forward passes in bfloat16 under ``torch.autocast``, losses in float32).
 """
 
 from __future__ import annotations
@@ -43,8 +47,18 @@ class OffPolicyAgent:
         # every draw while acting or learning comes from the agent's own generators, never from torch's global
         # one: the actor and learner threads of one run then draw the same numbers however they interleave
         self.generator = torch.Generator(self.device).manual_seed(seed)
-        self.rng = np.random.default_rng(seed)
         self.updates = 0
+
+    def compile_networks(self, *names: str) -> None:
+        """With ``config.compile``: compile the forward passes of the named modules in place (their state dicts,
+        and so checkpoints, keep their keys)."""
+        if self.config.compile:
+            for name in names:
+                getattr(self, name).compile()
+
+    def autocast(self) -> torch.autocast:
+        """The context of the learning forward passes: bfloat16 autocast with ``config.autocast=bf16``."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.autocast == "bf16")
 
     def make_encoder(self) -> ObservationEncoder:
         cfg = self.config
@@ -59,19 +73,57 @@ class OffPolicyAgent:
     def begin_episode(self) -> None:
         """Called by the actor before the first :meth:`act` of every episode."""
 
-    def obs_tensors(self, obs: dict[str, np.ndarray], augment: bool = False) -> dict[str, torch.Tensor]:
-        """Batched observation arrays -> tensors; images to (B, C, H, W) float, DrQ-shifted if ``augment``."""
+    def obs_tensors(self, obs: dict[str, np.ndarray | torch.Tensor], augment: bool = False) -> dict[str, torch.Tensor]:
+        """Batched observations (arrays or tensors; images uint8 (B, H, W, C)) -> tensors on the agent's device;
+        images to (B, C, H, W) float in [0, 255], DrQ-shifted (before the conversion) if ``augment``."""
         out = {}
         for key, value in obs.items():
             if key not in self.observation_shapes:
                 continue
             tensor = torch.as_tensor(value, device=self.device)
             if len(self.observation_shapes[key]) == 3:
-                tensor = tensor.permute(0, 3, 1, 2).float()
+                tensor = tensor.permute(0, 3, 1, 2)
                 if augment and self.config.image_pad:
                     tensor = random_shift(tensor, self.config.image_pad, self.generator)
+                tensor = tensor.float()
             out[key] = tensor
         return out
+
+    def encode_batch(
+        self, batch: dict[str, Any]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+        """(obs, next_obs, features, next_features) of a training batch of B rows: the observations as
+        :meth:`obs_tensors` makes them (augmented; both halves in one pass, each image with its own shift) and
+        their encoder features (B, F): with gradients for ``obs`` when the encoder trains, without for
+        ``next_obs``. An encoder with nothing to train (state only) encodes both halves in one pass."""
+        rows = len(batch["reward"])
+        both = self.obs_tensors(
+            {
+                key: torch.cat(
+                    [
+                        torch.as_tensor(value, device=self.device),
+                        torch.as_tensor(batch["next_obs"][key], device=self.device),
+                    ]
+                )
+                for key, value in batch["obs"].items()
+                if key in self.observation_shapes
+            },
+            augment=True,
+        )
+        obs = {key: value[:rows] for key, value in both.items()}
+        next_obs = {key: value[rows:] for key, value in both.items()}
+        if not self.encoder_trains:
+            features, next_features = self.encoder(both).split(rows)
+            return obs, next_obs, features, next_features
+        features = self.encoder(obs)
+        with torch.no_grad():
+            next_features = self.encoder(next_obs)
+        return obs, next_obs, features, next_features
+
+    @property
+    def encoder_trains(self) -> bool:
+        """Whether the encoder has parameters to learn (cameras); a state-only encoder has none."""
+        return any(parameter.requires_grad for parameter in self.encoder.parameters())
 
     def normal_noise(self, like: torch.Tensor) -> torch.Tensor:
         """Standard normal noise shaped and placed like ``like``, drawn from the agent's own generator."""
@@ -119,7 +171,6 @@ class OffPolicyAgent:
             "optimizers": {name: getattr(self, name).state_dict() for name in self.optimizers},
             "extra": self.extra_state(),
             "updates": self.updates,
-            "rng": self.rng.bit_generator.state,
             "generator": self.generator.get_state(),
         }
 
@@ -130,10 +181,18 @@ class OffPolicyAgent:
         for name, optimizer_state in state["optimizers"].items():
             getattr(self, name).load_state_dict(optimizer_state)
         self.load_extra_state(state["extra"])
-        self.updates = state["updates"]
-        self.rng.bit_generator.state = state["rng"]
+        self.updates = state["updates"]  # an "rng" saved before every draw came from the generator is not needed
         if "generator" in state:  # checkpoints before the agent had its own generator lack it
             self.generator.set_state(state["generator"])
+
+
+def speed_checks(config) -> dict[str, tuple[bool, str]]:
+    """``validate`` checks (``require_all`` format) of the ``compile`` and ``autocast`` flags every agent config
+    carries."""
+    return {
+        "compile": (isinstance(config.compile, bool), "true or false"),
+        "autocast": (config.autocast in (None, "bf16"), "null (float32) or bf16"),
+    }
 
 
 def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
@@ -148,7 +207,8 @@ def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
 
 
 def soft_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
-    """target <- (1 - tau) target + tau online, parameter by parameter."""
+    """target <- (1 - tau) target + tau online, for every parameter at once."""
     with torch.no_grad():
-        for p, tp in zip(online.parameters(), target.parameters()):
-            tp.lerp_(p, tau)
+        targets = list(target.parameters())
+        if targets:
+            torch._foreach_lerp_(targets, list(online.parameters()), tau)

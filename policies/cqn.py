@@ -20,7 +20,9 @@ level's interval centres and a one-hot of the level.
 - acting uses the target critic; exploration adds N(0, ``explore_std``) and snaps to the grid
 - batches are 50/50 demo/online (the learner's sampler); AdamW
 
-Targets outside [v_min, v_max] are clipped: the ``target_clipped`` metric reports how often.
+Targets outside [v_min, v_max] are clipped: the ``target_clipped`` metric reports how often. An update never
+waits on the device: metrics stay tensors, ties are broken without asking whether there are any, and the BC
+losses weight the demo rows instead of picking them out.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from torch import nn
 
 from robot_rl.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.observation_keys import PRIVILEGED_KEY
-from robot_rl.policies.base import OffPolicyAgent, soft_update
+from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
 from robot_rl.policies.encoders import camera_checks
 
 TIE_TOLERANCE = 1e-4
@@ -101,9 +103,8 @@ def coarse_to_fine(
         q = q_values(centre, level)
         index = q.argmax(-1)
         tied = (q.max(-1).values - q.min(-1).values) < TIE_TOLERANCE
-        if tied.any():
-            random_index = torch.randint(0, bins, index.shape, generator=generator, device=index.device)
-            index = torch.where(tied, random_index, index)
+        random_index = torch.randint(0, bins, index.shape, generator=generator, device=index.device)
+        index = torch.where(tied, random_index, index)
         width = (high - low) / bins
         low = low + width * index
         high = low + width
@@ -117,7 +118,7 @@ def categorical_projection(
 ) -> torch.Tensor:
     """C51: project the distribution of r + discount * z (z on ``support``, probabilities
     ``probs`` (N, atoms)) back onto ``support``; values outside are clipped to its ends."""
-    v_min, v_max = support[0].item(), support[-1].item()
+    v_min, v_max = support[0], support[-1]
     delta = (v_max - v_min) / (len(support) - 1)
     shifted = (reward[:, None] + discount[:, None] * support[None]).clamp(v_min, v_max)
     position = (shifted - v_min) / delta
@@ -219,10 +220,13 @@ class CQNConfig:
     pretrained_weights: str | None = None
     image_pad: int = 4
     device: str = "auto"
+    compile: bool = False  # torch.compile the networks' forward passes
+    autocast: str | None = None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
 
     def validate(self) -> None:
         checks = {
             **camera_checks(self),
+            **speed_checks(self),
             "levels": (is_integer(self.levels) and self.levels >= 2, "an integer >= 2"),
             "bins": (is_integer(self.bins) and self.bins >= 2, "an integer >= 2"),
             "atoms": (is_integer(self.atoms) and self.atoms >= 2, "an integer >= 2"),
@@ -271,7 +275,8 @@ class CQNAgent(OffPolicyAgent):
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.atoms, device=self.device)
         parameters = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+        self.compile_networks(*self.modules)
 
     def make_critic(self, feature_dim: int) -> nn.Module:
         cfg = self.config
@@ -324,8 +329,10 @@ class CQNAgent(OffPolicyAgent):
         return action[0].numpy().astype(np.float32)
 
     # ----------------------------------------------------------------- learning
-    def update(self, sample_batch) -> dict[str, float]:
-        metrics: dict[str, float] = {}
+    def update(self, sample_batch) -> dict[str, torch.Tensor]:
+        """``utd`` critic steps on fresh minibatches from ``sample_batch()``; the last one's metrics, 0-d tensors
+        on the agent's device."""
+        metrics: dict[str, torch.Tensor] = {}
         for _ in range(self.config.utd):
             metrics = self._update_critic(sample_batch())
             self.updates += 1
@@ -336,17 +343,19 @@ class CQNAgent(OffPolicyAgent):
         action = torch.as_tensor(batch["action"], device=self.device)
         return action, torch.ones_like(action, dtype=torch.bool)
 
-    def _update_critic(self, batch: dict[str, Any]) -> dict[str, float]:
+    def _update_critic(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         cfg = self.config
-        features = self.encoder(self.obs_tensors(batch["obs"], augment=True))
         action, mask = self.executed_actions(batch)
         reward = torch.as_tensor(batch["reward"], device=self.device)
         discount = torch.as_tensor(batch["discount"], device=self.device)
         indices, centres = encode_action(action, cfg.levels, cfg.bins)
+        with self.autocast():
+            _, _, features, next_features = self.encode_batch(batch)
+            with torch.no_grad():
+                _, next_indices, next_centres = self.greedy(self.critic, next_features)
+                next_logits = self.all_levels(self.target_critic, next_features, next_centres).float()
+            logits = self.all_levels(self.critic, features, centres).float()  # (B, L, M, bins, atoms)
         with torch.no_grad():
-            next_features = self.encoder(self.obs_tensors(batch["next_obs"], augment=True))
-            _, next_indices, next_centres = self.greedy(self.critic, next_features)
-            next_logits = self.all_levels(self.target_critic, next_features, next_centres)
             next_probs = pick(next_logits, next_indices).softmax(-1)  # (B, L, M, atoms)
             entries = next_probs.shape[1] * next_probs.shape[2]
             target = categorical_projection(
@@ -357,23 +366,27 @@ class CQNAgent(OffPolicyAgent):
             ).view_as(next_probs)
             expected = reward[:, None, None] + discount[:, None, None] * (next_probs * self.support).sum(-1)
             clipped = (expected < cfg.v_min) | (expected > cfg.v_max)
-        logits = self.all_levels(self.critic, features, centres)  # (B, L, M, bins, atoms)
         log_probs = pick(logits, indices).log_softmax(-1)
         weight = mask[:, None].expand(-1, cfg.levels, -1).float()
         rl_loss = (-(target * log_probs).sum(-1) * weight).sum() / weight.sum()
         loss = cfg.critic_lambda * rl_loss
-        metrics = {"critic_loss": rl_loss.item()}
-        is_demo = torch.as_tensor(batch.get("is_demo", np.zeros(len(reward), bool)), device=self.device).bool()
-        for name, demo_loss in self.demo_losses(logits, indices, weight, is_demo).items():
-            loss = loss + cfg.bc_lambda * demo_loss
-            metrics[name] = demo_loss.item()
+        metrics = {"critic_loss": rl_loss.detach()}
+        if "is_demo" in batch:
+            is_demo = torch.as_tensor(batch["is_demo"], device=self.device).bool()
+        else:
+            is_demo = torch.zeros(len(reward), dtype=torch.bool, device=self.device)
+        if cfg.bc_lambda:
+            demo_weight = weight * is_demo[:, None, None]
+            for name, demo_loss in self.weighted_demo_losses(logits, indices, demo_weight).items():
+                loss = loss + cfg.bc_lambda * demo_loss
+                metrics[name] = demo_loss.detach()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         soft_update(self.critic, self.target_critic, cfg.tau)
         with torch.no_grad():
             q = (pick(logits, indices).softmax(-1) * self.support).sum(-1)
-        metrics.update(q_mean=q.mean().item(), target_clipped=clipped.float().mean().item())
+        metrics.update(q_mean=q.mean(), target_clipped=clipped.float().mean())
         return metrics
 
     def demo_losses(
@@ -385,14 +398,22 @@ class CQNAgent(OffPolicyAgent):
         path, ``indices`` (B, L, M) its bins, ``weight`` (B, L, M) 1 where an entry counts, ``is_demo``
         (B,). Empty when ``bc_lambda`` is 0 or the batch holds no demo row.
         """
-        cfg = self.config
-        if not cfg.bc_lambda or not is_demo.any():
+        if not self.config.bc_lambda or not is_demo.any():
             return {}
-        probs, demo_index, demo_weight = logits[is_demo].softmax(-1), indices[is_demo], weight[is_demo]
-        losses = {"bc_fosd_loss": fosd_loss(probs, demo_index)}
+        return self.weighted_demo_losses(logits, indices, weight * is_demo[:, None, None])
+
+    def weighted_demo_losses(
+        self, logits: torch.Tensor, indices: torch.Tensor, demo_weight: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """:meth:`demo_losses` for entries weighted by ``demo_weight`` (B, L, M), 0 on the online rows: every
+        row is computed and none picked out, so nothing waits on the device; 0 when no entry counts."""
+        cfg = self.config
+        probs = logits.softmax(-1)
+        losses = {"bc_fosd_loss": fosd_loss(probs, indices)}
         if cfg.bc_margin:
-            losses["margin_loss"] = margin_loss((probs * self.support).sum(-1), demo_index, cfg.bc_margin)
-        return {name: (value * demo_weight).sum() / demo_weight.sum() for name, value in losses.items()}
+            losses["margin_loss"] = margin_loss((probs * self.support).sum(-1), indices, cfg.bc_margin)
+        counted = demo_weight.sum().clamp(min=1.0)
+        return {name: (value * demo_weight).sum() / counted for name, value in losses.items()}
 
     def identity(self) -> dict[str, Any]:
         cfg = self.config

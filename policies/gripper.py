@@ -28,9 +28,8 @@ OPEN, STAY, CLOSE = 0, 1, 2
 def gripper_labels(command: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
     """Class of each executed gripper command given the command before it, (B,) long."""
     labels = torch.full_like(command, STAY, dtype=torch.long)
-    labels[(command >= 0.5) & (previous < 0.5)] = CLOSE
-    labels[(command <= -0.5) & (previous > -0.5)] = OPEN
-    return labels
+    labels = torch.where((command >= 0.5) & (previous < 0.5), CLOSE, labels)
+    return torch.where((command <= -0.5) & (previous > -0.5), OPEN, labels)
 
 
 class GripperCritic(nn.Module):
@@ -76,8 +75,8 @@ def gripper_loss(
     reward: torch.Tensor,
     discount: torch.Tensor,
     grasp_penalty: float,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """Double-DQN TD loss of the gripper critic on one batch."""
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Double-DQN TD loss of the gripper critic on one batch, and its metrics (0-d tensors)."""
     labels = gripper_labels(command, previous)
     with torch.no_grad():
         best_next = critic(next_features).mean(0).argmax(-1)
@@ -86,4 +85,4 @@ def gripper_loss(
         target = penalised + discount * next_q.squeeze(-1).min(0).values
     q = critic(features).gather(-1, labels.expand(critic.net.members, -1)[..., None]).squeeze(-1)
     loss = F.mse_loss(q, target.expand_as(q))
-    return loss, {"gripper_loss": loss.item(), "gripper_toggle_rate": (labels != STAY).float().mean().item()}
+    return loss, {"gripper_loss": loss.detach(), "gripper_toggle_rate": (labels != STAY).float().mean()}

@@ -48,7 +48,7 @@ class EnsembleLayerNorm(nn.Module):
         self.shift = nn.Parameter(torch.zeros(members, 1, width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.layer_norm(x, x.shape[-1:]) * self.scale + self.shift
+        return torch.addcmul(self.shift, F.layer_norm(x, x.shape[-1:]), self.scale)
 
 
 class CriticEnsemble(nn.Module):

@@ -15,6 +15,9 @@
   actor loss adds the gSDE mean penalty (|mu| beyond 2)
 - ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
   {open, stay, close} with a grasp penalty (:mod:`robot_rl.policies.gripper`)
+
+An update never waits on the device: metrics stay tensors and the target's critic subset is drawn on the device;
+the actor's backward pass goes through the critic to the action without computing the critic's weight gradients.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all
 from robot_rl.observation_keys import PRIVILEGED_KEY
-from robot_rl.policies.base import OffPolicyAgent, soft_update
+from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
 from robot_rl.policies.encoders import camera_checks
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
 from robot_rl.policies.gsde import DEFAULT_SAMPLE_FREQ, GSDEActor, NoiseSchedule
@@ -64,11 +67,14 @@ class SACConfig:
     pretrained_weights: str | None = None
     image_pad: int = 4
     device: str = "auto"
+    compile: bool = False  # torch.compile the networks' forward passes
+    autocast: str | None = None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
 
     def validate(self) -> None:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
         checks = {
             **camera_checks(self),
+            **speed_checks(self),
             "hidden": (
                 isinstance(self.hidden, (list, tuple))
                 and len(self.hidden) >= 1
@@ -161,9 +167,11 @@ class SACAgent(OffPolicyAgent):
             critic_parameters += list(self.gripper_critic.parameters())
             self.modules += ("gripper_critic", "target_gripper_critic")
             self.policy_modules += ("gripper_critic",)
-        self.critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.lr)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.lr)
+        # fused: one kernel per step instead of a handful of tensor operations per parameter
+        self.critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.lr, fused=True)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr, fused=True)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.lr, fused=True)
+        self.compile_networks(*self.modules)
 
     # ----------------------------------------------------------------- acting
     def begin_episode(self) -> None:
@@ -196,9 +204,10 @@ class SACAgent(OffPolicyAgent):
         """What the critics read: the policy's features, then the privileged state when there is one."""
         return torch.cat([features, obs[PRIVILEGED_KEY].float()], dim=-1) if self.privileged else features
 
-    def update(self, sample_batch) -> dict[str, float]:
-        """``utd`` critic steps on fresh minibatches from ``sample_batch()``, then actor/temperature."""
-        metrics: dict[str, float] = {}
+    def update(self, sample_batch) -> dict[str, torch.Tensor]:
+        """``utd`` critic steps on fresh minibatches from ``sample_batch()``, then actor/temperature; the last
+        value of each metric, 0-d tensors on the agent's device."""
+        metrics: dict[str, torch.Tensor] = {}
         for _ in range(self.config.utd):
             critic_metrics, features, obs = self._update_critic(sample_batch())
             metrics.update(critic_metrics)
@@ -207,34 +216,36 @@ class SACAgent(OffPolicyAgent):
                 metrics.update(self._update_actor(features, obs))
         return metrics
 
-    def _update_critic(self, batch: dict[str, Any]) -> tuple[dict[str, float], torch.Tensor, dict[str, torch.Tensor]]:
+    def _update_critic(
+        self, batch: dict[str, Any]
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
         """One critic step; returns its metrics, the batch's (augmented) features, detached for the
         actor, and the batch's observation tensors."""
         cfg = self.config
-        obs = self.obs_tensors(batch["obs"], augment=True)
-        next_obs = self.obs_tensors(batch["next_obs"], augment=True)
         action = torch.as_tensor(batch["action"], device=self.device)
         reward = torch.as_tensor(batch["reward"], device=self.device)
         discount = torch.as_tensor(batch["discount"], device=self.device)  # gamma^n, 0 after termination
-        with torch.no_grad():
-            next_features = self.encoder(next_obs)
-            next_action, next_log_prob = self.actor.sample(next_features, generator=self.generator)
-            subset = self.rng.choice(cfg.critic_ensemble, cfg.critic_subset, replace=False)
-            target_next_features = self.target_encoder(next_obs)
-            target_q = self.target_critic(self.critic_input(target_next_features, next_obs), next_action)
-            target_q = target_q[subset].min(0).values
-            if cfg.backup_entropy:
-                target_q = target_q - self.alpha * next_log_prob
-            target = reward + discount * target_q
-        features = self.encoder(obs)
-        q = self.critic(self.critic_input(features, obs), action[:, : self.continuous_dim])
+        with self.autocast():
+            obs, next_obs, features, next_features = self.encode_batch(batch)
+            with torch.no_grad():
+                next_action, next_log_prob = self.actor.sample(next_features, generator=self.generator)
+                # a state-only target encoder has no weights: it is the encoder
+                target_next_features = self.target_encoder(next_obs) if self.encoder_trains else next_features
+                target_q = self.target_critic(self.critic_input(target_next_features, next_obs), next_action)
+                if cfg.critic_subset < cfg.critic_ensemble:
+                    members = torch.randperm(cfg.critic_ensemble, generator=self.generator, device=self.device)
+                    target_q = target_q[members[: cfg.critic_subset]]
+                target_q = target_q.amin(0).float()
+                if cfg.backup_entropy:
+                    target_q = target_q - self.alpha * next_log_prob
+                target = reward + discount * target_q
+            q = self.critic(self.critic_input(features, obs), action[:, : self.continuous_dim]).float()
         loss = F.mse_loss(q, target.expand_as(q))
-        metrics = {"critic_loss": loss.item(), "q_mean": q.mean().item(), "target_mean": target.mean().item()}
+        metrics = {"critic_loss": loss.detach(), "q_mean": q.detach().mean(), "target_mean": target.mean()}
         if cfg.gripper_critic:
-            previous = torch.as_tensor(
-                np.where(batch["has_previous"], batch["previous_action"][:, -1], cfg.gripper_initial_command),
-                device=self.device,
-            )
+            has_previous = torch.as_tensor(batch["has_previous"], device=self.device)
+            previous_action = torch.as_tensor(batch["previous_action"], device=self.device)
+            previous = torch.where(has_previous, previous_action[:, -1], cfg.gripper_initial_command)
             gripper, gripper_metrics = gripper_loss(
                 self.gripper_critic,
                 self.target_gripper_critic,
@@ -257,21 +268,28 @@ class SACAgent(OffPolicyAgent):
             soft_update(self.gripper_critic, self.target_gripper_critic, cfg.tau)
         return metrics, features.detach(), obs
 
-    def _update_actor(self, features: torch.Tensor, obs: dict[str, torch.Tensor]) -> dict[str, float]:
+    def _update_actor(self, features: torch.Tensor, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen)."""
-        action, log_prob = self.actor.sample(features, generator=self.generator)
-        q = self.critic(self.critic_input(features, obs), action).mean(0)
-        actor_loss = (self.alpha.detach() * log_prob - q).mean()
-        if self.config.exploration == "gsde":
-            actor_loss = actor_loss + self.actor.mean_penalty(features)
+        with self.autocast():
+            action, log_prob = self.actor.sample(features, generator=self.generator)
+            log_prob = log_prob.float()
+            q = self.critic(self.critic_input(features, obs), action).float().mean(0)
+            actor_loss = (self.alpha.detach() * log_prob - q).mean()
+            if self.config.exploration == "gsde":
+                actor_loss = actor_loss + self.actor.mean_penalty(features).float()
         self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
+        # only the actor's gradients: through the critic to the action, never into the critic's weights
+        actor_loss.backward(inputs=list(self.actor.parameters()))
         self.actor_optimizer.step()
         alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
         self.alpha_optimizer.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_optimizer.step()
-        return {"actor_loss": actor_loss.item(), "alpha": self.alpha.item(), "entropy": -log_prob.mean().item()}
+        return {
+            "actor_loss": actor_loss.detach(),
+            "alpha": self.alpha.detach(),
+            "entropy": -log_prob.detach().mean(),
+        }
 
     # ----------------------------------------------------------------- state
     def identity(self) -> dict[str, Any]:

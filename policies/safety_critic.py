@@ -76,11 +76,11 @@ class SafetyCritic:
 
     def sample(self, buffer, size: int | None = None) -> dict[str, Any]:
         """A class-balanced batch (``size`` rows, default ``batch_size``) with the next action of
-        each row, from ``buffer`` (a ReplayBuffer)."""
-        valid = buffer.valid_indices()
+        each row, from ``buffer`` (a ReplayBuffer, whose tensors may live on a GPU): numpy arrays."""
+        valid = buffer.valid_indices().cpu().numpy()
         if not len(valid):
             raise ValueError("the safety critic's buffer is empty")
-        violating = valid[buffer.cost[valid] > 0]
+        violating = valid[buffer.cost[valid].cpu().numpy() > 0]
         size = size or self.config.batch_size
         take = round(self.config.violation_fraction * size) if len(violating) else 0
         index = np.concatenate(
@@ -89,16 +89,16 @@ class SafetyCritic:
                 valid[self.rng.integers(0, len(valid), size - take)],
             ]
         )
-        actions, mask = buffer.action_sequences(index, 2)
-        action = buffer.action[index]
+        actions, mask = (tensor.cpu().numpy() for tensor in buffer.action_sequences(index, 2))
+        action = buffer.action[index].cpu().numpy()
         next_index = (index + 1) % buffer.capacity  # every stored transition's next observation
         return {
-            "state": buffer.obs["state"][index],
+            "state": buffer.obs["state"][index].cpu().numpy(),
             "action": action,
-            "cost": buffer.cost[index],
-            "next_state": buffer.obs["state"][next_index],
+            "cost": buffer.cost[index].cpu().numpy(),
+            "next_state": buffer.obs["state"][next_index].cpu().numpy(),
             "next_action": np.where(mask[:, 1:], actions[:, 1], action),  # no next step: the same action again
-            "terminated": buffer.terminated[index],
+            "terminated": buffer.terminated[index].cpu().numpy(),
         }
 
     def targets(self, batch: dict[str, Any]) -> torch.Tensor:

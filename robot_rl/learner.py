@@ -120,8 +120,9 @@ class Learner:
         self.safety_penalty = safety_settings.penalty if enabled else 0.0
         self.relabel_proposed = enabled and safety_settings.relabel == "proposed"
         space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
-        self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim)
-        self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim)
+        device = getattr(agent, "device", None)  # the buffers live, and batches arrive, where the agent learns
+        self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim, device)
+        self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim, device)
         self.sampler = MixedSampler(self.online, self.demo, settings.demo_fraction, seed=seed)
         self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
         self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)

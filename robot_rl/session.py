@@ -219,8 +219,8 @@ def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
     load_agent("train.resume", learner.agent, folder / "agent.pt")
     if learner.safety is not None and (folder / "safety_critic.pt").exists():
         learner.safety.critic.load_state_dict(load_tensors("train.resume", folder / "safety_critic.pt"))
-    learner.online = ReplayBuffer.load(folder / "online_buffer")
-    learner.demo = ReplayBuffer.load(folder / "demo_buffer")
+    learner.online = ReplayBuffer.load(folder / "online_buffer", learner.online.device)
+    learner.demo = ReplayBuffer.load(folder / "demo_buffer", learner.demo.device)
     learner.sampler.online, learner.sampler.demo = learner.online, learner.demo
     learner.sampler.rng.bit_generator.state = state["sampler_rng"]
     learner.online_received, learner.update_calls = state["online_received"], state["update_calls"]

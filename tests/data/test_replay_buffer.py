@@ -115,7 +115,7 @@ def test_mixed_sampler_draws_the_configured_demo_fraction(two_episodes, fraction
     batch = sampler.sample(256)
     demo_rows = batch["is_demo"]
     assert abs(demo_rows.sum() - fraction * 256) <= 1
-    assert np.all(batch["obs"]["state"][demo_rows, 0] >= 500) and np.all(batch["obs"]["state"][~demo_rows, 0] < 500)
+    assert (batch["obs"]["state"][demo_rows, 0] >= 500).all() and (batch["obs"]["state"][~demo_rows, 0] < 500).all()
 
 
 def test_mixed_sampler_uses_the_other_buffer_when_one_is_empty(two_episodes):

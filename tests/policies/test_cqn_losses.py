@@ -152,7 +152,7 @@ def test_cqn_as_bc_losses_skip_the_steps_past_the_episode_end():
     again = CQNASAgent({"state": (4,)}, 2, config, seed=0).update(lambda: changed)
     assert metrics["bc_fosd_loss"] >= 0 and metrics["margin_loss"] > 0
     names = ("critic_loss", "bc_fosd_loss", "margin_loss")
-    assert [again[name] for name in names] == pytest.approx([metrics[name] for name in names], rel=1e-6)
+    assert [float(again[name]) for name in names] == pytest.approx([float(metrics[name]) for name in names], rel=1e-6)
     # and the masked entries are left out of the mean (not counted as zeros): the weights follow the mask
     agent = CQNASAgent({"state": (4,)}, 2, config, seed=0)
     indices, _ = encode_action(torch.as_tensor(sequence).flatten(1), 2, 3)
