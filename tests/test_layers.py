@@ -33,6 +33,7 @@ GROUND = (
     "robot_rl.interrupts",
     "robot_rl.observation_keys",
     "robot_rl.safety",
+    "robot_rl.safety.fast_risk",
     "robot_rl.safety.filter",
     "robot_rl.safety.hard_limits",
     "robot_rl.safety.robot_limits",

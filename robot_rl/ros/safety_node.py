@@ -15,6 +15,13 @@ last instant (:mod:`robot_rl.sim.robot_node` says why the command, not the clock
 A managed node (:class:`SafetyLifecycle`): inactive it holds the measured pose, active it obeys the actor;
 it activates itself at start unless ``--inactive``.
 
+With ``safety.fast_critic.enabled=true`` a learned risk model runs every tick before the hard layer
+(:mod:`robot_rl.ros.fast_critic`, :mod:`robot_rl.safety.fast_risk`): it scales the command down or switches to a
+recovery command (hold the measured pose, retreat along the measured force) when the risk is high, and is bypassed
+(hard layer only, flagged) when it has no model, the arm state is stale, or it fails or misses its deadline. Its
+starting weights are read from ``safety.fast_critic.weights`` at *configure* (a missing or malformed file: one line
+on stderr, exit 2); new ones come on ``/rl/fast_risk_weights``.
+
 Who may move the arm. Without DDS security (the PyPI ROS 2 wheels have none; ``docs/security.md``)
 any participant of the domain can publish on any topic, so the node watches the ROS graph every
 ``graph_period`` s (:class:`PublisherWatch`):
@@ -47,9 +54,12 @@ Topics (all remappable with ``--ros-args -r``):
 | in | ``/rl/estop`` (std_msgs/Bool, true latches), ``/rl/estop_reset`` (std_msgs/Empty) | |
 | out | ``/rl/equilibrium_pose`` | geometry_msgs/PoseStamped: the command for a Cartesian impedance controller |
 | out | ``/rl/gripper_command`` (std_msgs/Float64), ``/rl/safety_flags`` (std_msgs/UInt32) | |
+| in, fast critic | ``/rl/fast_risk_weights`` | std_msgs/UInt8MultiArray (latched): an ``.npz`` of the risk model |
+| out, fast critic | ``/rl/safety_risk`` (std_msgs/Float64), ``/rl/safety_stats`` (std_msgs/String, JSON) | |
 
     python -m robot_rl.ros.safety_node [--rate-hz 500] [--senders robot_rl_actor robot_rl_home_reset]
-        [--operators robot_rl_teleop] [robot=fr3] [robot.limits.max_force=30] [ros.sim_time=true] [--ros-args ...]
+        [--operators robot_rl_teleop] [robot=fr3] [robot.limits.max_force=30] [ros.sim_time=true]
+        [safety.fast_critic.enabled=true safety.fast_critic.weights=fast_risk.npz] [--ros-args ...]
 """
 
 from __future__ import annotations
@@ -61,12 +71,15 @@ import time
 from collections.abc import Callable, Iterable
 
 import numpy as np
+from omegaconf import OmegaConf
 from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
+from ..safety.fast_risk import FastCriticSettings, FastRiskFilter, fast_critic_settings, load_fast_model
 from ..safety.robot_limits import safety_limits
 from . import qos
+from .fast_critic import FastCritic
 from .guard import InputGuard, MessageError, bounded, finite_scalar
 from .messages import STAMP_TOLERANCE_NS, numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
 from .messages import seconds as stamp_seconds
@@ -87,7 +100,9 @@ class SafetyNode:
     """Owns the subscriptions, the timers, the publisher watch and the hard-layer state of one arm.
 
     ``active``: obey the actor's commands; inactive, the node holds the measured pose (flag ``INACTIVE``) as
-    ros2_control's deactivated controllers do; ``publishing`` false: it sends nothing (unconfigured)."""
+    ros2_control's deactivated controllers do; ``publishing`` false: it sends nothing (unconfigured).
+    ``fast_critic``: the learned fast-loop filter run every tick before the hard layer (None: hard layer only);
+    ``fast_source`` names where its starting model came from, for the log."""
 
     def __init__(
         self,
@@ -101,6 +116,8 @@ class SafetyNode:
         discovery_grace: float = 5.0,
         sim_time: bool = False,
         active: bool = True,
+        fast_critic: FastRiskFilter | None = None,
+        fast_source: str | None = None,
     ):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.clock import Clock, ClockType
@@ -147,6 +164,13 @@ class SafetyNode:
         self.gripper_pub = self._own_publisher(Float64, "/rl/gripper_command", own)
         self.flags_pub = self._own_publisher(UInt32, "/rl/safety_flags", own)
         self._messages = {"pose": PoseStamped, "float": Float64, "flags": UInt32}
+        self.fast = (
+            None
+            if fast_critic is None
+            else FastCritic(
+                node, self.guard, fast_critic, lambda kind, topic: self._own_publisher(kind, topic, own), fast_source
+            )
+        )
         self._force, self._torque = np.zeros(3), np.zeros(3)
         self.wrench_stamp = 0.0  # s: when the newest wrench counts as received (sim time: its stamp)
         senders = frozenset(senders)
@@ -225,6 +249,8 @@ class SafetyNode:
     def _on_pose(self, msg) -> None:
         pos, rot = self._pose(msg)
         self.arm = ArmState(pos, rot, self._received(msg), self._force, self._torque)
+        if self.fast is not None:  # the twist by finite difference: on the arm's stamps when it sends them
+            self.fast.observe_pose(pos, rot, stamp_seconds(msg.header.stamp) or self.arm.stamp)
         if self.sim_time:
             self._tick_when_due()
 
@@ -329,22 +355,32 @@ class SafetyNode:
 
     # ----------------------------------------------------------------- the loop
     def tick(self, now: float | None = None, publish: bool = True) -> None:
-        """One pass of the hard layer at ``now`` (s; default the monotonic clock) and, with ``publish``, its
-        command, gripper and flags (in sim time the flags of all ticks of one instant go out together)."""
+        """One pass of the fast critic (when there is one) and the hard layer at ``now`` (s; default the monotonic
+        clock) and, with ``publish``, its command, gripper, flags and risk (in sim time the flags of all ticks of one
+        instant go out together)."""
         if self.arm is None or not self.publishing:
             return  # nothing measured yet (nothing to hold) or unconfigured: nothing sent
+        started = time.perf_counter()
         now = time.monotonic() if now is None else now
         if self.previous is None:
             self.previous = hold(self.arm, self.gripper, now)
         stale = now - 2 * self.limits.command_timeout  # no target yet, or inactive: a stale one, the arm holds
         command = (self.command if self.active else None) or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
+        risk_flags = Violation.NONE
+        if self.fast is not None:  # before the hard layer, which has the last word (a stale command stays stale)
+            command, risk_flags = self.fast.step(self.arm, command, self.previous.gripper, now)
         self.previous, self.flags = enforce(self.limits, self.latch, self.arm, command, self.previous, now)
+        self.flags |= risk_flags
         if self.watch.foreign:
             self.flags |= Violation.FOREIGN_PUBLISHER
         if not self.active:
             self.flags |= Violation.INACTIVE
         if publish:
             self._publish(now)
+        if self.fast is not None:
+            if publish:
+                self.fast.publish_risk()
+            self.fast.tick_time.add(time.perf_counter() - started)
 
     def _publish(self, now: float) -> None:
         """The last command sent (arm pose and gripper), stamped ``now``; the flags too in real time."""
@@ -370,6 +406,7 @@ class SafetyLifecycle(ManagedEntity):
     def __init__(self, node, build: Callable[[], SafetyNode]):
         self.node, self.build = node, build
         self.safety: SafetyNode | None = None
+        self.error: ConfigError | None = None  # why configure failed (a bad fast-critic weights file)
 
     def _set(self, active: bool, publishing: bool, what: str) -> TransitionCallbackReturn:
         if self.safety is not None:
@@ -379,7 +416,11 @@ class SafetyLifecycle(ManagedEntity):
 
     def on_configure(self, state) -> TransitionCallbackReturn:
         if self.safety is None:
-            self.safety = self.build()
+            try:
+                self.safety = self.build()
+            except ConfigError as error:  # main() exits with it; the node stays unconfigured
+                self.error = error
+                return TransitionCallbackReturn.FAILURE
         return self._set(False, True, "configured: holding the arm until activated")
 
     def on_activate(self, state) -> TransitionCallbackReturn:
@@ -443,25 +484,33 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config([*overrides, *argv[end:]])
         limits, sim_time = safety_limits(cfg.robot.limits, args.rate_hz), sim_time_of(cfg)
+        fast_block = cfg.safety.get("fast_critic")
+        if fast_block is not None and not OmegaConf.is_dict(fast_block):
+            raise ConfigError("safety.fast_critic", fast_block, "a mapping of the fast critic's settings")
+        fast = fast_critic_settings(None if fast_block is None else OmegaConf.to_container(fast_block, resolve=True))
         with ros_node("robot_rl_safety", ros_args, sim_time, lifecycle=True) as node:
-            node.add_managed_entity(
-                SafetyLifecycle(
+
+            def build() -> SafetyNode:
+                return SafetyNode(
                     node,
-                    lambda: SafetyNode(
-                        node,
-                        limits,
-                        args.rate_hz,
-                        args.frame_id,
-                        args.senders,
-                        args.operators,
-                        args.graph_period,
-                        args.discovery_grace,
-                        sim_time,
-                        active=False,
-                    ),
+                    limits,
+                    args.rate_hz,
+                    args.frame_id,
+                    args.senders,
+                    args.operators,
+                    args.graph_period,
+                    args.discovery_grace,
+                    sim_time,
+                    active=False,
+                    fast_critic=fast_filter(fast, args.rate_hz, limits),
+                    fast_source=fast.weights,
                 )
-            )
+
+            lifecycle = SafetyLifecycle(node, build)
+            node.add_managed_entity(lifecycle)
             node.trigger_configure()
+            if lifecycle.error is not None:
+                raise lifecycle.error
             if not args.inactive:
                 node.trigger_activate()
             if sim_time:
@@ -472,6 +521,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while starting: nothing to clean up beyond ros_node's
         pass
     return 0
+
+
+def fast_filter(settings: FastCriticSettings, rate_hz: float, limits: SafetyLimits) -> FastRiskFilter | None:
+    """The fast-loop filter of ``safety.fast_critic`` with its starting model (None when disabled); a weights file
+    that is missing or malformed raises :class:`ConfigError`."""
+    if not settings.enabled:
+        return None
+    model, version = load_fast_model(settings)
+    return FastRiskFilter(settings, rate_hz, limits.state_timeout, model, version)
 
 
 if __name__ == "__main__":

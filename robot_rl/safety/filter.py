@@ -8,7 +8,9 @@ action's translation part, gripper unchanged). While the filter is engaged it ex
 scaled action whose risk is below ``threshold_off``; when there is none, the recovery action if it
 is below ``threshold_off`` too, else the least risky of the recovery and escape actions (Recovery
 RL's argmin of Q_risk: holding still inside a hazard, e.g. a keep-out zone the arm has entered,
-would only prolong the violation).
+would only prolong the violation). A ``recoveries`` builder replaces the hold and escape rows with rows it
+makes from (state, action): the safety node's fast loop (:mod:`robot_rl.safety.fast_risk`) holds the measured
+pose and retreats along the measured force.
 
 Hysteresis: the filter engages when the risk of a exceeds ``threshold_on`` and releases only
 after the risk of a has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
@@ -42,6 +44,7 @@ import numpy as np
 from robot_rl.config import require_all
 
 RiskFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
+RecoveryBuilder = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (state, action) -> (1 + E, A) candidate rows
 
 
 @dataclass(frozen=True)
@@ -95,11 +98,13 @@ class SafetyFilter:
         self,
         risk: RiskFunction,
         settings: FilterSettings | None = None,
-        recovery_action: Callable[[np.ndarray], np.ndarray] | None = None,
+        recoveries: RecoveryBuilder | None = None,
         clock: Callable[[], float] = time.thread_time,
     ):
         self.risk, self.settings, self.clock = risk, settings or FilterSettings(), clock
-        self.recovery_action = recovery_action  # None: hold (no Cartesian step, gripper unchanged), in the template
+        # the rows after the scaled ones, built per step from (state, action): the recovery action, then the escapes;
+        # None: hold (no Cartesian step, gripper unchanged) and the escape steps of the template
+        self.recoveries = recoveries
         self._factors: np.ndarray | None = None  # (K, A) line-search factors, built for the first action's size
         self._template: np.ndarray | None = None  # (K + 1 + E, A): zero rows, then hold and the escape steps
         self.engaged = False
@@ -111,18 +116,21 @@ class SafetyFilter:
     def reset(self) -> None:
         self.engaged, self._calm_steps = False, 0
 
-    def candidates(self, action: np.ndarray) -> np.ndarray:
+    def candidates(self, action: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         """The proposed action scaled by every factor, the recovery action, the escape actions:
-        (K + 1 + E, A), float32 (what the risk model computes in)."""
+        (K + 1 + E, A), float32 (what the risk model computes in). ``state`` goes to ``recoveries``."""
         if self._template is None or self._template.shape[1] != action.size:
             self._build_template(action.size)
         scaled = len(self.settings.scales)
-        candidates = self._template.copy()  # rows after the scaled ones: hold and escapes, gripper unset
+        if self.recoveries is None:
+            candidates = self._template.copy()  # rows after the scaled ones: hold and escapes, gripper unset
+            if self.settings.gripper_last:
+                candidates[scaled:, -1] = action[-1]
+        else:
+            rows = self.recoveries(state, action)
+            candidates = np.empty((scaled + len(rows), action.size), np.float32)
+            candidates[scaled:] = rows
         np.multiply(self._factors, action, out=candidates[:scaled], casting="unsafe")
-        if self.settings.gripper_last:
-            candidates[scaled:, -1] = action[-1]
-        if self.recovery_action is not None:
-            candidates[scaled] = self.recovery_action(action)
         return candidates
 
     def _build_template(self, size: int) -> None:
@@ -139,7 +147,7 @@ class SafetyFilter:
 
     def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
         action = np.asarray(action)
-        candidates = self.candidates(action)
+        candidates = self.candidates(action, state)
         started = self.clock()
         try:
             risks = np.asarray(self.risk(state, candidates), dtype=np.float64).tolist()  # decisions on floats

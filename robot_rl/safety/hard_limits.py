@@ -43,6 +43,11 @@ class Violation(enum.IntFlag):
     GRIPPER_STEP = enum.auto()
     FOREIGN_PUBLISHER = enum.auto()  # set by the safety node: a node not allowed publishes to the arm or its inputs
     INACTIVE = enum.auto()  # set by the safety node: its lifecycle state is inactive, it holds the arm
+    RISK_FILTERED = enum.auto()  # set by the safety node: its fast-loop critic changed the command (risk too high)
+    RISK_BYPASSED = enum.auto()  # set by the safety node: its fast-loop critic was not used (no model, stale state,
+    #                             a missed deadline, NaN or an error): the hard layer alone applied
+    RISK_MODEL_REJECTED = enum.auto()  # set by the safety node: the newest fast-critic weights were refused, it runs on
+    #                                   its last good model
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ..config import ConfigError, is_integer, is_number, require_all, settings_of
+from .fast_risk import fast_critic_settings
 from .filter import FilterSettings, SafetyFilter
 
 RISK_MODEL_KEY = "safety.risk_model"
@@ -42,6 +43,7 @@ class SafetySettings:
     prior_fraction: float = 0.75  # share of each online batch drawn from the pretraining store
     critic: dict[str, Any] = field(default_factory=dict)  # SafetyCriticConfig fields
     filter: dict[str, Any] = field(default_factory=dict)  # FilterSettings fields
+    fast_critic: dict[str, Any] = field(default_factory=dict)  # the safety node's: FastCriticSettings fields
 
 
 def safety_settings(cfg: DictConfig | None) -> SafetySettings:
@@ -73,6 +75,7 @@ def safety_settings(cfg: DictConfig | None) -> SafetySettings:
 
     settings_of("safety.critic", SafetyCriticConfig, settings.critic).validate()
     filter_settings(settings)  # inconsistent thresholds fail at start-up, not at run time
+    fast_critic_settings(settings.fast_critic)
     return settings
 
 

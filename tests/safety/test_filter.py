@@ -108,3 +108,23 @@ def test_inconsistent_filter_settings_fail_at_start_up(values, key):
     with pytest.raises(ConfigError) as error:
         FilterSettings(**values)
     assert error.value.key == key
+
+
+def test_a_recoveries_builder_replaces_hold_and_escapes_with_rows_made_from_the_state():
+    """The safety node's fast loop builds its recovery rows from the measured state (a retreat along the force)."""
+
+    def recoveries(state, action):
+        return np.array([[0.0, 0.0, 0.0, action[-1]], [*state[:3], action[-1]]], np.float32)
+
+    def only_the_retreat_is_safe(state, actions):
+        return np.where(actions[:, 2] > 0.5, 0.0, 1.0)
+
+    safety = SafetyFilter(only_the_retreat_is_safe, FilterSettings(scales=(1.0, 0.5)), recoveries=recoveries)
+    state, action = np.array([0.0, 0.0, 0.8]), np.array([1.0, 0.0, 0.0, 0.3])
+    np.testing.assert_allclose(
+        safety.candidates(action, state),
+        [[1.0, 0.0, 0.0, 0.3], [0.5, 0.0, 0.0, 0.3], [0.0, 0.0, 0.0, 0.3], [0.0, 0.0, 0.8, 0.3]],
+    )
+    result = safety(state, action)
+    assert result.intervened
+    np.testing.assert_allclose(result.action, [0.0, 0.0, 0.8, 0.3])
