@@ -31,6 +31,7 @@ from .interrupts import deferred_interrupt, interrupt_requests
 from .learner import Learner, TrainSettings, settings_from
 from .robustness import randomized, robustness_sweep, write_sweep
 from .session import ActorSession, Counters, LearnerSession, load_checkpoint_agent, make_agent
+from .sim.fast_loop import attach_fast_loop, fast_loop_from_config
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
 from .transport import LocalTransport
 
@@ -54,6 +55,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     env = randomized(make_env(task), cfg.get("randomization"), seed)  # evaluation stays nominal
     eval_env = make_env(task)
+    for each in (env, eval_env):  # the safety node's tick in the control substeps (safety.fast_critic.sim_rate_hz)
+        attach_fast_loop(each, fast_loop_from_config(cfg))
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     transport = LocalTransport()
     learning = LearnerSession(cfg, shapes, action_dim, transport)

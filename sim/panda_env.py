@@ -20,9 +20,12 @@ import numpy as np
 
 from robot_rl import config as check
 from robot_rl.geometry import delta_target, orientation_error, rotvec_from_matrix
+from robot_rl.safety import ArmState, Command
+from robot_rl.safety.fast_risk import INPUT_WIDTH
 from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
 from robot_rl.sim.constraints import ConstraintMonitor, Constraints
 from robot_rl.sim.controller import CartesianImpedanceController, ImpedanceGains
+from robot_rl.sim.fast_loop import FastStream, SimFastLoop
 from robot_rl.sim.scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
 
 HOME_QPOS = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])  # radians, Franka "ready" pose
@@ -95,6 +98,9 @@ class PandaTaskEnv(ArmEnv):
         self.force_torque = bool(force_torque)
         self.render_shadows = bool(render_shadows)
         self.n_substeps = round(substeps)
+        self.physics_rate_hz = float(physics_rate_hz)
+        self.fast_loop: SimFastLoop | None = None  # see attach_fast_loop
+        self._fast_stream: FastStream | None = None
 
         try:
             self.constraints = Constraints.from_config(constraints)
@@ -171,6 +177,46 @@ class PandaTaskEnv(ArmEnv):
         )
         return raw - self._ft_tare
 
+    def wrench_in_base(self) -> tuple[np.ndarray, np.ndarray]:
+        """(force N, torque N m) of :meth:`wrench` in the base frame: what a real arm's driver reports as its
+        external wrench and the safety node reads."""
+        force, torque = np.split(self.wrench(), 2)
+        hand_to_base = self.tcp_rot
+        return hand_to_base @ force, hand_to_base @ torque
+
+    def arm_state(self) -> ArmState:
+        """The measured arm as the safety layers see it: TCP pose and base-frame wrench at the sim time (s)."""
+        force, torque = self.wrench_in_base()
+        return ArmState(self.tcp_pos, self.tcp_rot, float(self.data.time), force, torque)
+
+    # ----------------------------------------------------------------- the fast loop
+    def attach_fast_loop(self, loop: SimFastLoop | None) -> None:
+        """Run ``loop`` (the safety node's tick: fast-loop critic, then hard layer) every control substep from the
+        next reset on; None: the policy's target goes straight to the impedance controller."""
+        if loop is not None:
+            loop.ticks_per_step(self.control_rate_hz, round(self.physics_rate_hz / self.control_rate_hz))
+        self.fast_loop, self._fast_stream = loop, None
+
+    def _run_fast_loop(self, command: Command) -> None:
+        """One policy step as fast ticks of the attached loop, each followed by its physics steps; the ticks are
+        kept for :meth:`info`."""
+        loop = self.fast_loop
+        per_tick = round(self.physics_rate_hz / loop.rate_hz)
+        ticks = max(1, self.n_substeps // per_tick)  # randomized control periods change the number of ticks
+        times, risks = np.empty(ticks), np.empty(ticks, np.float32)
+        features = np.empty((ticks, INPUT_WIDTH), np.float32)
+        flags, violations = np.empty(ticks, np.uint32), np.empty(ticks, np.uint32)
+        for index in range(ticks):
+            arm = self.arm_state()
+            sent, flags[index], features[index] = loop.tick(arm, command)
+            self.controller.set_target(sent.pos, sent.rot)
+            self.set_gripper_command(sent.gripper)
+            self.simulate(per_tick)
+            times[index], risks[index], violations[index] = arm.stamp, loop.risk, self.violation()
+        if self.n_substeps > ticks * per_tick:
+            self.simulate(self.n_substeps - ticks * per_tick)
+        self._fast_stream = FastStream(times, features, risks, flags, violations)
+
     # ----------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -185,14 +231,19 @@ class PandaTaskEnv(ArmEnv):
         mujoco.mj_forward(self.model, self.data)  # sensors with the impedance holding this pose
         self._ft_tare = np.zeros(6)
         self._ft_tare = self.wrench()
+        if self.fast_loop is not None:
+            self.fast_loop.reset(self.arm_state(), -1.0)
+            self._fast_stream = None
         return self.begin_episode()
 
     def apply_action(self, action: np.ndarray) -> None:
-        self.controller.set_target(
-            *delta_target(
-                self.tcp_pos, self.tcp_rot, action, self.pos_step, self.rot_step, self.workspace, self.home_rot
-            )
+        target = delta_target(
+            self.tcp_pos, self.tcp_rot, action, self.pos_step, self.rot_step, self.workspace, self.home_rot
         )
+        if self.fast_loop is not None:
+            self._run_fast_loop(Command(*target, float(action[-1]), float(self.data.time)))
+            return
+        self.controller.set_target(*target)
         self.set_gripper_command(float(action[-1]))
         self.simulate(self.n_substeps)
 
@@ -263,7 +314,10 @@ class PandaTaskEnv(ArmEnv):
         return self.constraint_monitor.check(self.data, self.tcp_pos, speed, self.data.qpos[self._arm_qpos])
 
     def info(self, clipped: int, success: bool) -> dict:
-        return {**super().info(clipped, success), "violation": self.violation()}
+        info = {**super().info(clipped, success), "violation": self.violation()}
+        if self._fast_stream is not None:  # the last policy step's fast ticks
+            info["fast_loop"] = self._fast_stream
+        return info
 
     def observation(self) -> dict[str, np.ndarray]:
         obs = {"state": self._state()}

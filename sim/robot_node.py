@@ -396,9 +396,7 @@ class SimRobot:
                     now,
                 )
             )
-        force, torque = np.split(env.wrench(), 2)
-        hand_to_base = env.tcp_rot
-        self.pub["wrench"].publish(wrench_msg(hand_to_base @ force, hand_to_base @ torque, now, self.frame_id))
+        self.pub["wrench"].publish(wrench_msg(*env.wrench_in_base(), now, self.frame_id))
         self.pub["pose"].publish(pose_msg(env.tcp_pos, env.tcp_rot, now, self.frame_id))
 
     def publish_task_signals(self) -> None:

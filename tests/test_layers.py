@@ -37,6 +37,7 @@ GROUND = (
     "robot_rl.safety.filter",
     "robot_rl.safety.hard_limits",
     "robot_rl.safety.robot_limits",
+    "robot_rl.safety.tick",
     "robot_rl.transport",
 )
 MIDDLE = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware")

@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 
 from ..safety import Command, Violation
-from ..safety.fast_risk import BYPASS_REASONS, FastDecision, FastRiskError, FastRiskFilter, FastRiskModel
+from ..safety.fast_risk import (
+    BYPASS_REASONS,
+    FastDecision,
+    FastRiskError,
+    FastRiskFilter,
+    FastRiskModel,
+    decision_flags,
+)
 from . import qos
 
 WEIGHTS_TOPIC = "/rl/fast_risk_weights"
@@ -130,14 +137,12 @@ class FastCritic:
         if decision.bypass is None or decision.bypass == "deadline":
             self.model_cpu.add(decision.seconds)
         self.risk = decision.risk
-        counts, flags = self.counts, Violation.NONE
+        counts, flags = self.counts, decision_flags(decision)
         counts["ticks"] += 1
-        if decision.filtered:
-            counts["filtered"] += 1
-            flags = Violation.RISK_FILTERED
         if decision.bypass is not None:
             counts[decision.bypass] += 1
-            flags = Violation.RISK_BYPASSED
+        elif decision.filtered:
+            counts["filtered"] += 1
         if self.newest_rejected:
             flags |= Violation.RISK_MODEL_REJECTED
         return decision.command, flags

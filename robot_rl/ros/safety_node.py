@@ -75,9 +75,10 @@ from omegaconf import OmegaConf
 from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from ..config import ConfigError
-from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
+from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
 from ..safety.fast_risk import FastCriticSettings, FastRiskFilter, fast_critic_settings, load_fast_model
 from ..safety.robot_limits import safety_limits
+from ..safety.tick import safety_tick
 from . import qos
 from .fast_critic import FastCritic
 from .guard import InputGuard, MessageError, bounded, finite_scalar
@@ -366,11 +367,8 @@ class SafetyNode:
             self.previous = hold(self.arm, self.gripper, now)
         stale = now - 2 * self.limits.command_timeout  # no target yet, or inactive: a stale one, the arm holds
         command = (self.command if self.active else None) or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
-        risk_flags = Violation.NONE
-        if self.fast is not None:  # before the hard layer, which has the last word (a stale command stays stale)
-            command, risk_flags = self.fast.step(self.arm, command, self.previous.gripper, now)
-        self.previous, self.flags = enforce(self.limits, self.latch, self.arm, command, self.previous, now)
-        self.flags |= risk_flags
+        critic = None if self.fast is None else self.fast.step
+        self.previous, self.flags = safety_tick(self.limits, self.latch, self.arm, command, self.previous, now, critic)
         if self.watch.foreign:
             self.flags |= Violation.FOREIGN_PUBLISHER
         if not self.active:

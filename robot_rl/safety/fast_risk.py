@@ -56,7 +56,7 @@ from robot_rl.config import ConfigError, is_number, require_all, settings_of
 from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
 
 from .filter import FilterSettings, SafetyFilter
-from .hard_limits import ArmState, Command
+from .hard_limits import ArmState, Command, Violation
 
 LAYOUT_VERSION = 1
 STATE_FEATURES = (  # (name, width, unit), in order
@@ -353,6 +353,9 @@ class FastCriticSettings:
     retreat_distance: float = 0.01  # m along the measured external force
     deadline_us: float = 200.0  # us of the tick thread's CPU time in the model; slower: bypassed
     report_period: float = 60.0  # s between the node's count reports
+    sim_rate_hz: float | None = (
+        None  # Hz of the safety tick in a MuJoCo task's control substeps (robot-rl train); None: off
+    )
 
     def __post_init__(self) -> None:
         checks = {
@@ -372,6 +375,10 @@ class FastCriticSettings:
                 "microseconds in (0, 1e5]",
             ),
             "report_period": (is_number(self.report_period) and self.report_period > 0, "a positive number of seconds"),
+            "sim_rate_hz": (
+                self.sim_rate_hz is None or (is_number(self.sim_rate_hz) and self.sim_rate_hz > 0),
+                "null or a positive rate in Hz (a multiple of the task's control rate dividing its physics rate)",
+            ),
             "threshold_on": (is_number(self.threshold_on), "a probability in (0, 1]"),
             "threshold_off": (is_number(self.threshold_off), "a probability <= threshold_on"),
             "scales": (
@@ -433,6 +440,14 @@ class FastDecision:
 
 
 BYPASS_REASONS = ("no_model", "stale_state", "deadline", "error")
+
+
+def decision_flags(decision: FastDecision) -> Violation:
+    """The tick's risk flags of a decision: ``RISK_FILTERED`` when it changed the command, ``RISK_BYPASSED`` when
+    the model was not used (the hard layer alone applies)."""
+    if decision.bypass is not None:
+        return Violation.RISK_BYPASSED
+    return Violation.RISK_FILTERED if decision.filtered else Violation.NONE
 
 
 class FastRiskFilter:

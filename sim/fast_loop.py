@@ -1,0 +1,149 @@
+"""The safety node's fast loop inside the MuJoCo tasks: the fast-loop critic and the hard layer every control
+substep between two policy steps.
+
+On a real cell the policy's target goes to the safety node, which at 500 Hz - 1 kHz scores it with the fast-loop
+critic and clamps it with the hard layer before the impedance controller sees it (:mod:`robot_rl.ros.safety_node`).
+With a :class:`SimFastLoop` attached (:meth:`~robot_rl.sim.panda_env.PandaEnv.attach_fast_loop`) a MuJoCo task does
+the same: each policy step is ``ticks`` fast ticks of ``n_substeps / ticks`` physics steps, and every tick runs
+:func:`robot_rl.safety.tick.safety_tick` (the node's code) on the measured TCP pose and base-frame wrench, then
+hands the command it sends to the impedance controller. Hazards that build up within a policy step are therefore
+seen, and acted on, at the fast rate.
+
+Each policy step's ticks are kept as a :class:`FastStream` (the env's ``info["fast_loop"]``): per tick the
+critic's input (:data:`~robot_rl.safety.fast_risk.STATE_FEATURES` then the
+:data:`~robot_rl.safety.fast_risk.DELTA_FEATURES` of the command the policy asked for), the risk, the tick's flags
+and the task's constraint violations measured after the tick: the labels a fast-loop critic learns from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from robot_rl.config import ConfigError
+from robot_rl.safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
+from robot_rl.safety.fast_risk import (
+    INPUT_WIDTH,
+    STATE_WIDTH,
+    FastRiskFilter,
+    TcpMotion,
+    command_delta,
+    decision_flags,
+    fast_critic_settings,
+    fast_state,
+    load_fast_model,
+)
+from robot_rl.safety.robot_limits import safety_limits
+from robot_rl.safety.tick import safety_tick
+
+
+@dataclass
+class FastStream:
+    """One policy step's fast ticks, T rows each: ``time`` (T,) float64 s of sim time at the tick, ``features``
+    (T, 26) float32 (fast state, then the delta of the policy's command; base frame, m, rad, N), ``risk`` (T,)
+    float32 (NaN without a model or when bypassed), ``flags`` (T,) uint32 (the safety tick's
+    :class:`~robot_rl.safety.Violation` bits), ``violation`` (T,) uint32 (the task's constraint bits after it)."""
+
+    time: np.ndarray
+    features: np.ndarray
+    risk: np.ndarray
+    flags: np.ndarray
+    violation: np.ndarray
+
+
+class SimFastLoop:
+    """The fast loop of one sim arm: per-tick ``limits`` (built for ``rate_hz``, as the safety node builds them from
+    ``robot.limits``) and, optionally, a fast-loop risk filter.
+
+    Args:
+        limits: the hard layer's per-tick limits at ``rate_hz`` (:func:`robot_rl.safety.robot_limits.safety_limits`).
+        rate_hz: ticks per second; an integer multiple of the env's control rate that divides its physics rate.
+        risk_filter: the learned fast-loop filter (None: the hard layer alone).
+    """
+
+    def __init__(self, limits: SafetyLimits, rate_hz: float, risk_filter: FastRiskFilter | None = None):
+        self.limits, self.rate_hz, self.risk_filter = limits, float(rate_hz), risk_filter
+        self.latch = EStopLatch()
+        self.previous: Command | None = None
+        self.motion = TcpMotion()
+        self._risk = math.nan
+
+    def ticks_per_step(self, control_rate_hz: float, physics_steps: int) -> int:
+        """Fast ticks per policy step; raises ValueError when the rates do not fit."""
+        ticks = self.rate_hz / control_rate_hz
+        if abs(ticks - round(ticks)) > 1e-6 or round(ticks) < 1 or physics_steps % round(ticks):
+            raise ValueError(
+                f"fast loop rate {self.rate_hz} Hz: expected an integer multiple of the control rate "
+                f"{control_rate_hz} Hz whose ticks divide the {physics_steps} physics steps of a policy step"
+            )
+        return round(ticks)
+
+    def reset(self, arm: ArmState, gripper: float) -> None:
+        """Start an episode holding the measured pose; the twist and the critic's hysteresis start afresh."""
+        self.previous = hold(arm, gripper, arm.stamp)
+        self.motion = TcpMotion()
+        self.motion.update(arm.pos, arm.rot, arm.stamp)
+        if self.risk_filter is not None:
+            self.risk_filter.filter.reset()
+
+    def tick(self, arm: ArmState, command: Command) -> tuple[Command, Violation, np.ndarray]:
+        """One tick at ``arm.stamp``: the command to hand to the controller, the flags and the critic's input row
+        for ``command`` (26,)."""
+        gripper = self.previous.gripper
+        self.motion.update(arm.pos, arm.rot, arm.stamp)
+        features = np.empty(INPUT_WIDTH, np.float32)
+        features[:STATE_WIDTH] = fast_state(self.motion.features, arm.force, arm.torque, gripper)
+        features[STATE_WIDTH:] = command_delta(arm, command, gripper)
+        self._risk, critic = math.nan, None
+        if self.risk_filter is not None:
+            self.risk_filter.motion = self.motion  # the critic sees the twist measured here
+            critic = self._critic
+        self.previous, flags = safety_tick(self.limits, self.latch, arm, command, self.previous, arm.stamp, critic)
+        return self.previous, flags, features
+
+    def _critic(self, arm: ArmState, command: Command, gripper: float, now: float) -> tuple[Command, Violation]:
+        decision = self.risk_filter.step(arm, command, gripper, now)
+        self._risk = decision.risk
+        return decision.command, decision_flags(decision)
+
+    @property
+    def risk(self) -> float:
+        """The risk of the last tick's command (NaN without a model or when bypassed)."""
+        return self._risk
+
+
+def fast_loop_from_config(cfg: DictConfig) -> SimFastLoop | None:
+    """The sim's fast loop of ``safety.fast_critic`` (at its ``sim_rate_hz``; None when that is null or absent) with
+    the hard layer of ``robot.limits`` and, when ``enabled``, the fast critic from ``weights`` (no file: bypassed,
+    the hard layer alone). Bad values raise :class:`ConfigError` naming their key."""
+    block = cfg.get("safety", {}).get("fast_critic")
+    settings = fast_critic_settings(None if block is None else OmegaConf.to_container(block, resolve=True))
+    if settings.sim_rate_hz is None:
+        return None
+    limits = safety_limits(OmegaConf.to_container(cfg.robot.limits, resolve=True), settings.sim_rate_hz)
+    risk_filter = None
+    if settings.enabled:
+        model, version = load_fast_model(settings)
+        risk_filter = FastRiskFilter(settings, settings.sim_rate_hz, limits.state_timeout, model, version)
+    return SimFastLoop(limits, settings.sim_rate_hz, risk_filter)
+
+
+def attach_fast_loop(env, loop: SimFastLoop | None) -> None:
+    """Attach ``loop`` to ``env`` (wrappers allowed) when it is not None; a task without control substeps (not a
+    MuJoCo Panda task) raises :class:`ConfigError` naming ``safety.fast_critic.sim_rate_hz``."""
+    if loop is None:
+        return
+    task = env.unwrapped
+    if not hasattr(task, "attach_fast_loop"):
+        raise ConfigError(
+            "safety.fast_critic.sim_rate_hz", loop.rate_hz, f"null for {type(task).__name__} (a MuJoCo Panda task only)"
+        )
+    try:
+        task.attach_fast_loop(loop)
+    except ValueError as error:
+        raise ConfigError(
+            "safety.fast_critic.sim_rate_hz", loop.rate_hz, str(error).partition(": expected ")[2]
+        ) from None

@@ -1,0 +1,132 @@
+"""The safety node's tick inside the MuJoCo tasks' control substeps (robot_rl.sim.fast_loop): every tick runs the
+fast-loop critic and then the hard layer on the measured arm, as the safety node does, and the ticks come back in
+``info["fast_loop"]``."""
+
+import numpy as np
+import pytest
+
+from robot_rl.cli import load_config
+from robot_rl.config import ConfigError
+from robot_rl.envs import make_env
+from robot_rl.safety import Violation
+from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter
+from robot_rl.safety.robot_limits import safety_limits
+from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
+from robot_rl.train import train
+from tests.ros.test_fast_critic import toward_x
+
+RATE_HZ = 500.0  # pick_cube: physics 500 Hz, policy 10 Hz: 50 ticks of one physics step per policy step
+FORWARD = np.array([1.0, 0.0, 0.0, -1.0])  # the largest step in +x the policy can ask for, gripper open
+
+
+def config(*overrides: str):
+    return load_config(["task=pick_cube", *overrides])
+
+
+def pick_cube(loop: SimFastLoop | None):
+    env = make_env(config().task)
+    attach_fast_loop(env, loop)
+    env.reset(seed=0)
+    return env
+
+
+def hard_layer(cfg, **limits) -> SimFastLoop:
+    values = {**dict(cfg.robot.limits), **limits}
+    return SimFastLoop(safety_limits(values, RATE_HZ), RATE_HZ)
+
+
+def with_critic(cfg, limit: float) -> SimFastLoop:
+    """The hard layer and a fast critic that flags commanded steps in +x longer than ``limit`` m."""
+    loop = hard_layer(cfg)
+    settings = FastCriticSettings(enabled=True)
+    loop.risk_filter = FastRiskFilter(settings, RATE_HZ, loop.limits.state_timeout, toward_x(limit), version=1)
+    return loop
+
+
+def x_after(env, steps: int) -> float:
+    for _ in range(steps):
+        env.step(FORWARD)
+    return float(env.unwrapped.tcp_pos[0])
+
+
+def test_every_policy_step_is_fifty_ticks_on_the_sim_clock_with_the_critics_inputs():
+    cfg = config()
+    env = pick_cube(hard_layer(cfg))
+    start = env.unwrapped.tcp_pos.copy()
+    _, _, _, _, info = env.step(FORWARD)
+    stream = info["fast_loop"]
+    assert stream.features.shape == (50, 26) and stream.flags.shape == stream.violation.shape == (50,)
+    assert np.allclose(np.diff(stream.time), 1.0 / RATE_HZ)
+    assert np.allclose(stream.features[0, :3], start, atol=1e-6)  # the measured TCP position at the first tick
+    pos_step = env.unwrapped.pos_step
+    delta_x = stream.features[:, STATE_WIDTH]  # the policy's target, as a delta from the measured position
+    assert delta_x[0] == pytest.approx(pos_step, rel=1e-3)
+    assert delta_x[-1] < delta_x[0]  # the arm moved towards it during the step
+    assert np.isnan(stream.risk).all()  # no critic: the hard layer alone
+    env.close()
+
+
+def test_the_hard_layer_limits_the_commanded_speed_inside_a_policy_step():
+    cfg = config()
+    free, slow = pick_cube(None), pick_cube(hard_layer(cfg, max_speed=0.05))  # 5 cm/s: 5 mm per policy step
+    start = free.unwrapped.tcp_pos[0]
+    assert slow.unwrapped.tcp_pos[0] == start  # the same reset (seed 0)
+    moved_free, moved_slow = x_after(free, 3) - start, x_after(slow, 3) - start
+    assert moved_free > 0.02  # without the loop the arm follows the policy's steps
+    assert 0.0 < moved_slow <= 3 * 0.005 + 1e-3  # with it, at most the limit's 5 mm per 0.1 s
+    _, _, _, _, info = slow.step(FORWARD)
+    assert info["fast_loop"].flags.any()  # the translation step limit is flagged on the ticks it clipped
+    for env in (free, slow):
+        env.close()
+
+
+def test_the_fast_critic_scales_risky_commands_down_within_the_step_and_flags_them():
+    cfg = config()
+    plain, guarded = pick_cube(hard_layer(cfg)), pick_cube(with_critic(cfg, limit=0.01))
+    start = plain.unwrapped.tcp_pos[0]
+    moved_plain, moved_guarded = x_after(plain, 3) - start, x_after(guarded, 3) - start
+    assert moved_guarded < 0.5 * moved_plain
+    _, _, _, _, info = guarded.step(FORWARD)
+    stream = info["fast_loop"]
+    filtered = (stream.flags & int(Violation.RISK_FILTERED)) != 0
+    assert filtered.any() and np.isfinite(stream.risk).all()
+    assert stream.risk[filtered].min() > 0.25  # engaged only above threshold_on
+    for env in (plain, guarded):
+        env.close()
+
+
+def test_the_config_switches_it_on_and_names_rates_that_do_not_fit():
+    assert fast_loop_from_config(config()) is None  # sim_rate_hz: null by default
+    loop = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500"))
+    assert loop.rate_hz == 500 and loop.risk_filter is None
+    enabled = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.enabled=true"))
+    assert enabled.risk_filter is not None and enabled.risk_filter.current is None  # no weights: bypassed
+    env = make_env(config().task)
+    with pytest.raises(ConfigError) as error:
+        attach_fast_loop(env, fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=300")))
+    assert error.value.key == "safety.fast_critic.sim_rate_hz"
+    with pytest.raises(ConfigError) as error:
+        fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=-5"))
+    assert error.value.key == "safety.fast_critic.sim_rate_hz"
+    env.close()
+
+
+@pytest.mark.slow
+def test_robot_rl_train_runs_its_envs_through_the_fast_loop(tmp_path):
+    summary = train(
+        load_config(
+            [
+                "task=pick_cube",
+                f"train.run_dir={tmp_path / 'run'}",
+                "train.env_steps=60",
+                "train.demo_episodes=1",
+                "train.eval_every=60",
+                "train.eval_episodes=1",
+                "train.final_eval_episodes=1",
+                "train.start_training=30",
+                "train.batch_size=16",
+                "safety.fast_critic.sim_rate_hz=500",
+            ]
+        )
+    )
+    assert summary["env_steps"] == 60
