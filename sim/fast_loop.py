@@ -11,7 +11,8 @@ seen, and acted on, at the fast rate.
 
 Each policy step's ticks are kept as a :class:`FastStream` (the env's ``info["fast_loop"]``): per tick the
 critic's input (:data:`~robot_rl.safety.fast_risk.STATE_FEATURES` then the
-:data:`~robot_rl.safety.fast_risk.DELTA_FEATURES` of the command the policy asked for), the risk, the tick's flags
+:data:`~robot_rl.safety.fast_risk.DELTA_FEATURES` of the command the hard layer was handed: the policy's, or the
+critic's choice), the risk, the tick's flags
 and the task's constraint violations measured after the tick: the labels a fast-loop critic learns from.
 """
 
@@ -43,8 +44,8 @@ from robot_rl.safety.tick import safety_tick
 @dataclass
 class FastStream:
     """One policy step's fast ticks, T rows each: ``time`` (T,) float64 s of sim time at the tick, ``features``
-    (T, 26) float32 (fast state, then the delta of the policy's command; base frame, m, rad, N), ``risk`` (T,)
-    float32 (NaN without a model or when bypassed), ``flags`` (T,) uint32 (the safety tick's
+    (T, 26) float32 (fast state, then the delta of the command handed to the hard layer; base frame, m, rad, N),
+    ``risk`` (T,) float32 (NaN without a model or when bypassed), ``flags`` (T,) uint32 (the safety tick's
     :class:`~robot_rl.safety.Violation` bits), ``violation`` (T,) uint32 (the task's constraint bits after it)."""
 
     time: np.ndarray
@@ -52,6 +53,14 @@ class FastStream:
     risk: np.ndarray
     flags: np.ndarray
     violation: np.ndarray
+
+    def as_streams(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The ticks as episode-store streams (``fast_features``, ``fast_risk``, ``fast_flags``,
+        ``fast_violation``), each (values, timestamps s)."""
+        return {f"fast_{name}": (getattr(self, name), self.time) for name in STREAMS}
+
+
+STREAMS = ("features", "risk", "flags", "violation")  # FastStream's per-tick arrays, as stored
 
 
 class SimFastLoop:
@@ -70,6 +79,7 @@ class SimFastLoop:
         self.previous: Command | None = None
         self.motion = TcpMotion()
         self._risk = math.nan
+        self._chosen: Command | None = None  # the command the hard layer was handed in the last tick
 
     def ticks_per_step(self, control_rate_hz: float, physics_steps: int) -> int:
         """Fast ticks per policy step; raises ValueError when the rates do not fit."""
@@ -91,22 +101,23 @@ class SimFastLoop:
 
     def tick(self, arm: ArmState, command: Command) -> tuple[Command, Violation, np.ndarray]:
         """One tick at ``arm.stamp``: the command to hand to the controller, the flags and the critic's input row
-        for ``command`` (26,)."""
+        (26,) of the command the hard layer was handed (``command``, or what the critic chose instead): the row a
+        fast critic learns from, labelled by what followed."""
         gripper = self.previous.gripper
         self.motion.update(arm.pos, arm.rot, arm.stamp)
-        features = np.empty(INPUT_WIDTH, np.float32)
-        features[:STATE_WIDTH] = fast_state(self.motion.features, arm.force, arm.torque, gripper)
-        features[STATE_WIDTH:] = command_delta(arm, command, gripper)
-        self._risk, critic = math.nan, None
+        self._risk, self._chosen, critic = math.nan, command, None
         if self.risk_filter is not None:
             self.risk_filter.motion = self.motion  # the critic sees the twist measured here
             critic = self._critic
         self.previous, flags = safety_tick(self.limits, self.latch, arm, command, self.previous, arm.stamp, critic)
+        features = np.empty(INPUT_WIDTH, np.float32)
+        features[:STATE_WIDTH] = fast_state(self.motion.features, arm.force, arm.torque, gripper)
+        features[STATE_WIDTH:] = command_delta(arm, self._chosen, gripper)  # what the hard layer was handed
         return self.previous, flags, features
 
     def _critic(self, arm: ArmState, command: Command, gripper: float, now: float) -> tuple[Command, Violation]:
         decision = self.risk_filter.step(arm, command, gripper, now)
-        self._risk = decision.risk
+        self._risk, self._chosen = decision.risk, decision.command
         return decision.command, decision_flags(decision)
 
     @property

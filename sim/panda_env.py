@@ -315,8 +315,9 @@ class PandaTaskEnv(ArmEnv):
 
     def info(self, clipped: int, success: bool) -> dict:
         info = {**super().info(clipped, success), "violation": self.violation()}
-        if self._fast_stream is not None:  # the last policy step's fast ticks
+        if self._fast_stream is not None:  # the last policy step's fast ticks; a violation within it counts
             info["fast_loop"] = self._fast_stream
+            info["violation"] |= int(np.bitwise_or.reduce(self._fast_stream.violation))
         return info
 
     def observation(self) -> dict[str, np.ndarray]:

@@ -364,9 +364,13 @@ class EpisodeWriter:
 
     def add_stream(self, name: str, value: np.ndarray, timestamp: float) -> None:
         """Record a sample of a sensor stream with its own rate (e.g. wrist F/T at 1 kHz)."""
+        self.add_stream_block(name, np.asarray(value)[None], np.array([timestamp]))
+
+    def add_stream_block(self, name: str, values: np.ndarray, timestamps: np.ndarray) -> None:
+        """Record N samples of a stream at once: ``values`` (N, ...) and their ``timestamps`` (N,) s."""
         data, stamps = self._streams.setdefault(name, ([], []))
-        data.append(np.asarray(value))
-        stamps.append(float(timestamp))
+        data.extend(np.asarray(values))
+        stamps.extend(np.asarray(timestamps, np.float64).tolist())
 
     def __len__(self) -> int:
         return len(self._steps.get("action", [])) if self.active else 0

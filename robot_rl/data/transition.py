@@ -35,6 +35,9 @@ class Transition:
     actor: str = ""  # graph: the sending actor session
     seq: int = 0  # graph: the step's number in that session's stream, from 1 (0 unnumbered)
     floor: int = 0  # graph: the lowest ``seq`` the actor still holds
+    # samples at their own rate during the step: name -> (values (N, ...), timestamps (N,) s), e.g. the sim's fast
+    # loop (robot_rl.sim.fast_loop.FastStream.as_streams); recorded as the episode's streams, not sent over ROS
+    streams: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     def __post_init__(self) -> None:
         if self.policy_action is None:
@@ -56,3 +59,5 @@ class Transition:
             filtered=self.filtered,
             **extra,
         )
+        for name, (values, timestamps) in (self.streams or {}).items():
+            writer.add_stream_block(name, values, timestamps)

@@ -7,6 +7,7 @@ import pytest
 
 from robot_rl.cli import load_config
 from robot_rl.config import ConfigError
+from robot_rl.data import EpisodeStore
 from robot_rl.envs import make_env
 from robot_rl.safety import Violation
 from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter
@@ -130,3 +131,11 @@ def test_robot_rl_train_runs_its_envs_through_the_fast_loop(tmp_path):
         )
     )
     assert summary["env_steps"] == 60
+    store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
+    for name in store.episode_names():  # every episode keeps its ticks, 50 per step, as streams at 500 Hz
+        episode = store.read_episode(name)
+        ticks = 50 * episode["attrs"]["length"]
+        features = episode["streams"]["fast_features"]
+        assert features["data"].shape == (ticks, 26) and episode["streams"]["fast_flags"]["data"].shape == (ticks,)
+        assert np.allclose(np.diff(features["timestamp"]), 1.0 / RATE_HZ)
+        assert np.isnan(episode["streams"]["fast_risk"]["data"]).all()  # the hard layer alone
