@@ -13,6 +13,8 @@ Verbs:
   data merge             combine stores after schema checks         (inputs=[A,B] out=PATH)
   classifier             train the reward classifier on an episode store's labelled frames
                          (classifier.store=PATH classifier.out=FILE.pt)
+  fast-critic            fit the safety node's fast-loop risk model to an episode store's recorded ticks
+                         (fast_fit.store=PATH fast_fit.out=FILE.npz)
   launch <graph>         start a ROS 2 node graph (configs/graph: sim_train, real_train, collect_demos,
                          learner_only) without ros2 launch; overrides go to every node
   tasks                  list the task configs
@@ -44,7 +46,7 @@ USER_ERRORS = (
     IsADirectoryError,
     PermissionError,
 )
-VERBS = ("train", "eval", "collect", "data", "classifier", "launch", "tasks", "config", "doctor")
+VERBS = ("train", "eval", "collect", "data", "classifier", "fast-critic", "launch", "tasks", "config", "doctor")
 DATA_COMMANDS = ("info", "show", "export", "import", "merge")
 DATA_KEYS = ("store", "episode", "episodes", "out", "inputs", "format", "in", "import")  # given without "data."
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
@@ -96,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             from .classifier import train_classifier
 
             print(json.dumps(train_classifier(cfg), indent=2))
+        elif verb == "fast-critic":
+            from .fast_fit import fit_fast_critic
+
+            print(json.dumps(fit_fast_critic(cfg), indent=2))
         elif verb == "eval":
             from .train import evaluate_checkpoint
 

@@ -64,6 +64,26 @@ def creating(folder: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(sibling, ignore_errors=True)
 
 
+def write_new_file(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` as the new file ``path``: into a temporary sibling first, then linked into place, which fails
+    with FileExistsError (nothing written) when ``path`` exists by then. A crash leaves the file whole or absent."""
+    path = Path(path)
+    sibling = _temporary_sibling(path)
+    try:
+        staged = sibling / "new"
+        with open(staged, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        try:
+            os.link(staged, path)  # unlike a rename, never replaces what is there
+        except FileExistsError:
+            raise FileExistsError(f"{path}: exists; expected a new path") from None
+    finally:
+        shutil.rmtree(sibling, ignore_errors=True)
+    return path
+
+
 def latest(folder: str | os.PathLike) -> Path:
     """``folder``, or its previous version if a crash interrupted :func:`replacing` between its two renames."""
     folder = Path(folder)

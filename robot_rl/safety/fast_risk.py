@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.config import ConfigError, is_number, require_all, settings_of
+from robot_rl.folders import write_new_file
 from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
 
 from .filter import FilterSettings, SafetyFilter
@@ -262,7 +263,8 @@ class FastRiskModel:
         return cls.from_arrays(read_npz(data, str(path)), str(path))
 
     def save(self, path: str | Path, version: int = 0) -> None:
-        Path(path).write_bytes(self.to_bytes(version))
+        """Write the model as a new ``.npz`` file (FileExistsError when ``path`` exists: nothing is overwritten)."""
+        write_new_file(path, self.to_bytes(version))
 
     def to_bytes(self, version: int) -> bytes:
         """An uncompressed ``.npz`` of :meth:`to_arrays` with ``version``: a file's or a weights message's bytes."""

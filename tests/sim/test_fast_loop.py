@@ -5,12 +5,12 @@ fast-loop critic and then the hard layer on the measured arm, as the safety node
 import numpy as np
 import pytest
 
-from robot_rl.cli import load_config
+from robot_rl.cli import load_config, main
 from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore
 from robot_rl.envs import make_env
 from robot_rl.safety import Violation
-from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter
+from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter, FastRiskModel
 from robot_rl.safety.robot_limits import safety_limits
 from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
 from robot_rl.train import train
@@ -113,7 +113,7 @@ def test_the_config_switches_it_on_and_names_rates_that_do_not_fit():
 
 
 @pytest.mark.slow
-def test_robot_rl_train_runs_its_envs_through_the_fast_loop(tmp_path):
+def test_robot_rl_train_runs_its_envs_through_the_fast_loop_and_a_fast_critic_is_fitted_to_its_ticks(tmp_path, capsys):
     summary = train(
         load_config(
             [
@@ -139,3 +139,13 @@ def test_robot_rl_train_runs_its_envs_through_the_fast_loop(tmp_path):
         assert features["data"].shape == (ticks, 26) and episode["streams"]["fast_flags"]["data"].shape == (ticks,)
         assert np.allclose(np.diff(features["timestamp"]), 1.0 / RATE_HZ)
         assert np.isnan(episode["streams"]["fast_risk"]["data"]).all()  # the hard layer alone
+
+    # robot-rl fast-critic fits a model to those ticks, writes a new file and never overwrites it
+    out = tmp_path / "fast_risk.npz"
+    fit = ["fast-critic", f"fast_fit.store={tmp_path / 'run' / 'episodes.zarr'}", f"fast_fit.out={out}"]
+    assert main([*fit, "fast_fit.updates=20"]) == 0
+    model, _ = FastRiskModel.load(out)
+    assert model.hidden == [128, 128]
+    before = out.read_bytes()
+    assert main([*fit, "fast_fit.updates=20"]) == 2
+    assert "fast_fit.out" in capsys.readouterr().err and out.read_bytes() == before

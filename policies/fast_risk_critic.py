@@ -1,0 +1,148 @@
+"""Learning the fast-loop risk model from recorded ticks.
+
+The safety node (and the sim's fast loop) scores commands with a
+:class:`~robot_rl.safety.fast_risk.FastRiskModel`: a small MLP over the arm's own features and the commanded delta
+(:data:`~robot_rl.safety.fast_risk.INPUT_WIDTH` = 26 columns, base frame, physical units). This module fits one to
+the ticks an episode store keeps (``streams/fast_features`` and ``streams/fast_violation``, written when training ran
+with ``safety.fast_critic.sim_rate_hz``):
+
+- label of tick t: 1 when a constraint is violated at any of the ticks t .. t + ``horizon`` - 1 of its episode (the
+  command handed to the hard layer at t leads to a violation within ``horizon`` ticks), else 0;
+- loss: binary cross-entropy, the violating rows weighted up so both classes count the same (violations are rare);
+- inputs standardised with the data's mean and spread, folded into the first layer on export, so the node computes
+  on raw features.
+
+``fit_fast_risk_model`` is torch on the CPU (a few thousand steps of a 2 x 128 MLP take seconds); the result is the
+numpy model the node runs, saved as ``.npz`` by :meth:`FastRiskModel.save`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from robot_rl.config import is_integer, is_number, require_all
+from robot_rl.safety.fast_risk import INPUT_WIDTH, FastRiskModel
+
+
+@dataclass(frozen=True)
+class FastFitConfig:
+    """How to fit the fast-loop risk model (``fast_fit`` in the config)."""
+
+    horizon: int = 25  # ticks: a violation within this many ticks labels a tick risky (25 at 500 Hz: 50 ms)
+    hidden: tuple[int, ...] = (128, 128)
+    updates: int = 2000
+    batch_size: int = 512
+    lr: float = 1e-3
+    activation: str = "relu"
+
+    def validate(self) -> None:
+        checks = {
+            "horizon": (is_integer(self.horizon) and self.horizon >= 1, "an integer >= 1 (ticks)"),
+            "hidden": (
+                isinstance(self.hidden, tuple)
+                and 1 <= len(self.hidden) <= 6
+                and all(is_integer(width) and 1 <= width <= 1024 for width in self.hidden),
+                "a list of 1 to 6 layer widths in [1, 1024]",
+            ),
+            "updates": (is_integer(self.updates) and self.updates >= 1, "an integer >= 1"),
+            "batch_size": (is_integer(self.batch_size) and self.batch_size >= 1, "an integer >= 1"),
+            "lr": (is_number(self.lr) and 0 < self.lr < 1, "a learning rate in (0, 1)"),
+            "activation": (self.activation in ("relu", "tanh"), "relu or tanh"),
+        }
+        require_all("fast_fit", self, checks)
+
+
+def horizon_labels(violation: np.ndarray, horizon: int) -> np.ndarray:
+    """(T,) float32: 1 where any of ``violation[t : t + horizon]`` (one episode's ticks, non-zero = violated) is set."""
+    violated = np.asarray(violation) != 0
+    ahead = np.concatenate([violated, np.zeros(horizon - 1, bool)])
+    windows = np.lib.stride_tricks.sliding_window_view(ahead, horizon)
+    return windows.any(axis=1).astype(np.float32)
+
+
+def fit_fast_risk_model(
+    features: np.ndarray, labels: np.ndarray, config: FastFitConfig, seed: int = 0
+) -> tuple[FastRiskModel, dict[str, float]]:
+    """Fit a :class:`FastRiskModel` to ``features`` (N, 26) and ``labels`` (N,) in {0, 1}; returns it and a report
+    (rows, positive share, final loss, accuracy on each class)."""
+    config.validate()
+    features = np.asarray(features, np.float32)
+    labels = np.asarray(labels, np.float32)
+    if features.ndim != 2 or features.shape[1] != INPUT_WIDTH or len(features) != len(labels) or not len(labels):
+        raise ValueError(f"features {features.shape}, labels {labels.shape}: expected (N, {INPUT_WIDTH}) and (N,)")
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    mean = features.mean(0)
+    spread = np.maximum(features.std(0), 1e-6)
+    x = torch.from_numpy((features - mean) / spread)
+    y = torch.from_numpy(labels)
+    positive = float(labels.mean())
+    weight_of_positive = (1 - positive) / positive if 0 < positive < 1 else 1.0  # both classes count the same
+
+    widths = [INPUT_WIDTH, *config.hidden, 1]
+    layers: list[nn.Module] = []
+    for index, (inputs, outputs) in enumerate(itertools.pairwise(widths)):
+        layers.append(nn.Linear(inputs, outputs))
+        if index < len(widths) - 2:
+            layers.append(nn.ReLU() if config.activation == "relu" else nn.Tanh())
+    net = nn.Sequential(*layers)
+    optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
+    loss_fn = nn.BCEWithLogitsLoss(reduction="none")
+    loss = torch.zeros(())
+    for _ in range(config.updates):
+        rows = torch.randint(len(y), (config.batch_size,), generator=generator)
+        target = y[rows]
+        weights = 1.0 + (weight_of_positive - 1.0) * target
+        loss = (loss_fn(net(x[rows]).squeeze(-1), target) * weights).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    linear = [module for module in net if isinstance(module, nn.Linear)]
+    arrays = [(module.weight.detach().numpy().T.copy(), module.bias.detach().numpy().copy()) for module in linear]
+    first, first_bias = arrays[0]
+    arrays[0] = (first / spread[:, None], first_bias - (mean / spread) @ first)  # standardisation folded in
+    model = FastRiskModel(arrays, config.activation)
+    report = {"rows": len(labels), "positive_share": positive, "final_loss": float(loss.detach())}
+    report.update(class_accuracy(model, features, labels))
+    return model, report
+
+
+def risks_of(model: FastRiskModel, features: np.ndarray) -> np.ndarray:
+    """The model's risk of every row of ``features`` (N, 26), in one batch (the node scores one state at a time with
+    the same layers)."""
+    x = np.asarray(features, np.float32)
+    for index, (weight, bias) in enumerate(model.layers):
+        x = x @ weight + bias
+        if index < len(model.layers) - 1:
+            x = np.maximum(x, 0.0) if model.activation == "relu" else np.tanh(x)
+    return 0.5 + 0.5 * np.tanh(0.5 * x[:, 0])
+
+
+def class_accuracy(model: FastRiskModel, features: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """The share of risky rows (label 1) scored above 0.5 and of safe rows scored at most 0.5 (NaN for an empty
+    class)."""
+    risks = risks_of(model, features)
+    risky, safe = labels > 0.5, labels <= 0.5
+    return {
+        "risky_recall": float((risks[risky] > 0.5).mean()) if risky.any() else float("nan"),
+        "safe_recall": float((risks[safe] <= 0.5).mean()) if safe.any() else float("nan"),
+    }
+
+
+def ticks_from_store(store, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """(features (N, 26), labels (N,)) of every episode of ``store`` (an :class:`~robot_rl.data.EpisodeStore`) that
+    kept its fast-loop ticks, labelled per episode with :func:`horizon_labels`; empty arrays when none did."""
+    features, labels = [np.zeros((0, INPUT_WIDTH), np.float32)], [np.zeros(0, np.float32)]
+    for name in store.episode_names():
+        streams = store.read_episode(name, keys={"streams"})["streams"]
+        if "fast_features" not in streams or "fast_violation" not in streams:
+            continue
+        features.append(np.asarray(streams["fast_features"]["data"], np.float32))
+        labels.append(horizon_labels(streams["fast_violation"]["data"], horizon))
+    return np.concatenate(features), np.concatenate(labels)

@@ -1,0 +1,54 @@
+"""Fitting the fast-loop risk model: labels from the ticks that follow, a fit that separates risky from safe
+commands, and an exported numpy model that scores like the fitted network (standardisation folded in)."""
+
+import numpy as np
+import pytest
+
+from robot_rl.config import ConfigError
+from robot_rl.policies.fast_risk_critic import (
+    FastFitConfig,
+    fit_fast_risk_model,
+    horizon_labels,
+    risks_of,
+)
+from robot_rl.safety.fast_risk import INPUT_WIDTH, STATE_WIDTH
+
+
+def test_a_tick_is_risky_when_a_violation_follows_within_the_horizon():
+    violation = np.array([0, 0, 0, 4, 0, 0, 0, 0, 1])
+    assert horizon_labels(violation, 1).tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 1]
+    assert horizon_labels(violation, 3).tolist() == [0, 1, 1, 1, 0, 0, 1, 1, 1]
+    assert horizon_labels(np.zeros(4), 10).tolist() == [0, 0, 0, 0]
+
+
+def synthetic(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Features on their physical scales; risky when the commanded step in x exceeds 1 cm (about 10% of rows)."""
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(rows, INPUT_WIDTH)).astype(np.float32)
+    features[:, :3] = rng.uniform([0.3, -0.3, 0.0], [0.7, 0.3, 0.4], (rows, 3))  # m
+    features[:, 12:15] *= 10.0  # N
+    features[:, STATE_WIDTH] = rng.uniform(-0.02, 0.012, rows)  # delta x, m
+    return features, (features[:, STATE_WIDTH] > 0.01).astype(np.float32)
+
+
+def test_the_fit_separates_risky_from_safe_commands_and_the_exported_model_agrees_with_itself():
+    features, labels = synthetic(20_000, seed=0)
+    model, report = fit_fast_risk_model(features, labels, FastFitConfig(updates=1500, hidden=(32, 32)), seed=0)
+    assert 0.02 < report["positive_share"] < 0.2
+    assert report["risky_recall"] > 0.9 and report["safe_recall"] > 0.9
+    held_out, held_labels = synthetic(2_000, seed=1)
+    risks = risks_of(model, held_out)
+    assert ((risks > 0.5) == (held_labels > 0.5)).mean() > 0.95
+    for row in held_out[:20]:  # the node's path: one state, candidate deltas in a batch
+        assert model(row[:STATE_WIDTH], row[None, STATE_WIDTH:])[0] == pytest.approx(
+            risks_of(model, row[None])[0], abs=1e-4
+        )
+
+
+def test_bad_fit_settings_are_named():
+    features, labels = synthetic(100, seed=0)
+    with pytest.raises(ConfigError) as error:
+        fit_fast_risk_model(features, labels, FastFitConfig(horizon=0))
+    assert error.value.key == "fast_fit.horizon"
+    with pytest.raises(ValueError):
+        fit_fast_risk_model(features[:, :10], labels, FastFitConfig())
