@@ -19,13 +19,15 @@ numpy model the node runs, saved as ``.npz`` by :meth:`FastRiskModel.save`.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.config import is_integer, is_number, require_all
+from robot_rl.config import is_integer, is_number, require_all, settings_of
 from robot_rl.safety.fast_risk import INPUT_WIDTH, FastRiskModel
 
 
@@ -57,6 +59,16 @@ class FastFitConfig:
         require_all("fast_fit", self, checks)
 
 
+def fast_fit_config(block: Mapping[str, Any]) -> FastFitConfig:
+    """The checked :class:`FastFitConfig` of the config's ``fast_fit`` block (its ``store`` and ``out`` aside)."""
+    values = {key: value for key, value in block.items() if key not in ("store", "out")}
+    if isinstance(values.get("hidden"), (list, tuple)):
+        values["hidden"] = tuple(values["hidden"])
+    config = settings_of("fast_fit", FastFitConfig, values)
+    config.validate()
+    return config
+
+
 def horizon_labels(violation: np.ndarray, horizon: int) -> np.ndarray:
     """(T,) float32: 1 where any of ``violation[t : t + horizon]`` (one episode's ticks, non-zero = violated) is set."""
     violated = np.asarray(violation) != 0
@@ -65,50 +77,89 @@ def horizon_labels(violation: np.ndarray, horizon: int) -> np.ndarray:
     return windows.any(axis=1).astype(np.float32)
 
 
+class FastRiskLearner:
+    """The fast-loop risk model learned from ticks as they come: episodes' ticks in a ring of ``capacity`` rows, a
+    torch MLP trained on them, exported as the numpy :class:`FastRiskModel` the node runs.
+
+    The inputs are standardised with the mean and spread of the rows held at the first :meth:`train` (kept after:
+    the network's inputs keep their scale), folded into the first layer on :meth:`model`."""
+
+    def __init__(self, config: FastFitConfig, capacity: int = 1_000_000, seed: int = 0):
+        config.validate()
+        self.config, self.capacity = config, int(capacity)
+        self.features = np.zeros((self.capacity, INPUT_WIDTH), np.float32)
+        self.labels = np.zeros(self.capacity, np.float32)
+        self.size, self.cursor, self.updates = 0, 0, 0
+        self.generator = torch.Generator().manual_seed(seed)
+        torch.manual_seed(seed)
+        widths = [INPUT_WIDTH, *config.hidden, 1]
+        layers: list[nn.Module] = []
+        for index, (inputs, outputs) in enumerate(itertools.pairwise(widths)):
+            layers.append(nn.Linear(inputs, outputs))
+            if index < len(widths) - 2:
+                layers.append(nn.ReLU() if config.activation == "relu" else nn.Tanh())
+        self.net = nn.Sequential(*layers)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.lr)
+        self.mean: np.ndarray | None = None
+        self.spread: np.ndarray | None = None
+        self.loss = float("nan")
+
+    def add_episode(self, features: np.ndarray, violation: np.ndarray) -> None:
+        """One episode's ticks: ``features`` (T, 26) and ``violation`` (T,) (non-zero: violated), labelled with
+        :func:`horizon_labels`."""
+        labels = horizon_labels(violation, self.config.horizon)
+        for row, label in zip(np.asarray(features, np.float32), labels):
+            self.features[self.cursor], self.labels[self.cursor] = row, label
+            self.cursor = (self.cursor + 1) % self.capacity
+            self.size = min(self.size + 1, self.capacity)
+
+    def train(self, updates: int) -> float:
+        """``updates`` steps of class-balanced binary cross-entropy on the rows held; the last loss."""
+        if not self.size:
+            raise ValueError("no ticks to learn from")
+        features, labels = self.features[: self.size], self.labels[: self.size]
+        if self.mean is None:
+            self.mean, self.spread = features.mean(0), np.maximum(features.std(0), 1e-6)
+        positive = float(labels.mean())
+        weight_of_positive = (1 - positive) / positive if 0 < positive < 1 else 1.0  # both classes count the same
+        loss_fn = nn.BCEWithLogitsLoss(reduction="none")
+        for _ in range(updates):
+            rows = torch.randint(self.size, (self.config.batch_size,), generator=self.generator).numpy()
+            x = torch.from_numpy((features[rows] - self.mean) / self.spread)
+            target = torch.from_numpy(labels[rows])
+            weights = 1.0 + (weight_of_positive - 1.0) * target
+            loss = (loss_fn(self.net(x).squeeze(-1), target) * weights).mean()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            self.loss = float(loss.detach())
+        self.updates += updates
+        return self.loss
+
+    def model(self) -> FastRiskModel:
+        """The numpy model of the current network, standardisation folded into its first layer."""
+        linear = [module for module in self.net if isinstance(module, nn.Linear)]
+        arrays = [(module.weight.detach().numpy().T.copy(), module.bias.detach().numpy().copy()) for module in linear]
+        first, first_bias = arrays[0]
+        arrays[0] = (first / self.spread[:, None], first_bias - (self.mean / self.spread) @ first)
+        return FastRiskModel(arrays, self.config.activation)
+
+
 def fit_fast_risk_model(
     features: np.ndarray, labels: np.ndarray, config: FastFitConfig, seed: int = 0
 ) -> tuple[FastRiskModel, dict[str, float]]:
-    """Fit a :class:`FastRiskModel` to ``features`` (N, 26) and ``labels`` (N,) in {0, 1}; returns it and a report
-    (rows, positive share, final loss, accuracy on each class)."""
+    """Fit a :class:`FastRiskModel` to ``features`` (N, 26) and ``labels`` (N,) in {0, 1} with ``config.updates``
+    steps; returns it and a report (rows, positive share, final loss, recall of each class)."""
     config.validate()
     features = np.asarray(features, np.float32)
     labels = np.asarray(labels, np.float32)
     if features.ndim != 2 or features.shape[1] != INPUT_WIDTH or len(features) != len(labels) or not len(labels):
         raise ValueError(f"features {features.shape}, labels {labels.shape}: expected (N, {INPUT_WIDTH}) and (N,)")
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    mean = features.mean(0)
-    spread = np.maximum(features.std(0), 1e-6)
-    x = torch.from_numpy((features - mean) / spread)
-    y = torch.from_numpy(labels)
-    positive = float(labels.mean())
-    weight_of_positive = (1 - positive) / positive if 0 < positive < 1 else 1.0  # both classes count the same
-
-    widths = [INPUT_WIDTH, *config.hidden, 1]
-    layers: list[nn.Module] = []
-    for index, (inputs, outputs) in enumerate(itertools.pairwise(widths)):
-        layers.append(nn.Linear(inputs, outputs))
-        if index < len(widths) - 2:
-            layers.append(nn.ReLU() if config.activation == "relu" else nn.Tanh())
-    net = nn.Sequential(*layers)
-    optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
-    loss_fn = nn.BCEWithLogitsLoss(reduction="none")
-    loss = torch.zeros(())
-    for _ in range(config.updates):
-        rows = torch.randint(len(y), (config.batch_size,), generator=generator)
-        target = y[rows]
-        weights = 1.0 + (weight_of_positive - 1.0) * target
-        loss = (loss_fn(net(x[rows]).squeeze(-1), target) * weights).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    linear = [module for module in net if isinstance(module, nn.Linear)]
-    arrays = [(module.weight.detach().numpy().T.copy(), module.bias.detach().numpy().copy()) for module in linear]
-    first, first_bias = arrays[0]
-    arrays[0] = (first / spread[:, None], first_bias - (mean / spread) @ first)  # standardisation folded in
-    model = FastRiskModel(arrays, config.activation)
-    report = {"rows": len(labels), "positive_share": positive, "final_loss": float(loss.detach())}
+    learner = FastRiskLearner(config, capacity=len(labels), seed=seed)
+    learner.features[:], learner.labels[:], learner.size = features, labels, len(labels)
+    learner.train(config.updates)
+    model = learner.model()
+    report = {"rows": len(labels), "positive_share": float(labels.mean()), "final_loss": learner.loss}
     report.update(class_accuracy(model, features, labels))
     return model, report
 

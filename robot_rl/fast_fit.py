@@ -10,19 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError, integer, output_path, settings_of
+from .config import ConfigError, integer, output_path
 from .data import EpisodeStore
-from .policies.fast_risk_critic import FastFitConfig, fit_fast_risk_model, ticks_from_store
+from .policies.fast_risk_critic import fast_fit_config, fit_fast_risk_model, ticks_from_store
 
 
 def fit_fast_critic(cfg: DictConfig) -> dict[str, Any]:
     """Fit and save; returns a report (store, out, rows, positive share, loss, recall of each class)."""
     settings = cfg.fast_fit
-    values = {key: settings[key] for key in ("horizon", "updates", "batch_size", "lr", "activation")}
-    config = settings_of("fast_fit", FastFitConfig, {**values, "hidden": tuple(settings.hidden)})
-    config.validate()
+    config = fast_fit_config(OmegaConf.to_container(settings, resolve=True))
     out = output_path("fast_fit.out", settings.out, folder=False)
     if out.exists():
         raise ConfigError("fast_fit.out", str(out), "a new file (a fitted model is never overwritten)")

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from .config import is_integer, is_number, positive, require_all, settings_of
 from .data import MixedSampler, ReplayBuffer
 from .data.transition import Transition
+from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings
 from .safety.training import SafetySettings
 from .transport import DeliveryLedger, Transport
 
@@ -113,8 +114,15 @@ class Learner:
         seed: int,
         safety=None,
         safety_settings: SafetySettings | None = None,
+        fast_risk=None,
+        fast_settings: FastCriticSettings | None = None,
     ):
         self.agent, self.settings, self.transport = agent, settings, transport
+        # the fast-loop critic learned online from the ticks the transitions carry (FastRiskLearner or None)
+        self.fast_risk, self.fast_settings = fast_risk, fast_settings
+        self.fast_ticks: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # per actor stream: the open episode's
+        self.fast_published: tuple[Any, int] | None = None  # (FastRiskModel, version) of the newest fit
+        self.fast_fitted_at = 0  # online steps at the newest fit
         self.safety = safety  # SafetyLearner or None
         enabled = safety_settings is not None and safety_settings.enabled
         self.safety_penalty = safety_settings.penalty if enabled else 0.0
@@ -148,6 +156,8 @@ class Learner:
     def _ingest_one(self, t: Transition) -> None:
         if not self.ledger.accept(t):
             return
+        if self.fast_risk is not None:
+            self._collect_ticks(t)
         if t.first:  # a new episode, even if the last one never ended (budget, crash)
             self.online.close_episode()
             self.demo.close_episode()
@@ -181,6 +191,32 @@ class Learner:
             self.demo.add(*args, opening_action=before[2] if follows else None)
         self.last_step[t.actor] = (t.episode, t.step, np.asarray(learned), t.intervened)
 
+    def _collect_ticks(self, t: Transition) -> None:
+        """Keep the step's fast-loop ticks; at the episode's end hand them to the fast critic's learner (labels
+        look ahead, so an episode's ticks are labelled once it is over)."""
+        ticks = self.fast_ticks.setdefault(t.actor, [])
+        if t.first:
+            ticks.clear()
+        streams = t.streams or {}
+        if "fast_features" in streams and "fast_violation" in streams:
+            ticks.append((streams["fast_features"][0], streams["fast_violation"][0]))
+        if (t.terminated or t.truncated) and ticks:
+            self.fast_risk.add_episode(np.concatenate([f for f, _ in ticks]), np.concatenate([v for _, v in ticks]))
+            ticks.clear()
+
+    def fit_fast_risk_when_due(self) -> dict[str, float]:
+        """Every ``learn_every`` online steps (once it holds ticks): fit the fast critic ``learn_updates`` steps and
+        make the new model the one published; its metrics."""
+        if self.fast_risk is None or not self.fast_risk.size:
+            return {}
+        if self.online_received - self.fast_fitted_at < self.fast_settings.learn_every:
+            return {}
+        self.fast_fitted_at = self.online_received
+        loss = self.fast_risk.train(self.fast_settings.learn_updates)
+        version = 1 if self.fast_published is None else self.fast_published[1] + 1
+        self.fast_published = (self.fast_risk.model(), version)
+        return {"fast_risk_loss": loss, "fast_risk_ticks": float(self.fast_risk.size)}
+
     def ingest_locked(self, transitions: list[Transition]) -> None:
         """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
         if transitions:
@@ -192,6 +228,8 @@ class Learner:
         weights = self.agent.policy_state()
         if self.safety is not None:
             weights.update(self.safety.weights(self.online_received))
+        if self.fast_published is not None:
+            weights[FAST_RISK_KEY] = self.fast_published
         return weights
 
     def due_updates(self) -> int:
@@ -272,6 +310,7 @@ class Learner:
                 metrics = self.agent.update(self.sample)
                 if self.safety is not None:
                     metrics.update(self.safety.update(self.online))
+                metrics.update(self.fit_fast_risk_when_due())
                 self.metrics = metrics  # replaced whole: the actor thread reads it
                 if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
                     self.transport.publish_weights(self.update_calls + 1, self.published_weights())

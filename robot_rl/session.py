@@ -27,6 +27,8 @@ from .data import EpisodeRecorder, ReplayBuffer
 from .envs import load_entry_point
 from .folders import latest, replacing
 from .learner import Learner, settings_from
+from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
+from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_settings
 from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
 
@@ -78,6 +80,7 @@ class ActorSession:
         self.counters = counters if counters is not None else Counters()
         self.weights_key: int | None = None  # of the publication acted on (None: the initial weights)
         self.weights_version: int | None = None  # the learner's update count when it published them
+        self.fast_model = None  # (FastRiskModel, version) the learner fitted, for the envs' fast loops
 
     @property
     def demo_due(self) -> bool:
@@ -101,7 +104,15 @@ class ActorSession:
         self.weights_version = transport.weights_version()
         self.agent.load_policy_state(weights)
         self.safety.load(weights)
+        self.fast_model = weights.get(FAST_RISK_KEY, self.fast_model)
         return True
+
+    def arm_fast_loop(self, env) -> None:
+        """Hand the newest fast critic the learner fitted to ``env``'s fast loop (when it runs a fast critic)."""
+        loop = getattr(env.unwrapped, "fast_loop", None)
+        risk_filter = None if loop is None else loop.risk_filter
+        if self.fast_model is not None and risk_filter is not None and risk_filter.current != self.fast_model:
+            risk_filter.swap(*self.fast_model)
 
     def play(
         self,
@@ -126,6 +137,7 @@ class ActorSession:
                 between_steps()
             return not demo and self.budget_spent
 
+        self.arm_fast_loop(env)
         stats = run_episode(env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop)
         if stats is None:
             return None
@@ -156,6 +168,7 @@ class LearnerSession:
             seed,
             make_safety_learner(safety, shapes, action_dim, seed),
             safety,
+            *fast_risk_learning(cfg, seed),
         )
         self.definition = task_definition(cfg, self.agent)
         self.run_dir = Path(self.settings.run_dir)
@@ -184,6 +197,15 @@ class LearnerSession:
     def save(self, counters: Counters) -> None:
         self.last_checkpoint = self.learner.online_received
         save_checkpoint(self.checkpoint_dir, self.learner, counters, self.definition)
+
+
+def fast_risk_learning(cfg: DictConfig, seed: int) -> tuple[Any, FastCriticSettings]:
+    """(the fast critic's online learner or None, its settings) of ``safety.fast_critic.learn`` and ``fast_fit``."""
+    block = cfg.get("safety", {}).get("fast_critic")
+    settings = fast_critic_settings(None if block is None else OmegaConf.to_container(block, resolve=True))
+    if not settings.learn:
+        return None, settings
+    return FastRiskLearner(fast_fit_config(OmegaConf.to_container(cfg.fast_fit, resolve=True)), seed=seed), settings
 
 
 def save_checkpoint(

@@ -116,6 +116,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 if counters.env_steps - last_eval >= settings.eval_every or finished:
                     last_eval = counters.env_steps
                     episodes = settings.final_eval_episodes if finished else settings.eval_episodes
+                    acting.arm_fast_loop(eval_env)
                     result = evaluate(acting.agent, eval_env, episodes, seed=10**6)
                     record_eval(tb, counters, result, started)
                     progress.set_postfix(

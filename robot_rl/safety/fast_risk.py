@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.config import ConfigError, is_number, require_all, settings_of
+from robot_rl.config import ConfigError, is_integer, is_number, require_all, settings_of
 from robot_rl.folders import write_new_file
 from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
 
@@ -355,9 +355,10 @@ class FastCriticSettings:
     retreat_distance: float = 0.01  # m along the measured external force
     deadline_us: float = 200.0  # us of the tick thread's CPU time in the model; slower: bypassed
     report_period: float = 60.0  # s between the node's count reports
-    sim_rate_hz: float | None = (
-        None  # Hz of the safety tick in a MuJoCo task's control substeps (robot-rl train); None: off
-    )
+    sim_rate_hz: float | None = None  # Hz of the tick in a MuJoCo task's control substeps (robot-rl train)
+    learn: bool = False  # the learner fits the model online to the ticks the sim's fast loop records (fast_fit.*)
+    learn_every: int = 1000  # online steps between two fits
+    learn_updates: int = 300  # gradient steps per fit
 
     def __post_init__(self) -> None:
         checks = {
@@ -377,6 +378,9 @@ class FastCriticSettings:
                 "microseconds in (0, 1e5]",
             ),
             "report_period": (is_number(self.report_period) and self.report_period > 0, "a positive number of seconds"),
+            "learn": (isinstance(self.learn, bool), "true or false"),
+            "learn_every": (is_integer(self.learn_every) and self.learn_every >= 1, "an integer >= 1 (online steps)"),
+            "learn_updates": (is_integer(self.learn_updates) and self.learn_updates >= 1, "an integer >= 1"),
             "sim_rate_hz": (
                 self.sim_rate_hz is None or (is_number(self.sim_rate_hz) and self.sim_rate_hz > 0),
                 "null or a positive rate in Hz (a multiple of the task's control rate dividing its physics rate)",
@@ -442,6 +446,7 @@ class FastDecision:
 
 
 BYPASS_REASONS = ("no_model", "stale_state", "deadline", "error")
+FAST_RISK_KEY = "safety.fast_risk_model"  # in published weights (in-process): (FastRiskModel, version)
 
 
 def decision_flags(decision: FastDecision) -> Violation:

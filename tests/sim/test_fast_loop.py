@@ -149,3 +149,33 @@ def test_robot_rl_train_runs_its_envs_through_the_fast_loop_and_a_fast_critic_is
     before = out.read_bytes()
     assert main([*fit, "fast_fit.updates=20"]) == 2
     assert "fast_fit.out" in capsys.readouterr().err and out.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_the_learner_fits_the_fast_critic_online_and_the_sim_loop_runs_it(tmp_path):
+    summary = train(
+        load_config(
+            [
+                "task=pick_cube",
+                f"train.run_dir={tmp_path / 'run'}",
+                "train.env_steps=200",
+                "train.demo_episodes=1",
+                "train.eval_every=200",
+                "train.eval_episodes=1",
+                "train.final_eval_episodes=1",
+                "train.start_training=30",
+                "train.batch_size=16",
+                "safety.fast_critic.sim_rate_hz=500",
+                "safety.fast_critic.enabled=true",  # no starting weights: bypassed until the learner's first fit
+                "safety.fast_critic.learn=true",
+                "safety.fast_critic.learn_every=60",
+                "safety.fast_critic.learn_updates=20",
+                "fast_fit.hidden=[16]",
+            ]
+        )
+    )
+    assert summary["env_steps"] == 200
+    store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
+    risks = [store.read_episode(name)["streams"]["fast_risk"]["data"] for name in store.episode_names()]
+    assert np.isnan(risks[0]).all()  # the demo, before any fit: the hard layer alone
+    assert np.isfinite(risks[-1]).all()  # later episodes: every tick scored by a model the learner fitted
