@@ -112,24 +112,17 @@ def test_the_config_switches_it_on_and_names_rates_that_do_not_fit():
     env.close()
 
 
+def short_run(tmp_path, steps: int, *overrides: str) -> dict:
+    """``robot-rl train`` on pick_cube for ``steps`` online steps after one demo, through the fast loop at 500 Hz."""
+    settings = [f"train.env_steps={steps}", f"train.eval_every={steps}", "train.demo_episodes=1"]
+    settings += ["train.eval_episodes=1", "train.final_eval_episodes=1", "train.start_training=30"]
+    run = [f"train.run_dir={tmp_path / 'run'}", "train.batch_size=16", "safety.fast_critic.sim_rate_hz=500"]
+    return train(load_config(["task=pick_cube", *settings, *run, *overrides]))
+
+
 @pytest.mark.slow
 def test_robot_rl_train_runs_its_envs_through_the_fast_loop_and_a_fast_critic_is_fitted_to_its_ticks(tmp_path, capsys):
-    summary = train(
-        load_config(
-            [
-                "task=pick_cube",
-                f"train.run_dir={tmp_path / 'run'}",
-                "train.env_steps=60",
-                "train.demo_episodes=1",
-                "train.eval_every=60",
-                "train.eval_episodes=1",
-                "train.final_eval_episodes=1",
-                "train.start_training=30",
-                "train.batch_size=16",
-                "safety.fast_critic.sim_rate_hz=500",
-            ]
-        )
-    )
+    summary = short_run(tmp_path, 60)
     assert summary["env_steps"] == 60
     store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
     for name in store.episode_names():  # every episode keeps its ticks, 50 per step, as streams at 500 Hz
@@ -153,26 +146,14 @@ def test_robot_rl_train_runs_its_envs_through_the_fast_loop_and_a_fast_critic_is
 
 @pytest.mark.slow
 def test_the_learner_fits_the_fast_critic_online_and_the_sim_loop_runs_it(tmp_path):
-    summary = train(
-        load_config(
-            [
-                "task=pick_cube",
-                f"train.run_dir={tmp_path / 'run'}",
-                "train.env_steps=200",
-                "train.demo_episodes=1",
-                "train.eval_every=200",
-                "train.eval_episodes=1",
-                "train.final_eval_episodes=1",
-                "train.start_training=30",
-                "train.batch_size=16",
-                "safety.fast_critic.sim_rate_hz=500",
-                "safety.fast_critic.enabled=true",  # no starting weights: bypassed until the learner's first fit
-                "safety.fast_critic.learn=true",
-                "safety.fast_critic.learn_every=60",
-                "safety.fast_critic.learn_updates=20",
-                "fast_fit.hidden=[16]",
-            ]
-        )
+    summary = short_run(
+        tmp_path,
+        200,
+        "safety.fast_critic.enabled=true",  # no starting weights: bypassed until the learner's first fit
+        "safety.fast_critic.learn=true",
+        "safety.fast_critic.learn_every=60",
+        "safety.fast_critic.learn_updates=20",
+        "fast_fit.hidden=[16]",
     )
     assert summary["env_steps"] == 200
     store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
