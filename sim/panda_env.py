@@ -25,6 +25,7 @@ from robot_rl.safety.fast_risk import INPUT_WIDTH
 from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
 from robot_rl.sim.constraints import ConstraintMonitor, Constraints
 from robot_rl.sim.controller import CartesianImpedanceController, ImpedanceGains
+from robot_rl.sim.disturbances import Push, Pushes
 from robot_rl.sim.fast_loop import FastStream, SimFastLoop
 from robot_rl.sim.scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
 
@@ -57,6 +58,7 @@ class PandaTaskEnv(ArmEnv):
         tcp_init_noise: float = 0.02,
         controller: dict[str, float] | None = None,
         constraints: dict | None = None,
+        pushes: dict | None = None,
         mesh_visuals: bool = True,
         render_shadows: bool = False,
         render_mode: str | None = "rgb_array",
@@ -102,6 +104,8 @@ class PandaTaskEnv(ArmEnv):
         self.fast_loop: SimFastLoop | None = None  # see attach_fast_loop
         self._fast_stream: FastStream | None = None
 
+        self.pushes = Pushes.from_config(pushes)
+        self._planned: list[Push] = []  # pushes of this policy step and any still going
         try:
             self.constraints = Constraints.from_config(constraints)
         except check.ConfigError as error:
@@ -116,6 +120,7 @@ class PandaTaskEnv(ArmEnv):
         self._finger_act = [self.model.actuator(n).id for n in ("finger_left", "finger_right")]
         self._arm_qpos = np.arange(7)
         self._sensor_adr = [self.model.sensor(n).adr[0] for n in ("wrist_force", "wrist_torque")]
+        self._hand = self.model.body("hand").id
         robot = {b for b in range(self.model.nbody) if self._descends_from(b, self.model.body("link0").id)}
         self.constraint_monitor = ConstraintMonitor(self.constraints, self.model, robot, np.array(ARM_JOINT_RANGES))
         self.home_rot = DOWN.copy()
@@ -221,6 +226,7 @@ class PandaTaskEnv(ArmEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         mujoco.mj_resetData(self.model, self.data)
+        self._planned = []
         noise = self.np_random.uniform(-self.tcp_init_noise, self.tcp_init_noise, 3)
         self.data.qpos[self._arm_qpos] = self.solve_ik(self.home_tcp_pos + noise, self.home_rot, self.home_qpos)
         self.set_gripper_command(-1.0)
@@ -237,6 +243,10 @@ class PandaTaskEnv(ArmEnv):
         return self.begin_episode()
 
     def apply_action(self, action: np.ndarray) -> None:
+        if self.pushes is not None:
+            now = float(self.data.time)
+            self._planned = [push for push in self._planned if push.end > now]
+            self._planned += self.pushes.schedule(self.np_random, now, self.n_substeps / self.physics_rate_hz)
         target = delta_target(
             self.tcp_pos, self.tcp_rot, action, self.pos_step, self.rot_step, self.workspace, self.home_rot
         )
@@ -257,8 +267,19 @@ class PandaTaskEnv(ArmEnv):
 
     # ----------------------------------------------------------------- helpers
     def simulate(self, n_physics_steps: int) -> None:
-        """Advance physics; the impedance law is evaluated inside every physics step."""
-        mujoco.mj_step(self.model, self.data, n_physics_steps)
+        """Advance physics; the impedance law is evaluated inside every physics step. While a push is planned in
+        this span, one physics step at a time, the push's force on the hand in the steps it covers."""
+        end = self.data.time + (n_physics_steps - 0.5) / self.physics_rate_hz
+        if not any(push.start <= end and push.end > self.data.time for push in self._planned):
+            self.data.xfrc_applied[self._hand] = 0.0
+            mujoco.mj_step(self.model, self.data, n_physics_steps)
+            return
+        for _ in range(n_physics_steps):
+            now = self.data.time
+            force = sum((push.force for push in self._planned if push.start <= now < push.end), np.zeros(3))
+            self.data.xfrc_applied[self._hand, :3] = force
+            mujoco.mj_step(self.model, self.data, 1)
+        self.data.xfrc_applied[self._hand] = 0.0
 
     def set_gripper_command(self, command: float) -> None:
         """Gripper command in [-1, 1]: -1 fully open, +1 fully closed."""
