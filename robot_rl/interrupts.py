@@ -10,18 +10,23 @@ from contextlib import contextmanager
 
 @contextmanager
 def deferred_interrupt() -> Iterator[None]:
-    """Run the block to the end even if SIGINT arrives; raise KeyboardInterrupt afterwards."""
+    """Run the block to the end even if SIGINT arrives; afterwards hand it to the handler the block replaced: under
+    :func:`interrupt_requests` that sets the stop request (the caller goes on to count what the block wrote and
+    stops cleanly), otherwise Python's default raises KeyboardInterrupt."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(frame))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
     if received:
-        raise KeyboardInterrupt
+        if callable(previous):  # the default handler raises KeyboardInterrupt; interrupt_requests' sets its event
+            previous(signal.SIGINT, received[0])
+        elif previous != signal.SIG_IGN:  # SIG_DFL (or unknown, set outside Python): Ctrl-C still stops the run
+            raise KeyboardInterrupt
 
 
 @contextmanager
