@@ -23,6 +23,7 @@ from .data.episode_store import EpisodeStoreError
 from .envs import make_env, make_expert, store_metadata
 from .interrupts import interrupt_requests
 from .robustness import randomized
+from .sim.fast_loop import attach_fast_loop, fast_loop_from_config
 
 
 def run_episode(
@@ -65,6 +66,8 @@ def run_episode(
             intervened=not action_noise,
             safety_flags=flags,
         )
+        if info.get("fast_loop") is not None:  # the fast loop's ticks of the step
+            writer.add_streams(info["fast_loop"].as_streams())
         if stop is not None and stop.is_set():
             return None
         if terminated or truncated:
@@ -91,6 +94,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     source = "probe" if action_noise else "demo"
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = randomized(make_env(task), cfg.get("randomization"), seed)
+    attach_fast_loop(env, fast_loop_from_config(cfg))  # with safety.fast_critic.sim_rate_hz: ticks recorded too
     expert = make_expert(task, env)
     try:
         store = EpisodeStore.create(out, store_metadata(task, env))

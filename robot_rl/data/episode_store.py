@@ -366,6 +366,11 @@ class EpisodeWriter:
         """Record a sample of a sensor stream with its own rate (e.g. wrist F/T at 1 kHz)."""
         self.add_stream_block(name, np.asarray(value)[None], np.array([timestamp]))
 
+    def add_streams(self, streams: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Record blocks of several streams: name -> (values (N, ...), timestamps (N,) s)."""
+        for name, (values, timestamps) in streams.items():
+            self.add_stream_block(name, values, timestamps)
+
     def add_stream_block(self, name: str, values: np.ndarray, timestamps: np.ndarray) -> None:
         """Record N samples of a stream at once: ``values`` (N, ...) and their ``timestamps`` (N,) s."""
         data, stamps = self._streams.setdefault(name, ([], []))

@@ -59,5 +59,4 @@ class Transition:
             filtered=self.filtered,
             **extra,
         )
-        for name, (values, timestamps) in (self.streams or {}).items():
-            writer.add_stream_block(name, values, timestamps)
+        writer.add_streams(self.streams or {})

@@ -160,3 +160,12 @@ def test_the_learner_fits_the_fast_critic_online_and_the_sim_loop_runs_it(tmp_pa
     risks = [store.read_episode(name)["streams"]["fast_risk"]["data"] for name in store.episode_names()]
     assert np.isnan(risks[0]).all()  # the demo, before any fit: the hard layer alone
     assert np.isfinite(risks[-1]).all()  # later episodes: every tick scored by a model the learner fitted
+
+
+def test_collect_records_the_fast_loops_ticks(tmp_path):
+    out = tmp_path / "probe.zarr"
+    assert main(["collect", "task=pick_cube", "collect.episodes=1", f"collect.out={out}", f"seed={0}",
+                 "safety.fast_critic.sim_rate_hz=500"]) == 0  # fmt: skip
+    store = EpisodeStore.open(out)
+    episode = store.read_episode(store.episode_names()[0])
+    assert episode["streams"]["fast_violation"]["data"].shape == (50 * episode["attrs"]["length"],)
