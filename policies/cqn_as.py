@@ -82,6 +82,8 @@ class SequenceCritic(nn.Module):
 
 @dataclass
 class CQNASConfig(CQNConfig):
+    hidden: int = 128  # trunk and GRU width, sized for a CPU learner (the paper: 512 on a GPU)
+    utd: int = 1  # critic updates per env step (one update costs ~K times a CQN update)
     horizon: int = 4  # K actions per critic query
     ensemble_decay: float = 0.01  # temporal ensembling: w_i = exp(-decay * i), i = 0 the oldest chunk
 

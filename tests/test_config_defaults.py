@@ -1,0 +1,54 @@
+"""The defaults a user reads in ``configs/`` are the defaults the code has: every settings dataclass's field
+defaults equal the composed YAML's values (a dataclass built in Python, e.g. in a test or a notebook, behaves like
+``robot-rl`` with no overrides)."""
+
+import dataclasses
+
+import pytest
+from omegaconf import OmegaConf
+
+from robot_rl.cli import load_config
+from robot_rl.learner import TrainSettings
+from robot_rl.policies.cqn import CQNConfig
+from robot_rl.policies.cqn_as import CQNASConfig
+from robot_rl.policies.fast_risk_critic import FastFitConfig
+from robot_rl.policies.sac import SACConfig
+from robot_rl.policies.safety_critic import SafetyCriticConfig
+from robot_rl.safety.fast_risk import FastCriticSettings
+from robot_rl.safety.filter import FilterSettings
+from robot_rl.safety.training import SafetySettings
+from robot_rl.teleop import InterventionRules
+
+SECTIONS = [  # (overrides, config path, dataclass)
+    ([], "train", TrainSettings),
+    ([], "human", InterventionRules),
+    ([], "safety", SafetySettings),
+    ([], "safety.filter", FilterSettings),
+    ([], "safety.critic", SafetyCriticConfig),
+    ([], "safety.fast_critic", FastCriticSettings),
+    ([], "fast_fit", FastFitConfig),
+    (["agent=sac"], "agent", SACConfig),
+    (["agent=cqn"], "agent", CQNConfig),
+    (["agent=cqn_as"], "agent", CQNASConfig),
+]
+PER_RUN = {"train.run_dir"}  # built from the task and seed in the YAML
+
+
+def default_of(field: dataclasses.Field):
+    value = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+    return list(value) if isinstance(value, tuple) else value
+
+
+@pytest.mark.parametrize("overrides, path, settings", SECTIONS, ids=[f"{p}:{s.__name__}" for _, p, s in SECTIONS])
+def test_every_dataclass_default_is_the_yamls(overrides, path, settings):
+    block = OmegaConf.to_container(OmegaConf.select(load_config(overrides), path), resolve=True)
+    differences = []
+    for field in dataclasses.fields(settings):
+        key = f"{path}.{field.name}"
+        if key in PER_RUN or isinstance(default_of(field), dict):  # nested sections are checked on their own
+            continue
+        if field.name not in block:
+            differences.append(f"{key}: missing from the YAML")
+        elif block[field.name] != default_of(field):
+            differences.append(f"{key}: YAML {block[field.name]!r}, {settings.__name__} {default_of(field)!r}")
+    assert not differences, "\n".join(differences)
