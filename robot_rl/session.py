@@ -28,7 +28,7 @@ from .envs import load_entry_point
 from .folders import latest, replacing
 from .learner import Learner, settings_from
 from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
-from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_settings
+from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_config
 from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
 
@@ -201,8 +201,7 @@ class LearnerSession:
 
 def fast_risk_learning(cfg: DictConfig, seed: int) -> tuple[Any, FastCriticSettings]:
     """(the fast critic's online learner or None, its settings) of ``safety.fast_critic.learn`` and ``fast_fit``."""
-    block = cfg.get("safety", {}).get("fast_critic")
-    settings = fast_critic_settings(None if block is None else OmegaConf.to_container(block, resolve=True))
+    settings = fast_critic_config(cfg)
     if not settings.learn:
         return None, settings
     return FastRiskLearner(fast_fit_config(OmegaConf.to_container(cfg.fast_fit, resolve=True)), seed=seed), settings

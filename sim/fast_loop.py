@@ -33,7 +33,7 @@ from robot_rl.safety.fast_risk import (
     TcpMotion,
     command_delta,
     decision_flags,
-    fast_critic_settings,
+    fast_critic_config,
     fast_state,
     load_fast_model,
 )
@@ -130,8 +130,7 @@ def fast_loop_from_config(cfg: DictConfig) -> SimFastLoop | None:
     """The sim's fast loop of ``safety.fast_critic`` (at its ``sim_rate_hz``; None when that is null or absent) with
     the hard layer of ``robot.limits`` and, when ``enabled``, the fast critic from ``weights`` (no file: bypassed,
     the hard layer alone). Bad values raise :class:`ConfigError` naming their key."""
-    block = cfg.get("safety", {}).get("fast_critic")
-    settings = fast_critic_settings(None if block is None else OmegaConf.to_container(block, resolve=True))
+    settings = fast_critic_config(cfg)
     if settings.sim_rate_hz is None:
         return None
     limits = safety_limits(OmegaConf.to_container(cfg.robot.limits, resolve=True), settings.sim_rate_hz)

@@ -71,12 +71,11 @@ import time
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from omegaconf import OmegaConf
 from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
-from ..safety.fast_risk import FastCriticSettings, FastRiskFilter, fast_critic_settings, load_fast_model
+from ..safety.fast_risk import FastCriticSettings, FastRiskFilter, fast_critic_config, load_fast_model
 from ..safety.robot_limits import safety_limits
 from ..safety.tick import safety_tick
 from . import qos
@@ -482,10 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config([*overrides, *argv[end:]])
         limits, sim_time = safety_limits(cfg.robot.limits, args.rate_hz), sim_time_of(cfg)
-        fast_block = cfg.safety.get("fast_critic")
-        if fast_block is not None and not OmegaConf.is_dict(fast_block):
-            raise ConfigError("safety.fast_critic", fast_block, "a mapping of the fast critic's settings")
-        fast = fast_critic_settings(None if fast_block is None else OmegaConf.to_container(fast_block, resolve=True))
+        fast = fast_critic_config(cfg)
         with ros_node("robot_rl_safety", ros_args, sim_time, lifecycle=True) as node:
 
             def build() -> SafetyNode:

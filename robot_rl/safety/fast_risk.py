@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from robot_rl.config import ConfigError, is_integer, is_number, require_all, settings_of
 from robot_rl.folders import write_new_file
@@ -420,6 +421,15 @@ def fast_critic_settings(values: Mapping[str, Any] | None) -> FastCriticSettings
     if isinstance(values.get("scales"), list):
         values["scales"] = tuple(values["scales"])
     return settings_of("safety.fast_critic", FastCriticSettings, values)
+
+
+def fast_critic_config(cfg) -> FastCriticSettings:
+    """``safety.fast_critic`` of a whole config (an OmegaConf DictConfig; absent: the defaults) as checked
+    settings."""
+    block = OmegaConf.select(cfg, "safety.fast_critic")
+    if block is not None and not OmegaConf.is_dict(block):
+        raise ConfigError("safety.fast_critic", block, "a mapping of the fast critic's settings")
+    return fast_critic_settings(None if block is None else OmegaConf.to_container(block, resolve=True))
 
 
 def load_fast_model(settings: FastCriticSettings) -> tuple[FastRiskModel | None, int]:
