@@ -80,6 +80,7 @@ class ActorSession:
         self.counters = counters if counters is not None else Counters()
         self.weights_key: int | None = None  # of the publication acted on (None: the initial weights)
         self.weights_version: int | None = None  # the learner's update count when it published them
+        self.weights_session: str | None = None  # the learner run that published them (graph; None in one process)
         self.fast_model = None  # (FastRiskModel, version) the learner fitted, for the envs' fast loops
 
     @property
@@ -101,7 +102,7 @@ class ActorSession:
         if published is None or published[0] == self.weights_key:
             return False
         self.weights_key, weights = published
-        self.weights_version = transport.weights_version()
+        self.weights_version, self.weights_session = transport.weights_version(), transport.weights_session()
         self.agent.load_policy_state(weights)
         self.safety.load(weights)
         self.fast_model = weights.get(FAST_RISK_KEY, self.fast_model)
@@ -124,10 +125,10 @@ class ActorSession:
         stop=None,
     ) -> dict[str, Any] | None:
         """One episode through :func:`~robot_rl.actor.run_episode`, counted; ``between_steps()`` runs after each
-        step is counted (keep pace with the learner, serve the transport). Its stats with ``demo`` and ``weights``
-        (the learner's update count of the weights it acted on), or None when ``stop`` was set (the episode is
-        not counted)."""
-        demo, counters, weights = self.demo_due, self.counters, self.weights_version
+        step is counted (keep pace with the learner, serve the transport). Its stats with ``demo``, ``weights``
+        (the learner's update count of the weights it acted on) and ``learner_session`` (the learner run that sent
+        them, read with the count), or None when ``stop`` was set (the episode is not counted)."""
+        demo, counters, weights, session = self.demo_due, self.counters, self.weights_version, self.weights_session
 
         def after_step(intervened: bool) -> bool:
             if not demo:
@@ -143,7 +144,7 @@ class ActorSession:
             return None
         counters.episodes += 1
         counters.demo_episodes_done += demo
-        return {**stats, "demo": demo, "weights": weights}
+        return {**stats, "demo": demo, "weights": weights, "learner_session": session}
 
 
 class LearnerSession:

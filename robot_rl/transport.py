@@ -32,6 +32,10 @@ class Transport(ABC):
     def weights_version(self) -> int | None:
         """The learner's update count when it published the newest weights (None before the first)."""
 
+    def weights_session(self) -> str | None:
+        """The learner run (session id) that published the newest weights; None in one process."""
+        return None
+
     def publish_progress(self, online_received: int, update_calls: int) -> None:
         """The learner's online transitions ingested and updates made, for an actor in another process that keeps
         the update-to-data ratio (in one process the actor reads the learner itself: nothing to send)."""

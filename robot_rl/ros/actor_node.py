@@ -119,8 +119,9 @@ class ActorLoop:
             "kind": kind,
             "episode": self.counters.episodes,
             "env_steps": self.counters.env_steps,
-            "weights": self.session.weights_version,  # an episode's stats name the version it was played with
-            "learner_session": self.transport.weights_meta.get("session"),
+            # an episode's stats name the weights it was played with: the version and the learner run that sent them
+            "weights": self.session.weights_version,
+            "learner_session": self.session.weights_session,
             **stats,
         }
         self.stats_pub.publish(String(data=json.dumps(record, default=float)))

@@ -124,6 +124,9 @@ class RosTransport(Transport):
     def weights_version(self) -> int | None:
         return self.weights_meta.get("version")
 
+    def weights_session(self) -> str | None:
+        return self.weights_meta.get("session")
+
     def _on_weights(self, msg) -> None:
         weights, meta = decode_weights(msg.data, self.expected_weights, self.risk_input)
         self.weights_received += 1  # executor thread only: one writer
