@@ -89,7 +89,7 @@ class FastRiskLearner:
         self.config, self.capacity = config, int(capacity)
         self.features = np.zeros((self.capacity, INPUT_WIDTH), np.float32)
         self.labels = np.zeros(self.capacity, np.float32)
-        self.size, self.cursor, self.updates = 0, 0, 0
+        self.size, self.cursor = 0, 0
         self.generator = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
         widths = [INPUT_WIDTH, *config.hidden, 1]
@@ -107,11 +107,15 @@ class FastRiskLearner:
     def add_episode(self, features: np.ndarray, violation: np.ndarray) -> None:
         """One episode's ticks: ``features`` (T, 26) and ``violation`` (T,) (non-zero: violated), labelled with
         :func:`horizon_labels`."""
-        labels = horizon_labels(violation, self.config.horizon)
-        for row, label in zip(np.asarray(features, np.float32), labels):
-            self.features[self.cursor], self.labels[self.cursor] = row, label
-            self.cursor = (self.cursor + 1) % self.capacity
-            self.size = min(self.size + 1, self.capacity)
+        self.add_rows(features, horizon_labels(violation, self.config.horizon))
+
+    def add_rows(self, features: np.ndarray, labels: np.ndarray) -> None:
+        """Labelled rows, ``features`` (N, 26) and ``labels`` (N,), into the ring (the oldest go when it is full)."""
+        features, labels = features[-self.capacity :], labels[-self.capacity :]  # more than fit: the newest
+        slots = (self.cursor + np.arange(len(labels))) % self.capacity
+        self.features[slots], self.labels[slots] = features, labels
+        self.cursor = (self.cursor + len(labels)) % self.capacity
+        self.size = min(self.size + len(labels), self.capacity)
 
     def train(self, updates: int) -> float:
         """``updates`` steps of class-balanced binary cross-entropy on the rows held; the last loss."""
@@ -133,7 +137,6 @@ class FastRiskLearner:
             loss.backward()
             self.optimizer.step()
             self.loss = float(loss.detach())
-        self.updates += updates
         return self.loss
 
     def model(self) -> FastRiskModel:
@@ -156,7 +159,7 @@ def fit_fast_risk_model(
     if features.ndim != 2 or features.shape[1] != INPUT_WIDTH or len(features) != len(labels) or not len(labels):
         raise ValueError(f"features {features.shape}, labels {labels.shape}: expected (N, {INPUT_WIDTH}) and (N,)")
     learner = FastRiskLearner(config, capacity=len(labels), seed=seed)
-    learner.features[:], learner.labels[:], learner.size = features, labels, len(labels)
+    learner.add_rows(features, labels)
     learner.train(config.updates)
     model = learner.model()
     report = {"rows": len(labels), "positive_share": float(labels.mean()), "final_loss": learner.loss}

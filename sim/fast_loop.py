@@ -34,8 +34,8 @@ from robot_rl.safety.fast_risk import (
     command_delta,
     decision_flags,
     fast_critic_config,
+    fast_risk_filter,
     fast_state,
-    load_fast_model,
 )
 from robot_rl.safety.robot_limits import safety_limits
 from robot_rl.safety.tick import safety_tick
@@ -134,10 +134,7 @@ def fast_loop_from_config(cfg: DictConfig) -> SimFastLoop | None:
     if settings.sim_rate_hz is None:
         return None
     limits = safety_limits(OmegaConf.to_container(cfg.robot.limits, resolve=True), settings.sim_rate_hz)
-    risk_filter = None
-    if settings.enabled:
-        model, version = load_fast_model(settings)
-        risk_filter = FastRiskFilter(settings, settings.sim_rate_hz, limits.state_timeout, model, version)
+    risk_filter = fast_risk_filter(settings, settings.sim_rate_hz, limits.state_timeout)
     return SimFastLoop(limits, settings.sim_rate_hz, risk_filter)
 
 

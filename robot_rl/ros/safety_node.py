@@ -75,7 +75,7 @@ from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
-from ..safety.fast_risk import FastCriticSettings, FastRiskFilter, fast_critic_config, load_fast_model
+from ..safety.fast_risk import FastRiskFilter, fast_critic_config, fast_risk_filter
 from ..safety.robot_limits import safety_limits
 from ..safety.tick import safety_tick
 from . import qos
@@ -496,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.discovery_grace,
                     sim_time,
                     active=False,
-                    fast_critic=fast_filter(fast, args.rate_hz, limits),
+                    fast_critic=fast_risk_filter(fast, args.rate_hz, limits.state_timeout),
                     fast_source=fast.weights,
                 )
 
@@ -515,15 +515,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while starting: nothing to clean up beyond ros_node's
         pass
     return 0
-
-
-def fast_filter(settings: FastCriticSettings, rate_hz: float, limits: SafetyLimits) -> FastRiskFilter | None:
-    """The fast-loop filter of ``safety.fast_critic`` with its starting model (None when disabled); a weights file
-    that is missing or malformed raises :class:`ConfigError`."""
-    if not settings.enabled:
-        return None
-    model, version = load_fast_model(settings)
-    return FastRiskFilter(settings, rate_hz, limits.state_timeout, model, version)
 
 
 if __name__ == "__main__":

@@ -443,6 +443,16 @@ def load_fast_model(settings: FastCriticSettings) -> tuple[FastRiskModel | None,
         raise ConfigError("safety.fast_critic.weights", settings.weights, f"a fast-loop risk model ({error})") from None
 
 
+def fast_risk_filter(settings: FastCriticSettings, rate_hz: float, state_timeout: float) -> FastRiskFilter | None:
+    """The fast-loop filter of ``settings`` ticking at ``rate_hz`` with its starting model (None when disabled; no
+    ``weights`` file: no model, bypassed); a weights file that is missing or malformed raises :class:`ConfigError`.
+    ``state_timeout``: s after which the arm state is stale (the hard layer's)."""
+    if not settings.enabled:
+        return None
+    model, version = load_fast_model(settings)
+    return FastRiskFilter(settings, rate_hz, state_timeout, model, version)
+
+
 # ----------------------------------------------------------------------------- the decision
 @dataclass
 class FastDecision:

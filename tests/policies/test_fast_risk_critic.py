@@ -52,3 +52,17 @@ def test_bad_fit_settings_are_named():
     assert error.value.key == "fast_fit.horizon"
     with pytest.raises(ValueError):
         fit_fast_risk_model(features[:, :10], labels, FastFitConfig())
+
+
+def test_the_online_learner_keeps_the_newest_rows_in_its_ring():
+    from robot_rl.policies.fast_risk_critic import FastRiskLearner
+
+    learner = FastRiskLearner(FastFitConfig(horizon=1), capacity=5)
+    rows = np.arange(7 * INPUT_WIDTH, dtype=np.float32).reshape(7, INPUT_WIDTH)
+    learner.add_episode(rows[:3], np.array([0, 1, 0]))
+    assert learner.size == 3 and learner.labels[:3].tolist() == [0, 1, 0]
+    learner.add_episode(rows[3:], np.array([0, 0, 0, 1]))  # 7 rows in a ring of 5: rows 2..6 stay
+    assert learner.size == 5
+    kept = sorted(learner.features[:, 0].tolist())
+    assert kept == rows[2:, 0].tolist()
+    assert learner.labels[learner.features[:, 0] == rows[6, 0]].tolist() == [1.0]
