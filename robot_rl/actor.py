@@ -72,6 +72,7 @@ def run_episode(
             violation=violation,
             episode=uid,
             step=length,
+            stamp=float(info.get("stamp", 0.0)),
             streams=None if info.get("fast_loop") is None else info["fast_loop"].as_streams(),
         )
         transport.send_transitions([transition])

@@ -35,7 +35,8 @@ class EpisodeRecorder:
         clock: Callable[[], float] | None = None,
     ):
         """``log``: a logger with ``info``/``warning`` (None: quiet); ``acknowledge(uids)``: called with each
-        committed episode's uid; ``clock``: the steps' ``timestamp`` (s) at receipt (None: wall time)."""
+        committed episode's uid; ``clock``: the ``timestamp`` (s) of a step that comes without its ``stamp``
+        (taken at receipt; None: wall time)."""
         self.store, self.writer, self.log, self.acknowledge, self.clock = (
             store,
             store.writer(),
@@ -79,7 +80,8 @@ class EpisodeRecorder:
                 self.counts = dict.fromkeys(self.counts, 0)
             if not self.writer.active:
                 continue  # the rest of an episode whose start was missed
-            t.record(self.writer, **({} if self.clock is None else {"timestamp": self.clock()}))
+            stamp = t.stamp or (None if self.clock is None else self.clock())
+            t.record(self.writer, **({} if stamp is None else {"timestamp": stamp}))
             self.counts["interventions"] += t.intervened
             self.counts["filter_interventions"] += t.filtered
             self.counts["violations"] += t.violation != 0

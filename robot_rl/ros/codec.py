@@ -29,7 +29,7 @@ import torch
 from ..data.transition import Transition
 from .guard import MessageError, bounded
 
-CODEC_VERSION = 2
+CODEC_VERSION = 3
 MAX_TRANSITIONS_BYTES = 64 * 2**20  # a batch of camera transitions is a few MB
 MAX_WEIGHTS_BYTES = 256 * 2**20  # a ResNet-10 encoder with heads is ~40 MB
 MAX_BATCH = 10_000  # transitions per message
@@ -50,6 +50,7 @@ SCALARS = {
     "seq": np.int64,
     "floor": np.int64,
     "step": np.int64,
+    "stamp": np.float64,
 }
 VECTORS = ("action", "policy_action")
 IDS = ("actor", "episode")  # strings: sender session id, episode uid

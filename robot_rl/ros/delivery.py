@@ -206,7 +206,7 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
     """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as
     the actor sent them; ``first_seq`` numbers them from there (0: unnumbered)."""
     demo = episode["attrs"].get("source") == "demo"
-    filtered = episode.get("filtered")
+    filtered, stamps = episode.get("filtered"), episode.get("timestamp")
     return [
         Transition(
             obs={key: value[t] for key, value in episode["obs"].items()},
@@ -227,6 +227,7 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
             step=t,
             actor=actor,
             seq=first_seq + t if first_seq else 0,
+            stamp=float(stamps[t]) if stamps is not None else 0.0,
         )
         for t in range(len(episode["action"]))
     ]

@@ -318,8 +318,13 @@ class TopicEnv(gym.Env):
         success = bool(values[SUCCESS])
         terminated = success and s.terminate_on_success
         truncated = self._steps >= s.episode_steps and not terminated
-        info = {"success": success, "violation": int(self.inbox.latest.get(VIOLATION, (0, 0))[0])}
-        return self._observation(values), float(values[REWARD]), terminated, truncated, info
+        obs = self._observation(values)
+        info = {
+            "success": success,
+            "violation": int(self.inbox.latest.get(VIOLATION, (0, 0))[0]),
+            "stamp": self._obs_stamp,  # s, on the node's clock: the sim time of the period's end on sim time
+        }
+        return obs, float(values[REWARD]), terminated, truncated, info
 
     def _wait_for_period(self, sent: float, gripper: Float64, command: PoseStamped) -> dict[str, Any]:
         """Sim time: the observation that ends the period the command started (the pose stamped one control period

@@ -130,7 +130,7 @@ def test_header_version_count_pickles_and_size_are_checked(codec):
             codec.decode_transitions(payload, schema(codec))
     evil = io.BytesIO()
     np.savez(
-        evil, __meta__=np.frombuffer(b'{"kind": "weights", "codec": 2}', np.uint8), x=np.array([object()], dtype=object)
+        evil, __meta__=np.frombuffer(b'{"kind": "weights", "codec": 3}', np.uint8), x=np.array([object()], dtype=object)
     )
     with pytest.raises(MessageError, match="pickle"):  # object arrays are never unpickled from a message
         codec.unpack(evil.getvalue(), codec.MAX_WEIGHTS_BYTES)
@@ -151,7 +151,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(codec):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         header = io.BytesIO()
-        np.save(header, np.frombuffer(b'{"kind": "transitions", "codec": 2, "count": 1}', np.uint8))
+        np.save(header, np.frombuffer(b'{"kind": "transitions", "codec": 3, "count": 1}', np.uint8))
         archive.writestr("__meta__.npy", header.getvalue())
         archive.writestr("obs/state.npy", b"\0" * (codec.MAX_TRANSITIONS_BYTES + 1))  # compresses to ~70 kB
     payload = buffer.getvalue()

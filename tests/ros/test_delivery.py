@@ -172,3 +172,24 @@ def test_a_learner_that_stops_acknowledging_progress_gets_the_rest_again():
     outbox.stamp(episode("e2", 1)[0])
     assert outbox.on_ack(learner_ack("L1", 4, 0))  # seq 5 was lost: no progress while it lacks it
     assert [t.seq for t in outbox.resend()[1]] == [5]
+
+
+def test_each_step_keeps_the_time_it_was_observed_however_late_it_is_recorded(tmp_path):
+    """The recorder node takes steps in batches while it commits an episode; a step's ``timestamp`` is its
+    observation's stamp on the actor's clock (sim time in a rehearsal), not when the recorder got it."""
+    from robot_rl.data import EpisodeStore
+    from robot_rl.ros import codec
+
+    sent = episode("0123456789abcdef0123456789abcdef", 5)
+    for t, transition in enumerate(sent):
+        transition.stamp = 12.0 + 0.1 * (t + 1)  # s of sim time, one control period apart
+    received, _ = codec.decode_transitions(codec.encode_transitions(sent), None)
+    store = EpisodeStore.create(tmp_path / "rec.zarr", {"observation_shapes": {"state": [3]}, "action_dim": 2})
+    late = iter(range(100, 200))  # the recorder's clock at receipt: all at once, long after
+    name = EpisodeRecorder(store, clock=lambda: float(next(late))).record(received)
+    np.testing.assert_allclose(store.read_episode(name)["timestamp"], [12.1, 12.2, 12.3, 12.4, 12.5])
+    back = stored_transitions(store.read_episode(name), sent[0].episode)
+    assert [t.stamp for t in back] == [t.stamp for t in sent]
+    unstamped = episode("fedcba9876543210fedcba9876543210", 2)  # a sender that does not know: stamped on receipt
+    name = EpisodeRecorder(store, clock=lambda: 7.0).record(unstamped)
+    np.testing.assert_array_equal(store.read_episode(name)["timestamp"], [7.0, 7.0])
