@@ -9,7 +9,9 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
   (and so waited for) only when someone logs them,
 - ``policy_state()`` / ``load_policy_state()``: the weights an actor needs,
 - ``state_dict()`` / ``load_state_dict()``: everything a resumed learner needs,
-- ``sequence_length``: the K of the action sequences its batches must carry (1 = none).
+- ``sequence_length``: the K of the action sequences its batches must carry (1 = none),
+- ``conservative``: set by ``robot-rl pretrain`` (:mod:`robot_rl.policies.conservative`), the CQL / Cal-QL term its
+  critic loss adds on offline data (batches then carry ``mc_return`` for Cal-QL); None while learning online.
 
 Subclasses list their modules in ``modules`` / ``policy_modules`` and optimizers in
 ``optimizers``; :class:`OffPolicyAgent` does the rest. Two config flags every agent config carries change how,
@@ -26,6 +28,7 @@ import numpy as np
 import torch
 
 from robot_rl.data.augment import random_shift
+from robot_rl.policies.conservative import ConservativeConfig
 from robot_rl.policies.encoders import ObservationEncoder
 
 
@@ -48,6 +51,8 @@ class OffPolicyAgent:
         # one: the actor and learner threads of one run then draw the same numbers however they interleave
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self.updates = 0
+        # offline pretraining (robot-rl pretrain): the critic loss's conservative term (CQL / Cal-QL); None online
+        self.conservative: ConservativeConfig | None = None
 
     def compile_networks(self, *names: str) -> None:
         """With ``config.compile``: compile the forward passes of the named modules in place (their state dicts,

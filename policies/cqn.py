@@ -40,6 +40,7 @@ from torch import nn
 from robot_rl.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
+from robot_rl.policies.conservative import discrete_penalty
 from robot_rl.policies.encoders import camera_checks
 
 TIE_TOLERANCE = 1e-4
@@ -371,6 +372,14 @@ class CQNAgent(OffPolicyAgent):
         rl_loss = (-(target * log_probs).sum(-1) * weight).sum() / weight.sum()
         loss = cfg.critic_lambda * rl_loss
         metrics = {"critic_loss": rl_loss.detach()}
+        if self.conservative is not None and self.conservative.algorithm != "none":
+            q_bins = (logits.softmax(-1) * self.support).sum(-1)  # (B, L, M, bins)
+            q_data = q_bins.gather(-1, indices[..., None]).squeeze(-1)
+            penalty, conservative_metrics = discrete_penalty(
+                self.conservative, q_bins, q_data, weight, batch.get("mc_return")
+            )
+            loss = loss + penalty
+            metrics.update(conservative_metrics)
         if "is_demo" in batch:
             is_demo = torch.as_tensor(batch["is_demo"], device=self.device).bool()
         else:

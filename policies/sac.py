@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
+from robot_rl.policies.conservative import continuous_penalty
 from robot_rl.policies.encoders import camera_checks
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
 from robot_rl.policies.gsde import DEFAULT_SAMPLE_FREQ, GSDEActor, NoiseSchedule
@@ -242,6 +243,21 @@ class SACAgent(OffPolicyAgent):
             q = self.critic(self.critic_input(features, obs), action[:, : self.continuous_dim]).float()
         loss = F.mse_loss(q, target.expand_as(q))
         metrics = {"critic_loss": loss.detach(), "q_mean": q.detach().mean(), "target_mean": target.mean()}
+        if self.conservative is not None and self.conservative.algorithm != "none":
+            with self.autocast():
+                penalty, conservative_metrics = continuous_penalty(
+                    self.conservative,
+                    lambda rows, actions: self.critic(rows, actions).float(),
+                    lambda rows: self.actor.sample(rows, generator=self.generator),
+                    self.critic_input(features, obs),
+                    features,
+                    next_features,
+                    q,
+                    batch.get("mc_return"),
+                    self.generator,
+                )
+            loss = loss + penalty
+            metrics.update(conservative_metrics)
         if cfg.gripper_critic:
             has_previous = torch.as_tensor(batch["has_previous"], device=self.device)
             previous_action = torch.as_tensor(batch["previous_action"], device=self.device)

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from .config import ConfigError
 
 DEFINITION_FILE = "task_definition.json"
+PRETRAIN_FILE = "pretrain.json"  # robot-rl pretrain's record of what a checkpoint learned from (stores, algorithm)
 # task settings that define the problem a checkpoint learned (absent ones are skipped: not every task has each)
 TASK_KEYS = (
     "name",
@@ -79,8 +80,9 @@ def write_task_definition(folder: Path, definition: dict[str, Any]) -> None:
     (folder / DEFINITION_FILE).write_text(json.dumps(definition, indent=2, sort_keys=True))
 
 
-def check_task_definition(folder: Path, definition: dict[str, Any]) -> None:
-    """Raise a ConfigError naming the first key whose value differs from the one ``folder`` recorded.
+def check_task_definition(folder: Path, definition: dict[str, Any], key: str = "train.resume") -> None:
+    """Raise a ConfigError naming the first key whose value differs from the one ``folder`` recorded (``key``: the
+    setting that named ``folder``, for an unreadable file).
 
     A checkpoint from before task definitions were recorded has no file: only the agent identity check applies."""
     path = folder / DEFINITION_FILE
@@ -90,17 +92,19 @@ def check_task_definition(folder: Path, definition: dict[str, Any]) -> None:
         saved = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ConfigError(
-            "train.resume", str(folder), f"a checkpoint with a readable {DEFINITION_FILE} ({type(error).__name__})"
+            key, str(folder), f"a checkpoint with a readable {DEFINITION_FILE} ({type(error).__name__})"
         ) from None
     if not isinstance(saved, dict):
-        raise ConfigError("train.resume", str(folder), f"a checkpoint whose {DEFINITION_FILE} is a JSON object")
-    for key in sorted(set(saved) | set(definition)):
-        if saved.get(key) != definition.get(key):
+        raise ConfigError(key, str(folder), f"a checkpoint whose {DEFINITION_FILE} is a JSON object")
+    hint = (
+        "a resumed run keeps its task definition; start a new train.run_dir instead"
+        if key == "train.resume"
+        else f"a run starting from {key} keeps the task definition it learned"
+    )
+    for name in sorted(set(saved) | set(definition)):
+        if saved.get(name) != definition.get(name):
             raise ConfigError(
-                key,
-                definition.get(key),
-                f"{saved.get(key)!r} as the checkpoint {folder} has it "
-                "(a resumed run keeps its task definition; start a new train.run_dir instead)",
+                name, definition.get(name), f"{saved.get(name)!r} as the checkpoint {folder} has it ({hint})"
             )
 
 

@@ -2,6 +2,8 @@
 
 Verbs:
   train                  HIL-SERL training with the scripted human (the main job)
+  pretrain               offline RL (Cal-QL, CQL) on episode stores, for a warm start (pretrain.store=PATH|[A,B]
+                         pretrain.out=DIR; then robot-rl train init.checkpoint=DIR)
   eval                   evaluate a checkpoint: success rate, episode length, optional mp4
   collect                record scripted-expert episodes to an episode store
   data info              summary table of an episode store          (store=PATH)
@@ -46,7 +48,19 @@ USER_ERRORS = (
     IsADirectoryError,
     PermissionError,
 )
-VERBS = ("train", "eval", "collect", "data", "classifier", "fast-critic", "launch", "tasks", "config", "doctor")
+VERBS = (
+    "train",
+    "pretrain",
+    "eval",
+    "collect",
+    "data",
+    "classifier",
+    "fast-critic",
+    "launch",
+    "tasks",
+    "config",
+    "doctor",
+)
 DATA_COMMANDS = ("info", "show", "export", "import", "merge")
 DATA_KEYS = ("store", "episode", "episodes", "out", "inputs", "format", "in", "import")  # given without "data."
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
@@ -92,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
             from .train import train
 
             summary = train(cfg)
+            print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
+            return 130 if summary["interrupted"] else 0
+        elif verb == "pretrain":
+            from .pretrain import pretrain
+
+            summary = pretrain(cfg)
             print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
             return 130 if summary["interrupted"] else 0
         elif verb == "classifier":

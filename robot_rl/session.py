@@ -31,6 +31,7 @@ from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_config
 from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
+from .warm_start import init_settings, warm_settings, warm_start
 
 
 @dataclass
@@ -172,6 +173,9 @@ class LearnerSession:
             *fast_risk_learning(cfg, seed),
         )
         self.definition = task_definition(cfg, self.agent)
+        self.init = init_settings(cfg)  # a warm start from a pretrained checkpoint (WSRL), checked now
+        warm_settings(self.learner, self.init)
+        self.warm_start: dict[str, Any] | None = None  # what the warm start loaded (None: none made)
         self.run_dir = Path(self.settings.run_dir)
         self.checkpoint_dir = self.run_dir / "checkpoint"
         self.last_checkpoint = 0  # online transitions in the newest checkpoint
@@ -180,11 +184,14 @@ class LearnerSession:
         return (latest(self.checkpoint_dir) / "counters.json").is_file()
 
     def open(self, resume: bool) -> Counters:
-        """Resume from the run folder's checkpoint, or start the run folder (its ``config.yaml``); the counts."""
+        """Resume from the run folder's checkpoint, or start the run folder (its ``config.yaml``), warm-started from
+        ``init.checkpoint`` when one is given; the counts."""
         counters = Counters()
         if resume:
             counters = restore(self.checkpoint_dir, self.learner, self.cfg)
         else:
+            if self.init.checkpoint is not None:  # before the run folder is made: a refused checkpoint leaves none
+                self.warm_start = warm_start(self.learner, self.init, self.definition)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             OmegaConf.save(self.cfg, self.run_dir / "config.yaml")
         self.last_checkpoint = self.learner.online_received

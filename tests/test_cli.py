@@ -46,7 +46,7 @@ def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides,
 
 def test_unknown_verb(capsys):
     assert main(["fly"]) == 2
-    assert "verb='fly' is not allowed: expected one of train, eval, collect" in capsys.readouterr().err
+    assert "verb='fly' is not allowed: expected one of train, pretrain, eval, collect" in capsys.readouterr().err
 
 
 def test_console_script_runs_as_a_separate_process():

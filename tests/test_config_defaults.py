@@ -14,10 +14,12 @@ from robot_rl.policies.cqn_as import CQNASConfig
 from robot_rl.policies.fast_risk_critic import FastFitConfig
 from robot_rl.policies.sac import SACConfig
 from robot_rl.policies.safety_critic import SafetyCriticConfig
+from robot_rl.pretrain import PretrainSettings
 from robot_rl.safety.fast_risk import FastCriticSettings
 from robot_rl.safety.filter import FilterSettings
 from robot_rl.safety.training import SafetySettings
 from robot_rl.teleop import InterventionRules
+from robot_rl.warm_start import InitSettings
 
 SECTIONS = [  # (overrides, config path, dataclass)
     ([], "train", TrainSettings),
@@ -27,11 +29,13 @@ SECTIONS = [  # (overrides, config path, dataclass)
     ([], "safety.critic", SafetyCriticConfig),
     ([], "safety.fast_critic", FastCriticSettings),
     ([], "fast_fit", FastFitConfig),
+    ([], "pretrain", PretrainSettings),
+    ([], "init", InitSettings),
     (["agent=sac"], "agent", SACConfig),
     (["agent=cqn"], "agent", CQNConfig),
     (["agent=cqn_as"], "agent", CQNASConfig),
 ]
-PER_RUN = {"train.run_dir"}  # built from the task and seed in the YAML
+PER_RUN = {"train.run_dir", "pretrain.store", "pretrain.out"}  # built from the task and seed in the YAML
 
 
 def default_of(field: dataclasses.Field):

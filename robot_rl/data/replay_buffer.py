@@ -121,6 +121,7 @@ class ReplayBuffer:
         self._generator = torch.Generator(self.storage_device)
         self._powers: dict[tuple[float, int], torch.Tensor] = {}  # gamma^m per (gamma, n_step), see _discounts
         self._blocks: list[np.ndarray] = []  # CPU memory for batches' observations, see empty_observations
+        self.returns_to_go: torch.Tensor | None = None  # (capacity,) float32 of set_returns_to_go (offline data)
 
     @staticmethod
     def nbytes(capacity: int, observation_space: Mapping[str, tuple[tuple[int, ...], Any]], action_dim: int) -> int:
@@ -247,6 +248,22 @@ class ReplayBuffer:
         if self.storage_device.type != "cpu":  # on the CPU the mirror is the host array itself
             self._valid_slots[position] = slot
 
+    def set_returns_to_go(self, gamma: float) -> None:
+        """Give every batch ``mc_return``: the discounted sum of rewards from each transition to its episode's end
+        (an episode cut short ends there too), the Monte-Carlo value Cal-QL calibrates against. For a buffer filled
+        once (offline data): transitions added later have none until this is called again."""
+        valid = self.has_transition.cpu().numpy()
+        reward, episode = self.reward.cpu().numpy().astype(np.float64), self.episode.cpu().numpy()
+        ends = (self.terminated | self.truncated).cpu().numpy()
+        returns = np.zeros(self.capacity, np.float64)
+        for slot in (self.cursor - 1 - np.arange(self.capacity)) % self.capacity:  # newest first: slot + 1 is done
+            if not valid[slot]:
+                continue
+            after = (slot + 1) % self.capacity
+            follows = not ends[slot] and valid[after] and episode[after] == episode[slot]
+            returns[slot] = reward[slot] + (gamma * returns[after] if follows else 0.0)
+        self.returns_to_go = torch.from_numpy(returns.astype(np.float32)).to(self.storage_device)
+
     # ----------------------------------------------------------------- sampling
     def __len__(self) -> int:
         """Number of transitions that can be sampled."""
@@ -281,8 +298,9 @@ class ReplayBuffer:
         ``executed_action`` (B, A) float32, ``reward`` (n-step discounted sum), ``cost`` and ``discount``
         (gamma^m, 0 if the episode terminated within the m <= n steps taken) (B,) float32, ``terminated`` and
         ``intervened`` (B,) bool, ``index`` (B,) int64 (the slots), ``previous_action`` (B, A) float32 with
-        ``has_previous`` (B,) bool (the action one step earlier in the episode) and, when ``sequence_length``
-        K > 1, ``action_sequence`` (B, K, A) float32 with ``sequence_mask`` (B, K) bool.
+        ``has_previous`` (B,) bool (the action one step earlier in the episode), when ``sequence_length``
+        K > 1, ``action_sequence`` (B, K, A) float32 with ``sequence_mask`` (B, K) bool, and with returns-to-go
+        (:meth:`set_returns_to_go`) ``mc_return`` (B,) float32.
         """
         return self.batch(self.draw(batch_size, rng), n_step, gamma, sequence_length)
 
@@ -360,6 +378,8 @@ class ReplayBuffer:
             "intervened": self.intervened.index_select(0, index),
             "index": index,
         }
+        if self.returns_to_go is not None:
+            batch["mc_return"] = self.returns_to_go.index_select(0, index)
         batch["previous_action"], batch["has_previous"] = self._previous_actions(index, self.learned_action)
         if sequence_length > 1:
             batch["action_sequence"], batch["sequence_mask"] = self._action_sequences(
@@ -541,28 +561,67 @@ class MixedSampler:
         parts = [
             (buffer, rows) for buffer, rows in ((self.online, batch_size - take_demo), (self.demo, take_demo)) if rows
         ]
+        batch = gather_parts(parts, self.rng, n_step, gamma, sequence_length)
         first = parts[0][0]
-        for buffer, _ in parts[1:]:
-            if (buffer.observation_space, buffer.storage_device, buffer.device) != (
-                first.observation_space,
-                first.storage_device,
-                first.device,
-            ):
-                raise ValueError("the online and demo buffers hold different observations or live on different devices")
-        indices = [buffer.draw(rows, self.rng) for buffer, rows in parts]
-        obs, next_obs = first.empty_observations(batch_size), first.empty_observations(batch_size)
-        pieces, start = [], 0
-        for (buffer, rows), index in zip(parts, indices):
-            rows_of = {key: value[start : start + rows] for key, value in obs.items()}
-            next_rows_of = {key: value[start : start + rows] for key, value in next_obs.items()}
-            pieces.append(buffer.gather(index, rows_of, next_rows_of, n_step, gamma, sequence_length))
-            start += rows
-        batch = {
-            key: torch.cat([piece[key] for piece in pieces]) for key in pieces[0] if key not in ("obs", "next_obs")
-        }
-        batch["obs"], batch["next_obs"] = obs, next_obs
         batch["is_demo"] = torch.arange(batch_size, device=first.storage_device) >= batch_size - take_demo
         return _to_device(batch, first.storage_device, first.device)
+
+
+class WeightedSampler:
+    """Draws each batch from several buffers (offline stores) in expected proportion to their ``weights``.
+
+    The rows per buffer are multinomial over the non-empty buffers; ``source`` ((B,) int64) names each row's buffer
+    (its position in ``buffers``). Buffers with returns-to-go (:meth:`ReplayBuffer.set_returns_to_go`) give
+    ``mc_return`` rows. All buffers must hold the same observations on the same devices.
+    """
+
+    def __init__(self, buffers: list[ReplayBuffer], weights: list[float] | None = None, seed: int | None = None):
+        weights = [1.0] * len(buffers) if weights is None else [float(w) for w in weights]
+        if not buffers or len(weights) != len(buffers) or any(not np.isfinite(w) or w < 0 for w in weights):
+            raise ValueError(f"weights={weights}; expected one finite number >= 0 per buffer ({len(buffers)})")
+        self.buffers, self.weights = buffers, np.asarray(weights, np.float64)
+        self.rng = np.random.default_rng(seed)
+
+    def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1) -> dict[str, Any]:
+        """A batch as :meth:`ReplayBuffer.sample` gives, plus ``source``."""
+        weights = self.weights * np.array([len(buffer) > 0 for buffer in self.buffers])
+        if weights.sum() <= 0:
+            raise ValueError("every replay buffer with a weight > 0 is empty")
+        rows = self.rng.multinomial(batch_size, weights / weights.sum())
+        parts = [(buffer, int(n)) for buffer, n in zip(self.buffers, rows) if n]
+        batch = gather_parts(parts, self.rng, n_step, gamma, sequence_length)
+        first = parts[0][0]
+        sources = [k for k, n in enumerate(rows) for _ in range(n)]
+        batch["source"] = torch.tensor(sources, dtype=torch.int64, device=first.storage_device)
+        return _to_device(batch, first.storage_device, first.device)
+
+
+def gather_parts(
+    parts: list[tuple[ReplayBuffer, int]], rng: np.random.Generator, n_step: int, gamma: float, sequence_length: int
+) -> dict[str, Any]:
+    """One batch of ``rows`` drawn from each ``(buffer, rows)`` in turn, each part's observations gathered straight
+    into its rows; on the buffers' storage device (which they must share, with their observations)."""
+    first = parts[0][0]
+    for buffer, _ in parts[1:]:
+        if (buffer.observation_space, buffer.storage_device, buffer.device) != (
+            first.observation_space,
+            first.storage_device,
+            first.device,
+        ):
+            raise ValueError("the replay buffers hold different observations or live on different devices")
+    batch_size = sum(rows for _, rows in parts)
+    indices = [buffer.draw(rows, rng) for buffer, rows in parts]
+    obs, next_obs = first.empty_observations(batch_size), first.empty_observations(batch_size)
+    pieces, start = [], 0
+    for (buffer, rows), index in zip(parts, indices):
+        rows_of = {key: value[start : start + rows] for key, value in obs.items()}
+        next_rows_of = {key: value[start : start + rows] for key, value in next_obs.items()}
+        pieces.append(buffer.gather(index, rows_of, next_rows_of, n_step, gamma, sequence_length))
+        start += rows
+    keys = set.intersection(*(set(piece) for piece in pieces)) - {"obs", "next_obs"}
+    batch = {key: torch.cat([piece[key] for piece in pieces]) for key in pieces[0] if key in keys}
+    batch["obs"], batch["next_obs"] = obs, next_obs
+    return batch
 
 
 def _to_device(batch: dict[str, Any], source: torch.device, device: torch.device) -> dict[str, Any]:

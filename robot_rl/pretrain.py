@@ -1,0 +1,152 @@
+"""``robot-rl pretrain``: offline RL on recorded episode stores, the first half of a warm start (WSRL).
+
+The run's agent (``agent=sac|cqn|cqn_as``, state or camera observations) learns from the stores in
+``pretrain.store`` (one or a list, sampled in proportion to ``pretrain.weights``) for ``pretrain.updates`` critic
+gradient steps, its critic loss made conservative by ``pretrain.algorithm`` (:mod:`robot_rl.policies.conservative`:
+Cal-QL as WSRL pretrains, plain CQL, or none). Nothing is collected online; the sim task is only used to evaluate
+the policy every ``pretrain.eval_every`` steps.
+
+Run folder ``pretrain.out`` (new): ``checkpoint/`` (``agent.pt`` and ``task_definition.json`` as a training
+checkpoint has them, plus ``pretrain.json``: the stores, weights and algorithm), ``tb/`` (TensorBoard),
+``config.yaml`` and ``summary.json``. ``robot-rl train init.checkpoint=<pretrain.out>`` fine-tunes from it;
+``robot-rl eval eval.checkpoint=<pretrain.out>/checkpoint`` evaluates it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from .checkpoint import PRETRAIN_FILE, task_definition, write_task_definition
+from .config import ConfigError, integer, is_integer, positive, require_all, settings_of
+from .data.replay_buffer import WeightedSampler
+from .envs import make_env, observation_shapes
+from .evaluate import evaluate
+from .folders import replacing
+from .interrupts import deferred_interrupt, interrupt_requests
+from .offline_data import load_offline, store_paths, store_weights
+from .policies.conservative import ConservativeConfig
+from .session import make_agent
+
+
+@dataclass
+class PretrainSettings:
+    store: Any = None  # an episode store or a list of them (pretrain_settings: a list of Paths)
+    weights: list[float] | None = None  # per store; null: equal
+    algorithm: str = "calql"  # calql | cql | none
+    alpha: float = 5.0
+    actions: int = 10
+    temperature: float = 1.0
+    updates: int = 20_000  # critic gradient steps
+    batch_size: int = 256
+    out: str = "runs/pretrain"
+    eval_every: int = 5_000  # critic steps between evaluations in the sim (0: only at the end)
+    eval_episodes: int = 20
+    log_every: int = 200  # critic steps between TensorBoard points
+
+    @property
+    def conservative(self) -> ConservativeConfig:
+        return ConservativeConfig(self.algorithm, self.alpha, self.actions, self.temperature)
+
+
+def pretrain_settings(cfg: DictConfig) -> PretrainSettings:
+    settings = settings_of("pretrain", PretrainSettings, OmegaConf.to_container(cfg.pretrain, resolve=True))
+    settings.conservative.validate()
+    for key in ("updates", "batch_size", "log_every"):
+        positive(f"pretrain.{key}", getattr(settings, key), integer=True)
+    require_all(
+        "pretrain",
+        settings,
+        {
+            key: (is_integer(getattr(settings, key)) and getattr(settings, key) >= 0, "an integer >= 0")
+            for key in ("eval_every", "eval_episodes")
+        },
+    )
+    settings.store = store_paths("pretrain.store", settings.store)
+    settings.weights = store_weights("pretrain.weights", settings.weights, len(settings.store))
+    return settings
+
+
+def pretrain(cfg: DictConfig) -> dict[str, Any]:
+    """Pretrain and write the run folder; returns the summary (also ``summary.json``)."""
+    settings = pretrain_settings(cfg)
+    out = Path(str(settings.out)).expanduser()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError("pretrain.out", str(out), "a new folder (a pretraining run is never overwritten)")
+    seed = integer("seed", cfg.seed)
+    n_step = positive("train.n_step", cfg.train.n_step, integer=True)
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    env = make_env(task)
+    shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
+    torch.manual_seed(seed)
+    agent = make_agent(cfg, shapes, action_dim, seed)
+    agent.conservative = settings.conservative
+    buffers = load_offline("pretrain.store", settings.store, shapes, action_dim, agent.device, agent.config.discount)
+    sampler = WeightedSampler(buffers, settings.weights, seed=seed)
+
+    def sample_batch() -> dict[str, Any]:
+        return sampler.sample(settings.batch_size, n_step, agent.config.discount, agent.sequence_length)
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    with replacing(out) as tmp:  # a crash or Ctrl-C leaves no half-written run folder
+        OmegaConf.save(cfg, tmp / "config.yaml")
+        tb = SummaryWriter(str(tmp / "tb"))
+        utd = int(getattr(agent.config, "utd", 1))
+        calls = math.ceil(settings.updates / utd)
+        history: list[dict[str, Any]] = []
+        started, interrupted = time.monotonic(), False
+        progress = tqdm(total=calls * utd, desc=f"pretrain {task.get('name')}", unit="update", mininterval=1.0)
+        with interrupt_requests() as stop:
+            for call in range(1, calls + 1):
+                metrics = agent.update(sample_batch)
+                steps = call * utd
+                progress.update(utd)
+                if steps % settings.log_every < utd or call == calls:
+                    for name, value in metrics.items():
+                        tb.add_scalar(f"pretrain/{name}", float(value), steps)
+                last = call == calls or stop.is_set()
+                if settings.eval_episodes and (last or (settings.eval_every and steps % settings.eval_every < utd)):
+                    result = evaluate(agent, env, settings.eval_episodes, seed=10**6)
+                    history.append({"updates": steps, "wall_seconds": time.monotonic() - started, **result})
+                    tb.add_scalar("eval/success", result["success_rate"], steps)
+                    tb.add_scalar("eval/return", result["mean_return"], steps)
+                    progress.set_postfix(eval_success=f"{result['success_rate']:.2f}")
+                if stop.is_set():
+                    interrupted = True
+                    break
+        progress.close()
+        tb.close()
+        env.close()
+        with deferred_interrupt():
+            summary = {
+                "task": task.get("name"),
+                "out": str(out),
+                "algorithm": settings.algorithm,
+                "stores": [str(path) for path in settings.store],
+                "weights": settings.weights,
+                "transitions": [len(buffer) for buffer in buffers],
+                "updates": agent.updates,
+                "wall_seconds": time.monotonic() - started,
+                "final_eval_success": history[-1]["success_rate"] if history else None,
+                "eval_history": history,
+                "interrupted": interrupted,
+            }
+            (tmp / "checkpoint").mkdir()
+            write_task_definition(tmp / "checkpoint", task_definition(cfg, agent))
+            agent.conservative = None  # not part of the agent's state: fine-tuning learns without it
+            torch.save(agent.state_dict(), tmp / "checkpoint" / "agent.pt")
+            pretrained_on = {key: summary[key] for key in ("algorithm", "stores", "weights", "updates")}
+            (tmp / "checkpoint" / PRETRAIN_FILE).write_text(
+                json.dumps({**pretrained_on, "conservative": asdict(settings.conservative)}, indent=2)
+            )
+            (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

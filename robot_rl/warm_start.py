@@ -1,0 +1,91 @@
+"""Warm starts (WSRL): online training that begins from a pretrained agent instead of random weights.
+
+``init.checkpoint`` names a checkpoint (``robot-rl pretrain``'s run folder or its ``checkpoint/``, or a past training
+run's): the learner loads its whole agent (networks, targets, temperature, optimizers) after the task definition
+check a resumed run gets. Then, as WSRL prescribes:
+
+1. **warm-up**: the first ``init.warmup_steps`` online steps are rollouts of the pretrained policy, frozen (no update
+   is made before they are in: they replace ``train.start_training``); they seed the online buffer and recalibrate
+   the Q-function to the states the policy itself visits;
+2. **fine-tuning** without the offline data (``init.retain_offline=false``, the default); with ``true`` the offline
+   stores (``init.store``, or by default those the checkpoint was pretrained on) are kept in the demo buffer and
+   mixed into every batch at ``train.demo_fraction`` (the offline-retained baseline).
+
+The same in ``robot-rl train``, in the learner node of ``robot-rl launch sim_train|real_train`` (it publishes the
+loaded weights before the actor's first step), on a real cell as in the sim. A resumed run (``train.resume``)
+continues from its own checkpoint and loads nothing from ``init.checkpoint``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .checkpoint import PRETRAIN_FILE, check_task_definition, load_agent
+from .config import ConfigError, is_integer, require_all, settings_of
+from .folders import latest
+from .learner import Learner
+from .offline_data import add_offline, store_paths
+
+
+@dataclass
+class InitSettings:
+    checkpoint: str | None = None  # null: random weights (no warm start)
+    warmup_steps: int = 500  # online steps of the frozen pretrained policy before the first update
+    retain_offline: bool = False  # keep the offline stores in replay (false: WSRL)
+    store: Any = None  # with retain_offline: stores to keep; null: those the checkpoint was pretrained on (resolved by
+    # init_settings to a list of Paths, empty without retain_offline)
+
+
+def init_settings(cfg: DictConfig) -> InitSettings:
+    settings = settings_of("init", InitSettings, OmegaConf.to_container(cfg.get("init") or {}, resolve=True))
+    require_all(
+        "init",
+        settings,
+        {
+            "warmup_steps": (is_integer(settings.warmup_steps) and settings.warmup_steps >= 0, "an integer >= 0"),
+            "retain_offline": (isinstance(settings.retain_offline, bool), "true or false"),
+        },
+    )
+    stores, settings.store = settings.store, []
+    if settings.checkpoint is None:
+        return settings
+    folder = checkpoint_folder(settings.checkpoint)
+    if settings.retain_offline:
+        if stores is None:
+            record = folder / PRETRAIN_FILE
+            if not record.is_file():
+                raise ConfigError(
+                    "init.store", None, f"the stores to retain ({folder} was not made by robot-rl pretrain)"
+                )
+            stores = json.loads(record.read_text())["stores"]
+        settings.store = store_paths("init.store", stores)
+    return settings
+
+
+def checkpoint_folder(value: Any) -> Path:
+    """The folder holding ``agent.pt``: ``value`` itself or its ``checkpoint/`` (a run folder)."""
+    path = Path(str(value)).expanduser()
+    for folder in (latest(path), latest(path / "checkpoint")):
+        if (folder / "agent.pt").is_file():
+            return folder
+    raise ConfigError("init.checkpoint", str(value), "a checkpoint folder with agent.pt, or a run folder with one")
+
+
+def warm_settings(learner: Learner, settings: InitSettings) -> None:
+    """A warm-started learner makes its first update after the warm-up (its ``start_training``); on resume too."""
+    if settings.checkpoint is not None:
+        learner.settings = replace(learner.settings, start_training=settings.warmup_steps)
+
+
+def warm_start(learner: Learner, settings: InitSettings, definition: dict[str, Any]) -> dict[str, Any]:
+    """Load the checkpoint's agent into a fresh learner (and the retained stores into its demo buffer); a report."""
+    folder = checkpoint_folder(settings.checkpoint)
+    check_task_definition(folder, definition, key="init.checkpoint")
+    load_agent("init.checkpoint", learner.agent, folder / "agent.pt")
+    retained = add_offline("init.store", settings.store, learner.demo) if settings.retain_offline else 0
+    return {"checkpoint": str(folder), "warmup_steps": settings.warmup_steps, "retained_episodes": retained}

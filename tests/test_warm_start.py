@@ -1,0 +1,141 @@
+"""WSRL end to end in a tiny budget: collect an offline store, pretrain (Cal-QL) to a checkpoint, warm-start
+training from it (frozen warm-up, then fine-tuning without or with the offline data), and the one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.cli import main
+from robot_rl.collect import collect
+from robot_rl.composed_config import load_config
+from robot_rl.pretrain import pretrain
+from robot_rl.train import train
+
+
+def stored_episodes(store) -> list[dict]:
+    from robot_rl.data import EpisodeStore
+
+    opened = EpisodeStore.open(store)
+    return [opened.episode_attrs(name) for name in opened.episode_names()]
+
+
+TASK = ["task=reach", "task.episode_steps=10"]
+TINY = ["agent.hidden=[32,32]", "agent.utd=1"]
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """A mixed-quality store (expert and noisy episodes) and a pretrained run folder on it."""
+    root = tmp_path_factory.mktemp("wsrl")
+    store = root / "offline.zarr"
+    collect(load_config([*TASK, "collect.episodes=3", f"collect.out={store}"]))
+    collect(load_config([*TASK, "collect.episodes=3", "collect.action_noise=0.8", f"collect.out={store}", "seed=5"]))
+    out = root / "pretrained"
+    summary = pretrain(
+        load_config(
+            [
+                *TASK,
+                *TINY,
+                f"pretrain.store={store}",
+                f"pretrain.out={out}",
+                "pretrain.updates=12",
+                "pretrain.batch_size=32",
+                "pretrain.actions=2",
+                "pretrain.eval_every=6",
+                "pretrain.eval_episodes=1",
+            ]
+        )
+    )
+    return store, out, summary
+
+
+def test_pretraining_writes_a_checkpoint_eval_and_train_can_read(offline, capsys):
+    store, out, summary = offline
+    steps = sum(ep["length"] for ep in stored_episodes(store))
+    assert summary["updates"] == 12 and summary["transitions"] == [steps] and not summary["interrupted"]
+    assert [h["updates"] for h in summary["eval_history"]] == [6, 12]
+    assert sorted(p.name for p in (out / "checkpoint").iterdir()) == [
+        "agent.pt",
+        "pretrain.json",
+        "task_definition.json",
+    ]
+    assert json.loads((out / "checkpoint" / "pretrain.json").read_text())["stores"] == [str(store)]
+    assert any((out / "tb").iterdir())
+    assert main(["eval", *TASK, *TINY, f"eval.checkpoint={out / 'checkpoint'}", "eval.episodes=1"]) == 0
+    assert '"success_rate"' in capsys.readouterr().out
+
+
+def warm_run(tmp_path, out, *extra):
+    run_dir = tmp_path / "run"
+    overrides = [
+        *TASK,
+        *TINY,
+        f"train.run_dir={run_dir}",
+        f"init.checkpoint={out}",
+        "init.warmup_steps=20",
+        "train.env_steps=30",
+        "train.demo_episodes=0",
+        "human.enabled=false",
+        "train.batch_size=16",
+        "train.eval_every=1000",
+        "train.final_eval_episodes=1",
+        "train.deterministic=true",
+        *extra,
+    ]
+    return run_dir, load_config(overrides)
+
+
+def test_a_warm_start_acts_with_the_pretrained_policy_frozen_through_the_warm_up(offline, tmp_path, monkeypatch):
+    _, out, _ = offline
+    pretrained = torch.load(out / "checkpoint" / "agent.pt", weights_only=True)["modules"]["actor"]
+    from robot_rl import session as session_module
+
+    seen = []  # (online steps, learner update calls, actor weights equal to the pretrained ones) at each episode
+    play = session_module.ActorSession.play
+
+    def watched(self, *args, **kwargs):
+        same = all(torch.equal(v, pretrained[k]) for k, v in self.agent.actor.state_dict().items())
+        seen.append((self.counters.env_steps, same))
+        return play(self, *args, **kwargs)
+
+    monkeypatch.setattr(session_module.ActorSession, "play", watched)
+    run_dir, cfg = warm_run(tmp_path, out)
+    summary = train(cfg)
+    assert summary["env_steps"] == 30
+    warm_up = [same for steps, same in seen if steps < 20]
+    assert seen[0] == (0, True) and len(warm_up) >= 2 and all(warm_up)  # the pretrained policy, frozen
+    counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+    assert counters["update_calls"] == 30 - 20  # the first update came after the warm-up
+    demo_buffer = np.load(run_dir / "checkpoint" / "demo_buffer" / "has_transition.npy")
+    assert not demo_buffer.any()  # WSRL: no offline data retained
+
+
+def test_the_offline_retained_baseline_keeps_the_pretraining_stores(offline, tmp_path):
+    _, out, _ = offline
+    run_dir, cfg = warm_run(tmp_path, out, "init.retain_offline=true", "train.env_steps=20")
+    train(cfg)
+    steps = sum(ep["length"] for ep in stored_episodes(offline[0]))
+    assert np.load(run_dir / "checkpoint" / "demo_buffer" / "has_transition.npy").sum() == steps
+
+
+def test_bad_warm_starts_and_pretraining_inputs_get_one_line(offline, tmp_path, capsys):
+    store, out, _ = offline
+    run_dir, new_out = tmp_path / "run", tmp_path / "new_pretraining"
+    train_args = ["train", f"train.run_dir={run_dir}"]
+    pretrain_args = ["pretrain", f"pretrain.store={store}"]
+    cases = {
+        "init.checkpoint": [*train_args, *TASK, f"init.checkpoint={tmp_path / 'nothing'}"],
+        "task.episode_steps": [*train_args, "task=reach", *TINY, f"init.checkpoint={out}"],  # another definition
+        "pretrain.store": ["pretrain", *TASK, f"pretrain.store={tmp_path / 'missing.zarr'}", f"pretrain.out={new_out}"],
+        "pretrain.out": [*pretrain_args, *TASK, f"pretrain.out={out}"],  # a run folder is never overwritten
+        "pretrain.weights": ["pretrain", *TASK, f"pretrain.store=[{store},{store}]", "pretrain.weights=[1]"],
+        "pretrain.algorithm": [*pretrain_args, *TASK, "pretrain.algorithm=magic", f"pretrain.out={new_out}"],
+        "pretrain.store=": [*pretrain_args, "task=pick_cube", f"pretrain.out={new_out}"],  # another task's store
+    }
+    for key, argv in cases.items():
+        assert main(argv) == 2, key
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"robot-rl: error: {key}"), (key, err)
+        assert not run_dir.exists() and not new_out.exists(), key
