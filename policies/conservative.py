@@ -67,31 +67,28 @@ def continuous_penalty(
     ``q_of(rows, actions) -> (E, R)``: the critics at R (state row, action) pairs; ``sample_actions(rows) ->
     (actions (R, A) in [-1, 1], log-densities (R,))``: the policy; ``rows`` (B, F): what the critics read of s (with
     gradients where the critic learns); ``policy_rows`` / ``next_policy_rows``: what the policy reads of s and s'
-    (its actions at s' are valued at s, as CQL does); ``q_data`` (E, B): the critics at the data's actions; ``mc_return`` (B,): the returns-to-go (Cal-QL; None for CQL).
+    (its actions at s' are valued at s, as CQL does); ``q_data`` (E, B): the critics at the data's actions;
+    ``mc_return`` (B,): the returns-to-go (Cal-QL; None for CQL).
     """
     n, batch = config.actions, len(rows)
-    repeated = rows.repeat_interleave(n, 0)
-    with torch.no_grad():
-        policy, policy_log_prob = sample_actions(policy_rows.detach().repeat_interleave(n, 0))
-        next_policy, next_log_prob = sample_actions(next_policy_rows.detach().repeat_interleave(n, 0))
-    action_dim = policy.shape[-1]
-    uniform = torch.rand(policy.shape, generator=generator, device=generator.device).to(policy.device) * 2 - 1
-    q_uniform = q_of(repeated, uniform).view(-1, batch, n)  # (E, B, N)
-    q_policy = q_of(repeated, policy).view(-1, batch, n)
-    q_next = q_of(repeated, next_policy).view(-1, batch, n)
+    with torch.no_grad():  # the policy's actions at s and at s' in one pass
+        both = torch.cat([policy_rows, next_policy_rows]).detach().repeat_interleave(n, 0)
+        sampled, log_prob = sample_actions(both)
+    uniform = torch.rand(sampled[: batch * n].shape, generator=generator, device=generator.device)
+    actions = torch.cat([uniform.to(sampled.device) * 2 - 1, sampled])  # uniform, policy at s, policy at s'
+    q_uniform, q_policy, q_next = (
+        q_of(rows.repeat_interleave(n, 0).repeat(3, 1), actions).view(-1, 3, batch, n).unbind(1)
+    )
+    policy_log_prob, next_log_prob = log_prob.view(2, batch, n).unbind(0)
+    action_dim = actions.shape[-1]
     metrics = {}
     if config.calibrated:
         floor = _returns(mc_return, q_data).view(1, batch, 1)
         metrics["calql_bound_rate"] = ((q_policy < floor).float().mean() + (q_next < floor).float().mean()) / 2
         q_policy, q_next = torch.maximum(q_policy, floor), torch.maximum(q_next, floor)
     uniform_log_density = action_dim * math.log(0.5)
-    candidates = torch.cat(
-        [
-            q_uniform - uniform_log_density,
-            q_policy - policy_log_prob.view(1, batch, n),
-            q_next - next_log_prob.view(1, batch, n),
-        ],
-        dim=-1,
+    candidates = torch.cat(  # importance-weighted by each sample's density (CQL(H))
+        [q_uniform - uniform_log_density, q_policy - policy_log_prob, q_next - next_log_prob], dim=-1
     )
     pushed_down = torch.logsumexp(candidates / config.temperature, dim=-1) * config.temperature  # (E, B)
     gap = (pushed_down - q_data).mean()

@@ -18,7 +18,6 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from .checkpoint import PRETRAIN_FILE, task_definition, write_task_definition
-from .config import ConfigError, integer, is_integer, positive, require_all, settings_of
+from .config import ConfigError, integer, is_integer, output_path, positive, require_all, settings_of
 from .data.replay_buffer import WeightedSampler
 from .envs import make_env, observation_shapes
 from .evaluate import evaluate
@@ -78,7 +77,7 @@ def pretrain_settings(cfg: DictConfig) -> PretrainSettings:
 def pretrain(cfg: DictConfig) -> dict[str, Any]:
     """Pretrain and write the run folder; returns the summary (also ``summary.json``)."""
     settings = pretrain_settings(cfg)
-    out = Path(str(settings.out)).expanduser()
+    out = output_path("pretrain.out", settings.out, folder=True)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError("pretrain.out", str(out), "a new folder (a pretraining run is never overwritten)")
     seed = integer("seed", cfg.seed)
