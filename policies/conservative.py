@@ -31,7 +31,7 @@ ALGORITHMS = ("calql", "cql", "none")
 class ConservativeConfig:
     algorithm: str = "calql"  # calql | cql | none
     alpha: float = 5.0  # weight of the conservative term in the critic loss
-    actions: int = 10  # SAC family: sampled actions per state, of each kind (uniform, policy at s, policy at s')
+    actions: int = 4  # SAC family: sampled actions per state, of each kind (uniform, policy at s, policy at s')
     temperature: float = 1.0  # of the logsumexp
 
     def validate(self) -> None:

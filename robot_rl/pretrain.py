@@ -42,7 +42,7 @@ class PretrainSettings:
     weights: list[float] | None = None  # per store; null: equal
     algorithm: str = "calql"  # calql | cql | none
     alpha: float = 5.0
-    actions: int = 10
+    actions: int = 4
     temperature: float = 1.0
     updates: int = 20_000  # critic gradient steps
     batch_size: int = 256
