@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import is_integer, is_number, positive, require_all, settings_of
 from .data import MixedSampler, ReplayBuffer
+from .data.streams import StreamWriter
 from .data.transition import Transition
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings
 from .safety.training import SafetySettings
@@ -101,7 +102,9 @@ class Learner:
     at the observation where the human took over, not where the last takeover ended). A step the
     safety filter changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, is
     learned by the task policy as the action it proposed (Recovery RL: the filter is part of the
-    environment); the buffers keep the executed action too, for the safety critic.
+    environment); the buffers keep the executed action too, for the safety critic. Several actors may
+    feed one learner: each actor's transitions are one stream (its episodes in order), the buffers store every
+    stream's episodes whole (:class:`~robot_rl.data.streams.StreamWriter`) and batches mix them.
     """
 
     def __init__(
@@ -129,9 +132,10 @@ class Learner:
         self.relabel_proposed = enabled and safety_settings.relabel == "proposed"
         space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
         device = getattr(agent, "device", None)  # the buffers live, and batches arrive, where the agent learns
-        self.online = ReplayBuffer(settings.buffer_capacity, space, action_dim, device)
-        self.demo = ReplayBuffer(settings.buffer_capacity, space, action_dim, device)
-        self.sampler = MixedSampler(self.online, self.demo, settings.demo_fraction, seed=seed)
+        online = ReplayBuffer(settings.buffer_capacity, space, action_dim, device)
+        demo = ReplayBuffer(settings.buffer_capacity, space, action_dim, device)
+        self.sampler = MixedSampler(online, demo, settings.demo_fraction, seed=seed)
+        self.use_buffers(online, demo)
         self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
         self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)
         self.online_received = 0
@@ -148,6 +152,18 @@ class Learner:
         self.updates_per_second = 0.0
         self.reported = (-1, -1)  # the progress last published on the transport
 
+    def use_buffers(self, online: ReplayBuffer, demo: ReplayBuffer) -> None:
+        """Learn from these buffers (new ones, or a checkpoint's), written through one :class:`StreamWriter` each so
+        several actors' interleaved transitions are stored as whole episodes."""
+        self.online, self.demo = online, demo
+        self.sampler.online, self.sampler.demo = online, demo
+        self.online_streams, self.demo_streams = StreamWriter(online), StreamWriter(demo)
+
+    def flush_streams(self) -> None:
+        """Write the transitions of other actors' open episodes that wait for their turn (before a checkpoint)."""
+        self.online_streams.flush()
+        self.demo_streams.flush()
+
     def ingest(self, transitions: list[Transition]) -> None:
         for t in transitions:
             self._ingest_one(t)
@@ -158,9 +174,10 @@ class Learner:
             return
         if self.fast_risk is not None:
             self._collect_ticks(t)
+        stream = t.actor  # one sequence of episodes per actor
         if t.first:  # a new episode, even if the last one never ended (budget, crash)
-            self.online.close_episode()
-            self.demo.close_episode()
+            self.online_streams.close(stream)
+            self.demo_streams.close(stream)
         learned = t.policy_action if t.filtered and self.relabel_proposed else t.action
         args = (
             t.obs,
@@ -174,9 +191,9 @@ class Learner:
             learned,
         )
         if t.demo:
-            self.demo.add(*args)
+            self.demo_streams.add(stream, *args)
             return
-        self.online.add(*args)
+        self.online_streams.add(stream, *args)
         self.online_received += 1
         before = self.last_step.get(t.actor)
         follows = (
@@ -187,8 +204,10 @@ class Learner:
         )
         if t.intervened:
             if not (follows and before[3]):  # a new takeover: a segment of its own
-                self.demo.close_episode()
-            self.demo.add(*args, opening_action=before[2] if follows else None)
+                self.demo_streams.close(stream)
+            self.demo_streams.add(stream, *args, opening_action=before[2] if follows else None)
+        elif follows and before[3]:  # the takeover ended: its segment is complete
+            self.demo_streams.close(stream)
         self.last_step[t.actor] = (t.episode, t.step, np.asarray(learned), t.intervened)
 
     def _collect_ticks(self, t: Transition) -> None:

@@ -227,6 +227,7 @@ def save_checkpoint(
             torch.save(learner.agent.state_dict(), tmp / "agent.pt")
             if learner.safety is not None:
                 torch.save(learner.safety.critic.state_dict(), tmp / "safety_critic.pt")
+            learner.flush_streams()  # every transition received is in the checkpoint
             learner.online.save(tmp / "online_buffer")
             learner.demo.save(tmp / "demo_buffer")
             state = {
@@ -248,9 +249,10 @@ def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
     load_agent("train.resume", learner.agent, folder / "agent.pt")
     if learner.safety is not None and (folder / "safety_critic.pt").exists():
         learner.safety.critic.load_state_dict(load_tensors("train.resume", folder / "safety_critic.pt"))
-    learner.online = ReplayBuffer.load(folder / "online_buffer", learner.online.device)
-    learner.demo = ReplayBuffer.load(folder / "demo_buffer", learner.demo.device)
-    learner.sampler.online, learner.sampler.demo = learner.online, learner.demo
+    learner.use_buffers(
+        ReplayBuffer.load(folder / "online_buffer", learner.online.device),
+        ReplayBuffer.load(folder / "demo_buffer", learner.demo.device),
+    )
     learner.sampler.rng.bit_generator.state = state["sampler_rng"]
     learner.online_received, learner.update_calls = state["online_received"], state["update_calls"]
     learner.ledger.load(state.get("delivery", {}))

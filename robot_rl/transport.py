@@ -88,21 +88,30 @@ class DeliveryLedger:
     is the lowest ``seq`` the actor still holds; what lies below it can no longer be asked for.
     Transitions that carry ``episode`` (a uid) are taken only for episodes whose first step was taken,
     and an episode whose first step arrives a second time (a resend of an episode backfilled from a
-    store) is skipped.
+    store) is skipped. Transitions that carry ``step`` (their index in the episode) are taken only in
+    order: one that repeats or skips a step of its episode is refused and counted (``out_of_order``).
     """
 
     def __init__(self) -> None:
         self.received: dict[str, int] = {}  # actor -> highest seq ingested
         self.episodes: set[str] = set()  # uids of episodes whose first step was ingested
         self.skipping: set[str] = set()
-        self.ingested = self.duplicates = self.gaps = self.orphans = 0
+        self.next_step: dict[str, tuple[str, int]] = {}  # actor -> (its episode's uid, the step that comes next)
+        self.ingested = self.duplicates = self.gaps = self.orphans = self.out_of_order = 0
 
     def accept(self, transition: Transition) -> bool:
         """True when ``transition`` is new and continues its episode (then it counts as ingested)."""
-        if self._accept(transition):
-            self.ingested += 1
-            return True
-        return False
+        if not self._accept(transition):
+            return False
+        actor, uid, step = transition.actor, transition.episode, transition.step
+        if uid and step is not None:
+            episode, next_step = (uid, 0) if transition.first else self.next_step.get(actor, (uid, step))
+            if episode == uid and step != next_step:  # a step repeated or skipped within the actor's episode
+                self.out_of_order += 1
+                return False
+            self.next_step[actor] = (uid, step + 1)
+        self.ingested += 1
+        return True
 
     def _accept(self, transition: Transition) -> bool:
         actor, seq, uid = transition.actor, transition.seq, transition.episode
@@ -140,6 +149,8 @@ class DeliveryLedger:
             "duplicates": self.duplicates,
             "gaps": self.gaps,
             "orphans": self.orphans,
+            "out_of_order": self.out_of_order,
+            "next_step": {actor: list(value) for actor, value in self.next_step.items()},
         }
 
     def load(self, state: dict[str, Any]) -> None:
@@ -147,3 +158,5 @@ class DeliveryLedger:
         self.episodes = set(state.get("episodes", []))
         self.ingested, self.duplicates = int(state.get("ingested", 0)), int(state.get("duplicates", 0))
         self.gaps, self.orphans = int(state.get("gaps", 0)), int(state.get("orphans", 0))
+        self.out_of_order = int(state.get("out_of_order", 0))
+        self.next_step = {str(k): (str(v[0]), int(v[1])) for k, v in state.get("next_step", {}).items()}
