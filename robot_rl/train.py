@@ -142,7 +142,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     with deferred_interrupt():
         learning.save(counters)
     tb.close()
-    summary = write_summary(run_dir, counters, settings, task, interrupted)
+    summary = write_summary(run_dir, counters, settings, task, interrupted, learning.warm_start)
     plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
     return summary
 
@@ -184,7 +184,14 @@ def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) 
     tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
 
 
-def write_summary(run_dir: Path, counters: Counters, settings: TrainSettings, task: dict, interrupted: bool) -> dict:
+def write_summary(
+    run_dir: Path,
+    counters: Counters,
+    settings: TrainSettings,
+    task: dict,
+    interrupted: bool,
+    warm_start: dict[str, Any] | None = None,
+) -> dict:
     final = counters.history[-1] if counters.history else {}
     summary = {
         "task": task.get("name"),
@@ -202,6 +209,7 @@ def write_summary(run_dir: Path, counters: Counters, settings: TrainSettings, ta
         "filter_interventions_per_100_episodes": per_episode(counters, "filter_interventions", 100),
         "best_eval_success": max((h["success_rate"] for h in counters.history), default=None),
         "eval_history": counters.history,
+        "warm_start": warm_start,  # what init.checkpoint loaded (None: random initial weights, or a resumed run)
         "interrupted": interrupted,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -139,3 +139,55 @@ def test_bad_warm_starts_and_pretraining_inputs_get_one_line(offline, tmp_path, 
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"robot-rl: error: {key}"), (key, err)
         assert not run_dir.exists() and not new_out.exists(), key
+
+
+@pytest.mark.slow
+def test_the_node_graph_warm_starts_from_the_pretrained_checkpoint(offline, tmp_path):
+    """``robot-rl launch sim_train init.checkpoint=...``: the learner node loads the checkpoint, publishes it before
+    the actor's first step and makes its first update after the warm-up."""
+    import subprocess
+    import sys
+
+    from tests.conftest import require
+
+    require("rclpy")
+    _, out, _ = offline
+    run_dir = tmp_path / "graph"
+    command = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli",
+        "launch",
+        "sim_train",
+        *TASK,
+        *TINY,
+        f"train.run_dir={run_dir}",
+        f"init.checkpoint={out}",
+        "init.warmup_steps=20",
+        "train.env_steps=30",
+        "train.demo_episodes=0",
+        "human.enabled=false",
+        "train.batch_size=16",
+        "ros.eval_every_episodes=0",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert f"warm start from {out / 'checkpoint'}: the first 20 online steps" in output, output[-3000:]
+    counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+    assert counters["online_received"] == 30 and counters["update_calls"] == 30 - 20
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [["agent=cqn_as", "agent.hidden=32"], ["task.cameras=[front]", "task.image_size=32", *TINY]],
+    ids=["cqn_as_state", "sac_pixels"],
+)
+def test_pretraining_takes_the_cqn_family_and_camera_observations(tmp_path, variant):
+    store, out = tmp_path / "store.zarr", tmp_path / "pretrained"
+    collect(load_config([*TASK, *variant, "collect.episodes=2", f"collect.out={store}"]))
+    overrides = [*TASK, *variant, f"pretrain.store={store}", f"pretrain.out={out}", "pretrain.batch_size=16"]
+    summary = pretrain(load_config([*overrides, "pretrain.updates=4", "pretrain.eval_episodes=1"]))
+    assert summary["updates"] >= 4 and summary["eval_history"] and (out / "checkpoint" / "agent.pt").is_file()
+    run_dir, cfg = warm_run(tmp_path, out, *variant, "train.env_steps=12", "init.warmup_steps=10")
+    assert train(cfg)["warm_start"]["checkpoint"] == str(out / "checkpoint")

@@ -84,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"resumed from {session.checkpoint_dir}: {learner.update_calls} updates, "
                 f"{learner.online_received} online transitions"
             )
+        if session.warm_start is not None:
+            start = session.warm_start
+            log.info(
+                f"warm start from {start['checkpoint']}: the first {start['warmup_steps']} online steps are the "
+                f"pretrained policy's, {start['retained_episodes']} offline episodes retained"
+            )
         if cfg.ros.delivery.backfill:
             taken = backfill(learner, Path(cfg.ros.recorder.store), log)
             if taken:
