@@ -67,9 +67,9 @@ def test_pretraining_writes_a_checkpoint_eval_and_train_can_read(offline, capsys
     assert '"success_rate"' in capsys.readouterr().out
 
 
-def warm_run(tmp_path, out, *extra):
-    run_dir = tmp_path / "run"
-    overrides = [
+def warm_overrides(run_dir, out, *extra) -> list[str]:
+    """A tiny warm-started run: 20 warm-up steps of the pretrained policy, then 10 of fine-tuning, no human."""
+    return [
         *TASK,
         *TINY,
         f"train.run_dir={run_dir}",
@@ -79,12 +79,14 @@ def warm_run(tmp_path, out, *extra):
         "train.demo_episodes=0",
         "human.enabled=false",
         "train.batch_size=16",
-        "train.eval_every=1000",
-        "train.final_eval_episodes=1",
-        "train.deterministic=true",
         *extra,
     ]
-    return run_dir, load_config(overrides)
+
+
+def warm_run(tmp_path, out, *extra):
+    run_dir = tmp_path / "run"
+    extra = ("train.eval_every=1000", "train.final_eval_episodes=1", "train.deterministic=true", *extra)
+    return run_dir, load_config(warm_overrides(run_dir, out, *extra))
 
 
 def test_a_warm_start_acts_with_the_pretrained_policy_frozen_through_the_warm_up(offline, tmp_path, monkeypatch):
@@ -153,23 +155,8 @@ def test_the_node_graph_warm_starts_from_the_pretrained_checkpoint(offline, tmp_
     require("rclpy")
     _, out, _ = offline
     run_dir = tmp_path / "graph"
-    command = [
-        sys.executable,
-        "-m",
-        "robot_rl.cli",
-        "launch",
-        "sim_train",
-        *TASK,
-        *TINY,
-        f"train.run_dir={run_dir}",
-        f"init.checkpoint={out}",
-        "init.warmup_steps=20",
-        "train.env_steps=30",
-        "train.demo_episodes=0",
-        "human.enabled=false",
-        "train.batch_size=16",
-        "ros.eval_every_episodes=0",
-    ]
+    overrides = warm_overrides(run_dir, out, "ros.eval_every_episodes=0")
+    command = [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", *overrides]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
@@ -189,5 +176,5 @@ def test_pretraining_takes_the_cqn_family_and_camera_observations(tmp_path, vari
     overrides = [*TASK, *variant, f"pretrain.store={store}", f"pretrain.out={out}", "pretrain.batch_size=16"]
     summary = pretrain(load_config([*overrides, "pretrain.updates=4", "pretrain.eval_episodes=1"]))
     assert summary["updates"] >= 4 and summary["eval_history"] and (out / "checkpoint" / "agent.pt").is_file()
-    run_dir, cfg = warm_run(tmp_path, out, *variant, "train.env_steps=12", "init.warmup_steps=10")
+    _, cfg = warm_run(tmp_path, out, *variant, "train.env_steps=12", "init.warmup_steps=10")
     assert train(cfg)["warm_start"]["checkpoint"] == str(out / "checkpoint")
