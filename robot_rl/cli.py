@@ -103,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         elif verb == "data":
             run_data_command(command, cfg.data)
         elif verb == "train":
-            from .train import train
+            from .fleet_settings import fleet_settings
 
+            if fleet_settings(cfg).kind == "ray":
+                from .fleet import train_fleet as train
+            else:
+                from .train import train
             summary = train(cfg)
             print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
             return 130 if summary["interrupted"] else 0

@@ -86,6 +86,7 @@ def pretrain(cfg: DictConfig) -> dict[str, Any]:
     env = make_env(task)
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     torch.manual_seed(seed)
+    torch.set_num_threads(positive("train.torch_threads", cfg.train.torch_threads, integer=True))
     agent = make_agent(cfg, shapes, action_dim, seed)
     agent.conservative = settings.conservative
     buffers = load_offline("pretrain.store", settings.store, shapes, action_dim, agent.device, agent.config.discount)

@@ -37,42 +37,18 @@ from .transport import LocalTransport
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    settings = settings_from(cfg.train)
-    rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
-    seed = integer("seed", cfg.seed)
-    task = OmegaConf.to_container(cfg.task, resolve=True)
-    run_dir = output_path("train.run_dir", settings.run_dir, folder=True)
-    if run_dir.exists() and any(run_dir.iterdir()) and not settings.resume:
-        raise ConfigError("train.run_dir", str(run_dir), "a new folder (or train.resume=true to continue that run)")
-    if settings.resume and not (
-        (run_dir / "config.yaml").is_file() and (latest(run_dir / "checkpoint") / "counters.json").is_file()
-    ):
-        raise ConfigError(
-            "train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {run_dir} is not one"
-        )
-    torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(settings.deterministic)
-
-    env = randomized(make_env(task), cfg.get("randomization"), seed)  # evaluation stays nominal
-    eval_env = make_env(task)
-    for each in (env, eval_env):  # the safety node's tick in the control substeps (safety.fast_critic.sim_rate_hz)
-        attach_fast_loop(each, fast_loop_from_config(cfg))
+    settings, seed, task, run_dir = run_settings(cfg)
+    env = sim_env(cfg, task, seed, randomize=True)
+    eval_env = sim_env(cfg, task, seed, randomize=False)  # evaluation stays nominal
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     transport = LocalTransport()
     learning = LearnerSession(cfg, shapes, action_dim, transport)
-    human = ScriptedHuman(make_expert(task, env), rules) if settings.demo_episodes or rules.enabled else NoHuman()
-    acting = ActorSession(cfg, shapes, action_dim, human)
+    acting = ActorSession(cfg, shapes, action_dim, scripted_human(cfg, task, env))
     acting.counters = counters = learning.open(settings.resume)  # every setting is checked by now
     acting.start_from(learning.learner)
     learner = learning.learner
-
-    recorder = None
-    if settings.record_episodes:
-        store = EpisodeStore.create(
-            run_dir / "episodes.zarr",
-            {**store_metadata(task, env), "config": OmegaConf.to_container(cfg, resolve=True)},
-        )
-        recorder = EpisodeRecorder(store)
+    store = episode_store(cfg, run_dir, task, env)
+    recorder = None if store is None else EpisodeRecorder(store)
 
     from torch.utils.tensorboard import SummaryWriter
 
@@ -145,6 +121,48 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     summary = write_summary(run_dir, counters, settings, task, interrupted, learning.warm_start)
     plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
     return summary
+
+
+def run_settings(cfg: DictConfig) -> tuple[TrainSettings, int, dict[str, Any], Path]:
+    """(train settings, seed, task, run folder) of a training run, checked: a new run folder, or with
+    ``train.resume`` a run folder with a checkpoint."""
+    settings = settings_from(cfg.train)
+    seed = integer("seed", cfg.seed)
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    run_dir = output_path("train.run_dir", settings.run_dir, folder=True)
+    if run_dir.exists() and any(run_dir.iterdir()) and not settings.resume:
+        raise ConfigError("train.run_dir", str(run_dir), "a new folder (or train.resume=true to continue that run)")
+    if settings.resume and not (
+        (run_dir / "config.yaml").is_file() and (latest(run_dir / "checkpoint") / "counters.json").is_file()
+    ):
+        raise ConfigError(
+            "train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {run_dir} is not one"
+        )
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(settings.deterministic)
+    return settings, seed, task, run_dir
+
+
+def sim_env(cfg: DictConfig, task: dict[str, Any], seed: int, randomize: bool):
+    """The task's env: randomized (``cfg.randomization``, draws from ``seed``) for acting, nominal for evaluation;
+    with the safety node's tick in the control substeps (``safety.fast_critic.sim_rate_hz``)."""
+    env = randomized(make_env(task), cfg.get("randomization"), seed) if randomize else make_env(task)
+    attach_fast_loop(env, fast_loop_from_config(cfg))
+    return env
+
+
+def scripted_human(cfg: DictConfig, task: dict[str, Any], env):
+    """The scripted human of ``human.*`` on ``env`` (demos and takeovers), or none when neither is asked for."""
+    rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
+    return ScriptedHuman(make_expert(task, env), rules) if cfg.train.demo_episodes or rules.enabled else NoHuman()
+
+
+def episode_store(cfg: DictConfig, run_dir: Path, task: dict[str, Any], env) -> EpisodeStore | None:
+    """The run's ``episodes.zarr`` (``train.record_episodes``), or None."""
+    if not cfg.train.record_episodes:
+        return None
+    metadata = {**store_metadata(task, env), "config": OmegaConf.to_container(cfg, resolve=True)}
+    return EpisodeStore.create(run_dir / "episodes.zarr", metadata)
 
 
 def recent_intervention_rate(counters: Counters, window: int = 20) -> float:

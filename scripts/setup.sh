@@ -35,7 +35,7 @@ fingerprint=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
-  "$VENV/bin/python" -m pip install -q -e ".[robosuite,ros,realsense,suites,data,dev]"
+  "$VENV/bin/python" -m pip install -q -e ".[robosuite,ros,realsense,suites,data,fleet,dev]"
   echo "$fingerprint" > "$stamp"
 fi
 echo "robot-rl setup: ready ($VENV, $("$VENV/bin/python" --version))"

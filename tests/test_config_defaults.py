@@ -8,6 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from robot_rl.cli import load_config
+from robot_rl.fleet_settings import FleetSettings
 from robot_rl.learner import TrainSettings
 from robot_rl.policies.cqn import CQNConfig
 from robot_rl.policies.cqn_as import CQNASConfig
@@ -31,6 +32,7 @@ SECTIONS = [  # (overrides, config path, dataclass)
     ([], "fast_fit", FastFitConfig),
     ([], "pretrain", PretrainSettings),
     ([], "init", InitSettings),
+    ([], "fleet", FleetSettings),
     (["agent=sac"], "agent", SACConfig),
     (["agent=cqn"], "agent", CQNConfig),
     (["agent=cqn_as"], "agent", CQNASConfig),

@@ -1,0 +1,255 @@
+"""``robot-rl train fleet=ray fleet.actors=N``: sim actors on Ray, one learner in the driver process.
+
+Each Ray actor (:class:`SimActor`) builds its own env (seed ``seed + 1000 * (index + 1)``: its own episodes and
+randomization draws), scripted human and :class:`~robot_rl.session.ActorSession`, and plays whole episodes on the
+newest weights it was handed (``fleet.episodes_per_call`` per call). Transitions travel as the node graph's codec
+payloads (npz arrays, no pickle; checked against this run's schema on arrival) through Ray's object store; weights
+go out once per publication with ``ray.put``. The driver ingests each hand-in (every actor is a stream of its own:
+the replay stores each actor's episodes whole), makes the updates it made due (the update-to-data ratio of
+``robot-rl train``), records every episode, evaluates, checkpoints and resumes as ``robot-rl train`` does.
+
+An actor that crashes is restarted by Ray (``fleet.max_restarts`` times, then the run goes on without it) and the
+learner goes on with the others meanwhile; a restarted actor starts a fresh episode (the transitions of the one it
+was playing are lost with it, as on a robot that drops out). ``fleet.address`` joins an existing Ray cluster; by
+default a local Ray instance is started and stopped with the run. The first ``train.demo_episodes`` demonstrations
+are shared out among the actors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from .config import ConfigError
+from .data import EpisodeRecorder
+from .envs import observation_shapes
+from .evaluate import evaluate
+from .fleet_settings import FleetSettings, fleet_settings
+from .interrupts import deferred_interrupt, interrupt_requests
+from .ros.codec import (
+    TransitionSchema,
+    decode_transitions,
+    decode_weights,
+    encode_transitions,
+    encode_weights,
+    weight_shapes,
+)
+from .session import ActorSession, LearnerSession, make_agent
+from .train import (
+    episode_store,
+    log_episode,
+    plot_learning_curve,
+    record_eval,
+    run_settings,
+    scripted_human,
+    sim_env,
+    write_summary,
+)
+from .transport import LocalTransport
+
+NO_BUDGET = 10**15  # an actor's own step budget: the driver ends the run
+
+
+def actor_config(cfg: dict[str, Any], index: int, actors: int, demos: int) -> dict[str, Any]:
+    """Actor ``index``'s config: its seed, its share of the ``demos`` demonstrations still due, no step budget of its
+    own."""
+    train = {**cfg["train"], "env_steps": NO_BUDGET, "demo_episodes": demos // actors + (index < demos % actors)}
+    return {**cfg, "seed": int(cfg["seed"]) + 1000 * (index + 1), "train": train}
+
+
+class SimActor:
+    """One sim actor of the fleet (a Ray actor): env, scripted human and acting session of its own."""
+
+    def __init__(self, cfg: dict[str, Any], name: str):
+        torch.set_num_threads(1)
+        self.cfg, self.name = OmegaConf.create(cfg), name
+        task = OmegaConf.to_container(self.cfg.task, resolve=True)
+        seed = int(self.cfg.seed)
+        self.env = sim_env(self.cfg, task, seed, randomize=True)
+        shapes, action_dim = observation_shapes(self.env), int(self.env.action_space.shape[0])
+        self.session = ActorSession(self.cfg, shapes, action_dim, scripted_human(self.cfg, task, self.env))
+        self.transport = LocalTransport()
+        self.expected = weight_shapes(self.session.agent.policy_state())
+        safety = self.cfg.get("safety") or {}
+        self.risk_input = (shapes["state"][0], action_dim) if safety.get("enabled") and "state" in shapes else None
+        self.rng = np.random.default_rng(seed)
+
+    def play(self, version: int, weights: bytes, episodes: int) -> tuple[bytes | None, str]:
+        """Play ``episodes`` whole episodes on the weights of ``version`` (a codec payload); their transitions (a
+        codec payload, None when there were none) and stats (JSON)."""
+        if version != self.session.weights_key:
+            decoded, _ = decode_weights(weights, self.expected, self.risk_input)
+            self.transport.publish_weights(version, decoded)
+            self.session.take_weights(self.transport)
+        stats = []
+        for _ in range(episodes):
+            episode = self.session.play(self.env, self.transport, None, int(self.rng.integers(2**31)))
+            stats.append({**episode, "actor": self.name})
+        transitions = self.transport.receive_transitions(0.0)
+        for transition in transitions:
+            transition.actor = self.name
+        return (encode_transitions(transitions) if transitions else None), json.dumps(stats, default=float)
+
+
+def train_fleet(cfg: DictConfig) -> dict[str, Any]:
+    """``robot-rl train`` with ``fleet=ray``; its summary (also ``summary.json``)."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "fleet", "ray", "Ray installed (pip install 'robot-rl[fleet]', or bash scripts/setup.sh)"
+        ) from None
+
+    fleet = fleet_settings(cfg)
+    settings, seed, task, run_dir = run_settings(cfg)
+    eval_env = sim_env(cfg, task, seed, randomize=False)
+    shapes, action_dim = observation_shapes(eval_env), int(eval_env.action_space.shape[0])
+    schema = TransitionSchema(shapes, action_dim)
+    transport = LocalTransport()
+    learning = LearnerSession(cfg, shapes, action_dim, transport)
+    counters = learning.open(settings.resume)
+    learner = learning.learner
+    evaluated = make_agent(cfg, shapes, action_dim, seed)  # the learner's policy, copied at each evaluation
+    store = episode_store(cfg, run_dir, task, eval_env)
+    recorders: dict[str, EpisodeRecorder] = {}  # one per actor: its episodes interleave with the others'
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    tb = SummaryWriter(str(run_dir / "tb"))
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(**ray_init_arguments(fleet))
+    remote = ray.remote(num_cpus=fleet.cpus_per_actor, max_restarts=fleet.max_restarts, max_task_retries=0)(SimActor)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    names = [f"ray{index}" for index in range(fleet.actors)]
+    demos = max(settings.demo_episodes - counters.demo_episodes_done, 0)  # a resumed run's are done
+    actors = {
+        name: remote.remote(actor_config(container, i, fleet.actors, demos), name) for i, name in enumerate(names)
+    }
+    failures = dict.fromkeys(names, 0)
+    version, weights = publish(learner)
+    progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"fleet {task.get('name')}", unit="step")
+    started = time.monotonic() - counters.wall_seconds
+    last_eval = counters.history[-1]["env_steps"] if counters.history else 0
+    interrupted = False
+
+    def hand_out(name: str) -> Any:
+        return actors[name].play.remote(version, weights, fleet.episodes_per_call)
+
+    pending = {hand_out(name): (name, "play") for name in names}  # ref -> (actor, call)
+    with interrupt_requests() as stop:
+        try:
+            while pending and counters.env_steps < settings.env_steps and not stop.is_set():
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in done:
+                    name, call = pending.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
+                        if call == "play":  # the actor died with its episode: Ray restarts it
+                            failures[name] += 1
+                            tqdm.write(
+                                f"robot-rl fleet: actor {name} crashed; Ray restarts it ({failures[name]})",
+                                file=sys.stderr,
+                            )
+                        elif isinstance(error, ray.exceptions.ActorDiedError) or failures[name] > fleet.max_restarts:
+                            tqdm.write(f"robot-rl fleet: actor {name} is gone; going on without it", file=sys.stderr)
+                            continue
+                        else:
+                            time.sleep(0.5)  # still restarting
+                        pending[actors[name].__ray_ready__.remote()] = (name, "ready")  # answers once it is back
+                        continue
+                    if call == "ready":
+                        pending[hand_out(name)] = (name, "play")
+                        continue
+                    payload, stats = result
+                    transitions = decode_transitions(payload, schema)[0] if payload is not None else []
+                    learner.ingest_locked(transitions)
+                    if store is not None:
+                        if name not in recorders:
+                            recorders[name] = EpisodeRecorder(store)
+                        with deferred_interrupt():
+                            recorders[name].add(transitions)
+                    for episode in json.loads(stats):
+                        count_episode(counters, episode, tb, learner, started)
+                    online = [t for t in transitions if not t.demo]
+                    counters.intervention_steps += sum(t.intervened for t in online)
+                    learner.update_while_due()  # the update-to-data ratio of robot-rl train
+                    if transport.weights_version() != version:
+                        version, weights = publish(learner)
+                    progress.update(counters.env_steps - progress.n)
+                    finished = counters.env_steps >= settings.env_steps
+                    if counters.env_steps - last_eval >= settings.eval_every or finished:
+                        last_eval = counters.env_steps
+                        evaluated.load_policy_state(learner.agent.policy_state())
+                        episodes = settings.final_eval_episodes if finished else settings.eval_episodes
+                        record_eval(tb, counters, evaluate(evaluated, eval_env, episodes, seed=10**6), started)
+                        progress.set_postfix(eval_success=f"{counters.history[-1]['success_rate']:.2f}")
+                    if learning.checkpoint_due(counters.env_steps):
+                        counters.wall_seconds = time.monotonic() - started
+                        learning.save(counters)
+                    if not finished:
+                        pending[hand_out(name)] = (name, "play")
+            if not pending and counters.env_steps < settings.env_steps:
+                raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
+        except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
+            interrupted = True
+        finally:
+            for actor in actors.values():
+                ray.kill(actor)
+            if started_ray:
+                ray.shutdown()
+            for recorder in recorders.values():
+                recorder.discard()  # an episode an actor was playing when the run ended
+            progress.close()
+            eval_env.close()
+    interrupted = interrupted or stop.is_set()
+    counters.wall_seconds = time.monotonic() - started
+    with deferred_interrupt():
+        learning.save(counters)
+    tb.close()
+    summary = write_summary(run_dir, counters, settings, task, interrupted, learning.warm_start)
+    summary["fleet"] = {"actors": fleet.actors, "crashes": failures, "transitions_received": learner.taken}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
+    return summary
+
+
+def ray_init_arguments(fleet: FleetSettings) -> dict[str, Any]:
+    """``ray.init`` keywords: join ``fleet.address``, or start a local instance sized for the fleet."""
+    if fleet.address is not None:
+        return {"address": fleet.address, "log_to_driver": False}
+    return {
+        "num_cpus": max(int(np.ceil(fleet.actors * fleet.cpus_per_actor)), 1),
+        "object_store_memory": fleet.object_store_mb * 2**20,
+        "include_dashboard": False,
+        "log_to_driver": False,
+    }
+
+
+def publish(learner) -> tuple[int, Any]:
+    """The learner's newest weights as one codec payload in Ray's object store: (version, reference)."""
+    import ray
+
+    version = learner.update_calls
+    return version, ray.put(encode_weights(learner.published_weights(), {"version": version}))
+
+
+def count_episode(counters, episode: dict[str, Any], tb, learner, started: float) -> None:
+    """Count one episode an actor played (a demonstration's steps are not online steps)."""
+    counters.episodes += 1
+    if episode["demo"]:
+        counters.demo_episodes_done += 1
+        return
+    counters.env_steps += episode["length"]
+    log_episode(tb, counters, episode, learner, started)
+    actor, step = episode["actor"], counters.env_steps
+    tb.add_scalar(f"actors/{actor}/success", float(episode["success"]), step)
+    tb.add_scalar(f"actors/{actor}/intervention_rate", episode["interventions"] / episode["length"], step)

@@ -1,0 +1,74 @@
+"""robot-rl train fleet=ray: real Ray (a local instance), two sim actors feeding one learner; one is killed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from robot_rl.composed_config import load_config
+from robot_rl.config import ConfigError
+from robot_rl.fleet import actor_config
+from robot_rl.fleet_settings import fleet_settings
+from tests.conftest import require
+
+# a coarser reach (4 cm steps, 4 cm success radius) that learns in ~1,500 steps (tests/test_train.py)
+REACH = ["task=reach", "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50"]
+
+
+def test_each_actor_gets_its_seed_and_share_of_the_demonstrations():
+    cfg = {"seed": 7, "train": {"demo_episodes": 5, "env_steps": 100}}
+    shares = [actor_config(cfg, index, 2, demos=5) for index in range(2)]
+    assert [c["train"]["demo_episodes"] for c in shares] == [3, 2]
+    assert [c["seed"] for c in shares] == [1007, 2007] and all(c["train"]["env_steps"] > 10**12 for c in shares)
+    with pytest.raises(ConfigError, match="fleet.actors"):
+        fleet_settings(load_config(["fleet=ray", "fleet.actors=0"]))
+    assert fleet_settings(load_config([])).kind == "local"
+
+
+@pytest.mark.slow
+def test_two_ray_actors_learn_and_a_killed_one_does_not_stop_the_run(tmp_path):
+    require("ray")
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "robot_rl.cli",
+        "train",
+        "fleet=ray",
+        "fleet.actors=2",
+        *REACH,
+        f"train.run_dir={run_dir}",
+        "train.env_steps=2000",
+        "train.eval_every=2000",
+        "train.final_eval_episodes=20",
+        "train.demo_episodes=10",
+        "train.batch_size=256",
+        "train.start_training=200",
+        "agent.utd=2",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.monotonic() + 600
+    while killed is None and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(1.0)
+        if len(list((run_dir / "episodes.zarr").glob("episodes/*"))) >= 16:  # demos done, online under way
+            found = subprocess.run(["pgrep", "-f", "ray::SimActor"], capture_output=True, text=True, check=False)
+            workers = found.stdout.split()
+            if workers:
+                killed = int(workers[0])
+                os.kill(killed, signal.SIGKILL)
+    _, err = process.communicate(timeout=900)
+    assert killed is not None, err[-3000:]
+    assert process.returncode == 0, err[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["fleet"]["crashes"] in ({"ray0": 1, "ray1": 0}, {"ray0": 0, "ray1": 1}), summary["fleet"]
+    assert "crashed; Ray restarts it" in err
+    assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
+    log = json.loads((run_dir / "checkpoint" / "counters.json").read_text())["counters"]["episode_log"]
+    late = [entry["actor"] for entry in log[len(log) // 2 :]]
+    assert {"ray0", "ray1"} <= set(late)  # both actors play to the end: the killed one was restarted
+    assert summary["fleet"]["transitions_received"] >= 2000
