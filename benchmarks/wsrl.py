@@ -72,7 +72,9 @@ def offline_store(task: str, folder: Path, randomization: list[str]) -> dict:
     return {"store": str(store), "parts": parts}
 
 
-def pretrained(task: str, seed: int, store: str, folder: Path, updates: int, randomization: list[str]) -> dict:
+def pretrained(
+    task: str, seed: int, store: str, folder: Path, args: argparse.Namespace, randomization: list[str]
+) -> dict:
     """``robot-rl pretrain`` (Cal-QL) on ``store``; its summary and the pretrained policy's success (50 episodes)."""
     out = folder / f"{task}_pretrain_seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
@@ -82,7 +84,9 @@ def pretrained(task: str, seed: int, store: str, folder: Path, updates: int, ran
         f"seed={seed}",
         f"pretrain.store={store}",
         f"pretrain.out={out}",
-        f"pretrain.updates={updates}",
+        f"pretrain.updates={args.updates}",
+        f"pretrain.batch_size={args.pretrain_batch}",
+        f"pretrain.actions={args.pretrain_actions}",
         "pretrain.eval_episodes=0",
         *randomization,
     )
@@ -186,6 +190,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--updates", type=int, default=10_000, help="pretraining critic steps")
+    parser.add_argument("--pretrain-batch", type=int, default=256)
+    parser.add_argument("--pretrain-actions", type=int, default=4, help="Cal-QL's sampled actions per kind")
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--eval-episodes", type=int, default=20)
@@ -208,7 +214,7 @@ def main() -> None:
             int(pair.split("/")[1]),
             stores[pair.split("/")[0]]["store"],
             runs,
-            args.updates,
+            args,
             offline_randomization,
         ),
         pairs,
@@ -229,6 +235,8 @@ def main() -> None:
             "seeds": args.seeds,
             "steps": args.steps,
             "pretrain_updates": args.updates,
+            "pretrain_batch": args.pretrain_batch,
+            "pretrain_actions": args.pretrain_actions,
             "warmup_steps": args.warmup,
             "eval_every": args.eval_every,
             "eval_episodes": args.eval_episodes,

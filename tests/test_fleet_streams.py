@@ -4,6 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
 from robot_rl.learner import Learner, TrainSettings
 from robot_rl.transport import LocalTransport
@@ -46,24 +47,6 @@ def stream(actor: int, lengths: list[int], takeovers: set[int]) -> list[Transiti
     return out
 
 
-def stored(buffer) -> list[tuple]:
-    """(obs, action, reward, next obs, terminated, truncated) of every transition in the buffer, sorted."""
-    rows = []
-    for slot in buffer.valid_indices().tolist():
-        after = (slot + 1) % buffer.capacity
-        rows.append(
-            (
-                tuple(buffer.obs["state"][slot].tolist()),
-                tuple(buffer.action[slot].tolist()),
-                float(buffer.reward[slot]),
-                tuple(buffer.obs["state"][after].tolist()),
-                bool(buffer.terminated[slot]),
-                bool(buffer.truncated[slot]),
-            )
-        )
-    return sorted(rows)
-
-
 @settings(max_examples=60, deadline=None)
 @given(
     lengths=st.lists(st.lists(st.integers(1, 6), min_size=1, max_size=3), min_size=2, max_size=5),
@@ -85,10 +68,10 @@ def test_any_interleaving_of_streams_stores_what_feeding_them_one_after_another_
         if position == len(order) // 2:
             interleaved.flush_streams()  # a checkpoint in the middle: waiting episodes are written as segments
     interleaved.flush_streams()
-    expected_online = stored(one_after_another.online)
+    expected_online = stored_tuples(one_after_another.online)
     assert len(expected_online) == sum(map(len, streams))
-    assert stored(interleaved.online) == expected_online
-    assert stored(interleaved.demo) == stored(one_after_another.demo)  # the takeover segments too
+    assert stored_tuples(interleaved.online) == expected_online
+    assert stored_tuples(interleaved.demo) == stored_tuples(one_after_another.demo)  # the takeover segments too
     assert interleaved.online_received == len(order)
 
 
@@ -98,7 +81,7 @@ def test_steps_repeated_or_skipped_within_an_episode_are_refused_and_counted():
     learner_.ingest([steps[0], steps[1], steps[1], steps[3], steps[2], steps[3], steps[4]])
     assert learner_.ledger.out_of_order == 2
     assert len(learner_.online) == 5
-    assert stored(learner_.online) == stored(single(steps))
+    assert stored_tuples(learner_.online) == stored_tuples(single(steps))
 
 
 def single(transitions: list[Transition]):

@@ -102,3 +102,23 @@ class StreamWriter:
                 self.buffer.add(*item_args, **item_kwargs)
             self.buffer.close_episode()  # an episode closed without a terminal flag ends here too
         self.finished = []
+
+
+def stored_tuples(buffer: ReplayBuffer) -> list[tuple]:
+    """Every transition ``buffer`` holds as a comparable tuple, sorted: (obs bytes per key, action bytes, reward,
+    next obs bytes per key, terminated, truncated). Two buffers hold the same transitions when these are equal,
+    however their slots are laid out (the check that interleaved streams were stored whole)."""
+    rows = []
+    for slot in buffer.valid_indices().tolist():
+        after = (slot + 1) % buffer.capacity
+        rows.append(
+            (
+                tuple(column[slot].cpu().numpy().tobytes() for _, column in sorted(buffer.obs.items())),
+                buffer.action[slot].cpu().numpy().tobytes(),
+                float(buffer.reward[slot]),
+                tuple(column[after].cpu().numpy().tobytes() for _, column in sorted(buffer.obs.items())),
+                bool(buffer.terminated[slot]),
+                bool(buffer.truncated[slot]),
+            )
+        )
+    return sorted(rows)
