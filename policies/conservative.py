@@ -11,7 +11,9 @@ Cal-QL avoid).
   the policy at s and at s' (importance-weighted by their densities, CQL(H)), per critic ensemble member.
 - :func:`discrete_penalty` (CQN family): the logsumexp over the bins of every level's discrete Q-values.
 
-With ``algorithm: none`` nothing is added (plain off-policy RL on the offline data).
+With ``algorithm: none`` nothing is added (plain off-policy RL on the offline data). ``bc_weight`` > 0 adds a
+behaviour-cloning term to a SAC actor's loss (:func:`behaviour_cloning`, as TD3+BC does): the extracted policy stays
+near the data's actions where the Q-function alone does not yet point it there.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class ConservativeConfig:
     alpha: float = 5.0  # weight of the conservative term in the critic loss
     actions: int = 4  # SAC family: sampled actions per state, of each kind (uniform, policy at s, policy at s')
     temperature: float = 1.0  # of the logsumexp
+    bc_weight: float = 0.0  # SAC family: weight of a behaviour-cloning term in the actor loss (TD3+BC style)
 
     def validate(self) -> None:
         choice("pretrain.algorithm", self.algorithm, ALGORITHMS)
@@ -43,6 +46,7 @@ class ConservativeConfig:
                 "alpha": (is_number(self.alpha) and self.alpha >= 0, "a number >= 0"),
                 "actions": (is_integer(self.actions) and self.actions >= 1, "an integer >= 1"),
                 "temperature": (is_number(self.temperature) and self.temperature > 0, "a positive number"),
+                "bc_weight": (is_number(self.bc_weight) and self.bc_weight >= 0, "a number >= 0"),
             },
         )
 
@@ -115,6 +119,11 @@ def discrete_penalty(
     pushed_down = torch.logsumexp(q_bins / config.temperature, dim=-1) * config.temperature
     gap = ((pushed_down - q_data) * weight).sum() / weight.sum().clamp_min(1.0)
     return config.alpha * gap, {"cql_gap": gap.detach()}
+
+
+def behaviour_cloning(mode: torch.Tensor, data_action: torch.Tensor) -> torch.Tensor:
+    """Mean squared distance between the policy's mode and the data's actions, both in [-1, 1]^A, (B, A)."""
+    return ((mode - data_action.to(mode.dtype)) ** 2).sum(-1).mean()
 
 
 def _returns(mc_return, like: torch.Tensor) -> torch.Tensor:

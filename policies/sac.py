@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
-from robot_rl.policies.conservative import continuous_penalty
+from robot_rl.policies.conservative import behaviour_cloning, continuous_penalty
 from robot_rl.policies.encoders import camera_checks
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
 from robot_rl.policies.gsde import DEFAULT_SAMPLE_FREQ, GSDEActor, NoiseSchedule
@@ -210,11 +210,12 @@ class SACAgent(OffPolicyAgent):
         value of each metric, 0-d tensors on the agent's device."""
         metrics: dict[str, torch.Tensor] = {}
         for _ in range(self.config.utd):
-            critic_metrics, features, obs = self._update_critic(sample_batch())
+            batch = sample_batch()
+            critic_metrics, features, obs = self._update_critic(batch)
             metrics.update(critic_metrics)
             self.updates += 1
             if self.updates % self.config.critic_actor_ratio == 0:
-                metrics.update(self._update_actor(features, obs))
+                metrics.update(self._update_actor(features, obs, batch["action"]))
         return metrics
 
     def _update_critic(
@@ -284,8 +285,11 @@ class SACAgent(OffPolicyAgent):
             soft_update(self.gripper_critic, self.target_gripper_critic, cfg.tau)
         return metrics, features.detach(), obs
 
-    def _update_actor(self, features: torch.Tensor, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen)."""
+    def _update_actor(
+        self, features: torch.Tensor, obs: dict[str, torch.Tensor], data_action: Any
+    ) -> dict[str, torch.Tensor]:
+        """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen); offline
+        with ``conservative.bc_weight``, the policy's mode is also pulled towards the data's actions."""
         with self.autocast():
             action, log_prob = self.actor.sample(features, generator=self.generator)
             log_prob = log_prob.float()
@@ -293,6 +297,11 @@ class SACAgent(OffPolicyAgent):
             actor_loss = (self.alpha.detach() * log_prob - q).mean()
             if self.config.exploration == "gsde":
                 actor_loss = actor_loss + self.actor.mean_penalty(features).float()
+            if self.conservative is not None and self.conservative.bc_weight:
+                data = torch.as_tensor(data_action, device=self.device)[:, : self.continuous_dim]
+                actor_loss = actor_loss + self.conservative.bc_weight * behaviour_cloning(
+                    self.actor.mode(features), data
+                )
         self.actor_optimizer.zero_grad(set_to_none=True)
         # only the actor's gradients: through the critic to the action, never into the critic's weights
         actor_loss.backward(inputs=list(self.actor.parameters()))

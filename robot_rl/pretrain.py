@@ -44,6 +44,7 @@ class PretrainSettings:
     alpha: float = 5.0
     actions: int = 4
     temperature: float = 1.0
+    bc_weight: float = 0.0
     updates: int = 20_000  # critic gradient steps
     batch_size: int = 256
     out: str = "runs/pretrain"
@@ -53,7 +54,7 @@ class PretrainSettings:
 
     @property
     def conservative(self) -> ConservativeConfig:
-        return ConservativeConfig(self.algorithm, self.alpha, self.actions, self.temperature)
+        return ConservativeConfig(self.algorithm, self.alpha, self.actions, self.temperature, self.bc_weight)
 
 
 def pretrain_settings(cfg: DictConfig) -> PretrainSettings:

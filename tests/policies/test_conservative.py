@@ -99,3 +99,24 @@ def q_values(agent, obs, action) -> torch.Tensor:
     indices, centres = encode_action(action, agent.config.levels, agent.config.bins)
     logits = agent.all_levels(agent.critic, features, centres)
     return (pick(logits, indices).softmax(-1) * agent.support).sum(-1).mean()
+
+
+def test_a_behaviour_cloning_weight_pulls_the_pretrained_policy_to_the_datas_actions():
+    buffer = offline_buffer()
+    distance = {}
+    for weight in (0.0, 10.0):
+        torch.manual_seed(0)
+        agent = SACAgent(SHAPES, 2, SACConfig(hidden=[64, 64], utd=1, critic_actor_ratio=1, device="cpu"), seed=0)
+        agent.conservative = ConservativeConfig("none", bc_weight=weight)
+        rng = np.random.default_rng(0)
+
+        def sample(rng=rng):
+            return buffer.sample(64, rng, gamma=0.9)
+
+        for _ in range(100):
+            agent.update(sample)
+        batch = buffer.sample(256, rng)
+        with torch.no_grad():
+            mode = agent.actor.mode(agent.encoder(agent.obs_tensors(batch["obs"])))
+        distance[weight] = float((mode - batch["action"]).abs().mean())
+    assert distance[10.0] < 0.1 < distance[0.0], distance
