@@ -87,6 +87,7 @@ def pretrained(
         f"pretrain.updates={args.updates}",
         f"pretrain.batch_size={args.pretrain_batch}",
         f"pretrain.actions={args.pretrain_actions}",
+        f"pretrain.bc_weight={args.pretrain_bc}",
         "pretrain.eval_episodes=0",
         *randomization,
     )
@@ -192,6 +193,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=10_000, help="pretraining critic steps")
     parser.add_argument("--pretrain-batch", type=int, default=256)
     parser.add_argument("--pretrain-actions", type=int, default=4, help="Cal-QL's sampled actions per kind")
+    parser.add_argument("--pretrain-bc", type=float, default=0.0, help="pretrain.bc_weight (0: Cal-QL as published)")
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--eval-episodes", type=int, default=20)
@@ -237,6 +239,7 @@ def main() -> None:
             "pretrain_updates": args.updates,
             "pretrain_batch": args.pretrain_batch,
             "pretrain_actions": args.pretrain_actions,
+            "pretrain_bc_weight": args.pretrain_bc,
             "warmup_steps": args.warmup,
             "eval_every": args.eval_every,
             "eval_episodes": args.eval_episodes,
