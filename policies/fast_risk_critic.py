@@ -139,6 +139,31 @@ class FastRiskLearner:
             self.loss = float(loss.detach())
         return self.loss
 
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed learner needs, as tensors and plain values (``torch.load(weights_only=True)``):
+        the network, its optimizer, the standardisation and the rows held."""
+        return {
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "standardisation": None if self.mean is None else torch.from_numpy(np.stack([self.mean, self.spread])),
+            "features": torch.from_numpy(self.features[: self.size].copy()),
+            "labels": torch.from_numpy(self.labels[: self.size].copy()),
+            "cursor": self.cursor,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.net.load_state_dict(state["net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        standardisation = state["standardisation"]
+        self.mean, self.spread = (None, None) if standardisation is None else tuple(standardisation.numpy())
+        rows = len(state["labels"])
+        if rows > self.capacity:
+            raise ValueError(f"{rows} rows do not fit a ring of {self.capacity}")
+        self.features[:rows], self.labels[:rows] = state["features"].numpy(), state["labels"].numpy()
+        self.size, self.cursor = rows, int(state["cursor"]) % self.capacity
+        self.generator.set_state(state["generator"])
+
     def model(self) -> FastRiskModel:
         """The numpy model of the current network, standardisation folded into its first layer."""
         linear = [module for module in self.net if isinstance(module, nn.Linear)]

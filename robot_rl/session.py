@@ -28,7 +28,9 @@ from .envs import load_entry_point
 from .folders import latest, replacing
 from .learner import Learner, settings_from
 from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
-from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_config
+from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel, fast_critic_config
+
+FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
 from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
 from .warm_start import init_settings, warm_settings, warm_start
@@ -227,6 +229,10 @@ def save_checkpoint(
             torch.save(learner.agent.state_dict(), tmp / "agent.pt")
             if learner.safety is not None:
                 torch.save(learner.safety.critic.state_dict(), tmp / "safety_critic.pt")
+            if learner.fast_risk is not None:  # the fast-loop critic learned online, and the model it published
+                torch.save(learner.fast_risk.state_dict(), tmp / "fast_risk_learner.pt")
+                if learner.fast_published is not None:
+                    learner.fast_published[0].save(tmp / FAST_RISK_FILE, learner.fast_published[1])
             learner.flush_streams()  # every transition received is in the checkpoint
             learner.online.save(tmp / "online_buffer")
             learner.demo.save(tmp / "demo_buffer")
@@ -236,6 +242,7 @@ def save_checkpoint(
                 "update_calls": learner.update_calls,
                 "sampler_rng": learner.sampler.rng.bit_generator.state,
                 "delivery": learner.ledger.state(),
+                "fast_fitted_at": learner.fast_fitted_at,
             }
         (tmp / "counters.json").write_text(json.dumps(state))
 
@@ -249,6 +256,11 @@ def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
     load_agent("train.resume", learner.agent, folder / "agent.pt")
     if learner.safety is not None and (folder / "safety_critic.pt").exists():
         learner.safety.critic.load_state_dict(load_tensors("train.resume", folder / "safety_critic.pt"))
+    if learner.fast_risk is not None and (folder / "fast_risk_learner.pt").exists():
+        learner.fast_risk.load_state_dict(load_tensors("train.resume", folder / "fast_risk_learner.pt"))
+        if (folder / FAST_RISK_FILE).exists():
+            learner.fast_published = FastRiskModel.load(folder / FAST_RISK_FILE)
+        learner.fast_fitted_at = state.get("fast_fitted_at", 0)
     learner.use_buffers(
         ReplayBuffer.load(folder / "online_buffer", learner.online.device),
         ReplayBuffer.load(folder / "demo_buffer", learner.demo.device),

@@ -38,3 +38,36 @@ def test_an_episode_names_the_version_and_learner_run_it_started_with():
     stats = acting.play(env, transport, None, seed=1)
     assert (stats["weights"], stats["learner_session"]) == (6, "new")
     env.close()
+
+
+def test_a_resumed_learner_keeps_the_fast_critic_it_learned_and_published(tmp_path):
+    """safety.fast_critic.learn: the checkpoint holds the fast critic's learner (network, optimizer, rows) and the
+    model it published, so a restarted learner publishes the same model and goes on fitting from where it was."""
+    import numpy as np
+
+    from robot_rl.composed_config import load_config
+    from robot_rl.safety.fast_risk import INPUT_WIDTH
+    from robot_rl.session import Counters, LearnerSession, restore, save_checkpoint
+    from robot_rl.transport import LocalTransport
+
+    overrides = ["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"]
+    cfg = load_config(overrides)
+    session = LearnerSession(cfg, {"state": (3,)}, 2, LocalTransport())
+    session.open(resume=False)
+    learner = session.learner
+    rng = np.random.default_rng(0)
+    learner.fast_risk.add_episode(rng.normal(size=(400, INPUT_WIDTH)).astype(np.float32), rng.random(400) < 0.1)
+    learner.online_received = cfg.safety.fast_critic.learn_every
+    assert learner.fit_fast_risk_when_due()  # fitted and published: version 1
+    model, version = learner.fast_published
+    save_checkpoint(session.checkpoint_dir, learner, Counters(), session.definition)
+
+    again = LearnerSession(load_config([*overrides, "train.resume=true"]), {"state": (3,)}, 2, LocalTransport())
+    restore(again.checkpoint_dir, again.learner, again.cfg)
+    restored, restored_version = again.learner.fast_published
+    assert restored_version == version
+    for (w, b), (w2, b2) in zip(model.layers, restored.layers):
+        np.testing.assert_array_equal(w, w2)
+        np.testing.assert_array_equal(b, b2)
+    assert again.learner.fast_risk.size == 400 and again.learner.fast_fitted_at == learner.fast_fitted_at
+    np.testing.assert_array_equal(again.learner.fast_risk.model().layers[0][0], model.layers[0][0])
