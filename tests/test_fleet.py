@@ -72,3 +72,33 @@ def test_two_ray_actors_learn_and_a_killed_one_does_not_stop_the_run(tmp_path):
     late = [entry["actor"] for entry in log[len(log) // 2 :]]
     assert {"ray0", "ray1"} <= set(late)  # both actors play to the end: the killed one was restarted
     assert summary["fleet"]["transitions_received"] >= 2000
+
+
+@pytest.mark.slow
+def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
+    require("ray")
+    from robot_rl.cli import main
+
+    run_dir = tmp_path / "run"
+    base = [
+        "train",
+        "fleet=ray",
+        "fleet.actors=2",
+        "task=reach",
+        "task.episode_steps=20",
+        f"train.run_dir={run_dir}",
+        "train.demo_episodes=2",
+        "train.start_training=20",
+        "train.batch_size=16",
+        "train.eval_every=1000",
+        "train.final_eval_episodes=1",
+    ]
+    assert main([*base, "train.env_steps=60"]) == 0
+    first = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+    assert first["online_received"] >= 60 and first["counters"]["demo_episodes_done"] == 2
+    assert main([*base, "train.env_steps=120", "train.resume=true"]) == 0
+    second = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+    assert second["online_received"] >= 120 and second["update_calls"] > first["update_calls"]
+    assert second["counters"]["demo_episodes_done"] == 2  # the demonstrations were not played again
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] >= 120 and not summary["interrupted"]
