@@ -90,3 +90,8 @@ def test_a_wheel_of_the_checkout_has_one_import_name(tmp_path):
     found = probe(tmp_path, extra_path=site)
     assert_one_import_name(found)
     assert Path(found["sim_file"]).resolve() == site / "robot_rl" / "sim" / "__init__.py"
+    configs = sorted(str(path.relative_to(ROOT / "configs")) for path in (ROOT / "configs").rglob("*.yaml"))
+    installed = sorted(
+        str(p.relative_to(site / "robot_rl" / "configs")) for p in (site / "robot_rl" / "configs").rglob("*.yaml")
+    )
+    assert installed == configs  # every config group is in the wheel (Hydra composes from it)
