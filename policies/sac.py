@@ -286,7 +286,7 @@ class SACAgent(OffPolicyAgent):
         return metrics, features.detach(), obs
 
     def _update_actor(
-        self, features: torch.Tensor, obs: dict[str, torch.Tensor], data_action: Any
+        self, features: torch.Tensor, obs: dict[str, torch.Tensor], data_action: Any = None
     ) -> dict[str, torch.Tensor]:
         """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen); offline
         with ``conservative.bc_weight``, the policy's mode is also pulled towards the data's actions."""
@@ -297,7 +297,7 @@ class SACAgent(OffPolicyAgent):
             actor_loss = (self.alpha.detach() * log_prob - q).mean()
             if self.config.exploration == "gsde":
                 actor_loss = actor_loss + self.actor.mean_penalty(features).float()
-            if self.conservative is not None and self.conservative.bc_weight:
+            if self.conservative is not None and self.conservative.bc_weight and data_action is not None:
                 data = torch.as_tensor(data_action, device=self.device)[:, : self.continuous_dim]
                 actor_loss = actor_loss + self.conservative.bc_weight * behaviour_cloning(
                     self.actor.mode(features), data
