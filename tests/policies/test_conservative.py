@@ -61,6 +61,7 @@ def offline_buffer(seed: int = 0) -> ReplayBuffer:
     return buffer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["sac", "cqn"])
 def test_conservative_pretraining_values_unseen_actions_below_the_datas(family):
     """Offline on a narrow behaviour policy: without the term the critic's values of actions the data never took
