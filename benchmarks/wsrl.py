@@ -139,7 +139,7 @@ def run_variant(job: str, args: argparse.Namespace) -> dict:
 
 def mean_or_none(values: list) -> float | None:
     values = [v for v in values if v is not None]
-    return round(float(np.mean(values)), 1) if values else None
+    return round(float(np.mean(values)), 3) if values else None
 
 
 def summarise(task: str, results: dict, args: argparse.Namespace) -> dict:
