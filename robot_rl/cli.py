@@ -102,20 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             return 130 if report["interrupted"] else 0
         elif verb == "data":
             run_data_command(command, cfg.data)
-        elif verb == "train":
-            from .fleet_settings import fleet_settings
-
-            if fleet_settings(cfg).kind == "ray":
-                from .fleet import train_fleet as train
-            else:
-                from .train import train
-            summary = train(cfg)
-            print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
-            return 130 if summary["interrupted"] else 0
-        elif verb == "pretrain":
-            from .pretrain import pretrain
-
-            summary = pretrain(cfg)
+        elif verb in ("train", "pretrain"):
+            summary = learning_run(verb, cfg)
             print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
             return 130 if summary["interrupted"] else 0
         elif verb == "classifier":
@@ -134,6 +122,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"robot-rl: error: {one_line(error)}", file=sys.stderr)
         return 2
     return 0
+
+
+def learning_run(verb: str, cfg: DictConfig) -> dict:
+    """``robot-rl train`` (in this process, or with ``fleet=ray`` on a Ray fleet) or ``robot-rl pretrain``; the
+    run's summary."""
+    if verb == "pretrain":
+        from .pretrain import pretrain
+
+        return pretrain(cfg)
+    from .fleet_settings import fleet_settings
+
+    if fleet_settings(cfg).kind == "ray":
+        from .fleet import train_fleet
+
+        return train_fleet(cfg)
+    from .train import train
+
+    return train(cfg)
 
 
 def one_line(error: BaseException) -> str:

@@ -42,16 +42,7 @@ from .ros.codec import (
     weight_shapes,
 )
 from .session import ActorSession, LearnerSession, make_agent
-from .train import (
-    episode_store,
-    log_episode,
-    plot_learning_curve,
-    record_eval,
-    run_settings,
-    scripted_human,
-    sim_env,
-    write_summary,
-)
+from .train import episode_store, finish_run, log_episode, record_eval, run_settings, scripted_human, sim_env
 from .transport import LocalTransport
 
 NO_BUDGET = 10**15  # an actor's own step budget: the driver ends the run
@@ -210,16 +201,8 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                 recorder.discard()  # an episode an actor was playing when the run ended
             progress.close()
             eval_env.close()
-    interrupted = interrupted or stop.is_set()
-    counters.wall_seconds = time.monotonic() - started
-    with deferred_interrupt():
-        learning.save(counters)
-    tb.close()
-    summary = write_summary(run_dir, counters, settings, task, interrupted, learning.warm_start)
-    summary["fleet"] = {"actors": fleet.actors, "crashes": failures, "transitions_received": learner.taken}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
-    return summary
+    fleet_figures = {"actors": fleet.actors, "crashes": failures, "transitions_received": learner.taken}
+    return finish_run(run_dir, learning, counters, task, interrupted or stop.is_set(), started, tb, fleet=fleet_figures)
 
 
 def ray_init_arguments(fleet: FleetSettings) -> dict[str, Any]:

@@ -29,11 +29,11 @@ from .folders import latest, replacing
 from .learner import Learner, settings_from
 from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel, fast_critic_config
-
-FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
 from .safety.training import SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
 from .warm_start import init_settings, warm_settings, warm_start
+
+FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
 
 
 @dataclass

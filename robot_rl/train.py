@@ -113,12 +113,26 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             progress.close()
             env.close()
             eval_env.close()
-    interrupted = interrupted or stop.is_set()
+    return finish_run(run_dir, learning, counters, task, interrupted or stop.is_set(), started, tb)
+
+
+def finish_run(
+    run_dir: Path,
+    learning: LearnerSession,
+    counters: Counters,
+    task: dict[str, Any],
+    interrupted: bool,
+    started: float,
+    tb,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The end of a training run: the final checkpoint, ``summary.json`` (with ``extra`` entries) and the learning
+    curve; returns the summary."""
     counters.wall_seconds = time.monotonic() - started
     with deferred_interrupt():
         learning.save(counters)
     tb.close()
-    summary = write_summary(run_dir, counters, settings, task, interrupted, learning.warm_start)
+    summary = write_summary(run_dir, counters, task, interrupted, learning.warm_start, **extra)
     plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
     return summary
 
@@ -205,10 +219,10 @@ def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) 
 def write_summary(
     run_dir: Path,
     counters: Counters,
-    settings: TrainSettings,
     task: dict,
     interrupted: bool,
     warm_start: dict[str, Any] | None = None,
+    **extra: Any,
 ) -> dict:
     final = counters.history[-1] if counters.history else {}
     summary = {
@@ -229,6 +243,7 @@ def write_summary(
         "eval_history": counters.history,
         "warm_start": warm_start,  # what init.checkpoint loaded (None: random initial weights, or a resumed run)
         "interrupted": interrupted,
+        **extra,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -46,3 +46,20 @@ def ros_domain(monkeypatch) -> Iterator[int]:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
         monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         yield domain
+
+
+# reach made coarser (4 cm steps, 4 cm success radius, 50-step episodes) learns in ~1,500 steps: the budget of the
+# tests that assert learning on reach in one process and on a Ray fleet
+LEARNING_REACH = [
+    "task=reach",
+    "task.success_radius=0.04",
+    "task.pos_step=0.04",
+    "task.episode_steps=50",
+    "train.env_steps=2000",
+    "train.eval_every=2000",
+    "train.final_eval_episodes=20",
+    "train.demo_episodes=10",
+    "train.batch_size=256",
+    "train.start_training=200",
+    "agent.utd=2",
+]

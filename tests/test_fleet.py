@@ -13,10 +13,7 @@ from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.fleet import actor_config
 from robot_rl.fleet_settings import fleet_settings
-from tests.conftest import require
-
-# a coarser reach (4 cm steps, 4 cm success radius) that learns in ~1,500 steps (tests/test_train.py)
-REACH = ["task=reach", "task.success_radius=0.04", "task.pos_step=0.04", "task.episode_steps=50"]
+from tests.conftest import LEARNING_REACH, require
 
 
 def test_each_actor_gets_its_seed_and_share_of_the_demonstrations():
@@ -40,15 +37,8 @@ def test_two_ray_actors_learn_and_a_killed_one_does_not_stop_the_run(tmp_path):
         "train",
         "fleet=ray",
         "fleet.actors=2",
-        *REACH,
+        *LEARNING_REACH,
         f"train.run_dir={run_dir}",
-        "train.env_steps=2000",
-        "train.eval_every=2000",
-        "train.final_eval_episodes=20",
-        "train.demo_episodes=10",
-        "train.batch_size=256",
-        "train.start_training=200",
-        "agent.utd=2",
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = None

@@ -18,6 +18,7 @@ from robot_rl.data.transition import Transition
 from robot_rl.learner import Learner, TrainSettings
 from robot_rl.train import train
 from robot_rl.transport import LocalTransport
+from tests.conftest import LEARNING_REACH
 
 
 def transition(marker: float, intervened: bool, demo: bool, done: bool = False, first: bool = False):
@@ -152,20 +153,7 @@ def test_training_is_reproducible_with_train_deterministic(tmp_path):
 
 @pytest.mark.slow
 def test_learning_on_reach_with_a_tiny_budget(tmp_path):
-    # a coarser reach (4 cm steps, 4 cm success radius, 50-step episodes) learns in ~1,500 steps
-    cfg = small_run(
-        tmp_path,
-        "task.success_radius=0.04",
-        "task.pos_step=0.04",
-        "task.episode_steps=50",
-        "train.env_steps=2000",
-        "train.eval_every=2000",
-        "train.final_eval_episodes=20",
-        "train.demo_episodes=10",
-        "train.batch_size=256",
-        "train.start_training=200",
-        "agent.utd=2",
-    )
+    cfg = small_run(tmp_path, *LEARNING_REACH)
     summary = train(cfg)
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
 
