@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+EVAL_SEED = 10**6  # the first episode seed of a training run's evaluations: the same episodes at every evaluation
+
 
 def task_progress(env, reward: float) -> float:
     """How far along the task is: the sim task's dense reward when it has one, else the reward."""

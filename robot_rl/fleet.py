@@ -30,7 +30,6 @@ from tqdm import tqdm
 from .config import ConfigError
 from .data import EpisodeRecorder
 from .envs import observation_shapes
-from .evaluate import evaluate
 from .fleet_settings import FleetSettings, fleet_settings
 from .interrupts import deferred_interrupt, interrupt_requests
 from .ros.codec import (
@@ -42,7 +41,15 @@ from .ros.codec import (
     weight_shapes,
 )
 from .session import ActorSession, LearnerSession, make_agent
-from .train import episode_store, finish_run, log_episode, record_eval, run_settings, scripted_human, sim_env
+from .train import (
+    episode_store,
+    evaluate_and_record,
+    finish_run,
+    log_episode,
+    run_settings,
+    scripted_human,
+    sim_env,
+)
 from .transport import LocalTransport
 
 NO_BUDGET = 10**15  # an actor's own step budget: the driver ends the run
@@ -117,92 +124,124 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(**ray_init_arguments(fleet))
-    remote = ray.remote(num_cpus=fleet.cpus_per_actor, max_restarts=fleet.max_restarts, max_task_retries=0)(SimActor)
-    container = OmegaConf.to_container(cfg, resolve=True)
-    names = [f"ray{index}" for index in range(fleet.actors)]
     demos = max(settings.demo_episodes - counters.demo_episodes_done, 0)  # a resumed run's are done
-    actors = {
-        name: remote.remote(actor_config(container, i, fleet.actors, demos), name) for i, name in enumerate(names)
-    }
-    failures = dict.fromkeys(names, 0)
-    version, weights = publish(learner)
+    crew = Crew(OmegaConf.to_container(cfg, resolve=True), fleet, demos, learner)
     progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"fleet {task.get('name')}", unit="step")
     started = time.monotonic() - counters.wall_seconds
     last_eval = counters.history[-1]["env_steps"] if counters.history else 0
     interrupted = False
-
-    def hand_out(name: str) -> Any:
-        return actors[name].play.remote(version, weights, fleet.episodes_per_call)
-
-    pending = {hand_out(name): (name, "play") for name in names}  # ref -> (actor, call)
     with interrupt_requests() as stop:
         try:
-            while pending and counters.env_steps < settings.env_steps and not stop.is_set():
-                done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-                for ref in done:
-                    name, call = pending.pop(ref)
-                    try:
-                        result = ray.get(ref)
-                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-                        if call == "play":  # the actor died with its episode: Ray restarts it
-                            failures[name] += 1
-                            tqdm.write(
-                                f"robot-rl fleet: actor {name} crashed; Ray restarts it ({failures[name]})",
-                                file=sys.stderr,
-                            )
-                        elif isinstance(error, ray.exceptions.ActorDiedError) or failures[name] > fleet.max_restarts:
-                            tqdm.write(f"robot-rl fleet: actor {name} is gone; going on without it", file=sys.stderr)
-                            continue
-                        else:
-                            time.sleep(0.5)  # still restarting
-                        pending[actors[name].__ray_ready__.remote()] = (name, "ready")  # answers once it is back
-                        continue
-                    if call == "ready":
-                        pending[hand_out(name)] = (name, "play")
-                        continue
-                    payload, stats = result
+            while crew.pending and counters.env_steps < settings.env_steps and not stop.is_set():
+                for name, (payload, stats) in crew.hand_ins(timeout=1.0):
                     transitions = decode_transitions(payload, schema)[0] if payload is not None else []
                     learner.ingest_locked(transitions)
                     if store is not None:
-                        if name not in recorders:
-                            recorders[name] = EpisodeRecorder(store)
+                        recorder = recorders[name] = recorders.get(name) or EpisodeRecorder(store)
                         with deferred_interrupt():
-                            recorders[name].add(transitions)
+                            recorder.add(transitions)
                     for episode in json.loads(stats):
                         count_episode(counters, episode, tb, learner, started)
-                    online = [t for t in transitions if not t.demo]
-                    counters.intervention_steps += sum(t.intervened for t in online)
+                    counters.intervention_steps += sum(t.intervened for t in transitions if not t.demo)
                     learner.update_while_due()  # the update-to-data ratio of robot-rl train
-                    if transport.weights_version() != version:
-                        version, weights = publish(learner)
+                    crew.publish_when_new()
                     progress.update(counters.env_steps - progress.n)
                     finished = counters.env_steps >= settings.env_steps
                     if counters.env_steps - last_eval >= settings.eval_every or finished:
                         last_eval = counters.env_steps
                         evaluated.load_policy_state(learner.agent.policy_state())
-                        episodes = settings.final_eval_episodes if finished else settings.eval_episodes
-                        record_eval(tb, counters, evaluate(evaluated, eval_env, episodes, seed=10**6), started)
-                        progress.set_postfix(eval_success=f"{counters.history[-1]['success_rate']:.2f}")
+                        evaluate_and_record(evaluated, eval_env, settings, finished, tb, counters, started, progress)
                     if learning.checkpoint_due(counters.env_steps):
                         counters.wall_seconds = time.monotonic() - started
                         learning.save(counters)
                     if not finished:
-                        pending[hand_out(name)] = (name, "play")
-            if not pending and counters.env_steps < settings.env_steps:
+                        crew.hand_out(name)
+            if not crew.pending and counters.env_steps < settings.env_steps:
                 raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
         except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
             interrupted = True
         finally:
-            for actor in actors.values():
-                ray.kill(actor)
+            crew.stop()
             if started_ray:
                 ray.shutdown()
             for recorder in recorders.values():
                 recorder.discard()  # an episode an actor was playing when the run ended
             progress.close()
             eval_env.close()
-    fleet_figures = {"actors": fleet.actors, "crashes": failures, "transitions_received": learner.taken}
+    fleet_figures = {"actors": fleet.actors, "crashes": crew.failures, "transitions_received": learner.taken}
     return finish_run(run_dir, learning, counters, task, interrupted or stop.is_set(), started, tb, fleet=fleet_figures)
+
+
+class Crew:
+    """The fleet's Ray actors as the driver sees them: who is playing on which weights, who crashed, who is gone.
+
+    Every actor has one call pending: ``play`` (whole episodes on the newest weights), or after a crash ``ready``
+    (answers once Ray has restarted it). :meth:`hand_ins` yields the finished plays and deals with the rest."""
+
+    def __init__(self, cfg: dict[str, Any], fleet: FleetSettings, demos: int, learner):
+        import ray
+
+        self.fleet, self.learner = fleet, learner
+        options = {"num_cpus": fleet.cpus_per_actor, "max_restarts": fleet.max_restarts, "max_task_retries": 0}
+        remote = ray.remote(**options)(SimActor)
+        names = [f"ray{index}" for index in range(fleet.actors)]
+        self.actors = {
+            name: remote.remote(actor_config(cfg, i, fleet.actors, demos), name) for i, name in enumerate(names)
+        }
+        self.failures = dict.fromkeys(names, 0)
+        self.pending: dict[Any, tuple[str, str]] = {}  # Ray reference -> (actor, call)
+        self.version, self.weights = publish(learner)
+        for name in names:
+            self.hand_out(name)
+
+    def hand_out(self, name: str) -> None:
+        """``name`` plays ``fleet.episodes_per_call`` episodes on the newest weights."""
+        call = self.actors[name].play.remote(self.version, self.weights, self.fleet.episodes_per_call)
+        self.pending[call] = (name, "play")
+
+    def publish_when_new(self) -> None:
+        """Put the learner's newest weights in the object store when it published new ones."""
+        if self.learner.transport.weights_version() != self.version:
+            self.version, self.weights = publish(self.learner)
+
+    def hand_ins(self, timeout: float):
+        """(actor, (transitions payload, stats JSON)) of each play that finished within ``timeout`` s."""
+        import ray
+
+        done, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+        for ref in done:
+            name, call = self.pending.pop(ref)
+            try:
+                result = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
+                self._lost(name, call, error)
+                continue
+            if call == "ready":
+                self.hand_out(name)
+            else:
+                yield name, result
+
+    def _lost(self, name: str, call: str, error: Exception) -> None:
+        """A call of ``name`` failed: wait for Ray to restart it, or go on without it once it is gone."""
+        import ray
+
+        if call == "play":  # the actor died with its episode: Ray restarts it
+            self.failures[name] += 1
+            tqdm.write(
+                f"robot-rl fleet: actor {name} crashed; Ray restarts it ({self.failures[name]})", file=sys.stderr
+            )
+        elif isinstance(error, ray.exceptions.ActorDiedError) or self.failures[name] > self.fleet.max_restarts:
+            tqdm.write(f"robot-rl fleet: actor {name} is gone; going on without it", file=sys.stderr)
+            return
+        else:
+            time.sleep(0.5)  # still restarting
+        self.pending[self.actors[name].__ray_ready__.remote()] = (name, "ready")
+
+    def stop(self) -> None:
+        import ray
+
+        for actor in self.actors.values():
+            ray.kill(actor)
 
 
 def ray_init_arguments(fleet: FleetSettings) -> dict[str, Any]:

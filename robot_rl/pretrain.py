@@ -28,7 +28,7 @@ from .checkpoint import PRETRAIN_FILE, task_definition, write_task_definition
 from .config import ConfigError, integer, is_integer, output_path, positive, require_all, settings_of
 from .data.replay_buffer import WeightedSampler
 from .envs import make_env, observation_shapes
-from .evaluate import evaluate
+from .evaluate import EVAL_SEED, evaluate
 from .folders import replacing
 from .interrupts import deferred_interrupt, interrupt_requests
 from .offline_data import load_offline, store_paths, store_weights
@@ -116,7 +116,7 @@ def pretrain(cfg: DictConfig) -> dict[str, Any]:
                         tb.add_scalar(f"pretrain/{name}", float(value), steps)
                 last = call == calls or stop.is_set()
                 if settings.eval_episodes and (last or (settings.eval_every and steps % settings.eval_every < utd)):
-                    result = evaluate(agent, env, settings.eval_episodes, seed=10**6)
+                    result = evaluate(agent, env, settings.eval_episodes, seed=EVAL_SEED)
                     history.append({"updates": steps, "wall_seconds": time.monotonic() - started, **result})
                     tb.add_scalar("eval/success", result["success_rate"], steps)
                     tb.add_scalar("eval/return", result["mean_return"], steps)

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from .config import ConfigError, integer, output_path, positive, settings_of
 from .data import EpisodeRecorder, EpisodeStore
 from .envs import make_env, make_expert, observation_shapes, store_metadata
-from .evaluate import evaluate
+from .evaluate import EVAL_SEED, evaluate
 from .folders import latest
 from .interrupts import deferred_interrupt, interrupt_requests
 from .learner import Learner, TrainSettings, settings_from
@@ -91,14 +91,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 finished = acting.budget_spent
                 if counters.env_steps - last_eval >= settings.eval_every or finished:
                     last_eval = counters.env_steps
-                    episodes = settings.final_eval_episodes if finished else settings.eval_episodes
                     acting.arm_fast_loop(eval_env)
-                    result = evaluate(acting.agent, eval_env, episodes, seed=10**6)
-                    record_eval(tb, counters, result, started)
-                    progress.set_postfix(
-                        eval_success=f"{result['success_rate']:.2f}",
-                        interventions=f"{recent_intervention_rate(counters):.2f}",
-                    )
+                    evaluate_and_record(acting.agent, eval_env, settings, finished, tb, counters, started, progress)
                 if learning.checkpoint_due(counters.env_steps):
                     counters.wall_seconds = time.monotonic() - started
                     learner.ingest_everything_sent(transport.sent)
@@ -200,6 +194,19 @@ def log_episode(tb, counters: Counters, stats: dict[str, Any], learner: Learner,
     tb.add_scalar("speed/updates_per_s", learner.updates_per_second, step)
     for key, value in learner.metrics.items():
         tb.add_scalar(f"learner/{key}", value, step)
+
+
+def evaluate_and_record(
+    agent, eval_env, settings: TrainSettings, finished: bool, tb, counters: Counters, started: float, progress
+) -> None:
+    """A training run's deterministic evaluation (``train.eval_episodes`` episodes, ``train.final_eval_episodes`` at
+    the end, on the seeds from ``EVAL_SEED`` on): in the run's history, TensorBoard and the progress bar."""
+    episodes = settings.final_eval_episodes if finished else settings.eval_episodes
+    result = evaluate(agent, eval_env, episodes, seed=EVAL_SEED)
+    record_eval(tb, counters, result, started)
+    progress.set_postfix(
+        eval_success=f"{result['success_rate']:.2f}", interventions=f"{recent_intervention_rate(counters):.2f}"
+    )
 
 
 def record_eval(tb, counters: Counters, result: dict[str, Any], started: float) -> None:
