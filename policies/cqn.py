@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.config import ConfigError, is_integer, is_number, require_all
+from robot_rl.config import ConfigError, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
 from robot_rl.policies.conservative import discrete_penalty
@@ -198,31 +197,31 @@ class CoarseToFineCritic(nn.Module):
 
 
 # --------------------------------------------------------------------- agent
-@dataclass
+@yaml_defaults("agent/cqn.yaml")
 class CQNConfig:
-    levels: int = 3
-    bins: int = 5
-    atoms: int = 51
-    v_min: float = -35.0  # dense rewards in [-1, 0] with discount 0.97: returns >= -33.3
-    v_max: float = 1.0
-    hidden: int = 256
-    discount: float = 0.97
-    lr: float = 1e-4
-    weight_decay: float = 0.1
-    tau: float = 0.02
-    utd: int = 2
-    critic_lambda: float = 0.1  # weight of the C51 cross-entropy
-    bc_lambda: float = 1.0  # weight of the demo losses (stochastic dominance + margin)
-    bc_margin: float = 0.01  # Q(demo bin) - Q(other bin) the margin loss asks for; 0 turns it off
-    explore_std: float = 0.01
-    camera_encoder: str = "cnn"  # cnn | resnet10
-    camera_feature_dim: int = 50
-    camera_strides: list[int] = field(default_factory=lambda: [2, 1, 1, 1])  # cnn: one 3x3 conv per stride
-    pretrained_weights: str | None = None
-    image_pad: int = 4
-    device: str = "auto"
-    compile: bool = False  # torch.compile the networks' forward passes
-    autocast: str | None = None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
+    levels: int
+    bins: int
+    atoms: int
+    v_min: float  # dense rewards in [-1, 0] with discount 0.97: returns >= -33.3
+    v_max: float
+    hidden: int
+    discount: float
+    lr: float
+    weight_decay: float
+    tau: float
+    utd: int
+    critic_lambda: float  # weight of the C51 cross-entropy
+    bc_lambda: float  # weight of the demo losses (stochastic dominance + margin)
+    bc_margin: float  # Q(demo bin) - Q(other bin) the margin loss asks for; 0 turns it off
+    explore_std: float
+    camera_encoder: str  # cnn | resnet10
+    camera_feature_dim: int
+    camera_strides: list[int]  # cnn: one 3x3 conv per stride
+    pretrained_weights: str | None
+    image_pad: int
+    device: str
+    compile: bool  # torch.compile the networks' forward passes
+    autocast: str | None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
 
     def validate(self) -> None:
         checks = {

@@ -17,7 +17,6 @@ fine selection runs over all K x D numbers at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.config import is_integer, is_number, require_all
+from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
 from robot_rl.policies.cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
 
 
@@ -80,12 +79,12 @@ class SequenceCritic(nn.Module):
         return self.head(hidden)
 
 
-@dataclass
+@yaml_defaults("agent/cqn_as.yaml")
 class CQNASConfig(CQNConfig):
-    hidden: int = 128  # trunk and GRU width, sized for a CPU learner (the paper: 512 on a GPU)
-    utd: int = 1  # critic updates per env step (one update costs ~K times a CQN update)
-    horizon: int = 4  # K actions per critic query
-    ensemble_decay: float = 0.01  # temporal ensembling: w_i = exp(-decay * i), i = 0 the oldest chunk
+    hidden: int  # trunk and GRU width, sized for a CPU learner (the paper: 512 on a GPU)
+    utd: int  # critic updates per env step (one update costs ~K times a CQN update)
+    horizon: int  # K actions per critic query
+    ensemble_decay: float  # temporal ensembling: w_i = exp(-decay * i), i = 0 the oldest chunk
 
     def validate(self) -> None:
         super().validate()

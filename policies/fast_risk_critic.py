@@ -20,27 +20,26 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.config import is_integer, is_number, require_all, settings_of
+from robot_rl.config import is_integer, is_number, require_all, settings_of, yaml_defaults
 from robot_rl.safety.fast_risk import INPUT_WIDTH, FastRiskModel
 
 
-@dataclass(frozen=True)
+@yaml_defaults("config.yaml", "fast_fit", frozen=True)
 class FastFitConfig:
     """How to fit the fast-loop risk model (``fast_fit`` in the config)."""
 
-    horizon: int = 25  # ticks: a violation within this many ticks labels a tick risky (25 at 500 Hz: 50 ms)
-    hidden: tuple[int, ...] = (128, 128)
-    updates: int = 2000
-    batch_size: int = 512
-    lr: float = 1e-3
-    activation: str = "relu"
+    horizon: int  # ticks: a violation within this many ticks labels a tick risky (25 at 500 Hz: 50 ms)
+    hidden: tuple[int, ...]
+    updates: int
+    batch_size: int
+    lr: float
+    activation: str
 
     def validate(self) -> None:
         checks = {

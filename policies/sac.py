@@ -23,53 +23,52 @@ the actor's backward pass goes through the critic to the action without computin
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all
+from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
 from robot_rl.policies.conservative import behaviour_cloning, continuous_penalty
 from robot_rl.policies.encoders import camera_checks
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
-from robot_rl.policies.gsde import DEFAULT_SAMPLE_FREQ, GSDEActor, NoiseSchedule
+from robot_rl.policies.gsde import GSDEActor, NoiseSchedule
 from robot_rl.policies.networks import CriticEnsemble, TanhGaussianActor
 
 
-@dataclass
+@yaml_defaults("agent/sac.yaml")
 class SACConfig:
-    hidden: list[int] = field(default_factory=lambda: [256, 256])
-    critic_ensemble: int = 2
-    critic_subset: int = 2
-    discount: float = 0.97
-    lr: float = 3e-4
-    tau: float = 0.005
-    init_temperature: float = 0.01
-    target_entropy: float | None = None  # default -|A| / 2
-    backup_entropy: bool = False
-    utd: int = 4
-    critic_actor_ratio: int = 2
-    exploration: str = "gaussian"  # gaussian | gsde
-    sde_sample_freq: int = DEFAULT_SAMPLE_FREQ  # gSDE: env steps per noise draw, -1 = once per episode
-    sde_log_std_init: float = -4.0  # gSDE: initial std of the action noise ~0.18 at 256 features
-    sde_full_std: bool = True
-    sde_use_expln: bool = False
-    gripper_critic: bool = False
-    grasp_penalty: float = 0.02
-    gripper_epsilon: float = 0.1  # random gripper class while exploring
-    gripper_initial_command: float = -1.0  # the command an episode starts with (-1 open)
-    camera_encoder: str = "cnn"  # cnn | resnet10
-    camera_feature_dim: int = 50
-    camera_strides: list[int] = field(default_factory=lambda: [2, 1, 1, 1])  # cnn: one 3x3 conv per stride
-    pretrained_weights: str | None = None
-    image_pad: int = 4
-    device: str = "auto"
-    compile: bool = False  # torch.compile the networks' forward passes
-    autocast: str | None = None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
+    hidden: list[int]
+    critic_ensemble: int
+    critic_subset: int
+    discount: float
+    lr: float
+    tau: float
+    init_temperature: float
+    target_entropy: float | None  # default -|A| / 2
+    backup_entropy: bool
+    utd: int
+    critic_actor_ratio: int
+    exploration: str  # gaussian | gsde
+    sde_sample_freq: int  # gSDE: env steps per noise draw, -1 = once per episode
+    sde_log_std_init: float  # gSDE: initial std of the action noise ~0.18 at 256 features
+    sde_full_std: bool
+    sde_use_expln: bool
+    gripper_critic: bool
+    grasp_penalty: float
+    gripper_epsilon: float  # random gripper class while exploring
+    gripper_initial_command: float  # the command an episode starts with (-1 open)
+    camera_encoder: str  # cnn | resnet10
+    camera_feature_dim: int
+    camera_strides: list[int]  # cnn: one 3x3 conv per stride
+    pretrained_weights: str | None
+    image_pad: int
+    device: str
+    compile: bool  # torch.compile the networks' forward passes
+    autocast: str | None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
 
     def validate(self) -> None:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))

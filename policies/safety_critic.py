@@ -20,26 +20,25 @@ to :class:`RiskModel`, a numpy-only forward pass.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import is_integer, is_number, require_all
+from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
 from robot_rl.policies.base import soft_update
 from robot_rl.policies.networks import CriticEnsemble
 
 
-@dataclass
+@yaml_defaults("config.yaml", "safety.critic")
 class SafetyCriticConfig:
-    hidden: list[int] = field(default_factory=lambda: [128, 128])  # small: it runs in the 1 kHz filter loop
-    discount: float = 0.7  # gamma_risk: how far ahead a violation counts
-    lr: float = 3e-4
-    tau: float = 0.005
-    batch_size: int = 256
-    violation_fraction: float = 0.3  # share of violations in each batch (when there are any)
+    hidden: list[int]  # small: it runs in the 1 kHz filter loop
+    discount: float  # gamma_risk: how far ahead a violation counts
+    lr: float
+    tau: float
+    batch_size: int
+    violation_fraction: float  # share of violations in each batch (when there are any)
 
     def validate(self) -> None:
         number = {key: is_number(getattr(self, key)) for key in ("discount", "lr", "tau", "violation_fraction")}

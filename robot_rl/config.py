@@ -7,11 +7,15 @@ answered with a sentence the user can act on.
 
 from __future__ import annotations
 
+import copy
+import functools
+import inspect
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import MISSING as MISSING_DEFAULT
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -150,3 +154,53 @@ def settings_of(prefix: str, cls: type[Settings], values: Mapping[str, Any] | No
         if key not in known:
             raise ConfigError(f"{prefix}.{key}", values[key], "one of " + ", ".join(sorted(known)))
     return cls(**values)
+
+
+# ----------------------------------------------------------------------------- defaults: the packaged YAML
+@functools.cache
+def packaged_yaml(file: str) -> dict[str, Any]:
+    """The packaged config file ``configs/<file>`` (installed as ``robot_rl.configs``) as plain containers, its
+    interpolations (``${...}``) left as written."""
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.create((files("robot_rl.configs") / file).read_text()), resolve=False)
+
+
+def yaml_defaults(file: str, section: str | None = None, frozen: bool = False) -> Callable[[type], type]:
+    """Class decorator: a settings dataclass whose field defaults are the values of ``section`` (dotted; None: the
+    whole file) of the packaged ``configs/<file>``, so the YAML a user reads and edits is the one place a default is
+    written, and a settings object built in Python (a test, a notebook) behaves like ``robot-rl`` without overrides.
+
+    Fields the YAML leaves to the composed config keep the default written in the class: an interpolation
+    (``${task.name}`` in a run folder) and a nested section (its own settings class). An inherited field gets this
+    file's value too (``agent/cqn_as.yaml`` over ``agent/cqn.yaml``). A field with a default from neither is an
+    error when the class is defined."""
+
+    def make(cls: type) -> type:
+        values: Any = packaged_yaml(file)
+        for key in section.split(".") if section else []:
+            values = values[key]
+        own = inspect.get_annotations(cls)
+        inherited = {f.name: f for f in fields(cls)} if is_dataclass(cls) else {}
+        for name in [*inherited, *(name for name in own if name not in inherited)]:
+            value = values.get(name)
+            if name not in values or isinstance(value, dict) or (isinstance(value, str) and "${" in value):
+                continue
+            if name not in own:  # redeclared in this class, in its place among the inherited fields
+                cls.__annotations__[name] = inherited[name].type
+            if isinstance(value, list) and "tuple" in str(own.get(name, inherited.get(name) and inherited[name].type)):
+                value = tuple(value)  # an immutable default, as the class declares it
+            setattr(
+                cls,
+                name,
+                field(default_factory=functools.partial(copy.deepcopy, value)) if isinstance(value, list) else value,
+            )
+        made = dataclass(frozen=frozen)(cls)
+        missing = [f.name for f in fields(made) if f.default is f.default_factory is MISSING_DEFAULT]
+        if missing:
+            raise TypeError(f"{cls.__name__}: no default in configs/{file} ({section}) for {', '.join(missing)}")
+        return made
+
+    return make

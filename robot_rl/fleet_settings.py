@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from omegaconf import DictConfig, OmegaConf
 
-from .config import choice, is_integer, is_number, require_all, settings_of
+from .config import choice, is_integer, is_number, require_all, settings_of, yaml_defaults
 
 
-@dataclass
+@yaml_defaults("fleet/local.yaml")
 class FleetSettings:
-    kind: str = "local"  # local: one actor in the training process | ray: sim actors on Ray (robot_rl/fleet.py)
-    actors: int = 2  # ray: sim actors, each with its own seed and randomization draws
-    address: str | None = None  # ray: an existing cluster ("auto", "ray://host:10001"); null: a local Ray instance
-    episodes_per_call: int = 1  # ray: whole episodes an actor plays per hand-in of its transitions
-    max_restarts: int = 3  # ray: times Ray restarts a crashed actor before the run goes on without it
-    cpus_per_actor: float = 1.0  # ray: CPUs Ray reserves per actor
-    object_store_mb: int = 256  # ray: object store of a local Ray instance (MiB)
+    kind: str  # local: one actor in the training process | ray: sim actors on Ray (robot_rl/fleet.py)
+    actors: int  # ray: sim actors, each with its own seed and randomization draws
+    address: str | None  # ray: an existing cluster ("auto", "ray://host:10001"); null: a local Ray instance
+    episodes_per_call: int  # ray: whole episodes an actor plays per hand-in of its transitions
+    max_restarts: int  # ray: times Ray restarts a crashed actor before the run goes on without it
+    cpus_per_actor: float  # ray: CPUs Ray reserves per actor
+    object_store_mb: int  # ray: object store of a local Ray instance (MiB)
 
 
 def fleet_settings(cfg: DictConfig) -> FleetSettings:

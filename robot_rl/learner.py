@@ -10,14 +10,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from .config import is_integer, is_number, positive, require_all, settings_of
+from .config import is_integer, is_number, positive, require_all, settings_of, yaml_defaults
 from .data import MixedSampler, ReplayBuffer
 from .data.streams import StreamWriter
 from .data.transition import Transition
@@ -26,28 +25,30 @@ from .safety.training import SafetySettings
 from .transport import DeliveryLedger, Transport
 
 
-@dataclass
+@yaml_defaults("config.yaml", "train")
 class TrainSettings:
-    run_dir: str = "runs/default"
-    resume: bool = False
-    env_steps: int = 16_000  # online env steps (demos not counted)
-    demo_episodes: int = 20
-    start_training: int = 200  # online transitions before the first update
-    batch_size: int = 128
-    demo_fraction: float = 0.5
-    n_step: int = 1
-    buffer_capacity: int = 200_000
-    weights_every: int = 20  # learner update calls between weight publications
-    sync: bool = True  # sim: the actor waits for the learner so the update-to-data ratio holds
-    max_lag: int = 20  # env steps the actor may run ahead of the learner when sync
-    eval_every: int = 2_000
-    eval_episodes: int = 20
-    final_eval_episodes: int = 50
-    checkpoint_every: int = 4_000
-    record_episodes: bool = True
-    torch_threads: int = 1
-    deterministic: bool = False  # same seed, same weights: the actor takes new weights only once the learner has
-    # caught up with every step sent (slower), and torch uses deterministic algorithms
+    """``train:`` of ``configs/config.yaml`` (the defaults and what each setting means are written there)."""
+
+    run_dir: str = "runs/default"  # the YAML's is built from the task and seed
+    resume: bool
+    env_steps: int  # online env steps (demos not counted)
+    demo_episodes: int
+    start_training: int  # online transitions before the first update
+    batch_size: int
+    demo_fraction: float
+    n_step: int
+    buffer_capacity: int
+    weights_every: int  # learner update calls between weight publications
+    sync: bool  # sim: the actor waits for the learner so the update-to-data ratio holds
+    max_lag: int  # env steps the actor may run ahead of the learner when sync
+    eval_every: int
+    eval_episodes: int
+    final_eval_episodes: int
+    checkpoint_every: int
+    record_episodes: bool
+    torch_threads: int
+    deterministic: bool  # same seed, same weights: the actor takes new weights only once the learner has caught up
+    # with every step sent (slower), and torch uses deterministic algorithms
 
 
 def settings_from(cfg: DictConfig) -> TrainSettings:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from .checkpoint import PRETRAIN_FILE, task_definition, write_task_definition
-from .config import ConfigError, integer, is_integer, output_path, positive, require_all, settings_of
+from .config import ConfigError, integer, is_integer, output_path, positive, require_all, settings_of, yaml_defaults
 from .data.replay_buffer import WeightedSampler
 from .envs import make_env, observation_shapes
 from .evaluate import EVAL_SEED, evaluate
@@ -36,21 +36,21 @@ from .policies.conservative import ConservativeConfig
 from .session import make_agent
 
 
-@dataclass
+@yaml_defaults("config.yaml", "pretrain")
 class PretrainSettings:
     store: Any = None  # an episode store or a list of them (pretrain_settings: a list of Paths)
-    weights: list[float] | None = None  # per store; null: equal
-    algorithm: str = "calql"  # calql | cql | none
-    alpha: float = 5.0
-    actions: int = 4
-    temperature: float = 1.0
-    bc_weight: float = 0.0
-    updates: int = 20_000  # critic gradient steps
-    batch_size: int = 256
+    weights: list[float] | None  # per store; null: equal
+    algorithm: str  # calql | cql | none
+    alpha: float
+    actions: int
+    temperature: float
+    bc_weight: float
+    updates: int  # critic gradient steps
+    batch_size: int
     out: str = "runs/pretrain"
-    eval_every: int = 5_000  # critic steps between evaluations in the sim (0: only at the end)
-    eval_episodes: int = 20
-    log_every: int = 200  # critic steps between TensorBoard points
+    eval_every: int  # critic steps between evaluations in the sim (0: only at the end)
+    eval_episodes: int
+    log_every: int  # critic steps between TensorBoard points
 
     @property
     def conservative(self) -> ConservativeConfig:

@@ -9,12 +9,11 @@ the same call; in sim a :class:`ScriptedHuman` built on a task expert plays the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from .config import is_integer, is_number, require_all
+from .config import is_integer, is_number, require_all, yaml_defaults
 
 
 class TeleopSource(Protocol):
@@ -25,7 +24,7 @@ class TeleopSource(Protocol):
     def observe(self, progress: float) -> None: ...
 
 
-@dataclass
+@yaml_defaults("config.yaml", "human")
 class InterventionRules:
     """When the scripted human takes over from the policy.
 
@@ -35,12 +34,12 @@ class InterventionRules:
     episode's best (it heads for failure); at most ``max_takeovers`` times per episode.
     """
 
-    enabled: bool = True
-    stall_steps: int = 10
-    takeover_steps: int = 15
-    min_progress: float = 0.02
-    drop_tolerance: float = 0.3
-    max_takeovers: int = 3
+    enabled: bool
+    stall_steps: int
+    takeover_steps: int
+    min_progress: float
+    drop_tolerance: float
+    max_takeovers: int
 
     def __post_init__(self) -> None:
         require_all(

@@ -19,25 +19,25 @@ continues from its own checkpoint and loads nothing from ``init.checkpoint``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from .checkpoint import PRETRAIN_FILE, check_task_definition, load_agent
-from .config import ConfigError, is_integer, require_all, settings_of
+from .config import ConfigError, is_integer, require_all, settings_of, yaml_defaults
 from .folders import latest
 from .learner import Learner
 from .offline_data import add_offline, store_paths
 
 
-@dataclass
+@yaml_defaults("config.yaml", "init")
 class InitSettings:
-    checkpoint: str | None = None  # null: random weights (no warm start)
-    warmup_steps: int = 500  # online steps of the frozen pretrained policy before the first update
-    retain_offline: bool = False  # keep the offline stores in replay (false: WSRL)
-    store: Any = None  # with retain_offline: stores to keep; null: those the checkpoint was pretrained on (resolved by
+    checkpoint: str | None  # null: random weights (no warm start)
+    warmup_steps: int  # online steps of the frozen pretrained policy before the first update
+    retain_offline: bool  # keep the offline stores in replay (false: WSRL)
+    store: Any  # with retain_offline: stores to keep; null: those the checkpoint was pretrained on (resolved by
     # init_settings to a list of Paths, empty without retain_offline)
 
 

@@ -1,6 +1,7 @@
-"""The defaults a user reads in ``configs/`` are the defaults the code has: every settings dataclass's field
-defaults equal the composed YAML's values (a dataclass built in Python, e.g. in a test or a notebook, behaves like
-``robot-rl`` with no overrides)."""
+"""The defaults a user reads in ``configs/`` are the defaults the code has. The settings dataclasses take their field
+defaults from the packaged YAML (:func:`robot_rl.config.yaml_defaults`); here every field is checked against the
+config Hydra composes (groups, ``defaults`` lists and all): each field is in the YAML and has its value, so a
+settings object built in Python (a test, a notebook) behaves like ``robot-rl`` with no overrides."""
 
 import dataclasses
 
@@ -58,3 +59,32 @@ def test_every_dataclass_default_is_the_yamls(overrides, path, settings):
         elif block[field.name] != default_of(field):
             differences.append(f"{key}: YAML {block[field.name]!r}, {settings.__name__} {default_of(field)!r}")
     assert not differences, "\n".join(differences)
+
+
+def test_a_default_comes_from_the_yaml_and_is_a_fresh_copy_per_object(tmp_path, monkeypatch):
+    """The decorator reads the YAML file (not a copy written in the class): a packaged file with other values gives
+    other defaults; a list default is not shared between two objects; a field with no default anywhere is refused."""
+    from robot_rl import config as config_module
+
+    (tmp_path / "robot_rl_test_defaults.yaml").write_text("block:\n  steps: 7\n  sizes: [1, 2]\n  run: ${x}\n")
+    monkeypatch.setattr(
+        config_module,
+        "packaged_yaml",
+        lambda file: OmegaConf.to_container(OmegaConf.load(tmp_path / file), resolve=False),
+    )
+
+    @config_module.yaml_defaults("robot_rl_test_defaults.yaml", "block")
+    class Block:
+        steps: int
+        sizes: list[int]
+        run: str = "runs/default"  # an interpolation in the YAML: the class keeps its own
+
+    first, second = Block(), Block()
+    first.sizes.append(3)
+    assert (second.steps, second.sizes, second.run) == (7, [1, 2], "runs/default")
+    with pytest.raises(TypeError, match="unknown"):
+
+        @config_module.yaml_defaults("robot_rl_test_defaults.yaml", "block")
+        class Incomplete:
+            steps: int
+            unknown: float

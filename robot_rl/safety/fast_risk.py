@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from robot_rl.config import ConfigError, is_integer, is_number, require_all, settings_of
+from robot_rl.config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
 from robot_rl.folders import write_new_file
 from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
 
@@ -342,24 +342,24 @@ def check_layers(layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: st
 
 
 # ----------------------------------------------------------------------------- settings
-@dataclass(frozen=True)
+@yaml_defaults("config.yaml", "safety.fast_critic", frozen=True)
 class FastCriticSettings:
     """``safety.fast_critic`` of the config: the safety node's learned fast-loop filter."""
 
-    enabled: bool = False
-    weights: str | None = None  # .npz of the starting model; None: hard layer only until the weights topic brings one
-    threshold_on: float = 0.25  # engage above this risk of the commanded delta ...
-    threshold_off: float = 0.1  # ... release after ``dwell`` s below this one
-    dwell: float = 0.05  # s
-    scales: tuple[float, ...] = (1.0, 0.5, 0.25)  # line search over the delta's translation and rotation
-    escape_step: float = 0.0  # m: steps along +-x, +-y, +-z as recovery candidates too (0: none)
-    retreat_distance: float = 0.01  # m along the measured external force
-    deadline_us: float = 200.0  # us of the tick thread's CPU time in the model; slower: bypassed
-    report_period: float = 60.0  # s between the node's count reports
-    sim_rate_hz: float | None = None  # Hz of the tick in a MuJoCo task's control substeps (robot-rl train)
-    learn: bool = False  # the learner fits the model online to the ticks the sim's fast loop records (fast_fit.*)
-    learn_every: int = 1000  # online steps between two fits
-    learn_updates: int = 300  # gradient steps per fit
+    enabled: bool
+    weights: str | None  # .npz of the starting model; None: hard layer only until the weights topic brings one
+    threshold_on: float  # engage above this risk of the commanded delta ...
+    threshold_off: float  # ... release after ``dwell`` s below this one
+    dwell: float  # s
+    scales: tuple[float, ...]  # line search over the delta's translation and rotation
+    escape_step: float  # m: steps along +-x, +-y, +-z as recovery candidates too (0: none)
+    retreat_distance: float  # m along the measured external force
+    deadline_us: float  # us of the tick thread's CPU time in the model; slower: bypassed
+    report_period: float  # s between the node's count reports
+    sim_rate_hz: float | None  # Hz of the tick in a MuJoCo task's control substeps (robot-rl train)
+    learn: bool  # the learner fits the model online to the ticks the sim's fast loop records (fast_fit.*)
+    learn_every: int  # online steps between two fits
+    learn_updates: int  # gradient steps per fit
 
     def __post_init__(self) -> None:
         checks = {

@@ -41,21 +41,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_rl.config import require_all
+from robot_rl.config import require_all, yaml_defaults
 
 RiskFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RecoveryBuilder = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (state, action) -> (1 + E, A) candidate rows
 
 
-@dataclass(frozen=True)
+@yaml_defaults("config.yaml", "safety.filter", frozen=True)
 class FilterSettings:
-    threshold_on: float = 0.25  # engage above this risk
-    threshold_off: float = 0.1  # release below this risk ...
-    dwell_steps: int = 3  # ... held for this many steps
-    scales: tuple[float, ...] = (1.0, 0.5, 0.25)  # line search over the action's Cartesian part
-    escape_step: float = 0.5  # length of the escape actions (normalised action units); 0: recovery action only
-    deadline_s: float = 0.002  # a slower risk model is bypassed
-    gripper_last: bool = True  # the last action dimension is the gripper: never scaled
+    threshold_on: float  # engage above this risk
+    threshold_off: float  # release below this risk ...
+    dwell_steps: int  # ... held for this many steps
+    scales: tuple[float, ...]  # line search over the action's Cartesian part
+    escape_step: float  # length of the escape actions (normalised action units); 0: recovery action only
+    deadline_s: float  # a slower risk model is bypassed
+    gripper_last: bool  # the last action dimension is the gripper: never scaled
 
     def __post_init__(self) -> None:
         checks = {

@@ -17,13 +17,13 @@ episode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import ConfigError, is_integer, is_number, require_all, settings_of
+from ..config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
 from .fast_risk import fast_critic_settings
 from .filter import FilterSettings, SafetyFilter
 
@@ -31,16 +31,16 @@ RISK_MODEL_KEY = "safety.risk_model"
 RELABEL = ("proposed", "executed")
 
 
-@dataclass
+@yaml_defaults("config.yaml", "safety")
 class SafetySettings:
-    enabled: bool = False
-    penalty: float = 0.1  # reward penalty on steps the filter changed
-    relabel: str = "proposed"  # what the task policy learns a filtered step as: the action it proposed (Recovery RL,
+    enabled: bool
+    penalty: float  # reward penalty on steps the filter changed
+    relabel: str  # what the task policy learns a filtered step as: the action it proposed (Recovery RL,
     # the filter is part of the environment) or the action executed; the safety critic always learns the executed one
-    warmup: int = 1000  # online transitions before a critic trained from scratch acts (a pretrained one acts at once)
-    pretrain_store: str | None = None  # episode store with recorded violations (safety_flags)
-    pretrain_updates: int = 2000
-    prior_fraction: float = 0.75  # share of each online batch drawn from the pretraining store
+    warmup: int  # online transitions before a critic trained from scratch acts (a pretrained one acts at once)
+    pretrain_store: str | None  # episode store with recorded violations (safety_flags)
+    pretrain_updates: int
+    prior_fraction: float  # share of each online batch drawn from the pretraining store
     critic: dict[str, Any] = field(default_factory=dict)  # SafetyCriticConfig fields
     filter: dict[str, Any] = field(default_factory=dict)  # FilterSettings fields
     fast_critic: dict[str, Any] = field(default_factory=dict)  # the safety node's: FastCriticSettings fields
