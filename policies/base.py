@@ -21,7 +21,7 @@ and ``autocast`` (``bf16``: forward passes in bfloat16 under ``torch.autocast``,
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ import torch
 
 from robot_rl.data.augment import random_shift
 from robot_rl.policies.conservative import ConservativeConfig
-from robot_rl.policies.encoders import ObservationEncoder
+from robot_rl.policies.encoders import ObservationEncoder, camera_checks
 
 
 class OffPolicyAgent:
@@ -191,13 +191,27 @@ class OffPolicyAgent:
             self.generator.set_state(state["generator"])
 
 
-def speed_checks(config) -> dict[str, tuple[bool, str]]:
-    """``validate`` checks (``require_all`` format) of the ``compile`` and ``autocast`` flags every agent config
-    carries."""
-    return {
-        "compile": (isinstance(config.compile, bool), "true or false"),
-        "autocast": (config.autocast in (None, "bf16"), "null (float32) or bf16"),
-    }
+@dataclass
+class AgentConfig:
+    """The settings every agent's config has (the defaults: ``configs/agent/<agent>.yaml``): its camera encoder and
+    where and how it computes."""
+
+    camera_encoder: str  # cnn (trained from scratch) | resnet10
+    camera_feature_dim: int
+    camera_strides: list[int]  # cnn: one 3x3 conv per stride
+    pretrained_weights: str | None  # path to a ResNet-10 state_dict for camera_encoder=resnet10 (frozen)
+    image_pad: int  # random-shift augmentation (pixels)
+    device: str  # auto: cuda when available
+    compile: bool  # torch.compile the networks' forward passes
+    autocast: str | None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
+
+    def shared_checks(self) -> dict[str, tuple[bool, str]]:
+        """``validate`` checks (``require_all`` format) of these settings."""
+        return {
+            **camera_checks(self),
+            "compile": (isinstance(self.compile, bool), "true or false"),
+            "autocast": (self.autocast in (None, "bf16"), "null (float32) or bf16"),
+        }
 
 
 def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:

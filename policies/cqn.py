@@ -38,9 +38,8 @@ from torch import nn
 
 from robot_rl.config import ConfigError, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.observation_keys import PRIVILEGED_KEY
-from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
+from robot_rl.policies.base import AgentConfig, OffPolicyAgent, soft_update
 from robot_rl.policies.conservative import discrete_penalty
-from robot_rl.policies.encoders import camera_checks
 
 TIE_TOLERANCE = 1e-4
 
@@ -198,7 +197,7 @@ class CoarseToFineCritic(nn.Module):
 
 # --------------------------------------------------------------------- agent
 @yaml_defaults("agent/cqn.yaml")
-class CQNConfig:
+class CQNConfig(AgentConfig):
     levels: int
     bins: int
     atoms: int
@@ -214,19 +213,10 @@ class CQNConfig:
     bc_lambda: float  # weight of the demo losses (stochastic dominance + margin)
     bc_margin: float  # Q(demo bin) - Q(other bin) the margin loss asks for; 0 turns it off
     explore_std: float
-    camera_encoder: str  # cnn | resnet10
-    camera_feature_dim: int
-    camera_strides: list[int]  # cnn: one 3x3 conv per stride
-    pretrained_weights: str | None
-    image_pad: int
-    device: str
-    compile: bool  # torch.compile the networks' forward passes
-    autocast: str | None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
 
     def validate(self) -> None:
         checks = {
-            **camera_checks(self),
-            **speed_checks(self),
+            **self.shared_checks(),
             "levels": (is_integer(self.levels) and self.levels >= 2, "an integer >= 2"),
             "bins": (is_integer(self.bins) and self.bins >= 2, "an integer >= 2"),
             "atoms": (is_integer(self.atoms) and self.atoms >= 2, "an integer >= 2"),

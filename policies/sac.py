@@ -31,16 +31,15 @@ import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.observation_keys import PRIVILEGED_KEY
-from robot_rl.policies.base import OffPolicyAgent, soft_update, speed_checks
+from robot_rl.policies.base import AgentConfig, OffPolicyAgent, soft_update
 from robot_rl.policies.conservative import behaviour_cloning, continuous_penalty
-from robot_rl.policies.encoders import camera_checks
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
 from robot_rl.policies.gsde import GSDEActor, NoiseSchedule
 from robot_rl.policies.networks import CriticEnsemble, TanhGaussianActor
 
 
 @yaml_defaults("agent/sac.yaml")
-class SACConfig:
+class SACConfig(AgentConfig):
     hidden: list[int]
     critic_ensemble: int
     critic_subset: int
@@ -61,20 +60,11 @@ class SACConfig:
     grasp_penalty: float
     gripper_epsilon: float  # random gripper class while exploring
     gripper_initial_command: float  # the command an episode starts with (-1 open)
-    camera_encoder: str  # cnn | resnet10
-    camera_feature_dim: int
-    camera_strides: list[int]  # cnn: one 3x3 conv per stride
-    pretrained_weights: str | None
-    image_pad: int
-    device: str
-    compile: bool  # torch.compile the networks' forward passes
-    autocast: str | None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
 
     def validate(self) -> None:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
         checks = {
-            **camera_checks(self),
-            **speed_checks(self),
+            **self.shared_checks(),
             "hidden": (
                 isinstance(self.hidden, (list, tuple))
                 and len(self.hidden) >= 1
