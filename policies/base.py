@@ -2,8 +2,10 @@
 
 An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and offers
 
-- ``act(obs, explore) -> action`` in [-1, 1]^A for one observation dict,
-- ``begin_episode()`` before the first ``act`` of an episode (noise resampling, action chunks),
+- ``act(obs, explore) -> action`` in [-1, 1]^A for one observation dict, and ``act_batch(obs, explore) -> (N, A)``
+  for N of them (one per env an actor steps): row k acts for *slot* k, whose episode has its own exploration state,
+- ``begin_episode(slot=0)`` before the first action of an episode on that slot (noise resampling, gripper command,
+  action chunks),
 - ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch (a dict of arrays or of tensors,
   as :class:`robot_rl.data.MixedSampler` gives them) and the metrics are 0-d tensors on the agent's device, read
   (and so waited for) only when someone logs them,
@@ -21,6 +23,7 @@ and ``autocast`` (``bf16``: forward passes in bfloat16 under ``torch.autocast``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,6 +53,7 @@ class OffPolicyAgent:
         # every draw while acting or learning comes from the agent's own generators, never from torch's global
         # one: the actor and learner threads of one run then draw the same numbers however they interleave
         self.generator = torch.Generator(self.device).manual_seed(seed)
+        self.seed = seed
         self.updates = 0
         # offline pretraining (robot-rl pretrain): the critic loss's conservative term (CQL / Cal-QL); None online
         self.conservative: ConservativeConfig | None = None
@@ -75,8 +79,17 @@ class OffPolicyAgent:
             cfg.camera_strides,
         ).to(self.device)
 
-    def begin_episode(self) -> None:
-        """Called by the actor before the first :meth:`act` of every episode."""
+    def begin_episode(self, slot: int = 0) -> None:
+        """Called by the actor before the first action of every episode on ``slot`` (stateless agents: nothing)."""
+
+    def act(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+        """Action in [-1, 1]^A for one observation (slot 0): sampled if ``explore``, else the policy's mode."""
+        return self.act_batch({key: np.asarray(value)[None] for key, value in obs.items()}, explore)[0]
+
+    def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+        """Actions (N, A) float32 in [-1, 1] for N observations (arrays with a leading N), in one forward pass; row
+        k acts for slot k."""
+        raise NotImplementedError
 
     def obs_tensors(self, obs: dict[str, np.ndarray | torch.Tensor], augment: bool = False) -> dict[str, torch.Tensor]:
         """Batched observations (arrays or tensors; images uint8 (B, H, W, C)) -> tensors on the agent's device;
@@ -134,9 +147,6 @@ class OffPolicyAgent:
         """Standard normal noise shaped and placed like ``like``, drawn from the agent's own generator."""
         noise = torch.randn(like.shape, generator=self.generator, device=self.generator.device, dtype=like.dtype)
         return noise.to(like.device)
-
-    def single_obs(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        return self.obs_tensors({key: np.asarray(value)[None] for key, value in obs.items()})
 
     # ----------------------------------------------------------------- weights and state
     def policy_state(self) -> dict[str, torch.Tensor]:
@@ -212,6 +222,13 @@ class AgentConfig:
             "compile": (isinstance(self.compile, bool), "true or false"),
             "autocast": (self.autocast in (None, "bf16"), "null (float32) or bf16"),
         }
+
+
+def slot_states(states: list[Any], count: int, make: Callable[[int], Any]) -> list[Any]:
+    """The acting state of slots 0..count-1: ``states`` grown in place with ``make(slot)`` as new slots appear."""
+    while len(states) < count:
+        states.append(make(len(states)))
+    return states[:count]
 
 
 def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:

@@ -311,12 +311,12 @@ class CQNAgent(OffPolicyAgent):
         return snap_to_grid(noisy, cfg.levels, cfg.bins)
 
     @torch.no_grad()
-    def act(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
-        features = self.encoder(self.single_obs(obs))
+    def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+        features = self.encoder(self.obs_tensors(obs))
         action = self.greedy(self.target_critic, features)[0].cpu()
         if explore:
             action = self.explore_noise(action)
-        return action[0].numpy().astype(np.float32)
+        return action.numpy().astype(np.float32)
 
     # ----------------------------------------------------------------- learning
     def update(self, sample_batch) -> dict[str, torch.Tensor]:

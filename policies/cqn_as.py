@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
+from robot_rl.policies.base import slot_states
 from robot_rl.policies.cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
 
 
@@ -111,23 +112,31 @@ class CQNASAgent(CQNAgent):
         config = config or CQNASConfig()
         self.sequence_length = config.horizon
         super().__init__(observation_shapes, action_dim, config, seed)
-        self.ensemble = TemporalEnsemble(config.horizon, action_dim, config.ensemble_decay)
+        self._ensembles: list[TemporalEnsemble] = []  # per acting slot: the chunks its episode issued
 
     def make_critic(self, feature_dim: int) -> nn.Module:
         cfg = self.config
         return SequenceCritic(feature_dim, self.action_dim, cfg.horizon, cfg.levels, cfg.bins, cfg.atoms, cfg.hidden)
 
-    def begin_episode(self) -> None:
-        self.ensemble.reset()
+    def ensembles(self, count: int) -> list[TemporalEnsemble]:
+        """The temporal ensemble of each of slots 0..count-1."""
+        cfg = self.config
+        return slot_states(
+            self._ensembles, count, lambda slot: TemporalEnsemble(cfg.horizon, self.action_dim, cfg.ensemble_decay)
+        )
+
+    def begin_episode(self, slot: int = 0) -> None:
+        self.ensembles(slot + 1)[slot].reset()
 
     @torch.no_grad()
-    def act(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
-        features = self.encoder(self.single_obs(obs))
-        chunk = self.greedy(self.target_critic, features)[0].view(self.config.horizon, self.action_dim)
-        action = torch.as_tensor(self.ensemble(chunk.cpu().numpy()))[None]
+    def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+        features = self.encoder(self.obs_tensors(obs))
+        chunks = self.greedy(self.target_critic, features)[0].view(-1, self.config.horizon, self.action_dim).cpu()
+        ensembles = self.ensembles(len(chunks))
+        action = torch.as_tensor(np.stack([ensemble(chunk) for ensemble, chunk in zip(ensembles, chunks.numpy())]))
         if explore:
             action = (action + self.config.explore_std * self.normal_noise(action)).clamp(-1, 1)
-        return action[0].numpy().astype(np.float32)
+        return action.numpy().astype(np.float32)
 
     def executed_actions(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         sequence = torch.as_tensor(batch["action_sequence"], device=self.device)  # (B, K, D)

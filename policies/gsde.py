@@ -106,9 +106,12 @@ class GSDEActor(nn.Module):
 
     def explore(self, features: torch.Tensor, exploration_matrix: torch.Tensor) -> torch.Tensor:
         """The acting side's action tanh(mu(s) + z(s)^T theta), without the log-probability: a few
-        tensor ops per step (each one waits for the GIL while the learner thread runs)."""
+        tensor ops per step (each one waits for the GIL while the learner thread runs). One theta
+        (latent_dim, action_dim) for every row, or one per row (batch, latent_dim, action_dim)."""
         mean, latent = self(features)
-        return torch.tanh(mean + latent @ exploration_matrix)
+        if exploration_matrix.dim() == 2:
+            return torch.tanh(mean + latent @ exploration_matrix)
+        return torch.tanh(mean + torch.bmm(latent.unsqueeze(1), exploration_matrix).squeeze(1))
 
     def mode(self, features: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(features)[0])

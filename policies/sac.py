@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.observation_keys import PRIVILEGED_KEY
-from robot_rl.policies.base import AgentConfig, OffPolicyAgent, soft_update
+from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states, soft_update
 from robot_rl.policies.conservative import behaviour_cloning, continuous_penalty
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
 from robot_rl.policies.gsde import GSDEActor, NoiseSchedule
@@ -139,9 +139,10 @@ class SACAgent(OffPolicyAgent):
             self.actor = GSDEActor(
                 features, self.continuous_dim, cfg.hidden, cfg.sde_log_std_init, cfg.sde_full_std, cfg.sde_use_expln
             ).to(self.device)
-            self.noise_schedule = NoiseSchedule(cfg.sde_sample_freq)
         else:
             self.actor = TanhGaussianActor(features, self.continuous_dim, cfg.hidden).to(self.device)
+        self._noise_schedules: list[NoiseSchedule] = []  # per acting slot (gsde)
+        self._gripper_policies: list[GripperPolicy] = []  # per acting slot (gripper critic)
         self.target_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(np.log(cfg.init_temperature), device=self.device, requires_grad=True)
@@ -153,7 +154,6 @@ class SACAgent(OffPolicyAgent):
         if cfg.gripper_critic:
             self.gripper_critic = GripperCritic(features, cfg.hidden).to(self.device)
             self.target_gripper_critic = copy.deepcopy(self.gripper_critic).requires_grad_(False)
-            self.gripper_policy = GripperPolicy(cfg.gripper_initial_command, cfg.gripper_epsilon, seed)
             critic_parameters += list(self.gripper_critic.parameters())
             self.modules += ("gripper_critic", "target_gripper_critic")
             self.policy_modules += ("gripper_critic",)
@@ -164,25 +164,43 @@ class SACAgent(OffPolicyAgent):
         self.compile_networks(*self.modules)
 
     # ----------------------------------------------------------------- acting
-    def begin_episode(self) -> None:
+    def noise_schedules(self, count: int) -> list[NoiseSchedule]:
+        """gSDE: when each of slots 0..count-1 draws its next exploration matrix."""
+        return slot_states(self._noise_schedules, count, lambda slot: NoiseSchedule(self.config.sde_sample_freq))
+
+    def gripper_policies(self, count: int) -> list[GripperPolicy]:
+        """Gripper critic: the held command of each of slots 0..count-1 (slot k's epsilon draws from seed + k)."""
+        cfg = self.config
+        return slot_states(
+            self._gripper_policies,
+            count,
+            lambda slot: GripperPolicy(cfg.gripper_initial_command, cfg.gripper_epsilon, self.seed + slot),
+        )
+
+    def begin_episode(self, slot: int = 0) -> None:
         if self.config.exploration == "gsde":
-            self.noise_schedule.begin_episode()
+            self.noise_schedules(slot + 1)[slot].begin_episode()
         if self.config.gripper_critic:
-            self.gripper_policy.begin_episode()
+            self.gripper_policies(slot + 1)[slot].begin_episode()
 
     @torch.no_grad()
-    def act(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
-        """Action in [-1, 1]^A for one observation (sampled if ``explore``, else the mode)."""
-        features = self.encoder(self.single_obs(obs))
+    def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+        features = self.encoder(self.obs_tensors(obs))
+        count = features.shape[0]
         if not explore:
             action = self.actor.mode(features)
         elif self.config.exploration == "gsde":
-            action = self.actor.explore(features, self.noise_schedule.current(self.actor, self.generator))
+            matrices = [schedule.current(self.actor, self.generator) for schedule in self.noise_schedules(count)]
+            action = self.actor.explore(features, matrices[0] if count == 1 else torch.stack(matrices))
         else:
             action = self.actor.sample(features, generator=self.generator)[0]
-        action = action[0].cpu().numpy().astype(np.float32)
+        action = action.cpu().numpy().astype(np.float32)
         if self.config.gripper_critic:
-            action = np.append(action, np.float32(self.gripper_policy(self.gripper_critic(features), explore)))
+            q_values = self.gripper_critic(features)  # (E, N, 3)
+            commands = [
+                policy(q_values[:, k : k + 1], explore) for k, policy in enumerate(self.gripper_policies(count))
+            ]
+            action = np.concatenate([action, np.asarray(commands, np.float32)[:, None]], axis=1)
         return action
 
     # ----------------------------------------------------------------- learning
