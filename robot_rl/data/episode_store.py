@@ -295,9 +295,9 @@ class EpisodeWriter:
         """Begin an episode with its reset observation (discarding any unfinished one)."""
         self.discard()
         self._check_obs(obs)
-        name = self.store._next_name()
-        self._staging = self.store.path / ".staging" / name
-        shutil.rmtree(self._staging, ignore_errors=True)
+        # a staging folder of its own: writers of one store may have episodes open at once (envs stepped together);
+        # the episode's name is given when it is committed, in commit order
+        self._staging = self.store.path / ".staging" / f"{self.store._next_name()}.{uuid.uuid4().hex[:12]}"
         self._staging.parent.mkdir(exist_ok=True)
         self._group = zarr.open_group(str(self._staging), mode="w-")
         self._hash = ContentHash()
@@ -427,7 +427,7 @@ class EpisodeWriter:
         identity = {"uid": uid or uuid.uuid4().hex, "checksum": self._hash.hexdigest()}
         group.attrs.update(_jsonable({**summary, **attrs, "length": length, "source": source, **identity}))
         _fsync_tree(self._staging)
-        name = self._staging.name
+        name = self.store._next_name()
         os.rename(self._staging, self.store.path / "episodes" / name)
         self._staging, self._group = None, None
         return name

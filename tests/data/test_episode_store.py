@@ -75,6 +75,34 @@ def test_round_trip_is_bit_identical(tmp_path):
     assert sum(p.is_file() for p in chunks.rglob("*")) == 7  # one chunk per camera frame
 
 
+def test_writers_with_episodes_open_at_once_each_commit_their_own(tmp_path):
+    """Envs stepped together record into one store through one writer each, their episodes open at the same time
+    (bug: both writers staged under the same name, and the second start wiped the first's episode)."""
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    episodes = [synthetic_episode(seed, steps=4 + seed) for seed in range(3)]
+    writers = [store.writer() for _ in episodes]
+    for writer, episode in zip(writers, episodes):
+        writer.start({key: value[0] for key, value in episode["obs"].items()})
+    for t in range(max(len(e["action"]) for e in episodes)):  # interleaved steps
+        for writer, episode in zip(writers, episodes):
+            if t < len(episode["action"]):
+                writer.add(
+                    {key: value[t + 1] for key, value in episode["obs"].items()},
+                    episode["action"][t],
+                    episode["reward"][t],
+                    terminated=False,
+                    truncated=t == len(episode["action"]) - 1,
+                    success=False,
+                    timestamp=episode["timestamp"][t],
+                )
+    names = [writer.commit("online", seed=index) for index, writer in reversed(list(enumerate(writers)))]
+    assert names == ["episode_000000", "episode_000001", "episode_000002"]  # named in commit order
+    for name, episode in zip(names, reversed(episodes)):
+        back = store.read_episode(name)
+        np.testing.assert_array_equal(back["action"], episode["action"])
+        np.testing.assert_array_equal(back["obs"]["front"], episode["obs"]["front"])
+
+
 def test_streams_at_their_own_rate(tmp_path):
     store = EpisodeStore.create(tmp_path / "s.zarr", META)
     episode = synthetic_episode(1, steps=2)
