@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,101 @@ from .data.transition import Transition
 from .evaluate import continuity_cost, task_progress
 from .interrupts import deferred_interrupt
 from .transport import Transport
+
+
+class EpisodePlay:
+    """One episode in progress on one env: the reset, then every step of it (the human may take over, else the
+    safety actor may filter the policy's action; the transition goes to the learner and the recorder), and its
+    stats. The same for one env (:func:`run_episode`) and for N envs stepped together (:func:`run_envs`).
+
+    ``actor`` names the stream the transitions belong to when one process steps several envs (None: the only one)."""
+
+    def __init__(
+        self,
+        env,
+        human,
+        safety,
+        transport: Transport,
+        recorder: EpisodeRecorder | None,
+        demo: bool,
+        seed: int | None,
+        actor: str | None = None,
+    ):
+        self.env, self.human, self.safety, self.transport, self.recorder = env, human, safety, transport, recorder
+        self.demo, self.seed, self.actor = demo, seed, actor
+        human.begin_episode(demo)  # before the reset: a human (or the cell) may need to know a demo comes
+        self.obs, info = env.reset(seed=seed)
+        safety.begin_episode()
+        if recorder is not None:
+            randomization = info.get("randomization")
+            recorder.annotate(seed=seed, **({} if randomization is None else {"randomization": randomization}))
+        self.uid = uuid.uuid4().hex  # the episode's identity in every store and at the learner
+        self.ret, self.length, self.interventions, self.actions = 0.0, 0, 0, []
+        self.intervened, self.info = False, info  # of the last step
+
+    def step(self, policy_action: np.ndarray) -> bool:
+        """Execute one step on the policy's proposal; True when the episode has ended (terminated or truncated)."""
+        obs, human, safety = self.obs, self.human, self.safety
+        active, human_action = human(obs, policy_action)
+        action, filtered = (human_action, False) if active else safety(obs, policy_action)
+        next_obs, reward, terminated, truncated, info = self.env.step(action)
+        human.observe(task_progress(self.env, reward))
+        violation = int(info.get("violation", 0))
+        safety.observe(violation)
+        transition = Transition(
+            obs=obs,
+            action=action,
+            reward=reward,
+            next_obs=next_obs,
+            terminated=terminated,
+            truncated=truncated,
+            intervened=bool(active),
+            demo=self.demo,
+            first=self.length == 0,
+            cost=float(violation != 0),
+            filtered=filtered,
+            policy_action=policy_action,
+            success=bool(info["success"]),
+            violation=violation,
+            episode=self.uid,
+            step=self.length,
+            stamp=float(info.get("stamp", 0.0)),
+            streams=None if info.get("fast_loop") is None else info["fast_loop"].as_streams(),
+            **({} if self.actor is None else {"actor": self.actor}),
+        )
+        self.transport.send_transitions([transition])
+        if self.recorder is not None:
+            with deferred_interrupt():  # an episode's commit is never cut in half
+                self.recorder.add([transition])
+        self.ret += reward
+        self.length += 1
+        self.interventions += bool(active)
+        self.intervened = bool(active)
+        self.actions.append(action)
+        self.obs, self.info = next_obs, info
+        return bool(terminated or truncated)
+
+    def cut(self) -> None:
+        """The step budget is spent: the episode ends here, recorded as it is."""
+        if self.recorder is not None:
+            with deferred_interrupt():
+                self.recorder.end_episode()
+
+    def drop(self) -> None:
+        """A stop request came mid-episode: its recording is dropped."""
+        if self.recorder is not None:
+            self.recorder.discard()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "success": bool(self.info["success"]),
+            "return": self.ret,
+            "length": self.length,
+            "interventions": self.interventions,
+            "continuity_cost": continuity_cost(np.asarray(self.actions)),
+            "seed": self.seed,
+            **self.safety.stats(),
+        }
 
 
 def run_episode(
@@ -38,71 +133,65 @@ def run_episode(
     the episode early by returning True (a spent step budget). Returns the episode's stats, or None
     when ``stop`` (a Ctrl-C request) was set during the episode: its recording is then dropped. An episode the
     budget cut short is recorded as it is."""
-    human.begin_episode(demo)  # before the reset: a human (or the cell) may need to know a demo comes
-    obs, info = env.reset(seed=seed)
+    play = EpisodePlay(env, human, safety, transport, recorder, demo, seed)
     agent.begin_episode()
-    safety.begin_episode()
-    if recorder is not None:
-        randomization = info.get("randomization")
-        recorder.annotate(seed=seed, **({} if randomization is None else {"randomization": randomization}))
-    uid = uuid.uuid4().hex  # the episode's identity in every store and at the learner
-    ret, length, interventions, actions = 0.0, 0, 0, []
     while True:
-        policy_action = agent.act(obs, explore=True)
-        active, human_action = human(obs, policy_action)
-        action, filtered = (human_action, False) if active else safety(obs, policy_action)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        human.observe(task_progress(env, reward))
-        violation = int(info.get("violation", 0))
-        safety.observe(violation)
-        transition = Transition(
-            obs=obs,
-            action=action,
-            reward=reward,
-            next_obs=next_obs,
-            terminated=terminated,
-            truncated=truncated,
-            intervened=bool(active),
-            demo=demo,
-            first=length == 0,
-            cost=float(violation != 0),
-            filtered=filtered,
-            policy_action=policy_action,
-            success=bool(info["success"]),
-            violation=violation,
-            episode=uid,
-            step=length,
-            stamp=float(info.get("stamp", 0.0)),
-            streams=None if info.get("fast_loop") is None else info["fast_loop"].as_streams(),
-        )
-        transport.send_transitions([transition])
-        if recorder is not None:
-            with deferred_interrupt():  # an episode's commit is never cut in half
-                recorder.add([transition])
-        ret += reward
-        length += 1
-        interventions += bool(active)
-        actions.append(action)
-        budget_spent = after_step(bool(active)) if after_step is not None else False  # counts the step sent
-        obs = next_obs
-        if terminated or truncated:
+        ended = play.step(agent.act(play.obs, explore=True))
+        budget_spent = after_step(play.intervened) if after_step is not None else False  # counts the step sent
+        if ended:
             break  # recorded, even when a stop came with the last step
         if stop is not None and stop.is_set():
-            if recorder is not None:
-                recorder.discard()
+            play.drop()
             return None
         if budget_spent:
-            if recorder is not None:
-                with deferred_interrupt():
-                    recorder.end_episode()
+            play.cut()
             break
-    stats = {
-        "success": bool(info["success"]),
-        "return": ret,
-        "length": length,
-        "interventions": interventions,
-        "continuity_cost": continuity_cost(np.asarray(actions)),
-        "seed": seed,
-        **safety.stats(),
-    }
-    return stats
+    return play.stats()
+
+
+def run_envs(
+    envs: Sequence[Any],
+    agent,
+    humans: Sequence[Any],
+    safeties: Sequence[Any],
+    transport: Transport,
+    recorders: Sequence[EpisodeRecorder | None],
+    seeds: Callable[[], int],
+    after_step: Callable[[bool], bool],
+    stop: threading.Event | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Online episodes on N envs stepped together, one batched policy call per step (slot k = env k, its
+    transitions the stream ``env<k>``): yields (env, stats) as each episode ends, and a new one starts there with a
+    seed from ``seeds()``. ``after_step(intervened)`` after every env step; once it returns True (the step budget is
+    spent) the episodes in progress end there, recorded as they are, and are yielded too. A stop request drops the
+    episodes in progress and ends the generator."""
+
+    def start(k: int) -> EpisodePlay:
+        play = EpisodePlay(envs[k], humans[k], safeties[k], transport, recorders[k], False, seeds(), f"env{k}")
+        agent.begin_episode(k)
+        return play
+
+    plays = [start(k) for k in range(len(envs))]
+    while True:
+        actions = agent.act_batch({key: np.stack([p.obs[key] for p in plays]) for key in plays[0].obs}, explore=True)
+        for k, play in enumerate(plays):
+            ended = play.step(actions[k])
+            budget_spent = after_step(play.intervened)
+            if ended:
+                yield k, play.stats()
+                if not budget_spent:
+                    plays[k] = start(k)
+            if budget_spent:
+                for other, rest in enumerate(plays):
+                    if rest is play and ended:
+                        continue  # yielded above
+                    if rest.length == 0:
+                        rest.drop()  # started this step, never stepped: nothing to record or count
+                        continue
+                    rest.cut()
+                    yield other, rest.stats()
+                return
+            if stop is not None and stop.is_set():
+                for rest in plays:
+                    rest.drop()
+                return

@@ -40,7 +40,7 @@ from .ros.codec import (
     encode_weights,
     weight_shapes,
 )
-from .session import ActorSession, LearnerSession, make_agent
+from .session import ActorSession, LearnerSession, make_agent, require_one_env
 from .train import (
     episode_store,
     evaluate_and_record,
@@ -107,6 +107,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
 
     fleet = fleet_settings(cfg)
     settings, seed, task, run_dir = run_settings(cfg)
+    require_one_env(settings, "with fleet=ray (more envs: more fleet.actors)")
     eval_env = sim_env(cfg, task, seed, randomize=False)
     shapes, action_dim = observation_shapes(eval_env), int(eval_env.action_space.shape[0])
     schema = TransitionSchema(shapes, action_dim)

@@ -41,6 +41,7 @@ class TrainSettings:
     weights_every: int  # learner update calls between weight publications
     sync: bool  # sim: the actor waits for the learner so the update-to-data ratio holds
     max_lag: int  # env steps the actor may run ahead of the learner when sync
+    num_envs: int  # robot-rl train: sim envs stepped together, one batched policy call per step
     eval_every: int
     eval_episodes: int
     final_eval_episodes: int
@@ -65,6 +66,7 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
         "checkpoint_every",
         "torch_threads",
         "max_lag",
+        "num_envs",
     ):
         positive(f"train.{key}", getattr(settings, key), integer=True)
     require_all(

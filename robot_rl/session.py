@@ -12,7 +12,7 @@ actor and learner nodes of the ROS 2 graph (one each), and the fleet runners to 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,16 +20,16 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from .actor import run_episode
+from .actor import run_envs, run_episode
 from .checkpoint import check_task_definition, load_agent, load_tensors, task_definition, write_task_definition
 from .config import ConfigError, settings_of
 from .data import EpisodeRecorder, ReplayBuffer
 from .envs import load_entry_point
 from .folders import latest, replacing
-from .learner import Learner, settings_from
+from .learner import Learner, TrainSettings, settings_from
 from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel, fast_critic_config
-from .safety.training import SafetyActor, make_safety_learner, safety_settings
+from .safety.training import RISK_MODEL_KEY, SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
 from .warm_start import init_settings, warm_settings, warm_start
 
@@ -60,6 +60,12 @@ def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], 
     return load_entry_point(entry_point)(observation_shapes, action_dim, config, seed=seed)
 
 
+def require_one_env(settings: TrainSettings, where: str) -> None:
+    """Refuse ``train.num_envs`` > 1 ``where`` an actor steps one env (the ROS graph's actor, a Ray fleet actor)."""
+    if settings.num_envs != 1:
+        raise ConfigError("train.num_envs", settings.num_envs, f"1 {where}")
+
+
 class ActorSession:
     """What acts: the agent on the newest weights, its safety filter, the human, and the counts.
 
@@ -78,7 +84,9 @@ class ActorSession:
     ):
         self.settings = settings_from(cfg.train)
         self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
-        self.safety = SafetyActor(safety_settings(cfg.get("safety")))
+        self.safety_settings = safety_settings(cfg.get("safety"))
+        self.safety = SafetyActor(self.safety_settings)
+        self.safeties = [self.safety]  # one per env stepped (play_envs), each filter with its own hysteresis
         self.human = human
         self.counters = counters if counters is not None else Counters()
         self.weights_key: int | None = None  # of the publication acted on (None: the initial weights)
@@ -107,7 +115,8 @@ class ActorSession:
         self.weights_key, weights = published
         self.weights_version, self.weights_session = transport.weights_version(), transport.weights_session()
         self.agent.load_policy_state(weights)
-        self.safety.load(weights)
+        for safety in self.safeties:
+            safety.load(weights)
         self.fast_model = weights.get(FAST_RISK_KEY, self.fast_model)
         return True
 
@@ -148,6 +157,51 @@ class ActorSession:
         counters.episodes += 1
         counters.demo_episodes_done += demo
         return {**stats, "demo": demo, "weights": weights, "learner_session": session}
+
+    def safety_actors(self, count: int) -> list[SafetyActor]:
+        """The safety actors of ``count`` envs, all on the newest risk model (the first is :attr:`safety`)."""
+        while len(self.safeties) < count:
+            safety = SafetyActor(self.safety_settings)
+            if self.safety.filter is not None:
+                safety.load({RISK_MODEL_KEY: self.safety.filter.risk})
+            self.safeties.append(safety)
+        return self.safeties[:count]
+
+    def play_envs(
+        self,
+        envs: list,
+        humans: list,
+        transport: Transport,
+        recorders: list[EpisodeRecorder | None],
+        seeds: Callable[[], int],
+        between_steps: Callable[[], None] | None = None,
+        stop=None,
+    ) -> Iterator[dict[str, Any]]:
+        """Online episodes on ``envs`` stepped together (:func:`~robot_rl.actor.run_envs`, one batched policy call
+        per step), counted; yields each episode's stats as it ends, as :meth:`play` returns them, with ``env`` (its
+        index) and ``weights`` (the update count of the newest weights taken). Ends when the budget is spent (the
+        episodes in progress are yielded as they are) or ``stop`` is set (they are dropped)."""
+        counters = self.counters
+
+        def after_step(intervened: bool) -> bool:
+            counters.env_steps += 1
+            counters.intervention_steps += intervened
+            if between_steps is not None:
+                between_steps()
+            return self.budget_spent
+
+        for env in envs:
+            self.arm_fast_loop(env)
+        safeties = self.safety_actors(len(envs))
+        for index, stats in run_envs(envs, self.agent, humans, safeties, transport, recorders, seeds, after_step, stop):
+            counters.episodes += 1
+            yield {
+                **stats,
+                "demo": False,
+                "env": index,
+                "weights": self.weights_version,
+                "learner_session": self.weights_session,
+            }
 
 
 class LearnerSession:

@@ -38,17 +38,19 @@ from .transport import LocalTransport
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     settings, seed, task, run_dir = run_settings(cfg)
-    env = sim_env(cfg, task, seed, randomize=True)
-    eval_env = sim_env(cfg, task, seed, randomize=False)  # evaluation stays nominal
+    # train.num_envs envs stepped together (env k randomized from seed + 1000 k); evaluation stays nominal
+    envs = [sim_env(cfg, task, seed + 1000 * k, randomize=True) for k in range(settings.num_envs)]
+    env, eval_env = envs[0], sim_env(cfg, task, seed, randomize=False)
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     transport = LocalTransport()
     learning = LearnerSession(cfg, shapes, action_dim, transport)
-    acting = ActorSession(cfg, shapes, action_dim, scripted_human(cfg, task, env))
+    humans = [scripted_human(cfg, task, each) for each in envs]
+    acting = ActorSession(cfg, shapes, action_dim, humans[0])
     acting.counters = counters = learning.open(settings.resume)  # every setting is checked by now
     acting.start_from(learning.learner)
     learner = learning.learner
     store = episode_store(cfg, run_dir, task, env)
-    recorder = None if store is None else EpisodeRecorder(store)
+    recorders = [None if store is None else EpisodeRecorder(store) for _ in envs]  # their episodes interleave
 
     from torch.utils.tensorboard import SummaryWriter
 
@@ -72,41 +74,55 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 time.sleep(0.001)
 
     last_eval = counters.history[-1]["env_steps"] if counters.history else 0
+
+    def after_episode(stats: dict[str, Any]) -> None:
+        """Between two episodes (of any env): new weights, the episode's log, evaluation and checkpoint when due."""
+        nonlocal last_eval
+        if settings.deterministic:
+            learner.wait_until_caught_up(transport.sent)
+        if learner.error is not None:
+            raise RuntimeError("the learner failed") from learner.error
+        if acting.take_weights(transport):
+            for each in envs[1:]:  # env 0's fast loop is armed at every episode start
+                acting.arm_fast_loop(each)
+        if not stats["demo"]:
+            log_episode(tb, counters, stats, learner, started)
+        finished = acting.budget_spent
+        if counters.env_steps - last_eval >= settings.eval_every or finished:
+            last_eval = counters.env_steps
+            acting.arm_fast_loop(eval_env)
+            evaluate_and_record(acting.agent, eval_env, settings, finished, tb, counters, started, progress)
+        if learning.checkpoint_due(counters.env_steps):
+            counters.wall_seconds = time.monotonic() - started
+            learner.ingest_everything_sent(transport.sent)
+            learning.save(counters)
+
     interrupted = False
     # Ctrl-C: a stop request checked after every step and between episodes, so it never lands inside
     # an episode commit, an evaluation or a checkpoint write; a second Ctrl-C raises at once
     with interrupt_requests() as stop:
         try:
             while not acting.budget_spent and not stop.is_set():
-                stats = acting.play(env, transport, recorder, int(rng.integers(2**31)), between_steps, stop)
-                if stats is None:
-                    break  # stopped mid-episode: its recording is dropped
-                if settings.deterministic:
-                    learner.wait_until_caught_up(transport.sent)
-                if learner.error is not None:
-                    raise RuntimeError("the learner failed") from learner.error
-                acting.take_weights(transport)
-                if not stats["demo"]:
-                    log_episode(tb, counters, stats, learner, started)
-                finished = acting.budget_spent
-                if counters.env_steps - last_eval >= settings.eval_every or finished:
-                    last_eval = counters.env_steps
-                    acting.arm_fast_loop(eval_env)
-                    evaluate_and_record(acting.agent, eval_env, settings, finished, tb, counters, started, progress)
-                if learning.checkpoint_due(counters.env_steps):
-                    counters.wall_seconds = time.monotonic() - started
-                    learner.ingest_everything_sent(transport.sent)
-                    learning.save(counters)
+                if acting.demo_due or len(envs) == 1:  # demonstrations: one at a time, on env 0
+                    stats = acting.play(env, transport, recorders[0], int(rng.integers(2**31)), between_steps, stop)
+                    if stats is None:
+                        break  # stopped mid-episode: its recording is dropped
+                    after_episode(stats)
+                    continue
+                seeds = lambda: int(rng.integers(2**31))
+                for stats in acting.play_envs(envs, humans, transport, recorders, seeds, between_steps, stop):
+                    after_episode(stats)
         except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
             interrupted = True
-            if recorder is not None:
-                recorder.discard()
+            for recorder in recorders:
+                if recorder is not None:
+                    recorder.discard()
         finally:
             learner.close()
             learner.ingest_everything_sent(transport.sent)
             progress.close()
-            env.close()
-            eval_env.close()
+            for each in [*envs, eval_env]:
+                each.close()
     return finish_run(run_dir, learning, counters, task, interrupted or stop.is_set(), started, tb)
 
 

@@ -34,7 +34,7 @@ from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluate
 from ..learner import updates_due
 from ..safety.training import safety_settings
-from ..session import ActorSession, load_checkpoint_agent
+from ..session import ActorSession, load_checkpoint_agent, require_one_env
 from . import qos
 from .codec import weight_shapes
 from .delivery import Outbox, stored_transitions
@@ -60,6 +60,7 @@ class ActorLoop:
         self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), layout)
         human = TopicTeleop(self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold, lockstep_teleop(cfg))
         self.session = ActorSession(cfg, shapes, action_dim, human)
+        require_one_env(self.session.settings, "in the ROS graph (one env per actor node)")
         self.settings, self.agent, self.counters = self.session.settings, self.session.agent, self.session.counters
         safety = safety_settings(cfg.get("safety"))
         names = cfg.ros.transition_subscribers
