@@ -8,10 +8,15 @@
   online steps each, side by side in one run: env steps per second (the learner keeps the update-to-data ratio of
   ``robot-rl train``, so on few cores the learner, not the actors, sets the pace) and transitions received.
 
-    python -m benchmarks.fleet [--quick] [--actors 2] [--steps 3000]
+- ``env_steps_per_s.num_envs_N``: ``robot-rl train train.num_envs=N`` on pick_cube (state, the main job's settings
+  otherwise) for ``--steps`` online steps: online env steps per wall second of the run (demonstrations and
+  evaluations included). The learner keeps the update-to-data ratio, so where it sets the pace (2 cores) more envs
+  cannot make more steps; ``acting_env_steps_per_s.num_envs_N`` is the acting side alone (N envs, one batched
+  policy call per step, the scripted human, no learner): what the envs and the policy call cost.
 
-``--quick``: 1,500 online steps per Ray run. Vectorized envs in one process (``train.num_envs``) are not built yet:
-no ``env_steps_per_s`` figures.
+    python -m benchmarks.fleet [--quick] [--actors 2] [--steps 3000] [--num-envs 1 2 4 8]
+
+``--quick``: 1,500 online steps per run.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -118,28 +124,86 @@ def ray_run(actors: int, steps: int, folder: Path) -> dict:
     }
 
 
+def vector_run(num_envs: int, steps: int, folder: Path) -> float:
+    """Online env steps per wall second of ``robot-rl train train.num_envs=<num_envs>`` on pick_cube."""
+    run_dir = folder / f"envs_{num_envs}"
+    command = [
+        *(sys.executable, "-m", "robot_rl.cli", "train", "task=pick_cube"),
+        f"train.num_envs={num_envs}",
+        f"train.run_dir={run_dir}",
+        f"train.env_steps={steps}",
+        "train.eval_every=1000000",
+        "train.final_eval_episodes=5",
+    ]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return round(summary["env_steps"] / summary["wall_seconds"], 2)
+
+
+def acting_speed(num_envs: int, steps: int) -> float:
+    """Env steps per second of the acting side alone: ``num_envs`` pick_cube envs with one batched policy call per
+    step and the scripted human, transitions sent to a transport nobody learns from (drained as they come)."""
+    from robot_rl.composed_config import load_config
+    from robot_rl.envs import observation_shapes
+    from robot_rl.session import ActorSession
+    from robot_rl.train import scripted_human, sim_env
+
+    cfg = load_config(["task=pick_cube", f"train.env_steps={steps}"])
+    task = {**cfg.task}
+    envs = [sim_env(cfg, task, 1000 * k, randomize=True) for k in range(num_envs)]
+    shapes, action_dim = observation_shapes(envs[0]), int(envs[0].action_space.shape[0])
+    humans = [scripted_human(cfg, task, env) for env in envs]
+    acting, transport = ActorSession(cfg, shapes, action_dim, humans[0]), LocalTransport()
+    rng = np.random.default_rng(0)
+    started = time.perf_counter()
+    for _ in acting.play_envs(
+        envs,
+        humans,
+        transport,
+        [None] * num_envs,
+        lambda: int(rng.integers(2**31)),
+        lambda: transport.receive_transitions(0.0),
+    ):
+        pass
+    seconds = time.perf_counter() - started
+    for env in envs:
+        env.close()
+    return round(acting.counters.env_steps / seconds, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1,500 online steps per Ray run")
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3_000)
     parser.add_argument("--streams", type=int, default=6)
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 2, 4, 8], help="train.num_envs values")
     args = parser.parse_args()
     if args.quick:
         args.steps = 1_500
     integrity = replay_integrity(args.streams)
     print("replay integrity", integrity, flush=True)
+    acting = {f"num_envs_{n}": acting_speed(n, args.steps) for n in args.num_envs}
+    print("acting env steps/s", acting, flush=True)
     with tempfile.TemporaryDirectory() as folder:
+        training = {f"num_envs_{n}": vector_run(n, args.steps, Path(folder)) for n in args.num_envs}
+        print("train env steps/s", training, flush=True)
         runs = [ray_run(count, args.steps, Path(folder)) for count in sorted({1, args.actors})]
     print("ray", runs, flush=True)
     largest = runs[-1]
+    first = f"num_envs_{args.num_envs[0]}"
     figures = {
+        "env_steps_per_s": training,
+        "env_steps_per_s_ratio": {key: round(value / training[first], 2) for key, value in training.items()},
+        "acting_env_steps_per_s": acting,
+        "acting_ratio": {key: round(value / acting[first], 2) for key, value in acting.items()},
         "replay_integrity": integrity,
         "ray": {**largest, "per_actor_count": runs},
         "ray_speedup": round(largest["env_steps_per_s"] / runs[0]["env_steps_per_s"], 2),
     }
     name = "fleet_quick" if args.quick else "fleet"
-    path = write_result(name, figures, settings={"task": "pick_cube", "steps": args.steps, "streams": args.streams})
+    settings = {"task": "pick_cube", "steps": args.steps, "streams": args.streams, "num_envs": args.num_envs}
+    path = write_result(name, figures, settings=settings)
     print(json.dumps(figures, indent=2))
     print(f"wrote {path}")
 
