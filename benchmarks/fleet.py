@@ -98,15 +98,10 @@ def replay_integrity(count: int, seed: int = 0) -> dict:
     }
 
 
-def ray_run(actors: int, steps: int, folder: Path) -> dict:
-    run_dir = folder / f"ray_{actors}"
-    robot_rl = [sys.executable, "-m", "robot_rl.cli"]
+def train_run(run_dir: Path, steps: int, *overrides: str) -> dict:
+    """The summary of ``robot-rl train task=pick_cube`` for ``steps`` online steps (no evaluation before the end)."""
     command = [
-        *robot_rl,
-        "train",
-        "task=pick_cube",
-        "fleet=ray",
-        f"fleet.actors={actors}",
+        *(sys.executable, "-m", "robot_rl.cli", "train", "task=pick_cube", *overrides),
         f"train.run_dir={run_dir}",
         f"train.env_steps={steps}",
         "train.eval_every=1000000",
@@ -114,30 +109,24 @@ def ray_run(actors: int, steps: int, folder: Path) -> dict:
     ]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     summary = json.loads((run_dir / "summary.json").read_text())
+    return {**summary, "env_steps_per_s": round(summary["env_steps"] / summary["wall_seconds"], 2)}
+
+
+def ray_run(actors: int, steps: int, folder: Path) -> dict:
+    summary = train_run(folder / f"ray_{actors}", steps, "fleet=ray", f"fleet.actors={actors}")
     return {
         "actors": actors,
         "env_steps": summary["env_steps"],
         "transitions_received": summary["fleet"]["transitions_received"],
         "wall_seconds": round(summary["wall_seconds"], 1),
-        "env_steps_per_s": round(summary["env_steps"] / summary["wall_seconds"], 2),
+        "env_steps_per_s": summary["env_steps_per_s"],
         "crashes": summary["fleet"]["crashes"],
     }
 
 
 def vector_run(num_envs: int, steps: int, folder: Path) -> float:
     """Online env steps per wall second of ``robot-rl train train.num_envs=<num_envs>`` on pick_cube."""
-    run_dir = folder / f"envs_{num_envs}"
-    command = [
-        *(sys.executable, "-m", "robot_rl.cli", "train", "task=pick_cube"),
-        f"train.num_envs={num_envs}",
-        f"train.run_dir={run_dir}",
-        f"train.env_steps={steps}",
-        "train.eval_every=1000000",
-        "train.final_eval_episodes=5",
-    ]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return round(summary["env_steps"] / summary["wall_seconds"], 2)
+    return train_run(folder / f"envs_{num_envs}", steps, f"train.num_envs={num_envs}")["env_steps_per_s"]
 
 
 def acting_speed(num_envs: int, steps: int) -> float:
