@@ -5,7 +5,6 @@ observation paired with another's next observation), the counts add up, and it s
 import numpy as np
 import pytest
 
-from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.data.streams import stored_tuples
 from robot_rl.folders import latest
@@ -55,11 +54,3 @@ def test_envs_stepped_together_keep_their_episodes_whole(tmp_path):
 def test_it_learns_with_envs_stepped_together(tmp_path):
     summary = train(small_run(tmp_path, *LEARNING_REACH, "train.num_envs=2"))
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]  # the bar of the one-env test
-
-
-def test_one_env_per_actor_where_an_actor_steps_one(tmp_path):
-    from robot_rl.fleet import train_fleet
-
-    with pytest.raises(ConfigError, match="train.num_envs"):
-        train_fleet(small_run(tmp_path, "fleet=ray", "train.num_envs=2"))
-    assert not (tmp_path / "run").exists()
