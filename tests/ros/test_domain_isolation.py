@@ -40,6 +40,7 @@ def test_each_test_holds_its_own_domain_with_localhost_discovery(ros_domain):
         assert second != ros_domain
 
 
+@pytest.mark.slow  # talker processes over DDS
 def test_nodes_in_different_domains_do_not_see_each_other(ros_domain):
     rclpy = require("rclpy")
     with reserved_ros_domain() as other:
@@ -130,14 +131,11 @@ def test_the_domain_comes_from_the_shell_unless_configured(monkeypatch):
         ("ros.discovery=lan", "ros.discovery='lan' is not allowed: expected one of localhost, subnet"),
     ],
 )
-def test_bad_ros_isolation_settings_are_named(override, expected):
-    result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", override],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and "[launch] started" not in result.stdout
+def test_bad_ros_isolation_settings_are_named(capsys, override, expected):
+    from robot_rl.cli import main
+
+    code = main(["launch", "sim_train", override])
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2 and "[launch] started" not in captured.out
     assert len(lines) == 1 and lines[0].startswith("robot-rl: error: ") and expected in lines[0]

@@ -106,6 +106,7 @@ class Rig:
         self.node.destroy_node()
 
 
+@pytest.mark.slow  # the safety node in a process of its own, over DDS
 def test_risky_commands_are_scaled_down_or_held_and_the_hard_layer_still_clamps():
     rclpy = require("rclpy")
     rclpy.init()
@@ -142,6 +143,7 @@ def test_risky_commands_are_scaled_down_or_held_and_the_hard_layer_still_clamps(
         rclpy.shutdown()
 
 
+@pytest.mark.slow  # the safety node in a process of its own, over DDS
 def test_weights_come_over_the_latched_topic_bad_ones_are_refused_and_the_last_good_model_is_kept():
     rclpy = require("rclpy")
     from robot_rl.ros.fast_critic import WEIGHTS_TOPIC

@@ -16,13 +16,14 @@ def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("graph, overrides", [("learner_only", []), ("collect_demos", [])])
-def test_sim_time_needs_a_graph_with_a_sim_robot(tmp_path, graph, overrides):
-    result = run(
-        "-m", "robot_rl.cli", "launch", graph, "ros.sim_time=true", f"train.run_dir={tmp_path / 'run'}", *overrides
-    )
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("robot-rl: error: ros.sim_time=True"), result.stderr
+def test_sim_time_needs_a_graph_with_a_sim_robot(tmp_path, capsys, graph, overrides):
+    from robot_rl.cli import main
+
+    code = main(["launch", graph, "ros.sim_time=true", f"train.run_dir={tmp_path / 'run'}", *overrides])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("robot-rl: error: ros.sim_time=True"), err
     assert "sim robot" in lines[0] and not (tmp_path / "run").exists()
 
 
