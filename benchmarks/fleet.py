@@ -132,13 +132,15 @@ def vector_run(num_envs: int, steps: int, folder: Path) -> float:
 def acting_speed(num_envs: int, steps: int) -> float:
     """Env steps per second of the acting side alone: ``num_envs`` pick_cube envs with one batched policy call per
     step and the scripted human, transitions sent to a transport nobody learns from (drained as they come)."""
+    from omegaconf import OmegaConf
+
     from robot_rl.composed_config import load_config
     from robot_rl.envs import observation_shapes
     from robot_rl.session import ActorSession
     from robot_rl.train import scripted_human, sim_env
 
     cfg = load_config(["task=pick_cube", f"train.env_steps={steps}"])
-    task = {**cfg.task}
+    task = OmegaConf.to_container(cfg.task, resolve=True)
     envs = [sim_env(cfg, task, 1000 * k, randomize=True) for k in range(num_envs)]
     shapes, action_dim = observation_shapes(envs[0]), int(envs[0].action_space.shape[0])
     humans = [scripted_human(cfg, task, env) for env in envs]

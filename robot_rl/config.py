@@ -188,9 +188,10 @@ def yaml_defaults(file: str, section: str | None = None, frozen: bool = False) -
             value = values.get(name)
             if name not in values or isinstance(value, dict) or (isinstance(value, str) and "${" in value):
                 continue
+            declared = own[name] if name in own else inherited[name].type
             if name not in own:  # redeclared in this class, in its place among the inherited fields
-                cls.__annotations__[name] = inherited[name].type
-            if isinstance(value, list) and "tuple" in str(own.get(name, inherited.get(name) and inherited[name].type)):
+                cls.__annotations__[name] = declared
+            if isinstance(value, list) and "tuple" in str(declared):
                 value = tuple(value)  # an immutable default, as the class declares it
             setattr(
                 cls,

@@ -138,9 +138,10 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                     transitions = decode_transitions(payload, schema)[0] if payload is not None else []
                     learner.ingest_locked(transitions)
                     if store is not None:
-                        recorder = recorders[name] = recorders.get(name) or EpisodeRecorder(store)
+                        if name not in recorders:
+                            recorders[name] = EpisodeRecorder(store)
                         with deferred_interrupt():
-                            recorder.add(transitions)
+                            recorders[name].add(transitions)
                     for episode in json.loads(stats):
                         count_episode(counters, episode, tb, learner, started)
                     counters.intervention_steps += sum(t.intervened for t in transitions if not t.demo)

@@ -141,6 +141,19 @@ class ActorSession:
         (the learner's update count of the weights it acted on) and ``learner_session`` (the learner run that sent
         them, read with the count), or None when ``stop`` was set (the episode is not counted)."""
         demo, counters, weights, session = self.demo_due, self.counters, self.weights_version, self.weights_session
+        after_step = self.step_counter(demo, between_steps)
+        self.arm_fast_loop(env)
+        stats = run_episode(env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop)
+        if stats is None:
+            return None
+        counters.episodes += 1
+        counters.demo_episodes_done += demo
+        return {**stats, "demo": demo, "weights": weights, "learner_session": session}
+
+    def step_counter(self, demo: bool, between_steps: Callable[[], None] | None) -> Callable[[bool], bool]:
+        """The ``after_step(intervened)`` of an episode: counts an online step (a demonstration's are not counted),
+        runs ``between_steps()``, and answers whether the budget is spent (never during a demonstration)."""
+        counters = self.counters
 
         def after_step(intervened: bool) -> bool:
             if not demo:
@@ -150,13 +163,7 @@ class ActorSession:
                 between_steps()
             return not demo and self.budget_spent
 
-        self.arm_fast_loop(env)
-        stats = run_episode(env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop)
-        if stats is None:
-            return None
-        counters.episodes += 1
-        counters.demo_episodes_done += demo
-        return {**stats, "demo": demo, "weights": weights, "learner_session": session}
+        return after_step
 
     def safety_actors(self, count: int) -> list[SafetyActor]:
         """The safety actors of ``count`` envs, all on the newest risk model (the first is :attr:`safety`)."""
@@ -181,20 +188,12 @@ class ActorSession:
         per step), counted; yields each episode's stats as it ends, as :meth:`play` returns them, with ``env`` (its
         index) and ``weights`` (the update count of the newest weights taken). Ends when the budget is spent (the
         episodes in progress are yielded as they are) or ``stop`` is set (they are dropped)."""
-        counters = self.counters
-
-        def after_step(intervened: bool) -> bool:
-            counters.env_steps += 1
-            counters.intervention_steps += intervened
-            if between_steps is not None:
-                between_steps()
-            return self.budget_spent
-
+        after_step = self.step_counter(False, between_steps)
         for env in envs:
             self.arm_fast_loop(env)
         safeties = self.safety_actors(len(envs))
         for index, stats in run_envs(envs, self.agent, humans, safeties, transport, recorders, seeds, after_step, stop):
-            counters.episodes += 1
+            self.counters.episodes += 1
             yield {
                 **stats,
                 "demo": False,

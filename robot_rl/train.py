@@ -57,6 +57,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tb = SummaryWriter(str(run_dir / "tb"))
     learner.start()
     rng = np.random.default_rng(seed + counters.episodes)
+
+    def next_seed() -> int:
+        """The reset seed of the next episode (of any env)."""
+        return int(rng.integers(2**31))
+
     started = time.monotonic() - counters.wall_seconds
     progress = tqdm(
         total=settings.env_steps,
@@ -104,13 +109,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         try:
             while not acting.budget_spent and not stop.is_set():
                 if acting.demo_due or len(envs) == 1:  # demonstrations: one at a time, on env 0
-                    stats = acting.play(env, transport, recorders[0], int(rng.integers(2**31)), between_steps, stop)
+                    stats = acting.play(env, transport, recorders[0], next_seed(), between_steps, stop)
                     if stats is None:
                         break  # stopped mid-episode: its recording is dropped
                     after_episode(stats)
                     continue
-                seeds = lambda: int(rng.integers(2**31))
-                for stats in acting.play_envs(envs, humans, transport, recorders, seeds, between_steps, stop):
+                for stats in acting.play_envs(envs, humans, transport, recorders, next_seed, between_steps, stop):
                     after_episode(stats)
         except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
             interrupted = True
