@@ -117,6 +117,29 @@ def stop_processes(processes: list[subprocess.Popen], grace: float = 10.0) -> No
             process.wait()
 
 
+def run_robot_rl(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """``python -m robot_rl.cli <args>`` (or any ``-m`` module) in a process group of its own, its output captured.
+    Past ``timeout`` s it is stopped as an operator stops it (SIGINT: a launcher stops its nodes), then killed with
+    every process of its group, and the test fails with the end of its output: a hang leaves no node behind in
+    the test's domain and shows where the graph stood."""
+    import pytest
+
+    process = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            stdout, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+        pytest.fail(f"{' '.join(args)} did not end within {timeout:g} s; its output ends:\n{(stdout + stderr)[-6000:]}")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
 def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:
     """Stop the node processes a test started, then its own node and rclpy context."""
     stop_processes(processes)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher, sim_robot, stop_processes, tear_down
+from tests.ros.graph_helpers import Watcher, run_robot_rl, sim_robot, stop_processes, tear_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,24 +21,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path):
     require("rclpy")
     store, bag = tmp_path / "demos.zarr", tmp_path / "raw_bag"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "robot_rl.cli",
-            "launch",
-            "collect_demos",
-            "graph.with_sim=true",
-            "task=reach",
-            "train.demo_episodes=3",
-            f"ros.recorder.store={store}",
-            f"ros.recorder.mcap={bag}",
-            f"train.run_dir={tmp_path / 'run'}",
-        ],
-        capture_output=True,
-        text=True,
+    result = run_robot_rl(
+        "-m",
+        "robot_rl.cli",
+        "launch",
+        "collect_demos",
+        "graph.with_sim=true",
+        "task=reach",
+        "train.demo_episodes=3",
+        f"ros.recorder.store={store}",
+        f"ros.recorder.mcap={bag}",
+        f"train.run_dir={tmp_path / 'run'}",
         timeout=300,
-        check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:]
     for name in ("sim_robot", "safety", "recorder", "actor"):
@@ -455,3 +449,31 @@ def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
         press_until(b"z", lambda: not flags[-1] & Violation.ESTOP, "the operator's reset from the z key")
     finally:
         tear_down(rclpy, watcher.node, processes + [teleop])
+
+
+@pytest.mark.parametrize("graph", [["graph=sim_train"], ["graph=collect_demos", "graph.with_sim=true"]])
+def test_a_sim_robot_that_dies_ends_the_launch(tmp_path, graph):
+    """The sim robot is the rehearsal's arm: when it exits, the launch stops the graph with its code. It did not
+    (only the actor was required), so the actor waited for its streams and the launch hung until killed. The
+    graph's own node entries run, each with a stand-in module: the sim robot exits with 3, the others wait."""
+    import threading
+
+    from robot_rl.composed_config import load_config
+    from robot_rl.graph import Launcher, graph_nodes
+
+    (tmp_path / "exits.py").write_text("import sys, time\ntime.sleep(0.5)\nsys.exit(3)\n")
+    (tmp_path / "waits.py").write_text("import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n")
+    nodes = graph_nodes(load_config(graph))
+    for node in nodes:
+        node.module, node.hydra, node.args = ("exits" if node.name == "sim_robot" else "waits"), False, []
+    launcher = Launcher(nodes, [], grace=5.0, out=open(tmp_path / "launch.log", "w"), env={"PYTHONPATH": str(tmp_path)})
+    result: list[int] = []
+    run = threading.Thread(target=lambda: result.append(launcher.run()))
+    run.start()
+    run.join(timeout=30)
+    if run.is_alive():  # the old graph: stop it, then fail
+        launcher.stop()
+        run.join()
+    assert result == [3] and run.is_alive() is False, (tmp_path / "launch.log").read_text()
+    assert all(process.poll() is not None for process in launcher.processes.values())
+    assert "sim_robot exited with code 3; stopping the graph" in (tmp_path / "launch.log").read_text()

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import require
+from tests.ros.graph_helpers import run_robot_rl
 
 DEMOS, ONLINE_STEPS, EPISODE_STEPS, START, WEIGHTS_EVERY, MAX_LAG = 2, 40, 10, 10, 5, 1
 SCENARIO = [
@@ -59,13 +58,15 @@ def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
     summary = train(load_config([*SCENARIO, f"train.run_dir={local}"]))
 
     graph = tmp_path / "graph"
-    result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", *SCENARIO, f"train.run_dir={graph}"]
-        + ["ros.sim_time=true"],
-        capture_output=True,
-        text=True,
+    result = run_robot_rl(
+        "-m",
+        "robot_rl.cli",
+        "launch",
+        "sim_train",
+        *SCENARIO,
+        f"train.run_dir={graph}",
+        "ros.sim_time=true",
         timeout=400,
-        check=False,
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from tests.conftest import require
-
-
-def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, check=False)
+from tests.ros.graph_helpers import run_robot_rl
 
 
 @pytest.mark.parametrize("graph, overrides", [("learner_only", []), ("collect_demos", [])])
@@ -52,7 +46,9 @@ def test_the_graph_resolves_sim_time_for_every_node():
 )
 def test_a_node_without_a_clock_names_the_problem_and_exits(tmp_path, node):
     require("rclpy")
-    result = run(*node, f"train.run_dir={tmp_path / 'run'}" if "task=reach" in node else "--frame-id=base")
+    result = run_robot_rl(
+        *node, f"train.run_dir={tmp_path / 'run'}" if "task=reach" in node else "--frame-id=base", timeout=120
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and "no /clock within 1 s" in errors[0] and "ros.sim_time" in errors[0], result.stderr
@@ -67,7 +63,7 @@ def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
     from robot_rl.data import EpisodeStore
 
     run_dir = tmp_path / "run"
-    result = run(
+    result = run_robot_rl(
         "-m",
         "robot_rl.cli",
         "launch",
