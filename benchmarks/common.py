@@ -66,10 +66,16 @@ def to_threshold(history: list[dict], threshold: float = 0.8) -> dict:
 
 
 def run_training(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
-    """``robot-rl train`` in a subprocess (a fresh ``run_dir``); returns its summary.json."""
+    """``robot-rl train`` in a subprocess (a fresh ``run_dir``, its output in ``<run_dir>.log`` beside it); returns
+    its summary.json. A failed run raises with the end of its log."""
     shutil.rmtree(run_dir, ignore_errors=True)
+    log = run_dir.with_name(f"{run_dir.name}.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "robot_rl.cli", "train", f"train.run_dir={run_dir}", *overrides]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("w") as output:
+        code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, check=False).returncode
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command)} exited with {code}; its log {log} ends:\n{log.read_text()[-3000:]}")
     return json.loads((run_dir / "summary.json").read_text())
 
 

@@ -184,7 +184,7 @@ class Worker:
     def __init__(self, name: str, pythonpath: Path | None, args: argparse.Namespace):
         env = dict(os.environ)
         if pythonpath is not None:  # the baseline's robot_rl comes first on the path
-            env["PYTHONPATH"] = str(pythonpath)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
         command = [sys.executable, __file__, "--worker", "--device", args.device, "--threads", str(args.threads)]
         command += ["--strides", *map(str, args.strides)]
         self.name = name
@@ -228,7 +228,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="every sampling case, some updates (see above)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the learner's train.torch_threads)")
     parser.add_argument("--rounds", type=int, default=3, help="turns of each worker per case")
-    parser.add_argument("--baseline", default=BASELINE, help="git revision of the old path")
+    parser.add_argument(
+        "--baseline",
+        default=BASELINE,
+        help="git revision of the old path, or a folder holding its robot_rl package as export_baseline lays it out"
+        " (for a machine without the history)",
+    )
     parser.add_argument(
         "--strides", type=int, nargs="+", default=[2, 2, 2, 1], help="camera CNN strides (the pixel main job's)"
     )
@@ -260,7 +265,8 @@ def main() -> None:
         "sample_page_faults": {},  # minor page faults per draw: fresh memory the system maps in
     }
     with tempfile.TemporaryDirectory(prefix="robot_rl_baseline_") as folder:
-        baseline = export_baseline(args.baseline, Path(folder))
+        exported = Path(args.baseline)
+        baseline = exported if exported.is_dir() else export_baseline(args.baseline, Path(folder))
         for kind in CAMERAS:
             # fresh workers for each kind, as a learner process never frees its buffers: freeing the last kind's
             # would move glibc's malloc thresholds and change what every later batch costs in page faults

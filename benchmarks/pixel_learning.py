@@ -11,7 +11,8 @@ Two parts, one run:
 
     python -m benchmarks.pixel_learning [--steps 12000] [--strides 2 2 2 1]     (needs: pip install -e .[bench])
 
-On a 2-core CPU the run takes about an hour; on a GPU add ``agent.device=cuda`` via ``--extra``.
+On a 2-core CPU the run takes about an hour. ``--device cuda`` runs the update timing and the learner on the
+GPU and writes ``pixel_learning_cuda.json`` / ``.png`` (the CPU run writes ``pixel_learning.json``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from benchmarks.common import curve, run_training, save_figure, style_success_ax
 PIXEL_TASK = ["task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=64"]
 
 
-def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threads: int) -> float:
-    """Median wall seconds of one ``agent.update`` (``utd`` critic steps) on a fixed random pixel batch."""
+def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threads: int, device: str) -> float:
+    """Median wall seconds of one ``agent.update`` (``utd`` critic steps) on a fixed random pixel batch, the
+    device's queue drained after each."""
     import torch
 
     from robot_rl.policies.sac import SACAgent, SACConfig
@@ -37,7 +39,8 @@ def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threa
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
     shapes = {"state": (10,), "front": (64, 64, 3), "wrist": (64, 64, 3)}
-    agent = SACAgent(shapes, 4, SACConfig(utd=utd, camera_strides=strides, device="cpu"))
+    agent = SACAgent(shapes, 4, SACConfig(utd=utd, camera_strides=strides, device=device))
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     obs = {
         "state": rng.normal(size=(batch, 10)).astype(np.float32),
         **{key: rng.integers(0, 256, (batch, 64, 64, 3), dtype=np.uint8) for key in ("front", "wrist")},
@@ -50,10 +53,12 @@ def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threa
         "discount": np.full(batch, 0.97, np.float32),
     }
     agent.update(lambda: sample)  # warm-up
+    synchronize()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         agent.update(lambda: sample)
+        synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -70,11 +75,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--extra", nargs="*", default=[], help="more robot-rl overrides")
     parser.add_argument("--runs", default="runs/pixel_learning")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="the learner's (agent.device)")
+    parser.add_argument("--eval-episodes", type=int, default=20, help="deterministic episodes per evaluation")
     args = parser.parse_args()
+    name = "pixel_learning" if args.device == "cpu" else f"pixel_learning_{args.device}"
 
     cost = {
-        "drqv2_2111": update_seconds([2, 1, 1, 1], args.batch, args.utd, args.repeats, args.threads),
-        "strided": update_seconds(args.strides, args.batch, args.utd, args.repeats, args.threads),
+        "drqv2_2111": update_seconds([2, 1, 1, 1], args.batch, args.utd, args.repeats, args.threads, args.device),
+        "strided": update_seconds(args.strides, args.batch, args.utd, args.repeats, args.threads, args.device),
     }
     cost["speedup"] = round(cost["drqv2_2111"] / cost["strided"], 2)
     print(
@@ -87,10 +95,12 @@ def main() -> None:
         f"seed={args.seed}",
         f"train.env_steps={args.steps}",
         f"train.eval_every={args.eval_every}",
+        f"train.eval_episodes={args.eval_episodes}",
         "train.final_eval_episodes=20",
         f"train.batch_size={args.batch}",
         f"train.torch_threads={args.threads}",
         f"agent.utd={args.utd}",
+        f"agent.device={args.device}",
         f"agent.camera_strides=[{','.join(map(str, args.strides))}]",
         *PIXEL_TASK,
         *args.extra,
@@ -100,27 +110,29 @@ def main() -> None:
     training = {
         "history": curve(history),
         "to_80": to_threshold(history),
+        "to_90": to_threshold(history, 0.9),
         "final_success": summary["final_eval_success"],
         "final_mean_length": summary["final_eval_mean_length"],
         "intervention_steps": summary["intervention_steps"],
         "wall_seconds": round(summary["wall_seconds"], 1),
         "intervention_rate": [(h["env_steps"], round(h["intervention_rate"], 3)) for h in history],
     }
-    print("pixels", training["to_80"], "final", training["final_success"], flush=True)
-    plot(training, Path(__file__).parent / "results" / "pixel_learning.png")
+    print("pixels", training["to_80"], training["to_90"], "final", training["final_success"], flush=True)
+    plot(training, Path(__file__).parent / "results" / f"{name}.png", args.device)
     path = write_result(
-        "pixel_learning",
+        name,
         {"update_seconds": cost, "training": training},
         settings={
             "task": "pick_cube, front + wrist 64x64 cameras, object_state=false",
             "overrides": overrides,
-            "eval": "20 deterministic episodes per evaluation",
+            "eval": f"{args.eval_episodes} deterministic episodes per evaluation, 20 at the end",
+            "device": args.device,
         },
     )
     print("wrote", path)
 
 
-def plot(training: dict, path: Path) -> None:
+def plot(training: dict, path: Path, device: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,7 +143,7 @@ def plot(training: dict, path: Path) -> None:
     axis.plot(steps, [h[1] for h in training["history"]], "o-", label="eval success")
     axis.plot(steps, [rate for _, rate in training["intervention_rate"]], "s--", label="intervention rate")
     style_success_axis(axis, "online env steps", "rate")
-    axis.set_title("pick_cube from pixels (front + wrist 64x64), demos + interventions")
+    axis.set_title(f"pick_cube from pixels (front + wrist 64x64), demos + interventions, learner on {device}")
     save_figure(figure, path)
 
 
