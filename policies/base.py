@@ -198,7 +198,7 @@ class OffPolicyAgent:
         self.load_extra_state(state["extra"])
         self.updates = state["updates"]  # an "rng" saved before every draw came from the generator is not needed
         if "generator" in state:  # checkpoints before the agent had its own generator lack it
-            self.generator.set_state(state["generator"])
+            self.generator.set_state(state["generator"].cpu())  # a ByteTensor in host memory, whatever map_location
 
 
 @dataclass

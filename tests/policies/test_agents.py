@@ -134,6 +134,23 @@ def test_a_checkpoint_of_another_agent_is_refused():
         CQNAgent({"state": (6,)}, 3, seed=0).load_state_dict(sac.state_dict())
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("agent_class, config_class", [(SACAgent, SACConfig), (CQNAgent, CQNConfig)])
+def test_a_checkpoint_resumes_on_the_device_it_is_read_onto(tmp_path, agent_class, config_class, device):
+    """``train.resume`` reads a checkpoint onto the agent's device (map_location); on a GPU that put the random
+    generator's state there too, and every resume failed ("RNG state must be a torch.ByteTensor")."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device here")
+    from robot_rl.checkpoint import load_agent
+
+    saved = agent_class({"state": (6,)}, 3, config_class(device=device), seed=1)
+    torch.save(saved.state_dict(), tmp_path / "agent.pt")
+    resumed = agent_class({"state": (6,)}, 3, config_class(device=device), seed=2)
+    load_agent("train.resume", resumed, tmp_path / "agent.pt")
+    assert torch.equal(resumed.generator.get_state(), saved.generator.get_state())
+    assert all(torch.equal(value, saved.policy_state()[key]) for key, value in resumed.policy_state().items())
+
+
 def test_cqn_exploration_stays_on_the_grid():
     agent = CQNAgent({"state": (4,)}, 2, CQNConfig(levels=2, bins=3, explore_std=0.2), seed=0)
     cells = np.linspace(-1, 1, 10)[:-1] + 1 / 9  # centres of the 9 finest cells per dimension
