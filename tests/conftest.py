@@ -41,16 +41,10 @@ def missing_capability(what: str, error: Exception):
 @pytest.fixture(autouse=True)
 def ros_domain(monkeypatch) -> Iterator[int]:
     """Every test runs in its own ROS 2 domain with localhost-only discovery (the child processes it starts
-    inherit both), so parallel test runs, and a live cell on the LAN, never see each other's nodes.
-
-    Fast DDS talks over UDP loopback only, not its shared-memory transport: the shared-memory ports are files in
-    /dev/shm named after the domain, and a node an earlier test killed (the fault and restart tests do, on
-    purpose) leaves its port behind, which can swallow the messages of a later test that draws the same domain
-    (eProsima/Fast-DDS#1144, #5469)."""
+    inherit both), so parallel test runs, and a live cell on the LAN, never see each other's nodes."""
     with reserved_ros_domain() as domain:  # robot_rl.graph: shared with the benchmarks
         monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
         monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        monkeypatch.setenv("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")
         yield domain
 
 
