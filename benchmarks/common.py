@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,13 @@ def to_threshold(history: list[dict], threshold: float = 0.8) -> dict:
         if entry["success_rate"] >= threshold:
             return {"reached": True, "env_steps": entry["env_steps"], "wall_seconds": entry["wall_seconds"]}
     return {"reached": False, "final_success": history[-1]["success_rate"] if history else None}
+
+
+def device_synchronize(device: str) -> Callable[[], None]:
+    """What waits for the work queued on ``device`` (CUDA kernels run asynchronously; a CPU's work is done)."""
+    import torch
+
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
 def run_training(run_dir: Path, overrides: list[str]) -> dict[str, Any]:

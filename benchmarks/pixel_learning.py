@@ -24,7 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import curve, run_training, save_figure, style_success_axis, to_threshold, write_result
+from benchmarks.common import (
+    curve,
+    device_synchronize,
+    run_training,
+    save_figure,
+    style_success_axis,
+    to_threshold,
+    write_result,
+)
 
 PIXEL_TASK = ["task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=64"]
 
@@ -40,7 +48,7 @@ def update_seconds(strides: list[int], batch: int, utd: int, repeats: int, threa
     rng = np.random.default_rng(0)
     shapes = {"state": (10,), "front": (64, 64, 3), "wrist": (64, 64, 3)}
     agent = SACAgent(shapes, 4, SACConfig(utd=utd, camera_strides=strides, device=device))
-    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    synchronize = device_synchronize(device)
     obs = {
         "state": rng.normal(size=(batch, 10)).astype(np.float32),
         **{key: rng.integers(0, 256, (batch, 64, 64, 3), dtype=np.uint8) for key in ("front", "wrist")},

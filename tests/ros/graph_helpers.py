@@ -117,9 +117,8 @@ def stop_processes(processes: list[subprocess.Popen], grace: float = 10.0) -> No
             process.wait()
 
 
-def run_robot_rl(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    """``python -m robot_rl.cli <args>`` (or any ``-m`` module) in a process group of its own, its output captured.
-    Past ``timeout`` s it is stopped as an operator stops it (SIGINT: a launcher stops its nodes), then killed with
+def run_python(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """``python <args>`` (a robot-rl launch, a node) in a process group of its own, its output captured. Past ``timeout`` s it is stopped as an operator stops it (SIGINT: a launcher stops its nodes), then killed with
     every process of its group, and the test fails with the end of its output: a hang leaves no node behind in
     the test's domain and shows where the graph stood."""
     import pytest

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher, run_robot_rl, sim_robot, stop_processes, tear_down
+from tests.ros.graph_helpers import Watcher, run_python, sim_robot, stop_processes, tear_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path):
     require("rclpy")
     store, bag = tmp_path / "demos.zarr", tmp_path / "raw_bag"
-    result = run_robot_rl(
+    result = run_python(
         "-m",
         "robot_rl.cli",
         "launch",
@@ -466,14 +466,15 @@ def test_a_sim_robot_that_dies_ends_the_launch(tmp_path, graph):
     nodes = graph_nodes(load_config(graph))
     for node in nodes:
         node.module, node.hydra, node.args = ("exits" if node.name == "sim_robot" else "waits"), False, []
-    launcher = Launcher(nodes, [], grace=5.0, out=open(tmp_path / "launch.log", "w"), env={"PYTHONPATH": str(tmp_path)})
     result: list[int] = []
-    run = threading.Thread(target=lambda: result.append(launcher.run()))
-    run.start()
-    run.join(timeout=30)
-    if run.is_alive():  # the old graph: stop it, then fail
-        launcher.stop()
-        run.join()
+    with open(tmp_path / "launch.log", "w") as log:
+        launcher = Launcher(nodes, [], grace=5.0, out=log, env={"PYTHONPATH": str(tmp_path)})
+        run = threading.Thread(target=lambda: result.append(launcher.run()))
+        run.start()
+        run.join(timeout=30)
+        if run.is_alive():  # the old graph: stop it, then fail
+            launcher.stop()
+            run.join()
     assert result == [3] and run.is_alive() is False, (tmp_path / "launch.log").read_text()
     assert all(process.poll() is not None for process in launcher.processes.values())
     assert "sim_robot exited with code 3; stopping the graph" in (tmp_path / "launch.log").read_text()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import run_robot_rl
+from tests.ros.graph_helpers import run_python
 
 
 @pytest.mark.parametrize("graph, overrides", [("learner_only", []), ("collect_demos", [])])
@@ -46,7 +46,7 @@ def test_the_graph_resolves_sim_time_for_every_node():
 )
 def test_a_node_without_a_clock_names_the_problem_and_exits(tmp_path, node):
     require("rclpy")
-    result = run_robot_rl(
+    result = run_python(
         *node, f"train.run_dir={tmp_path / 'run'}" if "task=reach" in node else "--frame-id=base", timeout=120
     )
     assert result.returncode == 2, result.stdout + result.stderr
@@ -63,7 +63,7 @@ def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
     from robot_rl.data import EpisodeStore
 
     run_dir = tmp_path / "run"
-    result = run_robot_rl(
+    result = run_python(
         "-m",
         "robot_rl.cli",
         "launch",
