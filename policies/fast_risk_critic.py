@@ -2,7 +2,8 @@
 
 The safety node (and the sim's fast loop) scores commands with a
 :class:`~robot_rl.safety.fast_risk.FastRiskModel`: a small MLP over the arm's own features and the commanded delta
-(:data:`~robot_rl.safety.fast_risk.INPUT_WIDTH` = 26 columns, base frame, physical units). This module fits one to
+(:data:`~robot_rl.safety.fast_risk.INPUT_WIDTH` = 26 columns, base frame, physical units, then the task context's C
+columns when the task gives one). This module fits one to
 the ticks an episode store keeps (``streams/fast_features`` and ``streams/fast_violation``, written when training ran
 with ``safety.fast_critic.sim_rate_hz``):
 
@@ -27,7 +28,7 @@ import torch
 from torch import nn
 
 from robot_rl.config import is_integer, is_number, require_all, settings_of, yaml_defaults
-from robot_rl.safety.fast_risk import INPUT_WIDTH, FastRiskModel
+from robot_rl.safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT, FastRiskModel
 
 
 @yaml_defaults("config.yaml", "fast_fit", frozen=True)
@@ -81,35 +82,58 @@ class FastRiskLearner:
     torch MLP trained on them, exported as the numpy :class:`FastRiskModel` the node runs.
 
     The inputs are standardised with the mean and spread of the rows held at the first :meth:`train` (kept after:
-    the network's inputs keep their scale), folded into the first layer on :meth:`model`."""
+    the network's inputs keep their scale), folded into the first layer on :meth:`model`. The rows' width (26 plus
+    the task context's C) is that of the first rows added, or ``context_width`` given up front; the network is
+    built for it then."""
 
-    def __init__(self, config: FastFitConfig, capacity: int = 1_000_000, seed: int = 0):
+    def __init__(
+        self, config: FastFitConfig, capacity: int = 1_000_000, seed: int = 0, context_width: int | None = None
+    ):
         config.validate()
-        self.config, self.capacity = config, int(capacity)
-        self.features = np.zeros((self.capacity, INPUT_WIDTH), np.float32)
+        self.config, self.capacity, self.seed = config, int(capacity), seed
+        self.features = np.zeros((self.capacity, 0), np.float32)
         self.labels = np.zeros(self.capacity, np.float32)
         self.size, self.cursor = 0, 0
         self.generator = torch.Generator().manual_seed(seed)
-        torch.manual_seed(seed)
-        widths = [INPUT_WIDTH, *config.hidden, 1]
+        self.net: nn.Sequential | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.mean: np.ndarray | None = None
+        self.spread: np.ndarray | None = None
+        self.loss = float("nan")
+        if context_width is not None:
+            self._build(INPUT_WIDTH + context_width)
+
+    @property
+    def width(self) -> int | None:
+        """Columns of a row (26 + the task context's), None before the first rows."""
+        return None if self.net is None else self.features.shape[1]
+
+    def _build(self, width: int) -> None:
+        if not INPUT_WIDTH <= width <= INPUT_WIDTH + MAX_CONTEXT:
+            raise ValueError(f"rows of {width} columns; expected {INPUT_WIDTH} and up to {MAX_CONTEXT} of task context")
+        self.features = np.zeros((self.capacity, width), np.float32)
+        torch.manual_seed(self.seed)
+        widths = [width, *self.config.hidden, 1]
         layers: list[nn.Module] = []
         for index, (inputs, outputs) in enumerate(itertools.pairwise(widths)):
             layers.append(nn.Linear(inputs, outputs))
             if index < len(widths) - 2:
-                layers.append(nn.ReLU() if config.activation == "relu" else nn.Tanh())
+                layers.append(nn.ReLU() if self.config.activation == "relu" else nn.Tanh())
         self.net = nn.Sequential(*layers)
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.lr)
-        self.mean: np.ndarray | None = None
-        self.spread: np.ndarray | None = None
-        self.loss = float("nan")
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.config.lr)
 
     def add_episode(self, features: np.ndarray, violation: np.ndarray) -> None:
-        """One episode's ticks: ``features`` (T, 26) and ``violation`` (T,) (non-zero: violated), labelled with
+        """One episode's ticks: ``features`` (T, 26 + C) and ``violation`` (T,) (non-zero: violated), labelled with
         :func:`horizon_labels`."""
         self.add_rows(features, horizon_labels(violation, self.config.horizon))
 
     def add_rows(self, features: np.ndarray, labels: np.ndarray) -> None:
-        """Labelled rows, ``features`` (N, 26) and ``labels`` (N,), into the ring (the oldest go when it is full)."""
+        """Labelled rows, ``features`` (N, 26 + C) and ``labels`` (N,), into the ring (the oldest go when it is
+        full); rows of another width than those held raise ValueError."""
+        if self.net is None:
+            self._build(features.shape[1])
+        if features.shape[1] != self.width:
+            raise ValueError(f"rows of {features.shape[1]} columns; this learner holds rows of {self.width}")
         features, labels = features[-self.capacity :], labels[-self.capacity :]  # more than fit: the newest
         slots = (self.cursor + np.arange(len(labels))) % self.capacity
         self.features[slots], self.labels[slots] = features, labels
@@ -141,7 +165,10 @@ class FastRiskLearner:
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed learner needs, as tensors and plain values (``torch.load(weights_only=True)``):
         the network, its optimizer, the standardisation and the rows held."""
+        if self.net is None:
+            return {"width": 0}
         return {
+            "width": self.width,
             "net": self.net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "standardisation": None if self.mean is None else torch.from_numpy(np.stack([self.mean, self.spread])),
@@ -152,6 +179,10 @@ class FastRiskLearner:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        width = int(state.get("width", INPUT_WIDTH))  # a checkpoint from before task context: 26 columns
+        if not width:
+            return  # saved before its first rows
+        self._build(width)
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         standardisation = state["standardisation"]
@@ -175,13 +206,14 @@ class FastRiskLearner:
 def fit_fast_risk_model(
     features: np.ndarray, labels: np.ndarray, config: FastFitConfig, seed: int = 0
 ) -> tuple[FastRiskModel, dict[str, float]]:
-    """Fit a :class:`FastRiskModel` to ``features`` (N, 26) and ``labels`` (N,) in {0, 1} with ``config.updates``
+    """Fit a :class:`FastRiskModel` to ``features`` (N, 26 + C) and ``labels`` (N,) in {0, 1} with ``config.updates``
     steps; returns it and a report (rows, positive share, final loss, recall of each class)."""
     config.validate()
     features = np.asarray(features, np.float32)
     labels = np.asarray(labels, np.float32)
-    if features.ndim != 2 or features.shape[1] != INPUT_WIDTH or len(features) != len(labels) or not len(labels):
-        raise ValueError(f"features {features.shape}, labels {labels.shape}: expected (N, {INPUT_WIDTH}) and (N,)")
+    width_ok = features.ndim == 2 and INPUT_WIDTH <= features.shape[1] <= INPUT_WIDTH + MAX_CONTEXT
+    if not width_ok or len(features) != len(labels) or not len(labels):
+        raise ValueError(f"features {features.shape}, labels {labels.shape}: expected (N, {INPUT_WIDTH} + C) and (N,)")
     learner = FastRiskLearner(config, capacity=len(labels), seed=seed)
     learner.add_rows(features, labels)
     learner.train(config.updates)
@@ -192,7 +224,7 @@ def fit_fast_risk_model(
 
 
 def risks_of(model: FastRiskModel, features: np.ndarray) -> np.ndarray:
-    """The model's risk of every row of ``features`` (N, 26), in one batch (the node scores one state at a time with
+    """The model's risk of every row of ``features`` (N, 26 + C), in one batch (the node scores one state at a time with
     the same layers)."""
     x = np.asarray(features, np.float32)
     for index, (weight, bias) in enumerate(model.layers):
@@ -214,13 +246,19 @@ def class_accuracy(model: FastRiskModel, features: np.ndarray, labels: np.ndarra
 
 
 def ticks_from_store(store, horizon: int) -> tuple[np.ndarray, np.ndarray]:
-    """(features (N, 26), labels (N,)) of every episode of ``store`` (an :class:`~robot_rl.data.EpisodeStore`) that
-    kept its fast-loop ticks, labelled per episode with :func:`horizon_labels`; empty arrays when none did."""
-    features, labels = [np.zeros((0, INPUT_WIDTH), np.float32)], [np.zeros(0, np.float32)]
+    """(features (N, 26 + C), labels (N,)) of every episode of ``store`` (an :class:`~robot_rl.data.EpisodeStore`)
+    that kept its fast-loop ticks, labelled per episode with :func:`horizon_labels`; empty arrays when none did.
+    Episodes whose rows differ in width (task context of another task) raise ValueError naming the episode."""
+    features, labels = [], [np.zeros(0, np.float32)]
     for name in store.episode_names():
         streams = store.read_episode(name, keys={"streams"})["streams"]
         if "fast_features" not in streams or "fast_violation" not in streams:
             continue
-        features.append(np.asarray(streams["fast_features"]["data"], np.float32))
+        rows = np.asarray(streams["fast_features"]["data"], np.float32)
+        if features and rows.shape[1] != features[0].shape[1]:
+            raise ValueError(
+                f"episode {name}: ticks of {rows.shape[1]} columns, others of {features[0].shape[1]} (another task)"
+            )
+        features.append(rows)
         labels.append(horizon_labels(streams["fast_violation"]["data"], horizon))
-    return np.concatenate(features), np.concatenate(labels)
+    return np.concatenate(features or [np.zeros((0, INPUT_WIDTH), np.float32)]), np.concatenate(labels)

@@ -60,7 +60,11 @@ class EpisodePlay:
         next_obs, reward, terminated, truncated, info = self.env.step(action)
         human.observe(task_progress(self.env, reward))
         violation = int(info.get("violation", 0))
-        safety.observe(violation)
+        fast = info.get("fast_loop")  # the step's fast-loop ticks (a sim task with safety.fast_critic.sim_rate_hz)
+        safety.observe(violation, fast)
+        # the fast-loop critic changing the policy's command counts as the safety layer filtering it, as the policy-rate
+        # filter's change does (the learner's penalty teaches the policy to keep clear); a human's command is theirs
+        filtered = filtered or (not active and fast is not None and fast.filtered_ticks > 0)
         transition = Transition(
             obs=obs,
             action=action,
@@ -79,7 +83,7 @@ class EpisodePlay:
             episode=self.uid,
             step=self.length,
             stamp=float(info.get("stamp", 0.0)),
-            streams=None if info.get("fast_loop") is None else info["fast_loop"].as_streams(),
+            streams=None if fast is None else fast.as_streams(),
             **({} if self.actor is None else {"actor": self.actor}),
         )
         self.transport.send_transitions([transition])

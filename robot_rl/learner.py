@@ -103,7 +103,7 @@ class Learner:
     Ingesting: demo episodes go to the demo buffer, online steps to the online buffer, and every
     human takeover to the demo buffer as well, each takeover as a segment of its own (it starts
     at the observation where the human took over, not where the last takeover ended). A step the
-    safety filter changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, is
+    safety filter (or the sim's fast-loop critic) changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, is
     learned by the task policy as the action it proposed (Recovery RL: the filter is part of the
     environment); the buffers keep the executed action too, for the safety critic. Several actors may
     feed one learner: each actor's transitions are one stream (its episodes in order), the buffers store every
@@ -131,7 +131,11 @@ class Learner:
         self.fast_fitted_at = 0  # online steps at the newest fit
         self.safety = safety  # SafetyLearner or None
         enabled = safety_settings is not None and safety_settings.enabled
-        self.safety_penalty = safety_settings.penalty if enabled else 0.0
+        # a step the fast-loop critic changed is flagged filtered too: it costs the penalty with either critic on
+        fast_enabled = fast_settings is not None and fast_settings.enabled
+        self.safety_penalty = (
+            safety_settings.penalty if safety_settings is not None and (enabled or fast_enabled) else 0.0
+        )
         self.relabel_proposed = enabled and safety_settings.relabel == "proposed"
         space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
         device = getattr(agent, "device", None)  # the buffers live, and batches arrive, where the agent learns

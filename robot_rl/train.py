@@ -30,6 +30,7 @@ from .folders import latest
 from .interrupts import deferred_interrupt, interrupt_requests
 from .learner import Learner, TrainSettings, settings_from
 from .robustness import randomized, robustness_sweep, write_sweep
+from .safety.training import SAFETY_COUNTS
 from .session import ActorSession, Counters, LearnerSession, load_checkpoint_agent, make_agent
 from .sim.fast_loop import attach_fast_loop, fast_loop_from_config
 from .teleop import InterventionRules, NoHuman, ScriptedHuman
@@ -208,7 +209,7 @@ def log_episode(tb, counters: Counters, stats: dict[str, Any], learner: Learner,
     tb.add_scalar("train/episode_length", stats["length"], step)
     tb.add_scalar("train/intervention_rate", stats["interventions"] / stats["length"], step)
     tb.add_scalar("train/continuity_cost", stats["continuity_cost"], step)
-    for key in ("violations", "filter_interventions", "filter_bypasses"):
+    for key in SAFETY_COUNTS:
         tb.add_scalar(f"safety/{key}", stats[key], step)
     tb.add_scalar("speed/env_steps_per_s", step / max(elapsed, 1e-6), step)
     tb.add_scalar("speed/updates_per_s", learner.updates_per_second, step)
@@ -266,6 +267,7 @@ def write_summary(
         "train_continuity_cost": per_episode(counters, "continuity_cost"),
         "violations_per_100_episodes": per_episode(counters, "violations", 100),
         "filter_interventions_per_100_episodes": per_episode(counters, "filter_interventions", 100),
+        "fast_filtered_steps_per_100_episodes": per_episode(counters, "fast_filtered_steps", 100),
         "best_eval_success": max((h["success_rate"] for h in counters.history), default=None),
         "eval_history": counters.history,
         "warm_start": warm_start,  # what init.checkpoint loaded (None: random initial weights, or a resumed run)

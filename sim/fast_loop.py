@@ -12,7 +12,7 @@ seen, and acted on, at the fast rate.
 Each policy step's ticks are kept as a :class:`FastStream` (the env's ``info["fast_loop"]``): per tick the
 critic's input (:data:`~robot_rl.safety.fast_risk.STATE_FEATURES` then the
 :data:`~robot_rl.safety.fast_risk.DELTA_FEATURES` of the command the hard layer was handed: the policy's, or the
-critic's choice), the risk, the tick's flags
+critic's choice, then the task context of the policy step), the risk, the tick's flags
 and the task's constraint violations measured after the tick: the labels a fast-loop critic learns from.
 """
 
@@ -44,7 +44,8 @@ from robot_rl.safety.tick import safety_tick
 @dataclass
 class FastStream:
     """One policy step's fast ticks, T rows each: ``time`` (T,) float64 s of sim time at the tick, ``features``
-    (T, 26) float32 (fast state, then the delta of the command handed to the hard layer; base frame, m, rad, N),
+    (T, 26 + C) float32 (fast state, the delta of the command handed to the hard layer, the C values of task
+    context; base frame, m, rad, N),
     ``risk`` (T,) float32 (NaN without a model or when bypassed), ``flags`` (T,) uint32 (the safety tick's
     :class:`~robot_rl.safety.Violation` bits), ``violation`` (T,) uint32 (the task's constraint bits after it)."""
 
@@ -53,6 +54,16 @@ class FastStream:
     risk: np.ndarray
     flags: np.ndarray
     violation: np.ndarray
+
+    @property
+    def filtered_ticks(self) -> int:
+        """Ticks whose command the fast-loop critic changed (``RISK_FILTERED``)."""
+        return int(np.count_nonzero(self.flags & np.uint32(Violation.RISK_FILTERED)))
+
+    @property
+    def bypassed_ticks(self) -> int:
+        """Ticks where the fast-loop critic was bypassed (``RISK_BYPASSED``: the hard layer alone acted)."""
+        return int(np.count_nonzero(self.flags & np.uint32(Violation.RISK_BYPASSED)))
 
     def as_streams(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The ticks as episode-store streams (``fast_features``, ``fast_risk``, ``fast_flags``,
@@ -78,6 +89,7 @@ class SimFastLoop:
         self.latch = EStopLatch()
         self.previous: Command | None = None
         self.motion = TcpMotion()
+        self.context = np.zeros(0, np.float32)  # the task context of the policy step (set_context)
         self._risk = math.nan
         self._chosen: Command | None = None  # the command the hard layer was handed in the last tick
 
@@ -91,6 +103,19 @@ class SimFastLoop:
             )
         return round(ticks)
 
+    def set_context(self, context: np.ndarray) -> None:
+        """The task context (C,) of the policy step about to run (the task's
+        :meth:`~robot_rl.sim.panda_env.PandaTaskEnv.safety_context`), as the actor would send it to the safety node:
+        recorded with every tick and read by the critic."""
+        self.context = np.asarray(context, np.float32).reshape(-1)
+        if self.risk_filter is not None:
+            self.risk_filter.set_context(self.context)
+
+    @property
+    def feature_width(self) -> int:
+        """Columns of a tick's row: the critic's 26 inputs and the task context's."""
+        return INPUT_WIDTH + self.context.size
+
     def reset(self, arm: ArmState, gripper: float) -> None:
         """Start an episode holding the measured pose; the twist and the critic's hysteresis start afresh."""
         self.previous = hold(arm, gripper, arm.stamp)
@@ -101,8 +126,8 @@ class SimFastLoop:
 
     def tick(self, arm: ArmState, command: Command) -> tuple[Command, Violation, np.ndarray]:
         """One tick at ``arm.stamp``: the command to hand to the controller, the flags and the critic's input row
-        (26,) of the command the hard layer was handed (``command``, or what the critic chose instead): the row a
-        fast critic learns from, labelled by what followed."""
+        (26 + C,) of the command the hard layer was handed (``command``, or what the critic chose instead) and the
+        task context: the row a fast critic learns from, labelled by what followed."""
         gripper = self.previous.gripper
         self.motion.update(arm.pos, arm.rot, arm.stamp)
         self._risk, self._chosen, critic = math.nan, command, None
@@ -110,9 +135,10 @@ class SimFastLoop:
             self.risk_filter.motion = self.motion  # the critic sees the twist measured here
             critic = self._critic
         self.previous, flags = safety_tick(self.limits, self.latch, arm, command, self.previous, arm.stamp, critic)
-        features = np.empty(INPUT_WIDTH, np.float32)
+        features = np.empty(self.feature_width, np.float32)
         features[:STATE_WIDTH] = fast_state(self.motion.features, arm.force, arm.torque, gripper)
-        features[STATE_WIDTH:] = command_delta(arm, self._chosen, gripper)  # what the hard layer was handed
+        features[STATE_WIDTH:INPUT_WIDTH] = command_delta(arm, self._chosen, gripper)  # what the hard layer was handed
+        features[INPUT_WIDTH:] = self.context
         return self.previous, flags, features
 
     def _critic(self, arm: ArmState, command: Command, gripper: float, now: float) -> tuple[Command, Violation]:

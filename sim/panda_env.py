@@ -21,7 +21,6 @@ import numpy as np
 from robot_rl import config as check
 from robot_rl.geometry import delta_target, orientation_error, rotvec_from_matrix
 from robot_rl.safety import ArmState, Command
-from robot_rl.safety.fast_risk import INPUT_WIDTH
 from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
 from robot_rl.sim.constraints import ConstraintMonitor, Constraints
 from robot_rl.sim.controller import CartesianImpedanceController, ImpedanceGains
@@ -195,6 +194,15 @@ class PandaTaskEnv(ArmEnv):
         return ArmState(self.tcp_pos, self.tcp_rot, float(self.data.time), force, torque)
 
     # ----------------------------------------------------------------- the fast loop
+    def safety_context(self) -> np.ndarray:
+        """The task context the fast-loop critic reads after the arm's state, float32, base frame, m: the keep-out
+        zone's low and high corners where it is now (6,), for a task with a keep-out zone (on a cell: a tracked
+        obstacle's box, sent with each policy step); empty otherwise."""
+        if self.constraints.keep_out is None:
+            return np.zeros(0, np.float32)
+        low, high = self.constraint_monitor.keep_out_at(float(self.data.time))
+        return np.concatenate((low, high)).astype(np.float32)
+
     def attach_fast_loop(self, loop: SimFastLoop | None) -> None:
         """Run ``loop`` (the safety node's tick: fast-loop critic, then hard layer) every control substep from the
         next reset on; None: the policy's target goes straight to the impedance controller."""
@@ -206,10 +214,11 @@ class PandaTaskEnv(ArmEnv):
         """One policy step as fast ticks of the attached loop, each followed by its physics steps; the ticks are
         kept for :meth:`info`."""
         loop = self.fast_loop
+        loop.set_context(self.safety_context())  # what the task tells the safety layer once per policy step
         per_tick = round(self.physics_rate_hz / loop.rate_hz)
         ticks = max(1, self.n_substeps // per_tick)  # randomized control periods change the number of ticks
         times, risks = np.empty(ticks), np.empty(ticks, np.float32)
-        features = np.empty((ticks, INPUT_WIDTH), np.float32)
+        features = np.empty((ticks, loop.feature_width), np.float32)
         flags, violations = np.empty(ticks, np.uint32), np.empty(ticks, np.uint32)
         for index in range(ticks):
             arm = self.arm_state()

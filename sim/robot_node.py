@@ -16,6 +16,7 @@ unchanged against this node and against the real cell.
 | out | ``/rl/reward`` (std_msgs/Float64), ``/rl/success`` (std_msgs/Bool) | the task's signals |
 | out | ``/rl/task_state`` | std_msgs/Float32MultiArray: privileged task features (labels in the layout) |
 | out | ``/sim/violation`` | std_msgs/UInt32: :class:`~robot_rl.sim.constraints.Constraint` flags |
+| out | ``/rl/safety_context`` | std_msgs/Float32MultiArray, latched: the task context of the safety node's fast critic (the keep-out zone's corners where it is now, m, base frame), for tasks with one |
 | out | ``/clock`` | rosgraph_msgs/Clock: sim time only |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
 | in | ``/rl/action`` | PoseStamped from the actor: sim time only, the stamp of the observation it answers |
@@ -62,6 +63,7 @@ from std_srvs.srv import SetBool
 
 from robot_rl.geometry import matrix_from_rotvec
 from robot_rl.ros import qos
+from robot_rl.ros.fast_critic import CONTEXT_TOPIC
 from robot_rl.ros.guard import InputGuard, MessageError, finite_scalar
 from robot_rl.ros.messages import (
     STAMP_TOLERANCE_NS,
@@ -167,6 +169,7 @@ class SimRobot:
             "success": node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER),
             "task_state": node.create_publisher(Float32MultiArray, "/rl/task_state", qos.STREAM_PUBLISHER),
             "violation": node.create_publisher(UInt32, "/sim/violation", qos.STREAM_PUBLISHER),
+            "safety_context": node.create_publisher(Float32MultiArray, CONTEXT_TOPIC, qos.LATCHED),
         }
         self.cameras = {
             name: (
@@ -400,8 +403,11 @@ class SimRobot:
         self.pub["pose"].publish(pose_msg(env.tcp_pos, env.tcp_rot, now, self.frame_id))
 
     def publish_task_signals(self) -> None:
-        """Reward, success, constraint flags and the privileged task state."""
+        """Reward, success, constraint flags, the privileged task state and the safety layer's task context."""
         env = self.env
+        context = env.safety_context()  # the keep-out zone where it is now: what a cell's obstacle tracker would send
+        if context.size:
+            self.pub["safety_context"].publish(Float32MultiArray(data=context.tolist()))
         success = env.is_success()
         self.pub["reward"].publish(Float64(data=env.reward(success)))
         self.pub["success"].publish(Bool(data=bool(success)))

@@ -5,6 +5,7 @@ import pytest
 
 from robot_rl.data.transition import Transition
 from robot_rl.learner import Learner, TrainSettings
+from robot_rl.safety.fast_risk import FastCriticSettings
 from robot_rl.safety.training import SafetySettings
 from robot_rl.transport import LocalTransport
 
@@ -14,7 +15,7 @@ class _Agent:
         discount = 0.9
 
 
-def learner(safety: SafetySettings | None = None) -> Learner:
+def learner(safety: SafetySettings | None = None, fast: FastCriticSettings | None = None) -> Learner:
     return Learner(
         _Agent(),
         TrainSettings(buffer_capacity=200),
@@ -23,6 +24,7 @@ def learner(safety: SafetySettings | None = None) -> Learner:
         LocalTransport(),
         seed=0,
         safety_settings=safety,
+        fast_settings=fast,
     )
 
 
@@ -124,6 +126,19 @@ def test_a_filtered_step_is_learned_as_the_relabel_setting_says(relabel):
     assert rows.any() and (batch["action"][rows, 0] == learned).all() and (batch["executed_action"][rows, 0] == 2).all()
     unfiltered = slot_of_step(rl.online, 3)
     assert rl.online.learned_action[unfiltered][0, 0] == rl.online.action[unfiltered][0, 0] == 3
+
+
+@pytest.mark.parametrize("fast_enabled", [True, False])
+def test_a_step_the_fast_loop_critic_changed_costs_the_penalty_without_the_policy_rate_filter(fast_enabled):
+    """The sim's fast-loop critic flags the policy's steps it changed as filtered (robot_rl.actor): they cost
+    ``safety.penalty`` with the fast critic on, also when the policy-rate filter (``safety.enabled``) is off."""
+    rl = learner(SafetySettings(enabled=False, penalty=0.5), FastCriticSettings(enabled=fast_enabled))
+    rl.ingest(episode(6, human_steps=set(), filtered={2}))
+    slot = slot_of_step(rl.online, 2)
+    assert rl.online.reward[slot][0] == pytest.approx(2 - 0.5 if fast_enabled else 2)
+    assert (
+        rl.online.learned_action[slot][0, 0] == 2
+    )  # no relabelling: the fast loop changed the command, not the action
 
 
 def test_the_backlog_never_reads_caught_up_while_a_step_is_half_ingested():

@@ -202,7 +202,7 @@ class ActorLoop:
                     f"episode {self.counters.episodes} paused: {stall}; waiting for {stall.topic} to return"
                 )
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
-                self.wait_for_streams()
+                self.wait_for_streams(stall.topic)
                 continue
             demo = stats.pop("demo")
             self.publish("demo" if demo else "train", stats)
@@ -216,13 +216,20 @@ class ActorLoop:
                     continue
                 self.publish("eval", {k: v for k, v in result.items() if np.isscalar(v)})
 
-    def wait_for_streams(self) -> None:
+    def wait_for_streams(self, paused_on: str | None = None) -> None:
+        """Until every stream the actor reads is live again. A stream that is now the one missing, other than
+        ``paused_on`` (the topic the pause named), is published as a pause of its own: the run's log names what the
+        actor waits for (a reset that went unanswered, then a camera that stays silent, is a camera)."""
+        reported = paused_on
         while True:
             try:
                 self.env.wait_for_streams(timeout=5.0)
                 self.log.info("streams are back; resuming")
                 return
             except StreamStalled as stall:
+                if stall.topic != reported:
+                    reported = stall.topic
+                    self.publish("paused", {"reason": f"still waiting: {stall}", "topic": stall.topic})
                 self.log.warning(f"still waiting: {stall}", throttle_duration_sec=10.0)
 
 

@@ -15,6 +15,13 @@ width), then swapped in with one assignment; a bad one is dropped and counted by
 :class:`~robot_rl.ros.guard.InputGuard` (a rate-limited warning), and the node keeps its last good model (or the
 hard layer alone if it has none).
 
+Task context: a model that reads task context after the arm's state (a first layer of 26 + C inputs,
+:mod:`robot_rl.safety.fast_risk`) takes it from ``/rl/safety_context`` (std_msgs/Float32MultiArray, C finite values,
+sent once per control period by whoever knows the task: the sim robot sends its keep-out zone's corners, a cell's
+obstacle tracker would send the tracked box). The newest message is used, checked in its callback (finite, at most
+``MAX_CONTEXT`` values); until one of the model's width has come, the model is bypassed (``no_context``). A model
+without context inputs ignores it.
+
 Counts and times are reported every ``report_period`` s (one log line, and a JSON record on ``/rl/safety_stats``,
 std_msgs/String): ticks and rate, filtered and bypassed ticks by reason, rejected weights, the model version, and
 p50 / p99 / max of the tick's and the critic's wall time and of the model's CPU time, with their histograms (1 us
@@ -35,6 +42,7 @@ import numpy as np
 from ..safety import Command, Violation
 from ..safety.fast_risk import (
     BYPASS_REASONS,
+    MAX_CONTEXT,
     FastDecision,
     FastRiskError,
     FastRiskFilter,
@@ -45,6 +53,7 @@ from . import qos
 
 WEIGHTS_TOPIC = "/rl/fast_risk_weights"
 RISK_TOPIC = "/rl/safety_risk"
+CONTEXT_TOPIC = "/rl/safety_context"
 STATS_TOPIC = "/rl/safety_stats"
 HISTOGRAM_US = 10_000  # 1 us bins up to 10 ms, then one bin for everything slower
 
@@ -87,7 +96,7 @@ class FastCritic:
         self, node, guard, risk_filter: FastRiskFilter, publisher: Callable[[Any, str], Any], source: str | None
     ):
         from rclpy.clock import Clock, ClockType
-        from std_msgs.msg import Float64, String, UInt8MultiArray
+        from std_msgs.msg import Float32MultiArray, Float64, String, UInt8MultiArray
 
         self.node, self.risk_filter = node, risk_filter
         self.risk_pub = publisher(Float64, RISK_TOPIC)
@@ -101,6 +110,7 @@ class FastCritic:
         self.totals = self._zero_counts()  # since the start
         self._since = time.monotonic()
         guard.subscribe(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
+        guard.subscribe(Float32MultiArray, CONTEXT_TOPIC, self._on_context, qos.LATCHED)
         node.create_timer(
             risk_filter.settings.report_period, self.report, clock=Clock(clock_type=ClockType.STEADY_TIME)
         )
@@ -163,6 +173,13 @@ class FastCritic:
         self.newest_rejected = False
         self.counts["weights_accepted"] += 1
         self._log_model(model, version, WEIGHTS_TOPIC)
+
+    def _on_context(self, msg) -> None:
+        """The task context for the model; a malformed one raises (the guard drops, counts and warns)."""
+        values = np.asarray(msg.data, np.float32)
+        if values.ndim != 1 or values.size > MAX_CONTEXT or not np.isfinite(values).all():
+            raise ValueError(f"task context of {values.size} values; expected at most {MAX_CONTEXT} finite ones")
+        self.risk_filter.set_context(values)
 
     # ----------------------------------------------------------------- the report
     def totals_now(self) -> dict[str, int]:

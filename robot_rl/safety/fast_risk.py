@@ -22,7 +22,10 @@ Feature layout (:data:`LAYOUT_VERSION` 1; every vector in the robot base frame).
 The action, :data:`DELTA_FEATURES`, 7 values: the candidate command as a delta from the measured state, in physical
 units (not normalised): ``delta_position`` 0:3 (target - measured, m), ``delta_rotvec`` 3:6 (rotation vector of
 R_target R_measured^T, rad), ``delta_gripper`` 6 (target - last sent gripper command). The model's input is the
-state followed by the delta, :data:`INPUT_WIDTH` = 26 columns; input normalisation is folded into the first layer.
+state followed by the delta, :data:`INPUT_WIDTH` = 26 columns, then C >= 0 columns of **task context** (up to
+:data:`MAX_CONTEXT`): a compact summary of the task state the fast loop cannot measure, given once per policy step
+(the sim tasks give the keep-out zone's corners where it is now, :meth:`~robot_rl.sim.panda_env.PandaTaskEnv.safety_context`;
+C is the first layer's inputs less 26). Input normalisation is folded into the first layer.
 
 Model: ``[(W0, b0), ..., (Wn, bn)]``, W_i of shape (in, out), ReLU or tanh after every layer but the last, whose
 single output is a logit: risk = sigmoid(logit) in [0, 1]. Stored as an ``.npz`` (``W0``, ``b0``, ..., ``activation``
@@ -35,8 +38,9 @@ line search over its translation and rotation; the gripper is kept), then the re
 measured pose, retreat ``retreat_distance`` along the measured external force (the direction the hard layer
 retreats in: with the push, away from the contact) and, with ``escape_step`` > 0, steps of that length along
 +-x, +-y, +-z. A model that is missing, raises, returns NaN or misses its CPU-time deadline, or an arm state older
-than the hard layer's ``state_timeout``, is bypassed: the command passes unchanged, and the hard layer (always
-applied after this) alone protects the arm.
+than the hard layer's ``state_timeout``, or a model that reads task context the loop was not given (or of another
+width), is bypassed: the command passes unchanged, and the hard layer (always applied after this) alone protects
+the arm.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ FORCE = slice(12, 15)  # where the force sits in the state
 ACTIVATIONS = ("relu", "tanh")
 MAX_LAYERS = 8
 MAX_WIDTH = 1024
+MAX_CONTEXT = 64  # task-context columns after the 26
 MAX_PARAMETERS = 250_000  # 2 x 128 hidden is 20,000: a model this size still fits a 1 kHz tick
 MAX_BYTES = 16 * 2**20  # an .npz file or weights message, also unpacked
 MIN_TWIST_DT = 2e-4  # s: poses closer together than this (two received in one burst) are not differenced
@@ -170,18 +175,20 @@ def command_from_delta(arm: ArmState, delta: np.ndarray, gripper: float, stamp: 
 
 # ----------------------------------------------------------------------------- the model
 class FastRiskModel:
-    """A small MLP over (state, delta) -> risk in [0, 1], numpy only, float32.
+    """A small MLP over (state, delta, task context) -> risk in [0, 1], numpy only, float32.
 
-    ``__call__(state (19,), deltas (K, 7)) -> (K,)`` scores every candidate in one batch: the first layer is split
-    into its state rows (computed once per call) and its delta rows. Constructing one checks the layers
-    (:func:`check_layers`)."""
+    ``__call__(state (19 + C,), deltas (K, 7)) -> (K,)`` scores every candidate in one batch, the state followed by the
+    :attr:`context_width` C context values: the first layer is split into its state and context rows (computed once
+    per call) and its delta rows. Constructing one checks the layers (:func:`check_layers`)."""
 
     def __init__(self, layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: str = "relu"):
         check_layers(layers, activation)
         self.layers = [(np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)) for w, b in layers]
         self.activation = activation
         first, first_bias = self.layers[0]
-        self._state_weight, self._delta_weight = first[:STATE_WIDTH], np.ascontiguousarray(first[STATE_WIDTH:])
+        self.context_width = first.shape[0] - INPUT_WIDTH
+        self._state_weight = np.ascontiguousarray(np.concatenate((first[:STATE_WIDTH], first[INPUT_WIDTH:])))
+        self._delta_weight = np.ascontiguousarray(first[STATE_WIDTH:INPUT_WIDTH])
         self._first_bias = first_bias
         self._rest = self.layers[1:]
 
@@ -307,8 +314,9 @@ def _integer(name: str, value: Any) -> int:
 
 def check_layers(layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: str) -> None:
     """Raise :class:`FastRiskError` unless ``layers`` is an MLP this module runs: 1..``MAX_LAYERS`` pairs of
-    float32/float64 finite (W (in, out), b (out,)), the first taking ``INPUT_WIDTH`` inputs, each the previous
-    one's outputs, the last giving 1; widths up to ``MAX_WIDTH``, ``MAX_PARAMETERS`` in all."""
+    float32/float64 finite (W (in, out), b (out,)), the first taking ``INPUT_WIDTH`` inputs (plus up to
+    ``MAX_CONTEXT`` context inputs), each the previous one's outputs, the last giving 1; widths up to ``MAX_WIDTH``,
+    ``MAX_PARAMETERS`` in all."""
     if activation not in ACTIVATIONS:
         raise FastRiskError(f"activation={activation!r}; expected one of {', '.join(ACTIVATIONS)}")
     if not 1 <= len(layers) <= MAX_LAYERS:
@@ -321,11 +329,16 @@ def check_layers(layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: st
             if array.dtype not in (np.float32, np.float64):
                 raise FastRiskError(f"{name} is {array.dtype}; expected float32 or float64")
         weight, bias = np.asarray(weight), np.asarray(bias)
+        if index == 0 and weight.ndim == 2 and INPUT_WIDTH <= weight.shape[0] <= INPUT_WIDTH + MAX_CONTEXT:
+            width = weight.shape[0]  # the 26 inputs and the task context's
         if weight.ndim != 2 or weight.shape[0] != width:
             expected = (
-                f"the {INPUT_WIDTH} inputs of layout {LAYOUT_VERSION}" if index == 0 else f"W{index - 1}'s outputs"
+                f"[{INPUT_WIDTH} to {INPUT_WIDTH + MAX_CONTEXT}, out] (the {INPUT_WIDTH} inputs of layout "
+                f"{LAYOUT_VERSION}, then up to {MAX_CONTEXT} of task context)"
+                if index == 0
+                else f"[{width}, out] (W{index - 1}'s outputs)"
             )
-            raise FastRiskError(f"W{index} has shape {list(weight.shape)}; expected [{width}, out] ({expected})")
+            raise FastRiskError(f"W{index} has shape {list(weight.shape)}; expected {expected}")
         out = weight.shape[1]
         if last and out != 1:
             raise FastRiskError(f"W{index} has {out} outputs; the last layer gives one logit")
@@ -461,11 +474,11 @@ class FastDecision:
     command: Command  # to pass to the hard layer: the one given, or the scaled-down or recovery one
     risk: float  # of the commanded delta, in [0, 1]; NaN when bypassed
     filtered: bool  # the command was changed
-    bypass: str | None  # why the model was not used: no_model, stale_state, deadline, error; None when it was
+    bypass: str | None  # why the model was not used: one of BYPASS_REASONS; None when it was
     seconds: float  # CPU time in the model (s)
 
 
-BYPASS_REASONS = ("no_model", "stale_state", "deadline", "error")
+BYPASS_REASONS = ("no_model", "stale_state", "no_context", "deadline", "error")
 FAST_RISK_KEY = "safety.fast_risk_model"  # in published weights (in-process): (FastRiskModel, version)
 
 
@@ -497,6 +510,7 @@ class FastRiskFilter:
         self.settings, self.state_timeout = settings, state_timeout
         self.current: tuple[FastRiskModel, int] | None = None if model is None else (model, version)
         self.motion = TcpMotion()
+        self.context = np.zeros(0, np.float32)  # the task context of the last policy step (see set_context)
         filter_settings = settings.filter_settings(rate_hz)
         self.filter = SafetyFilter(_no_model, filter_settings, recoveries=self._recoveries, clock=clock)
         escape = settings.escape_step
@@ -506,6 +520,11 @@ class FastRiskFilter:
 
     def swap(self, model: FastRiskModel, version: int) -> None:
         self.current = (model, version)
+
+    def set_context(self, context: np.ndarray) -> None:
+        """The task context (C,) the model reads after the arm's state from now on (one assignment); a model that
+        reads context of another width is bypassed (``no_context``), one that reads none ignores it."""
+        self.context = np.asarray(context, np.float32).reshape(-1)
 
     def _recoveries(self, state: np.ndarray, delta: np.ndarray) -> np.ndarray:
         """Hold the measured pose, retreat ``retreat_distance`` m along the measured force (hold when there is no
@@ -528,7 +547,12 @@ class FastRiskFilter:
             return FastDecision(command, math.nan, False, "no_model", 0.0)
         if not now - arm.stamp <= self.state_timeout:
             return FastDecision(command, math.nan, False, "stale_state", 0.0)
+        context, width = self.context, getattr(current[0], "context_width", 0)  # (any (state, deltas) -> risks runs)
+        if width and width != context.size:
+            return FastDecision(command, math.nan, False, "no_context", 0.0)
         state = fast_state(self.motion.features, arm.force, arm.torque, gripper)
+        if width:  # a model without context inputs runs on the arm's state alone, whatever the task gives
+            state = np.concatenate((state, context))
         self.filter.risk = current[0]
         result = self.filter(state, command_delta(arm, command, gripper))
         if result.bypassed:

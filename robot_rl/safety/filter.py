@@ -6,9 +6,9 @@ Every proposed action a is scored by a risk model (the safety critic's numpy exp
 gripper unchanged) and the escape actions (a step of ``escape_step`` along +-x, +-y, +-z of the
 action's translation part, gripper unchanged). While the filter is engaged it executes the first
 scaled action whose risk is below ``threshold_off``; when there is none, the recovery action if it
-is below ``threshold_off`` too, else the least risky of the recovery and escape actions (Recovery
-RL's argmin of Q_risk: holding still inside a hazard, e.g. a keep-out zone the arm has entered,
-would only prolong the violation). A ``recoveries`` builder replaces the hold and escape rows with rows it
+is below ``threshold_off`` too, else the least risky of all the candidates, the recovery first on a tie
+(Recovery RL's argmin of Q_risk: holding still inside a hazard, e.g. a keep-out zone the arm has entered,
+would only prolong the violation, and when the proposed action is what leads out of it, it is kept). A ``recoveries`` builder replaces the hold and escape rows with rows it
 makes from (state, action): the safety node's fast loop (:mod:`robot_rl.safety.fast_risk`) holds the measured
 pose and retreats along the measured force.
 
@@ -172,8 +172,9 @@ class SafetyFilter:
             chosen = safe[0]  # 0, the proposed action itself, when it is below threshold_off already
         elif risks[scaled] < limit:
             chosen = scaled
-        else:
-            chosen = min(range(scaled, len(risks)), key=risks.__getitem__)
+        else:  # nothing is safe: the least risky of all; on a tie the recovery, then the smaller scalings
+            order = [*range(scaled, len(risks)), *range(scaled - 1, -1, -1)]
+            chosen = min(order, key=risks.__getitem__)
         executed = candidates[chosen]
         intervened = executed.tolist() != candidates[0].tolist()  # both float32: no rounding difference
         self.interventions += intervened

@@ -11,8 +11,9 @@ transitions have arrived, or from the start when it was pretrained.
 
 Actor side (:class:`SafetyActor`): a :class:`~robot_rl.safety.filter.SafetyFilter` on the
 policy's actions (never on the human's). Filtered steps are flagged so the learner subtracts
-``safety.penalty`` from their reward; violations, interventions and bypasses are counted per
-episode.
+``safety.penalty`` from their reward, and so are the policy's steps whose command the sim's fast-loop critic
+changed on any tick (``safety.fast_critic.enabled``); violations, interventions and bypasses (of both critics)
+are counted per episode.
 """
 
 from __future__ import annotations
@@ -29,12 +30,20 @@ from .filter import FilterSettings, SafetyFilter
 
 RISK_MODEL_KEY = "safety.risk_model"
 RELABEL = ("proposed", "executed")
+SAFETY_COUNTS = (  # per episode, in SafetyActor.stats(): steps, or fast-loop ticks where named
+    "violations",
+    "filter_interventions",
+    "filter_bypasses",
+    "fast_filtered_steps",
+    "fast_filtered_ticks",
+    "fast_bypassed_ticks",
+)
 
 
 @yaml_defaults("config.yaml", "safety")
 class SafetySettings:
     enabled: bool
-    penalty: float  # reward penalty on steps the filter changed
+    penalty: float  # reward penalty on the policy's steps a learned safety layer changed (filter or fast-loop critic)
     relabel: str  # what the task policy learns a filtered step as: the action it proposed (Recovery RL,
     # the filter is part of the environment) or the action executed; the safety critic always learns the executed one
     warmup: int  # online transitions before a critic trained from scratch acts (a pretrained one acts at once)
@@ -161,6 +170,7 @@ class SafetyActor:
 
     def reset_counts(self) -> None:
         self.violations = self.interventions = self.bypasses = 0
+        self.fast_filtered_steps = self.fast_filtered_ticks = self.fast_bypassed_ticks = 0
 
     def load(self, weights: dict[str, Any]) -> None:
         """Take a new risk model from published weights (if they carry one)."""
@@ -186,12 +196,22 @@ class SafetyActor:
         self.bypasses += result.bypassed
         return result.action, result.intervened
 
-    def observe(self, violation: int) -> None:
+    def observe(self, violation: int, fast=None) -> None:
+        """Count a step's outcome: its constraint ``violation`` bits and, when the sim's fast loop ran (``fast``: the
+        step's :class:`~robot_rl.sim.fast_loop.FastStream`, or anything with ``filtered_ticks`` and
+        ``bypassed_ticks``), the ticks the fast-loop critic changed or was bypassed in."""
         self.violations += bool(violation)
+        if fast is not None:
+            self.fast_filtered_steps += fast.filtered_ticks > 0
+            self.fast_filtered_ticks += fast.filtered_ticks
+            self.fast_bypassed_ticks += fast.bypassed_ticks
 
     def stats(self) -> dict[str, int]:
         return {
             "violations": self.violations,
             "filter_interventions": self.interventions,
             "filter_bypasses": self.bypasses,
+            "fast_filtered_steps": self.fast_filtered_steps,
+            "fast_filtered_ticks": self.fast_filtered_ticks,
+            "fast_bypassed_ticks": self.fast_bypassed_ticks,
         }

@@ -66,3 +66,25 @@ def test_the_online_learner_keeps_the_newest_rows_in_its_ring():
     kept = sorted(learner.features[:, 0].tolist())
     assert kept == rows[2:, 0].tolist()
     assert learner.labels[learner.features[:, 0] == rows[6, 0]].tolist() == [1.0]
+
+
+def test_the_online_learner_takes_the_width_of_its_first_rows_and_resumes_with_it():
+    from robot_rl.policies.fast_risk_critic import FastRiskLearner
+
+    config = FastFitConfig(horizon=2, hidden=(8,), batch_size=16)
+    empty = FastRiskLearner(config).state_dict()  # a checkpoint before any ticks came
+    fresh = FastRiskLearner(config)
+    fresh.load_state_dict(empty)
+    assert fresh.width is None
+
+    learner = FastRiskLearner(config, capacity=100)
+    rows = np.random.default_rng(0).normal(size=(40, INPUT_WIDTH + 6)).astype(np.float32)  # 6 of task context
+    learner.add_episode(rows, (rows[:, INPUT_WIDTH] > 1).astype(np.uint32))
+    learner.train(5)
+    with pytest.raises(ValueError, match="rows of 26 columns; this learner holds rows of 32"):
+        learner.add_rows(rows[:, :INPUT_WIDTH], np.zeros(40, np.float32))  # another task's ticks
+    resumed = FastRiskLearner(config, capacity=100)
+    resumed.load_state_dict(learner.state_dict())
+    assert resumed.width == INPUT_WIDTH + 6 and resumed.size == 40
+    assert resumed.model().context_width == 6
+    np.testing.assert_allclose(risks_of(resumed.model(), rows), risks_of(learner.model(), rows), rtol=1e-6)

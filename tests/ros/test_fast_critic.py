@@ -21,12 +21,15 @@ RISK_FILTERED, RISK_BYPASSED, RISK_MODEL_REJECTED = 4096, 8192, 16384  # robot_r
 TRANSLATION_STEP, WORKSPACE, STALE_STATE, STALE_COMMAND = 128, 32, 4, 2
 
 
-def toward_x(limit: float):
-    """A real fast-loop MLP (26 -> 1 ReLU -> 1): risk sigmoid(400 (max(dx, 0) - limit)) for a commanded step dx in x."""
+def toward_x(limit: float, context: int = 0):
+    """A real fast-loop MLP (26 -> 1 ReLU -> 1): risk sigmoid(400 (max(dx, 0) - limit)) for a commanded step dx in x;
+    with ``context`` > 0 it reads that many task-context values too (the first one adds to dx)."""
     from robot_rl.safety.fast_risk import INPUT_WIDTH, STATE_WIDTH, FastRiskModel
 
-    w0 = np.zeros((INPUT_WIDTH, 1), np.float32)
+    w0 = np.zeros((INPUT_WIDTH + context, 1), np.float32)
     w0[STATE_WIDTH, 0] = 1.0  # delta_position x
+    if context:
+        w0[INPUT_WIDTH, 0] = 1.0
     layers = [(w0, np.zeros(1, np.float32)), (np.array([[400.0]], np.float32), np.array([-400.0 * limit], np.float32))]
     return FastRiskModel(layers)
 
@@ -180,6 +183,34 @@ def test_weights_come_over_the_latched_topic_bad_ones_are_refused_and_the_last_g
         arm.spin(1.0)
         assert len(arm.outputs) > outputs + 20  # 200 Hz on an idle machine
         assert steady(arm.recent(0.5), HOME[0], RISK_FILTERED | RISK_MODEL_REJECTED)
+    finally:
+        rig.close()
+        rclpy.shutdown()
+
+
+def test_a_model_that_reads_task_context_is_bypassed_until_the_context_comes_and_a_bad_one_is_dropped():
+    rclpy = require("rclpy")
+    from std_msgs.msg import Float32MultiArray
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.fast_critic import CONTEXT_TOPIC
+
+    rclpy.init()
+    rig = Rig(rclpy, model=toward_x(HOLD, context=2))
+    arm = rig.arm
+    context = arm.node.create_publisher(Float32MultiArray, CONTEXT_TOPIC, qos.LATCHED)
+    try:
+        rig.target = HOME + [0.03, 0.0, 0.0]  # no context yet: bypassed, the hard layer alone, flagged
+        rig.settle(lambda x, flags: abs(x - HOME[0] - 0.03) < 1e-6 and flags == RISK_BYPASSED)
+        assert rig.safety.fast.totals_now()["no_context"] > 0 and np.isnan(rig.risks[-1])
+
+        context.publish(Float32MultiArray(data=[float("nan"), 0.0]))
+        arm.until(lambda: rig.safety.guard.dropped.get(CONTEXT_TOPIC) == 1, 5, "the NaN context dropped")
+        context.publish(Float32MultiArray(data=[0.0, 0.0]))
+        arm.until(lambda: rig.safety.fast.risk_filter.context.size == 2, 5, "the context taken")
+        # the same 3 cm step, now scored: the model finds it risky and the node holds the measured pose
+        rig.settle(lambda x, flags: abs(x - HOME[0]) < 1e-6 and flags == RISK_FILTERED)
+        assert steady(arm.recent(0.5), HOME[0], RISK_FILTERED)
     finally:
         rig.close()
         rclpy.shutdown()

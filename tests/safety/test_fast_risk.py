@@ -159,7 +159,7 @@ BAD_WEIGHTS = {
     "inf bias": (arrays(b0=np.array([np.inf, 0.0], np.float32)), "W0 or b0 has non-finite values"),
     "wrong input width": (
         arrays(W0=np.zeros((INPUT_WIDTH - 1, 2), np.float32)),
-        r"W0 has shape \[25, 2\]; expected \[26, out\] \(the 26 inputs of layout 1\)",
+        r"W0 has shape \[25, 2\]; expected \[26 to 90, out\] \(the 26 inputs of layout 1, then up to 64 of task context\)",
     ),
     "shapes do not chain": (arrays(W1=np.zeros((3, 1), np.float32)), r"W1 has shape \[3, 1\]; expected \[2, out\]"),
     "bias of the wrong size": (arrays(b0=np.zeros(3, np.float32)), r"b0 has shape \[3\]; expected \[2\]"),

@@ -42,6 +42,17 @@ def test_inside_a_hazard_the_least_risky_escape_beats_holding_still():
     np.testing.assert_allclose(holding(np.zeros(3), np.array([-1.0, 0.0, 0.0, -1.0])).action, [0.0, 0.0, 0.0, -1.0])
 
 
+def test_when_nothing_is_safe_a_proposed_action_that_leads_out_is_not_replaced_by_a_riskier_hold():
+    def keep_out(state, actions):
+        """Inside a zone: every candidate above threshold_off, the proposed step in +x (out) the least risky."""
+        return np.where(actions[:, 0] > 0.75, 0.3, np.where(actions[:, 0] > 0.4, 0.5, 0.9))
+
+    safety = SafetyFilter(keep_out, FilterSettings(scales=(1.0, 0.5), escape_step=0.0))
+    result = safety(np.zeros(3), np.array([1.0, 0.0, 0.0, -1.0]))
+    np.testing.assert_allclose(result.action, [1.0, 0.0, 0.0, -1.0])  # not the hold (0.9) nor half the step (0.5)
+    assert result.engaged and not result.intervened
+
+
 def test_hysteresis_releases_only_after_the_dwell_time_below_the_off_threshold():
     risks = iter([0.3, 0.2, 0.05, 0.05, 0.2, 0.05, 0.05, 0.05, 0.05])
     current = {}

@@ -5,6 +5,7 @@ fast-loop critic and then the hard layer on the measured arm, as the safety node
 import numpy as np
 import pytest
 
+from robot_rl.actor import EpisodePlay
 from robot_rl.cli import load_config, main
 from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore
@@ -12,6 +13,7 @@ from robot_rl.envs import make_env
 from robot_rl.safety import Violation
 from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter, FastRiskModel
 from robot_rl.safety.robot_limits import safety_limits
+from robot_rl.safety.training import SafetyActor, safety_settings
 from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
 from robot_rl.train import train
 from tests.ros.test_fast_critic import toward_x
@@ -94,6 +96,108 @@ def test_the_fast_critic_scales_risky_commands_down_within_the_step_and_flags_th
     assert stream.risk[filtered].min() > 0.25  # engaged only above threshold_on
     for env in (plain, guarded):
         env.close()
+
+
+class _Sent:
+    def __init__(self):
+        self.transitions = []
+
+    def send_transitions(self, transitions):
+        self.transitions.extend(transitions)
+
+
+class _Human:
+    """Takes over on the steps in ``steps`` with the policy's own proposal."""
+
+    def __init__(self, steps: set[int]):
+        self.steps, self.step = steps, 0
+
+    def begin_episode(self, demo: bool) -> None:
+        self.step = 0
+
+    def __call__(self, obs, policy_action):
+        self.step += 1
+        return (self.step - 1 in self.steps), policy_action
+
+    def observe(self, progress: float) -> None:
+        pass
+
+
+def test_a_policy_step_the_fast_critic_changed_reaches_the_learner_as_filtered_and_is_counted():
+    cfg = config()
+    env = make_env(config().task)
+    attach_fast_loop(env, with_critic(cfg, limit=0.01))
+    sent, safety = _Sent(), SafetyActor(safety_settings(None))
+    play = EpisodePlay(env, _Human({1}), safety, sent, None, demo=False, seed=0)
+    for _ in range(4):
+        play.step(FORWARD)
+    policy_steps = [t for t in sent.transitions if not t.intervened]
+    assert len(policy_steps) == 3 and all(t.filtered for t in policy_steps)  # 3 cm steps in +x: each one scaled
+    assert not sent.transitions[1].filtered  # the human's step: theirs, never relabelled or penalised
+    stats = play.stats()
+    assert stats["fast_filtered_steps"] == 4  # the fast loop acts on the human's command too, and it is counted
+    ticks = sum(
+        int(np.count_nonzero(t.streams["fast_flags"][0] & int(Violation.RISK_FILTERED))) for t in sent.transitions
+    )
+    assert stats["fast_filtered_ticks"] == ticks > 4 and stats["fast_bypassed_ticks"] == 0
+    env.close()
+
+
+def test_a_task_with_a_sliding_keep_out_zone_gives_the_critic_the_zone_as_task_context():
+    cfg = load_config(["task=pick_cube_sudden"])
+    env = make_env(cfg.task)
+    loop = hard_layer(cfg)
+    attach_fast_loop(env, loop)
+    env.reset(seed=0)
+    zones = []
+    for _ in range(5):
+        _, _, _, _, info = env.step(np.zeros(4))
+        features = info["fast_loop"].features
+        assert features.shape == (50, 26 + 6)  # the 26 inputs, then the zone's low and high corners
+        assert (features[:, 26:] == features[0, 26:]).all()  # given once per policy step
+        zones.append(features[0, 26:])
+    low, high = np.array(cfg.task.constraints.keep_out)
+    assert np.allclose(zones[0][3:] - zones[0][:3], high - low)  # the box keeps its size ...
+    assert zones[-1][0] > zones[0][0] + 0.01 and np.allclose(
+        np.diff(np.array(zones)[:, 1:3], axis=0), 0
+    )  # ... and slides in x
+    env.close()
+
+
+def test_a_critic_fitted_to_ticks_with_task_context_reads_it_and_is_bypassed_without_it(tmp_path):
+    from robot_rl.policies.fast_risk_critic import FastFitConfig, fit_fast_risk_model
+
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(400, 26 + 6)).astype(np.float32)
+    labels = (rows[:, 26] > 0).astype(np.float32)  # the risk is the context's alone
+    model, report = fit_fast_risk_model(rows, labels, FastFitConfig(updates=300, hidden=(16,)), seed=0)
+    assert model.context_width == 6 and report["risky_recall"] > 0.9 and report["safe_recall"] > 0.9
+    model.save(tmp_path / "context.npz")
+    loaded, _ = FastRiskModel.load(tmp_path / "context.npz")
+    state, deltas = rows[0, :19], np.zeros((1, 7), np.float32)
+    for side in (1.0, -1.0):
+        context = np.full(6, side, np.float32)
+        assert (loaded(np.concatenate([state, context]), deltas)[0] > 0.5) == (side > 0)
+
+    cfg = config()
+    loop = hard_layer(cfg)
+    settings = FastCriticSettings(enabled=True, deadline_us=100_000)
+    loop.risk_filter = FastRiskFilter(settings, RATE_HZ, loop.limits.state_timeout, loaded, version=1)
+    env = pick_cube(loop)  # pick_cube has no keep-out zone: no context for a model that reads one
+    _, _, _, _, info = env.step(FORWARD)
+    assert (info["fast_loop"].flags & int(Violation.RISK_BYPASSED)).all() and np.isnan(info["fast_loop"].risk).all()
+    env.close()
+
+    # a model without context inputs runs in a task that gives context (it reads the arm alone)
+    loop = hard_layer(cfg)
+    loop.risk_filter = FastRiskFilter(settings, RATE_HZ, loop.limits.state_timeout, toward_x(0.01), version=1)
+    env = make_env(load_config(["task=pick_cube_sudden"]).task)
+    attach_fast_loop(env, loop)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(FORWARD)
+    assert info["fast_loop"].features.shape[1] == 32 and np.isfinite(info["fast_loop"].risk).all()
+    assert (info["fast_loop"].flags & int(Violation.RISK_FILTERED)).any()
+    env.close()
 
 
 def test_the_config_switches_it_on_and_names_rates_that_do_not_fit():

@@ -1,0 +1,43 @@
+"""The actor node's pause on a silent stream names the stream it waits for, also when that changes while it waits
+(a reset that went unanswered, then a camera that stays silent: the run's log says camera)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from tests.conftest import require
+
+CAMERA = "/camera/front/color/image_raw"
+
+
+def wait(paused_on: str, silent: list[str]) -> list[tuple[str, str]]:
+    """``ActorLoop.wait_for_streams`` after a pause on ``paused_on``, with ``silent`` the streams found missing one
+    wait after another (then all are back); the records it published, as (kind, topic)."""
+    require("rclpy")
+    from robot_rl.ros.actor_node import ActorLoop
+    from robot_rl.ros.topic_env import StreamStalled
+
+    missing = list(silent)
+
+    def wait_for_streams(timeout: float) -> None:
+        if missing:
+            raise StreamStalled(missing.pop(0), timeout)
+
+    published: list[tuple[str, str]] = []
+    loop = SimpleNamespace(
+        env=SimpleNamespace(wait_for_streams=wait_for_streams),
+        log=SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None),
+        publish=lambda kind, stats: published.append((kind, stats["topic"])),
+    )
+    ActorLoop.wait_for_streams(loop, paused_on)
+    assert not missing  # it waited until every stream was back
+    return published
+
+
+def test_a_pause_that_turns_into_a_silent_camera_is_published_as_the_camera():
+    assert wait("/rl/reset (no response)", [CAMERA, CAMERA, CAMERA]) == [("paused", CAMERA)]
+
+
+def test_waiting_on_the_stream_the_pause_named_publishes_nothing_more():
+    assert wait(CAMERA, [CAMERA, CAMERA]) == []
+    assert wait(CAMERA, []) == []
