@@ -9,7 +9,8 @@ the hard layer of ``robot.limits`` every 2 ms, as on the cell):
   (``safety.enabled=true``), pretrained on the probe set;
 - ``fast_loop_critic``: plus the fast-loop critic every tick before the hard layer
   (``safety.fast_critic.enabled=true``), fitted to the probe set's ticks (``robot-rl fast-critic``) and refitted
-  online (``safety.fast_critic.learn=true``).
+  online (``safety.fast_critic.learn=true``);
+- ``both_critics``: the policy-rate critic and the fast-loop critic together, as a cell would run them.
 
 The probe set: noisy-expert episodes recorded with the fast loop (``robot-rl collect``, other seeds than training),
 what both critics start from. Reported per way: constraint violations per 100 training episodes and the final
@@ -44,6 +45,7 @@ WAYS = {
         "safety.fast_critic.learn=true",
     ],
 }
+WAYS["both_critics"] = WAYS["policy_rate_critic"] + WAYS["fast_loop_critic"]
 PROBE_SEED = 100_000  # far from the training runs' episode seeds
 
 
@@ -110,7 +112,7 @@ def plot(figures: dict, path: Path) -> None:
         (axes[0], "violations_per_100", "violations / 100 episodes"),
         (axes[1], "success", "final success"),
     ):
-        axis.bar(names, [figures[key][name] for name in names], color=["grey", "tab:blue", "tab:green"])
+        axis.bar(names, [figures[key][name] for name in names], color=["grey", "tab:blue", "tab:green", "tab:olive"])
         for index, name in enumerate(names):
             axis.scatter(
                 [index] * len(figures["per_seed"][name]), [r[key] for r in figures["per_seed"][name]], color="k", s=8
@@ -152,6 +154,8 @@ def main() -> None:
     figures["success_drop_points"] = round(
         100 * (figures["success"]["policy_rate_critic"] - figures["success"]["fast_loop_critic"]), 1
     )
+    both = figures["violations_per_100"]["both_critics"]
+    figures["both_over_policy_violations"] = round(both / policy, 3) if policy else None
     name = "safety_hf_quick" if args.quick else "safety_hf"
     plot(figures, RESULTS / f"{name}.png")
     path = write_result(
