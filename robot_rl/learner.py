@@ -103,9 +103,9 @@ class Learner:
     Ingesting: demo episodes go to the demo buffer, online steps to the online buffer, and every
     human takeover to the demo buffer as well, each takeover as a segment of its own (it starts
     at the observation where the human took over, not where the last takeover ended). A step the
-    safety filter (or the sim's fast-loop critic) changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, is
-    learned by the task policy as the action it proposed (Recovery RL: the filter is part of the
-    environment); the buffers keep the executed action too, for the safety critic. Several actors may
+    safety filter (or the sim's fast-loop critic) changed costs ``safety.penalty`` and, with
+    ``safety.relabel=proposed``, is learned by the task policy as the action it proposed (Recovery RL: the filter is
+    part of the environment); the buffers keep the executed action too, for the safety critic. Several actors may
     feed one learner: each actor's transitions are one stream (its episodes in order), the buffers store every
     stream's episodes whole (:class:`~robot_rl.data.streams.StreamWriter`) and batches mix them.
     """

@@ -169,8 +169,7 @@ class SafetyActor:
         self.reset_counts()
 
     def reset_counts(self) -> None:
-        self.violations = self.interventions = self.bypasses = 0
-        self.fast_filtered_steps = self.fast_filtered_ticks = self.fast_bypassed_ticks = 0
+        self.counts = dict.fromkeys(SAFETY_COUNTS, 0)
 
     def load(self, weights: dict[str, Any]) -> None:
         """Take a new risk model from published weights (if they carry one)."""
@@ -192,26 +191,22 @@ class SafetyActor:
         if self.filter is None:
             return action, False
         result = self.filter(obs["state"], action)
-        self.interventions += result.intervened
-        self.bypasses += result.bypassed
+        self.counts["filter_interventions"] += result.intervened
+        self.counts["filter_bypasses"] += result.bypassed
         return result.action, result.intervened
 
     def observe(self, violation: int, fast=None) -> None:
         """Count a step's outcome: its constraint ``violation`` bits and, when the sim's fast loop ran (``fast``: the
         step's :class:`~robot_rl.sim.fast_loop.FastStream`, or anything with ``filtered_ticks`` and
         ``bypassed_ticks``), the ticks the fast-loop critic changed or was bypassed in."""
-        self.violations += bool(violation)
+        counts = self.counts
+        counts["violations"] += bool(violation)
         if fast is not None:
-            self.fast_filtered_steps += fast.filtered_ticks > 0
-            self.fast_filtered_ticks += fast.filtered_ticks
-            self.fast_bypassed_ticks += fast.bypassed_ticks
+            filtered = fast.filtered_ticks
+            counts["fast_filtered_steps"] += filtered > 0
+            counts["fast_filtered_ticks"] += filtered
+            counts["fast_bypassed_ticks"] += fast.bypassed_ticks
 
     def stats(self) -> dict[str, int]:
-        return {
-            "violations": self.violations,
-            "filter_interventions": self.interventions,
-            "filter_bypasses": self.bypasses,
-            "fast_filtered_steps": self.fast_filtered_steps,
-            "fast_filtered_ticks": self.fast_filtered_ticks,
-            "fast_bypassed_ticks": self.fast_bypassed_ticks,
-        }
+        """This episode's counts, keyed by :data:`SAFETY_COUNTS`."""
+        return dict(self.counts)
