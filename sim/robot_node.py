@@ -38,8 +38,10 @@ Two clocks (:mod:`robot_rl.ros.sim_clock`):
   read only as the go signal). Then, for each state period of the control period, it waits for the
   safety node's arm command of that instant, applies it, steps the physics and publishes the pose and
   wrench the safety node's next tick reads. The safety node ticks the period's first instant on the
-  actor's command (so ``/clock`` of it goes out after that answer: a clock that overtook the command
-  on its way would make the node tick on the previous one) and every later instant on ``/clock``. No sleeping: a rehearsal runs
+  actor's command and every later instant on its arm state (the states inside the command's period). ``/clock``
+  moves once per period, to its first instant, after the safety node's answer (a clock that overtook the command
+  on its way would make the node tick on the previous one): only the safety node works at the state rate, and
+  every other node of the graph wakes for the clock once per period, not once per state period. No sleeping: a rehearsal runs
   as fast as the nodes answer. A reset moves the clock on by ``ros.reset_pause`` so the safety node
   sees the actor's last command go stale and holds the measured pose, as on the cell. While it waits,
   the clock and the stamped pose and wrench go out again every 0.1 s for nodes that join late.
@@ -322,11 +324,9 @@ class SimRobot:
                 self.executor.spin_once(timeout_sec=CLOCK_REPEAT)
                 continue
             for chunk in range(self.chunks):
-                if chunk:  # the period's first instant the safety node ticks on the actor's command, not on /clock
-                    self.publish_clock()
-                if not self.wait_for_arm_command(stop):
-                    return
-                if not chunk:  # the others' time, once that command is obeyed
+                if not self.wait_for_arm_command(stop):  # the safety node ticks the period's first instant on the
+                    return  # actor's command, every later one on the arm state published before
+                if not chunk:  # the graph's time, once that command is obeyed
                     self.publish_clock()
                 self._integrate_servo(self.chunk_steps * self.physics_dt)
                 self.env.simulate(self.chunk_steps)

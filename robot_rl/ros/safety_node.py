@@ -8,9 +8,11 @@ measured pose; no state for ``state_timeout`` -> hold the last command sent; an 
 until a reset message arrives. Every tick's :class:`~robot_rl.safety.Violation` flags are
 published too. The limits are ``robot.limits`` of the config (:mod:`robot_rl.safety.robot_limits`):
 per-second rates there, per-tick steps of ``rate_hz`` here. In sim time (``ros.sim_time=true``) the node ticks,
-in the order of their instants, at each new ``/clock`` instant and at the stamp of each actor command (the
-observation it answers), once the arm state of that instant is in, with all the ticks ``rate_hz`` makes since the
-last instant (:mod:`robot_rl.sim.robot_node` says why the command, not the clock, starts a control period).
+in the order of their instants, at the stamp of each actor command (the observation it answers), at each arm
+state the sim robot sends inside that command's control period (``control_period``, the task's) and at each new
+``/clock`` instant (a reset's pause), once the arm state of that instant is in, with all the ticks ``rate_hz`` makes
+since the last instant (:mod:`robot_rl.sim.robot_node` says why the command, not the clock, starts a control period,
+and why the clock moves only once per period).
 
 A managed node (:class:`SafetyLifecycle`): inactive it holds the measured pose, active it obeys the actor;
 it activates itself at start unless ``--inactive``.
@@ -85,7 +87,7 @@ from .messages import STAMP_TOLERANCE_NS, numpy_to_pose, pose_to_numpy, stamp_ns
 from .messages import seconds as stamp_seconds
 from .node_main import exit_with_error, is_override, node_config, ros_node, spin
 from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
-from .sim_clock import CLOCK_TOPIC, ClockError, sim_time_of, wait_for_clock
+from .sim_clock import CLOCK_TOPIC, ClockError, lockstep_period, sim_time_of, wait_for_clock
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
 DEFAULT_OPERATORS = ("robot_rl_teleop",)
@@ -102,7 +104,8 @@ class SafetyNode:
     ``active``: obey the actor's commands; inactive, the node holds the measured pose (flag ``INACTIVE``) as
     ros2_control's deactivated controllers do; ``publishing`` false: it sends nothing (unconfigured).
     ``fast_critic``: the learned fast-loop filter run every tick before the hard layer (None: hard layer only);
-    ``fast_source`` names where its starting model came from, for the log."""
+    ``fast_source`` names where its starting model came from, for the log. ``control_period``: s between two
+    actor commands (sim time: the arm states inside the newest command's period are instants to tick)."""
 
     def __init__(
         self,
@@ -115,6 +118,7 @@ class SafetyNode:
         graph_period: float = 0.1,
         discovery_grace: float = 5.0,
         sim_time: bool = False,
+        control_period: float = 0.0,
         active: bool = True,
         fast_critic: FastRiskFilter | None = None,
         fast_source: str | None = None,
@@ -130,6 +134,8 @@ class SafetyNode:
         self.active, self.publishing = active, True
         self.ticked_ns = 0  # sim time: the instant of the last tick
         self.clock_ns = 0  # sim time: the last /clock instant heard
+        self.period_ns = round(control_period * 1e9)  # sim time: the control period
+        self.period_end_ns = 0  # sim time: the end of the newest actor command's period (its next observation)
         self.pending: set[int] = set()  # sim time: instants to tick, each once the arm state of it is in
         self.queued: list[tuple[int, Command]] = []  # sim time: the actor's commands, each obeyed from its instant on
         self.next_gripper = -1.0  # sim time: the actor's newest gripper command, sent just before its arm command
@@ -252,7 +258,7 @@ class SafetyNode:
         if self.fast is not None:  # the twist by finite difference: on the arm's stamps when it sends them
             self.fast.observe_pose(pos, rot, stamp_seconds(msg.header.stamp) or self.arm.stamp)
         if self.sim_time:
-            self._tick_when_due()
+            self._tick_arm_state()
 
     def _received(self, msg) -> float:
         """When a command or a state counts as received, s: in sim time its stamp (the sim robot's instant; a stamp
@@ -286,6 +292,15 @@ class SafetyNode:
             self.pending.add(instant_ns)
             self._tick_when_due()
 
+    def _tick_arm_state(self) -> None:
+        """Sim time: an arm state inside the newest actor command's control period is an instant of the lockstep
+        (the sim robot sends one per state period and steps on once it has the answer); the state at the period's
+        end is the next observation, ticked on the actor's command for it."""
+        measured = self._measured_ns()
+        if self.ticked_ns + STAMP_TOLERANCE_NS < measured < self.period_end_ns - STAMP_TOLERANCE_NS:
+            self.pending.add(measured)
+        self._tick_when_due()
+
     def _tick_when_due(self) -> None:
         """Sim time: tick every pending instant the newest arm state covers, oldest first."""
         while self.pending and self._measured_ns() >= min(self.pending) - STAMP_TOLERANCE_NS:
@@ -294,8 +309,8 @@ class SafetyNode:
             if now_ns <= self.ticked_ns + STAMP_TOLERANCE_NS:
                 continue  # the same instant by another message (a command's stamp is float seconds: within 1 us)
             while self.queued and self.queued[0][0] <= now_ns + STAMP_TOLERANCE_NS:  # a command that came early waits
-                self.command = self.queued.pop(0)[1]  # for its instant (an earlier one, a reset's pause, holds)
-                self.gripper = self.command.gripper
+                instant, self.command = self.queued.pop(0)  # for its instant (an earlier one, a reset's pause, holds)
+                self.gripper, self.period_end_ns = self.command.gripper, instant + self.period_ns
             # the ticks the node would have made at rate_hz since the last one, all on this arm state
             ticks = (
                 1
@@ -324,7 +339,7 @@ class SafetyNode:
         if self.arm is not None:
             self.arm.force, self.arm.torque = self._force, self._torque
         if self.sim_time:
-            self._tick_when_due()
+            self._tick_arm_state()
 
     def _on_estop(self, msg) -> None:
         if msg.data:
@@ -481,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config([*overrides, *argv[end:]])
         limits, sim_time = safety_limits(cfg.robot.limits, args.rate_hz), sim_time_of(cfg)
+        period = lockstep_period(cfg) if sim_time else 0.0
         fast = fast_critic_config(cfg)
         with ros_node("robot_rl_safety", ros_args, sim_time, lifecycle=True) as node:
 
@@ -495,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.graph_period,
                     args.discovery_grace,
                     sim_time,
+                    period,
                     active=False,
                     fast_critic=fast_risk_filter(fast, args.rate_hz, limits.state_timeout),
                     fast_source=fast.weights,

@@ -288,7 +288,7 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
             answered = time.monotonic()
             gripper_pub.publish(Float64(data=-1.0))
             arm_pub.publish(pose_msg(env.tcp_pos, env.tcp_rot, first * 1e-9, "base"))
-            while not any(instant > first for _, instant in clocks):  # the period goes on
+            while robot.now_ns <= first:  # the period goes on
                 assert time.monotonic() < answered + 10, clocks[-3:]
                 time.sleep(0.01)
             stop.set()
@@ -309,7 +309,9 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
     """In sim time the safety node ticks an instant (a) on the actor's command for it, which no /clock precedes;
     (b) with each command only from its own instant on, so a reset's pause instant ticked late still holds the arm;
     (c) once the wrench of the instant is in as well as its pose (they travel on two topics); (d) it says the flags of
-    a standing instant again, for a monitor that joined after the tick."""
+    a standing instant again, for a monitor that joined after the tick; (e) on each arm state inside the control
+    period of the newest command, which no /clock precedes (the sim robot moves the clock once per period); (f) the
+    state at the period's end (the next observation) only on the actor's command for it."""
     rclpy = require("rclpy")
     import time
 
@@ -335,7 +337,9 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
     answers: list[tuple[int, float]] = []  # (instant ns, commanded x m)
     flags: list[int] = []
     try:
-        safety = SafetyNode(safety_ros, SafetyLimits(), 500.0, senders=("robot_rl_test_actor",), sim_time=True)
+        safety = SafetyNode(
+            safety_ros, SafetyLimits(), 500.0, senders=("robot_rl_test_actor",), sim_time=True, control_period=0.1
+        )
         action_pub = actor.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         gripper_pub = actor.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
         clock_pub = sim.create_publisher(Clock, "/clock", qos.COMMAND)
@@ -430,6 +434,18 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
         clock(d)
         spin_until(lambda: late, "the flags of the standing instant")
         assert late[-1] == flags[-1], (late, flags[-1])
+        e = 1_190_000_000  # (e) the next state period of c's control period: its arm state alone
+        arm(e)
+        x_e = answer(e)
+        assert x_e > x_d, (x_d, x_e)  # the force is gone: on towards c's target
+        f = 1_270_000_000  # (f) the end of c's period (1.17 s + 0.1 s): the next observation
+        arm(f)
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.01)
+        assert not any(instant == f for instant, _ in answers), "ticked the next observation before its command"
+        command(f, home[0] - 0.05)
+        assert answer(f) < x_e, "the next observation's instant did not obey the command for it"
         assert safety.guard.dropped == {}, safety.guard.dropped
     finally:
         executor.shutdown()
