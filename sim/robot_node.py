@@ -41,8 +41,8 @@ Two clocks (:mod:`robot_rl.ros.sim_clock`):
   actor's command and every later instant on its arm state (the states inside the command's period). ``/clock``
   moves once per period, to its first instant, after the safety node's answer (a clock that overtook the command
   on its way would make the node tick on the previous one): only the safety node works at the state rate, and
-  every other node of the graph wakes for the clock once per period, not once per state period. No sleeping: a rehearsal runs
-  as fast as the nodes answer. A reset moves the clock on by ``ros.reset_pause`` so the safety node
+  every other node of the graph wakes for the clock once per period, not once per state period. No sleeping: a
+  rehearsal runs as fast as the nodes answer. A reset moves the clock on by ``ros.reset_pause`` so the safety node
   sees the actor's last command go stale and holds the measured pose, as on the cell. While it waits,
   the clock and the stamped pose and wrench go out again every 0.1 s for nodes that join late.
 

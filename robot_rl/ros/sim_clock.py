@@ -50,14 +50,9 @@ def sim_time_of(cfg) -> bool:
 def lockstep_period(cfg) -> float:
     """The control period of the sim robot's lockstep, s (``1 / task.control_rate_hz``): the span of sim time one
     actor command covers, inside which the safety node ticks every arm state the sim robot sends."""
-    import math
+    from ..config import positive
 
-    from ..config import ConfigError
-
-    rate = cfg.task.get("control_rate_hz")
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and rate > 0):
-        raise ConfigError("task.control_rate_hz", rate, "a positive rate (Hz) with ros.sim_time=true")
-    return 1.0 / float(rate)
+    return 1.0 / float(positive("task.control_rate_hz", cfg.task.get("control_rate_hz")))
 
 
 def lockstep_teleop(cfg) -> bool:

@@ -25,7 +25,8 @@ R_target R_measured^T, rad), ``delta_gripper`` 6 (target - last sent gripper com
 state followed by the delta, :data:`INPUT_WIDTH` = 26 columns, then C >= 0 columns of **task context** (up to
 :data:`MAX_CONTEXT`): a compact summary of the task state the fast loop cannot measure, given once per policy step
 (the sim tasks give the keep-out zone's corners where it is now,
-:meth:`~robot_rl.sim.panda_env.PandaTaskEnv.safety_context`; C is the first layer's inputs less 26). Input normalisation is folded into the first layer.
+:meth:`~robot_rl.sim.panda_env.PandaTaskEnv.safety_context`; C is the first layer's inputs less 26). Input
+normalisation is folded into the first layer.
 
 Model: ``[(W0, b0), ..., (Wn, bn)]``, W_i of shape (in, out), ReLU or tanh after every layer but the last, whose
 single output is a logit: risk = sigmoid(logit) in [0, 1]. Stored as an ``.npz`` (``W0``, ``b0``, ..., ``activation``

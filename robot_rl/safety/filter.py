@@ -9,8 +9,8 @@ scaled action whose risk is below ``threshold_off``; when there is none, the rec
 is below ``threshold_off`` too, else the least risky of all the candidates, the recovery first on a tie
 (Recovery RL's argmin of Q_risk: holding still inside a hazard, e.g. a keep-out zone the arm has entered,
 would only prolong the violation, and when the proposed action is what leads out of it, it is kept).
-A ``recoveries`` builder replaces the hold and escape rows with rows it makes from (state, action): the safety node's fast loop (:mod:`robot_rl.safety.fast_risk`) holds the measured
-pose and retreats along the measured force.
+A ``recoveries`` builder replaces the hold and escape rows with rows it makes from (state, action): the safety
+node's fast loop (:mod:`robot_rl.safety.fast_risk`) holds the measured pose and retreats along the measured force.
 
 Hysteresis: the filter engages when the risk of a exceeds ``threshold_on`` and releases only
 after the risk of a has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
