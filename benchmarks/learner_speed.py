@@ -18,9 +18,11 @@ minor page faults per draw (``sample_page_faults``: the old sampler's fresh arra
 
     python -m benchmarks.learner_speed [--device cpu|cuda] [--quick] [--threads 1] [--rounds 3] [--variants ...]
 
-``--variants`` also times the new state update at batch 256, UTD 4 with ``agent.autocast=bf16`` (``bf16``, the
-default) and ``agent.compile=true`` (``compiled``: after its compilation; off by default because on a CPU it gains
-little for the minute it takes to compile).
+The new path runs the agent's defaults: ``agent.autocast=auto``, so bfloat16 on a CPU with bf16 units (this
+machine's AMD EPYC) and float32 elsewhere. ``--variants`` also times the new state and pixel updates at batch 256,
+UTD 4 with ``agent.autocast=null`` (``float32``, the default), ``agent.autocast=bf16`` (``bf16``) and
+``agent.compile=true`` (``compiled``: after its compilation; off by default because on a CPU it gains little for
+the minute it takes to compile).
 
 ``--quick`` times every sampling case but only some updates (state at batch 256 and UTD 1/4/10, ``pixel`` at
 batch 256 UTD 4, ``pixel128`` at batch 256 UTD 1); the full grid of pixel updates takes hours on a 2-core CPU.
@@ -85,7 +87,7 @@ def filled_sampler(kind: str, device: str):
     return MixedSampler(*buffers, demo_fraction=0.5, seed=0)
 
 
-VARIANTS = {"": {}, "compiled": {"compile": True}, "bf16": {"autocast": "bf16"}}  # flags the old code lacks
+VARIANTS = {"": {}, "compiled": {"compile": True}, "bf16": {"autocast": "bf16"}, "float32": {"autocast": None}}
 
 
 def sac_agent(kind: str, utd: int, device: str, strides: list[int], variant: str):
@@ -240,9 +242,10 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         nargs="*",
-        choices=("compiled", "bf16"),
-        default=["bf16"],
-        help="also time the new state update at batch 256, UTD 4 with agent.compile / agent.autocast=bf16",
+        choices=("compiled", "bf16", "float32"),
+        default=["float32"],
+        help="also time the new state and pixel updates at batch 256, UTD 4 with agent.compile=true / "
+        "agent.autocast=bf16 / agent.autocast=null",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -283,7 +286,7 @@ def main() -> None:
                     print(f"sample {kind} b{batch}: {result['wall']}", flush=True)
                 for _, batch, utd in (case for case in updates if case[0] == kind):
                     turns = both
-                    if kind == "state" and (batch, utd) == (256, 4):
+                    if kind in ("state", "pixel") and (batch, utd) == (256, 4):
                         turns = [*both, *(("new_" + name, workers[1], {"variant": name}) for name in args.variants)]
                     repeats = 5 if kind == "state" else 3  # a pixel update takes seconds on a CPU
                     result = compare(turns, args.rounds, op="update", batch=batch, utd=utd, repeats=repeats)

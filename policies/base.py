@@ -18,7 +18,8 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
 Subclasses list their modules in ``modules`` / ``policy_modules`` and optimizers in
 ``optimizers``; :class:`OffPolicyAgent` does the rest. Two config flags every agent config carries change how,
 not what, it computes: ``compile`` (``torch.compile`` of the networks' forward passes; state dicts are unchanged)
-and ``autocast`` (``bf16``: forward passes in bfloat16 under ``torch.autocast``, losses in float32).
+and ``autocast`` (``bf16``: forward passes in bfloat16 under ``torch.autocast``, losses in float32; ``auto``: bf16 on
+a CPU with bfloat16 units, float32 elsewhere, :func:`bf16_helps`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class OffPolicyAgent:
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self.seed = seed
         self.updates = 0
+        self.bf16 = config.autocast == "bf16" or (config.autocast == "auto" and bf16_helps(self.device))
         # offline pretraining (robot-rl pretrain): the critic loss's conservative term (CQL / Cal-QL); None online
         self.conservative: ConservativeConfig | None = None
 
@@ -66,8 +68,9 @@ class OffPolicyAgent:
                 getattr(self, name).compile()
 
     def autocast(self) -> torch.autocast:
-        """The context of the learning forward passes: bfloat16 autocast with ``config.autocast=bf16``."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.autocast == "bf16")
+        """The context of the learning forward passes: bfloat16 autocast when :attr:`bf16` (``config.autocast``
+        ``bf16``, or ``auto`` where :func:`bf16_helps`)."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def make_encoder(self) -> ObservationEncoder:
         cfg = self.config
@@ -213,15 +216,26 @@ class AgentConfig:
     image_pad: int  # random-shift augmentation (pixels)
     device: str  # auto: cuda when available
     compile: bool  # torch.compile the networks' forward passes
-    autocast: str | None  # bf16: forward passes in bfloat16 (GPUs and CPUs with bf16 units)
+    autocast: str | None  # bf16: forward passes in bfloat16; auto: bf16 where it helps (bf16_helps); null: float32
 
     def shared_checks(self) -> dict[str, tuple[bool, str]]:
         """``validate`` checks (``require_all`` format) of these settings."""
         return {
             **camera_checks(self),
             "compile": (isinstance(self.compile, bool), "true or false"),
-            "autocast": (self.autocast in (None, "bf16"), "null (float32) or bf16"),
+            "autocast": (self.autocast in (None, "bf16", "auto"), "null (float32), bf16 or auto"),
         }
+
+
+def bf16_helps(device: torch.device) -> bool:
+    """Whether ``autocast: auto`` computes in bfloat16 on ``device``: on a CPU with bfloat16 matrix units
+    (AVX512-BF16 or AMX), where it made the state update at batch 256, UTD 4 1.48x faster than float32
+    (``benchmarks/learner_speed.py``, 2-core AMD EPYC); not on a GPU, where that update is bound by kernel launches
+    and bf16 made it slower (0.84x on an H100)."""
+    if device.type != "cpu":
+        return False
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch's own CPU checks (private: may go)
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
 def slot_states(states: list[Any], count: int, make: Callable[[int], Any]) -> list[Any]:
