@@ -20,9 +20,9 @@ minor page faults per draw (``sample_page_faults``: the old sampler's fresh arra
 
 The new path runs the agent's defaults: ``agent.autocast=auto``, so bfloat16 on a CPU with bf16 units (this
 machine's AMD EPYC) and float32 elsewhere. ``--variants`` also times the new state and pixel updates at batch 256,
-UTD 4 with ``agent.autocast=null`` (``float32``, the default), ``agent.autocast=bf16`` (``bf16``) and
-``agent.compile=true`` (``compiled``: after its compilation; off by default because on a CPU it gains little for
-the minute it takes to compile).
+UTD 4 with ``agent.autocast=null`` (``float32``, timed unless ``--variants`` names others), ``agent.autocast=bf16``
+(``bf16``) and ``agent.compile=true`` (``compiled``: after its compilation; off by default because on a CPU it
+gains little for the minute it takes to compile).
 
 ``--quick`` times every sampling case but only some updates (state at batch 256 and UTD 1/4/10, ``pixel`` at
 batch 256 UTD 4, ``pixel128`` at batch 256 UTD 1); the full grid of pixel updates takes hours on a 2-core CPU.

@@ -229,9 +229,9 @@ class AgentConfig:
 
 def bf16_helps(device: torch.device) -> bool:
     """Whether ``autocast: auto`` computes in bfloat16 on ``device``: on a CPU with bfloat16 matrix units
-    (AVX512-BF16 or AMX), where it made the state update at batch 256, UTD 4 1.48x faster than float32
-    (``benchmarks/learner_speed.py``, 2-core AMD EPYC); not on a GPU, where that update is bound by kernel launches
-    and bf16 made it slower (0.84x on an H100)."""
+    (AVX512-BF16 or AMX), where it made the state update at batch 256, UTD 4 1.3x and the pixel one 2.4x faster
+    than float32 (``benchmarks/learner_speed.py``, 2-core AMD EPYC, 2026-11-26); not on a GPU, where the state update
+    is bound by kernel launches and bf16 made it slower (0.84x on an H100)."""
     if device.type != "cpu":
         return False
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch's own CPU checks (private: may go)
