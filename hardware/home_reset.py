@@ -32,7 +32,7 @@ from robot_rl.ros import qos
 from robot_rl.ros.guard import InputGuard
 from robot_rl.ros.messages import pose_msg, pose_to_numpy
 
-POSE_TOPIC = "/franka_robot_state_broadcaster/current_pose"
+POSE_TOPIC = "franka_robot_state_broadcaster/current_pose"
 
 
 class HomeReset:
@@ -60,9 +60,9 @@ class HomeReset:
 
         group = ReentrantCallbackGroup()  # the pose keeps arriving while a reset runs
         self.guard.subscribe(PoseStamped, POSE_TOPIC, self._on_pose, qos.STREAM_SUBSCRIBER, callback_group=group)
-        self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
-        self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
-        node.create_service(SetBool, "/rl/reset", self._on_reset, callback_group=group)
+        self.action_pub = node.create_publisher(PoseStamped, "rl/action", qos.COMMAND)
+        self.gripper_pub = node.create_publisher(Float64, "rl/gripper", qos.COMMAND)
+        node.create_service(SetBool, "rl/reset", self._on_reset, callback_group=group)
 
     def _on_pose(self, msg) -> None:
         pose = pose_to_numpy(msg.pose)

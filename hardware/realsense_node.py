@@ -28,9 +28,9 @@ class CameraPublisher:
         self.node, self.camera, self.name = node, camera, name
         self.frame_id = f"{name}_color_optical_frame"
         self.image_pub = node.create_publisher(Image, camera_topic(name), qos.STREAM_PUBLISHER)
-        self.info_pub = node.create_publisher(CameraInfo, f"/camera/{name}/color/camera_info", qos.STREAM_PUBLISHER)
+        self.info_pub = node.create_publisher(CameraInfo, f"camera/{name}/color/camera_info", qos.STREAM_PUBLISHER)
         self.depth_pub = (
-            node.create_publisher(Image, f"/camera/{name}/aligned_depth_to_color/image_raw", qos.STREAM_PUBLISHER)
+            node.create_publisher(Image, f"camera/{name}/aligned_depth_to_color/image_raw", qos.STREAM_PUBLISHER)
             if camera.settings.depth
             else None
         )

@@ -32,7 +32,7 @@ from robot_rl.ros import qos
 from robot_rl.ros.guard import InputGuard
 from robot_rl.ros.messages import pose_to_numpy, twist_msg
 
-SERVO_TOPIC = "/servo_node/delta_twist_cmds"
+SERVO_TOPIC = "servo_node/delta_twist_cmds"
 
 
 def servo_twist(
@@ -61,9 +61,9 @@ class ServoBridge:
         self.target: tuple[np.ndarray, np.ndarray, float] | None = None
         self.state: tuple[np.ndarray, np.ndarray, float] | None = None
         self.guard = InputGuard(node)
-        self.guard.subscribe(PoseStamped, "/rl/equilibrium_pose", self._on_target, qos.COMMAND)
+        self.guard.subscribe(PoseStamped, "rl/equilibrium_pose", self._on_target, qos.COMMAND)
         self.guard.subscribe(
-            PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_state, qos.STREAM_SUBSCRIBER
+            PoseStamped, "franka_robot_state_broadcaster/current_pose", self._on_state, qos.STREAM_SUBSCRIBER
         )
         self.twist_pub = node.create_publisher(TwistStamped, SERVO_TOPIC, qos.COMMAND)
         node.create_timer(1.0 / args.rate_hz, self.tick)

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from .config import ConfigError
 from .data import EpisodeRecorder
 from .envs import observation_shapes
-from .fleet_settings import FleetSettings, fleet_settings
+from .fleet_settings import FleetSettings, fleet_settings, member_seed, share
 from .interrupts import deferred_interrupt, interrupt_requests
 from .ros.codec import (
     TransitionSchema,
@@ -58,8 +58,8 @@ NO_BUDGET = 10**15  # an actor's own step budget: the driver ends the run
 def actor_config(cfg: dict[str, Any], index: int, actors: int, demos: int) -> dict[str, Any]:
     """Actor ``index``'s config: its seed, its share of the ``demos`` demonstrations still due, no step budget of its
     own."""
-    train = {**cfg["train"], "env_steps": NO_BUDGET, "demo_episodes": demos // actors + (index < demos % actors)}
-    return {**cfg, "seed": int(cfg["seed"]) + 1000 * (index + 1), "train": train}
+    train = {**cfg["train"], "env_steps": NO_BUDGET, "demo_episodes": share(demos, index, actors)}
+    return {**cfg, "seed": member_seed(cfg["seed"], index), "train": train}
 
 
 class SimActor:

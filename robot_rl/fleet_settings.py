@@ -1,6 +1,11 @@
-"""Where ``robot-rl train`` acts: one actor in this process (``fleet=local``) or sim actors on Ray (``fleet=ray``)."""
+"""Where the actors act: one actor in this process (``fleet=local``) or sim actors on Ray (``fleet=ray``) for
+``robot-rl train``, and one robot or several (``fleet.robots``, each in its own ROS 2 namespace) for
+``robot-rl launch``; and how a fleet shares out a run (seeds, step budgets, demonstrations, episode stores)."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -16,6 +21,7 @@ class FleetSettings:
     max_restarts: int  # ray: times Ray restarts a crashed actor before the run goes on without it
     cpus_per_actor: float  # ray: CPUs Ray reserves per actor
     object_store_mb: int  # ray: object store of a local Ray instance (MiB)
+    robots: list[str] | None  # launch: one namespaced actor + safety node + drivers per robot; null: one robot
 
 
 def fleet_settings(cfg: DictConfig) -> FleetSettings:
@@ -37,6 +43,38 @@ def fleet_settings(cfg: DictConfig) -> FleetSettings:
                 is_integer(settings.object_store_mb) and settings.object_store_mb >= 80,
                 "an integer >= 80 (MiB)",
             ),
+            "robots": (
+                settings.robots is None
+                or (
+                    isinstance(settings.robots, list)
+                    and len(settings.robots) >= 1
+                    and all(isinstance(name, str) and ROBOT_NAME.fullmatch(name) for name in settings.robots)
+                    and len(set(settings.robots)) == len(settings.robots)
+                ),
+                ROBOTS_EXPECTED,
+            ),
         },
     )
     return settings
+
+
+ROBOT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+ROBOTS_EXPECTED = "null or a list of distinct robot names (a ROS 2 namespace token: a letter, then letters, digits, _)"
+
+
+def share(total: int, index: int, count: int) -> int:
+    """Member ``index``'s share of ``total`` (steps, demonstrations) split over ``count`` members, the first ones
+    taking one more when it does not divide."""
+    return total // count + (index < total % count)
+
+
+def member_seed(seed: int, index: int) -> int:
+    """The seed of fleet member ``index`` (a Ray actor, a robot): its own env, randomization and exploration draws."""
+    return int(seed) + 1000 * (index + 1)
+
+
+def robot_path(path: str | Path, robot: str | None) -> Path:
+    """A run's file or folder of robot ``robot``: ``<parent>/<robot>/<name>`` (``path`` itself without a fleet of
+    robots), e.g. each robot's recorder store ``runs/x/left/episodes.zarr``."""
+    path = Path(path)
+    return path.parent / robot / path.name if robot else path

@@ -124,3 +124,16 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # alive, another user's
         pass
     return True
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write a file the stack owns as a whole: into a temporary sibling, then renamed over ``path``."""
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

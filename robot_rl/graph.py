@@ -12,6 +12,13 @@ arguments (its rate; its limits are ``robot.limits``) and the robot's arm bridge
 output with the node name, and on Ctrl-C, SIGTERM or the exit of a required node stops them all
 (SIGINT, then SIGKILL after ``grace`` seconds).
 
+Several robots (``fleet.robots=[left,right]``): every node but the ``shared`` ones (the learner) runs once per
+robot, named ``<robot>/<node>``, in the ROS 2 namespace ``/<robot>`` (its topics ``/<robot>/rl/action``, ...; a
+robot config's remaps are relative, so they follow), with the robot's seed, its share of ``train.env_steps`` and
+``train.demo_episodes``, and episode stores of its own (``<run_dir>/<robot>/...``). In sim time each sim robot owns
+its robot's clock (``/<robot>/clock``) and the shared nodes run on the wall clock. A required node's exit ends its
+robot only; the others go on, and the graph ends when every robot has ended.
+
 Every node of a launch (``robot-rl launch`` and ``launch_description`` alike) runs in the cell's DDS
 domain, ``ros.domain_id``, with discovery limited to this machine unless ``ros.discovery=subnet``
 (:func:`ros_environment`), so a graph never talks to another cell's or a test's nodes by accident.
@@ -29,12 +36,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from .config import ConfigError, choice
+from .fleet_settings import fleet_settings, member_seed, robot_path, share
 from .interrupts import interrupt_on_sigterm
 from .safety.robot_limits import workspace_of
 
@@ -54,8 +62,11 @@ class NodeSpec:
     respawn: bool = False
     only_with_sim: bool | None = None
     clock: bool = False
+    shared: bool = False  # with fleet.robots: one node for all robots (the learner), not one per robot
     ros_args: list[str] = field(default_factory=list)  # after --ros-args: remaps of a robot config
     sim_time: bool = False  # resolved by graph_nodes from ros.sim_time
+    robot: str | None = None  # with fleet.robots: the robot this copy of the node serves
+    robot_overrides: list[str] = field(default_factory=list)  # its seed, budget and stores (after the launch's)
 
     def command(self, overrides: list[str]) -> list[str]:
         ros = ["--ros-args", *self.ros_args] if self.ros_args else []
@@ -68,6 +79,7 @@ class NodeSpec:
             self.module,
             *self.args,
             *overrides,
+            *self.robot_overrides,
             f"{SIM_TIME_KEY}={'true' if self.sim_time else 'false'}",
             *ros,
         ]
@@ -76,7 +88,7 @@ class NodeSpec:
 def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
     """The nodes of ``cfg.graph`` that apply (``with_sim``), checked, on the clock of ``ros.sim_time``."""
     graph = OmegaConf.to_container(cfg.graph, resolve=True)
-    known = set(NodeSpec.__dataclass_fields__) - {"ros_args", "sim_time"}
+    known = set(NodeSpec.__dataclass_fields__) - {"ros_args", "sim_time", "robot", "robot_overrides"}
     nodes = []
     for index, entry in enumerate(graph.get("nodes") or []):
         unknown = set(entry) - known
@@ -123,7 +135,36 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
             node.ros_args = remaps
             if node.name == "safety" and robot.get("safety"):
                 node.args = [str(a) for a in robot["safety"]]
-    return nodes
+    robots = fleet_settings(cfg).robots
+    return robot_nodes(cfg, nodes, robots) if robots else nodes
+
+
+def robot_nodes(cfg: DictConfig, nodes: list[NodeSpec], robots: list[str]) -> list[NodeSpec]:
+    """The graph of a fleet of robots: each node that is not ``shared`` once per robot, in the robot's namespace,
+    with the robot's seed, share of the step budget and demonstrations, and its own episode stores; shared nodes
+    once, on the wall clock in sim time (every robot's sim node owns a clock of its own)."""
+    train, stores = cfg.train, cfg.ros
+    expanded = []
+    for index, robot in enumerate(robots):
+        overrides = [
+            f"seed={member_seed(cfg.seed, index)}",
+            f"train.env_steps={share(int(train.env_steps), index, len(robots))}",
+            f"train.demo_episodes={share(int(train.demo_episodes), index, len(robots))}",
+            f"ros.recorder.store={robot_path(stores.recorder.store, robot)}",
+            f"ros.delivery.actor_store={robot_path(stores.delivery.actor_store, robot)}",
+        ]
+        if stores.recorder.mcap:
+            overrides.append(f"ros.recorder.mcap={robot_path(stores.recorder.mcap, robot)}")
+        clock = ["-r", f"/clock:=/{robot}/clock"] if nodes[0].sim_time else []
+        for node in nodes:
+            if not node.shared:
+                ros_args = ["-r", f"__ns:=/{robot}", *clock, *node.ros_args]
+                expanded.append(
+                    replace(
+                        node, name=f"{robot}/{node.name}", robot=robot, ros_args=ros_args, robot_overrides=overrides
+                    )
+                )
+    return [*(replace(node, sim_time=False) for node in nodes if node.shared), *expanded]
 
 
 @contextlib.contextmanager
@@ -213,29 +254,39 @@ class Launcher:
             self.out.flush()
 
     def run(self) -> int:
-        """Start all nodes and supervise them; returns the exit code of the required node (0 if none)."""
+        """Start all nodes and supervise them; returns the exit code of the required node (0 if none). With several
+        robots a required node's exit ends its robot's nodes only, and the graph ends when every robot has ended,
+        with the worst exit code of their required nodes."""
         if self.env:
             self.say(" ".join(f"{name}={value}" for name, value in sorted(self.env.items())))
         for node in self.nodes:
             self.start(node)
-        code = 0
+        robots = {node.robot for node in self.nodes if node.robot}
+        ended: dict[str, int] = {}  # robot -> the exit code of the required node that ended it
         try:
             while True:
                 for node in self.nodes:
                     returncode = self.processes[node.name].poll()
-                    if returncode is None:
+                    if returncode is None or node.robot in ended:
                         continue
-                    if node.required:
+                    if node.required and node.robot:
+                        self.say(f"{node.name} exited with code {returncode}; stopping robot {node.robot}")
+                        ended[node.robot] = returncode
+                        self.stop([n.name for n in self.nodes if n.robot == node.robot])
+                        if set(ended) == robots:
+                            self.say("every robot has ended; stopping the graph")
+                            return max(ended.values(), key=abs)
+                    elif node.required:
                         self.say(f"{node.name} exited with code {returncode}; stopping the graph")
                         return returncode
-                    if node.respawn:
+                    elif node.respawn:
                         self.say(f"{node.name} exited with code {returncode}; respawning")
                         self.start(node)
                     elif node.name not in self.reported:
                         self.reported.add(node.name)
                         self.say(f"{node.name} exited with code {returncode}")
                 if all(p.poll() is not None for p in self.processes.values()):
-                    return code
+                    return max(ended.values(), key=abs, default=0)
                 time.sleep(0.1)
         except KeyboardInterrupt:
             self.say("interrupted; stopping the graph")
@@ -243,12 +294,15 @@ class Launcher:
         finally:
             self.stop()
 
-    def stop(self) -> None:
-        for process in reversed(list(self.processes.values())):
+    def stop(self, names: list[str] | None = None) -> None:
+        """SIGINT to the named nodes (default: all, the last started first), SIGKILL to those still running after
+        ``grace`` s."""
+        processes = {name: p for name, p in self.processes.items() if names is None or name in names}
+        for process in reversed(list(processes.values())):
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
         deadline = time.monotonic() + self.grace
-        for name, process in self.processes.items():
+        for name, process in processes.items():
             try:
                 process.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
@@ -278,6 +332,7 @@ def launch_description(graph: str) -> Any:
     from launch.actions import DeclareLaunchArgument, EmitEvent, ExecuteProcess, OpaqueFunction, RegisterEventHandler
     from launch.event_handlers import OnProcessExit
     from launch.events import Shutdown
+    from launch.events.process import ShutdownProcess
     from launch.substitutions import LaunchConfiguration
 
     from launch import LaunchDescription
@@ -288,16 +343,36 @@ def launch_description(graph: str) -> Any:
         overrides = [f"graph={graph}", *LaunchConfiguration("overrides").perform(context).split()]
         cfg = load_config(overrides)
         env = ros_environment(cfg.ros)
-        actions = []
-        for node in graph_nodes(cfg):
-            process = ExecuteProcess(
+        specs = graph_nodes(cfg)
+        processes = {
+            node.name: ExecuteProcess(
                 cmd=node.command(overrides), name=node.name, output="screen", respawn=node.respawn, additional_env=env
             )
-            actions.append(process)
-            if node.required:
-                actions.append(
-                    RegisterEventHandler(OnProcessExit(target_action=process, on_exit=[EmitEvent(event=Shutdown())]))
+            for node in specs
+        }
+        robots, ended = {node.robot for node in specs if node.robot}, set()
+
+        def end_robot(robot: str) -> list:
+            """As the Launcher: a required node's exit ends its robot; the last robot's, the launch."""
+            ended.add(robot)
+            stop = [
+                EmitEvent(
+                    event=ShutdownProcess(process_matcher=lambda action, name=node.name: action is processes[name])
                 )
+                for node in specs
+                if node.robot == robot
+            ]
+            return [*stop, EmitEvent(event=Shutdown())] if ended == robots else stop
+
+        actions = list(processes.values())
+        for node in specs:
+            if node.required:
+                on_exit = (
+                    (lambda event, context, robot=node.robot: end_robot(robot))
+                    if node.robot
+                    else [EmitEvent(event=Shutdown())]
+                )
+                actions.append(RegisterEventHandler(OnProcessExit(target_action=processes[node.name], on_exit=on_exit)))
         return actions
 
     return LaunchDescription(

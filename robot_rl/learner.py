@@ -157,7 +157,7 @@ class Learner:
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.updates_per_second = 0.0
-        self.reported = (-1, -1)  # the progress last published on the transport
+        self.reported = (-1, -1, -1)  # the progress last published on the transport
 
     def use_buffers(self, online: ReplayBuffer, demo: ReplayBuffer) -> None:
         """Learn from these buffers (new ones, or a checkpoint's), written through one :class:`StreamWriter` each so
@@ -344,12 +344,12 @@ class Learner:
             self.report_progress()
 
     def report_progress(self) -> None:
-        """Publish (online transitions ingested, updates made) on the transport when it changed (from the thread
-        that changes it, so an actor waiting on it hears at once)."""
-        now = (self.online_received, self.update_calls)
+        """Publish (online transitions ingested, updates made, per actor the last ``seq`` ingested) on the transport
+        when it changed (from the thread that changes it, so an actor waiting on it hears at once)."""
+        now = (self.online_received, self.update_calls, self.ledger.ingested)
         if now != self.reported:
             self.reported = now
-            self.transport.publish_progress(*now)
+            self.transport.publish_progress(self.online_received, self.update_calls, dict(self.ledger.received))
 
     def wait_until_caught_up(self, sent: int) -> None:
         """Block until every one of the ``sent`` transitions is ingested and its updates are made."""

@@ -36,9 +36,10 @@ class Transport(ABC):
         """The learner run (session id) that published the newest weights; None in one process."""
         return None
 
-    def publish_progress(self, online_received: int, update_calls: int) -> None:
-        """The learner's online transitions ingested and updates made, for an actor in another process that keeps
-        the update-to-data ratio (in one process the actor reads the learner itself: nothing to send)."""
+    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int]) -> None:
+        """The learner's online transitions ingested, updates made and, per actor stream, the highest ``seq``
+        ingested, for actors in other processes that keep the update-to-data ratio (in one process the actor
+        reads the learner itself: nothing to send)."""
 
 
 class LocalTransport(Transport):

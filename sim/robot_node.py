@@ -87,9 +87,9 @@ from robot_rl.sim.panda_env import PandaTaskEnv
 from robot_rl.sim.scripted_teleop import ScriptedTeleop
 
 STATE_TOPICS = {
-    "joint_states": "/joint_states",
-    "pose": "/franka_robot_state_broadcaster/current_pose",
-    "wrench": "/franka_robot_state_broadcaster/external_wrench_in_base_frame",
+    "joint_states": "joint_states",
+    "pose": "franka_robot_state_broadcaster/current_pose",
+    "wrench": "franka_robot_state_broadcaster/external_wrench_in_base_frame",
 }
 MAX_CATCH_UP = 0.05  # s of physics per tick at most
 SERVO_TIMEOUT = 0.1  # s: MoveIt Servo's halt timeout
@@ -116,7 +116,7 @@ def lockstep_chunks(physics_dt: float, state_rate_hz: float, control_rate_hz: fl
 
 def camera_topics(name: str) -> tuple[str, str]:
     """(image, camera_info) topics of camera ``name``, as realsense2_camera names them."""
-    return camera_topic(name), f"/camera/{name}/color/camera_info"
+    return camera_topic(name), f"camera/{name}/color/camera_info"
 
 
 class SimRobot:
@@ -167,10 +167,10 @@ class SimRobot:
             "joint_states": node.create_publisher(JointState, STATE_TOPICS["joint_states"], qos.STREAM_PUBLISHER),
             "pose": node.create_publisher(PoseStamped, STATE_TOPICS["pose"], qos.STREAM_PUBLISHER),
             "wrench": node.create_publisher(WrenchStamped, STATE_TOPICS["wrench"], qos.STREAM_PUBLISHER),
-            "reward": node.create_publisher(Float64, "/rl/reward", qos.STREAM_PUBLISHER),
-            "success": node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER),
-            "task_state": node.create_publisher(Float32MultiArray, "/rl/task_state", qos.STREAM_PUBLISHER),
-            "violation": node.create_publisher(UInt32, "/sim/violation", qos.STREAM_PUBLISHER),
+            "reward": node.create_publisher(Float64, "rl/reward", qos.STREAM_PUBLISHER),
+            "success": node.create_publisher(Bool, "rl/success", qos.STREAM_PUBLISHER),
+            "task_state": node.create_publisher(Float32MultiArray, "rl/task_state", qos.STREAM_PUBLISHER),
+            "violation": node.create_publisher(UInt32, "sim/violation", qos.STREAM_PUBLISHER),
             "safety_context": node.create_publisher(Float32MultiArray, CONTEXT_TOPIC, qos.LATCHED),
         }
         self.cameras = {
@@ -184,12 +184,12 @@ class SimRobot:
         # the gripper's subscription before the pose's: an executor serves ready subscriptions in that order, and
         # in sim time the pose command of an instant is the sign that the instant's commands are in
         gripper_topic = subscribe_with_sender(
-            node, self.guard, Float64, "/rl/gripper_command", self._on_gripper_command, qos.COMMAND
+            node, self.guard, Float64, "rl/gripper_command", self._on_gripper_command, qos.COMMAND
         )
         pose_topic = subscribe_with_sender(
-            node, self.guard, PoseStamped, "/rl/equilibrium_pose", self._on_pose_command, qos.COMMAND
+            node, self.guard, PoseStamped, "rl/equilibrium_pose", self._on_pose_command, qos.COMMAND
         )
-        self.guard.subscribe(TwistStamped, "/servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
+        self.guard.subscribe(TwistStamped, "servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
         self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
         senders = frozenset(command_senders)
         self.command_senders = PublisherWatch(
@@ -197,10 +197,10 @@ class SimRobot:
         )
         self.pose_topic, self.gripper_topic = pose_topic, gripper_topic
         if reset_service:
-            node.create_service(SetBool, "/rl/reset", self._on_reset)
+            node.create_service(SetBool, "rl/reset", self._on_reset)
         if sim_time:
             self.clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, qos.CLOCK)
-            self.guard.subscribe(PoseStamped, "/rl/action", self._on_action, qos.COMMAND)
+            self.guard.subscribe(PoseStamped, "rl/action", self._on_action, qos.COMMAND)
         else:
             node.create_timer(1.0 / state_rate_hz, self.tick)
             if self.cameras:

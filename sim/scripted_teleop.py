@@ -30,9 +30,9 @@ class ScriptedTeleop:
     ):
         """``stamp``: the sim robot's time (s) for message headers."""
         self.node, self.env, self.human, self.period, self.stamp = node, env, human, control_period, stamp
-        self.twist_pub = node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
-        self.joy_pub = node.create_publisher(Joy, "/spacenav/joy", qos.STREAM_PUBLISHER)
-        self.switch_pub = node.create_publisher(Bool, "/rl/intervention", qos.STREAM_PUBLISHER)
+        self.twist_pub = node.create_publisher(Twist, "spacenav/twist", qos.STREAM_PUBLISHER)
+        self.joy_pub = node.create_publisher(Joy, "spacenav/joy", qos.STREAM_PUBLISHER)
+        self.switch_pub = node.create_publisher(Bool, "rl/intervention", qos.STREAM_PUBLISHER)
         self.active, self.next_decision, self.first = False, 0.0, True
 
     def begin_episode(self, demo: bool) -> None:

@@ -92,7 +92,7 @@ class ActorLoop:
             outbox=outbox,
             guard=self.env.guard,
         )
-        self.stats_pub = node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
+        self.stats_pub = node.create_publisher(String, "rl/episode_stats", qos.EPISODE_LOG)
         self.sim_time = sim_time_of(cfg)
 
     def wait_for_transition_subscribers(self) -> None:
@@ -136,15 +136,17 @@ class ActorLoop:
             self.wait_for_learner()
 
     def wait_for_learner(self) -> None:
-        """Sim time with ``train.sync``: keep within ``train.max_lag`` steps of the learner (its transitions not yet
-        ingested plus its updates due, from ``/rl/learner_progress``), as ``robot-rl train`` does, so the
-        update-to-data ratio holds however fast the sim runs. A learner silent for ``LEARNER_SILENCE`` s is not
-        waited for (none started, or it is down: the actor acts on its weights)."""
+        """Sim time with ``train.sync``: keep within ``train.max_lag`` steps of the learner (this actor's transitions
+        it has not yet ingested plus its updates due, from ``/rl/learner_progress``), as ``robot-rl train`` does, so
+        the update-to-data ratio holds however fast the sim runs, also with other actors feeding the same learner. A
+        learner silent for ``LEARNER_SILENCE`` s is not waited for (none started, or it is down: the actor acts on
+        its weights)."""
+        outbox = self.transport.outbox
         while True:
             progress = self.transport.learner_progress
             backlog = (
-                self.counters.env_steps
-                - progress.online_received
+                outbox.seq
+                - progress.received.get(outbox.actor_id, 0)
                 + updates_due(progress.online_received, progress.update_calls, self.settings.start_training)
             )
             if backlog <= self.settings.max_lag or time.monotonic() - progress.heard_at > LEARNER_SILENCE:

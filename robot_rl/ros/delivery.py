@@ -29,7 +29,7 @@ import numpy as np
 from ..data.transition import Transition
 from .guard import MessageError
 
-ACK_TOPIC = "/rl/transitions_ack"
+ACK_TOPIC = "rl/transitions_ack"  # relative: each robot's own, under its namespace
 
 
 def transition_bytes(transition: Transition) -> int:

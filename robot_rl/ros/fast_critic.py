@@ -52,9 +52,9 @@ from ..safety.fast_risk import (
 from . import qos
 
 WEIGHTS_TOPIC = "/rl/fast_risk_weights"
-RISK_TOPIC = "/rl/safety_risk"
-CONTEXT_TOPIC = "/rl/safety_context"
-STATS_TOPIC = "/rl/safety_stats"
+RISK_TOPIC = "rl/safety_risk"
+CONTEXT_TOPIC = "rl/safety_context"
+STATS_TOPIC = "rl/safety_stats"
 HISTOGRAM_US = 10_000  # 1 us bins up to 10 ms, then one bin for everything slower
 
 

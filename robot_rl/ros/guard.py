@@ -3,11 +3,11 @@
 Every subscription of a robot_rl node goes through :meth:`InputGuard.subscribe`. The callback runs
 inside a ``try``: a message that fails validation (:class:`MessageError`, raised by the node's own
 checks of size, shape, dtype, finite values and version) or makes the callback raise anything else
-is dropped, counted per topic in :attr:`InputGuard.dropped`, and reported with a warning at most
-once per ``warn_period`` seconds per topic (a flood of junk does not flood the log).
+is dropped, counted per topic (its fully qualified name) in :attr:`InputGuard.dropped`, and reported with a
+warning at most once per ``warn_period`` seconds per topic (a flood of junk does not flood the log).
 
     guard = InputGuard(node)
-    guard.subscribe(PoseStamped, "/rl/action", self._on_action, qos.STREAM_SUBSCRIBER)
+    guard.subscribe(PoseStamped, "rl/action", self._on_action, qos.STREAM_SUBSCRIBER)
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ class InputGuard:
         self._lock = threading.Lock()
 
     def wrap(self, topic: str, callback: Callable[[Any], None]) -> Callable[[Any], None]:
-        """``callback`` that never raises: failures are dropped messages on ``topic``."""
+        """``callback`` that never raises: failures are dropped messages on ``topic`` (counted under its fully
+        qualified name: a relative name resolves in the node's namespace, e.g. a robot's ``/left/rl/action``)."""
+        topic = self.node.resolve_topic_name(topic)
 
         def guarded(msg) -> None:
             try:

@@ -14,6 +14,7 @@ checkpoint resumes from it (agent, buffers, counters) and publishes its weights 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,8 @@ from ..config import ConfigError
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
 from ..envs import make_env, observation_shapes
+from ..fleet_settings import fleet_settings, robot_path
+from ..folders import write_text_atomically
 from ..learner import Learner, settings_from
 from ..session import LearnerSession
 from .codec import TransitionSchema
@@ -63,13 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
         spec_env.close()
         sim_time = sim_time_of(cfg)
+        robots = fleet_settings(cfg).robots
     except ConfigError as error:
         return exit_with_error("robot_rl.ros.learner_node", error)
     torch.manual_seed(int(cfg.seed))
     torch.set_num_threads(settings.torch_threads)
     with ros_node("robot_rl_learner", ros_args, sim_time) as node:
         log = node.get_logger()
-        transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim))
+        transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim), robots=robots)
         try:
             session = LearnerSession(cfg, shapes, action_dim, transport)
             if sim_time:
@@ -91,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"pretrained policy's, {start['retained_episodes']} offline episodes retained"
             )
         if cfg.ros.delivery.backfill:
-            taken = backfill(learner, Path(cfg.ros.recorder.store), log)
-            if taken:
-                log.info(f"backfilled {taken} episodes from {cfg.ros.recorder.store}")
+            for robot in robots or [None]:
+                store = robot_path(cfg.ros.recorder.store, robot)
+                taken = backfill(learner, store, log)
+                if taken:
+                    log.info(f"backfilled {taken} episodes from {store}")
         durable = dict(learner.ledger.received)  # per actor: the last transition the checkpoint holds
         transport.publish_weights(learner.update_calls, learner.published_weights())
         learner.report_progress()  # then the learner's thread reports every change
@@ -113,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"checkpoint: {learner.update_calls} updates, {learner.online_received} online transitions, "
                     f"{transport.transitions_received} received"
                 )
+                if robots:
+                    for line in transport.tally.lines():
+                        log.info(line)
+                    write_text_atomically(
+                        session.run_dir / "robots.json", json.dumps(transport.tally.summary(), indent=2)
+                    )
 
         def acknowledge() -> None:
             with learner.lock:

@@ -152,16 +152,17 @@ def require_topics(node, expected: dict[str, str], timeout: float) -> None:
         }
         for topic, kinds in publishers.items():
             if kinds and expected[topic] not in kinds:
+                name = node.resolve_topic_name(topic)
                 raise TopicError(
-                    f"topic {topic} has type {', '.join(sorted(kinds))}; {node.get_name()} expected {expected[topic]}"
+                    f"topic {name} has type {', '.join(sorted(kinds))}; {node.get_name()} expected {expected[topic]}"
                 )
         missing = [topic for topic, kinds in publishers.items() if not kinds]
         if not missing:
             return
         if time.monotonic() > deadline:
-            topic = missing[0]
+            name = node.resolve_topic_name(missing[0])
             raise TopicError(
-                f"no publisher on {topic} after {timeout:g} s; {node.get_name()} expected "
-                f"{expected[topic]} there (remap with --ros-args -r {topic}:=<topic>)"
+                f"no publisher on {name} after {timeout:g} s; {node.get_name()} expected "
+                f"{expected[missing[0]]} there (remap with --ros-args -r {name}:=<topic>)"
             )
         time.sleep(0.05)

@@ -37,18 +37,18 @@ from .transport import TRANSITIONS_TOPIC
 
 #: topics recorded to MCAP (name -> type) besides each camera's image and camera_info
 MCAP_TOPICS = {
-    "/joint_states": "sensor_msgs/msg/JointState",
-    "/franka_robot_state_broadcaster/current_pose": "geometry_msgs/msg/PoseStamped",
-    "/franka_robot_state_broadcaster/external_wrench_in_base_frame": "geometry_msgs/msg/WrenchStamped",
-    "/rl/action": "geometry_msgs/msg/PoseStamped",
-    "/rl/gripper": "std_msgs/msg/Float64",
-    "/rl/equilibrium_pose": "geometry_msgs/msg/PoseStamped",
-    "/rl/safety_flags": "std_msgs/msg/UInt32",
-    "/rl/reward": "std_msgs/msg/Float64",
-    "/rl/success": "std_msgs/msg/Bool",
-    "/spacenav/twist": "geometry_msgs/msg/Twist",
-    "/spacenav/joy": "sensor_msgs/msg/Joy",
-    "/rl/intervention": "std_msgs/msg/Bool",
+    "joint_states": "sensor_msgs/msg/JointState",
+    "franka_robot_state_broadcaster/current_pose": "geometry_msgs/msg/PoseStamped",
+    "franka_robot_state_broadcaster/external_wrench_in_base_frame": "geometry_msgs/msg/WrenchStamped",
+    "rl/action": "geometry_msgs/msg/PoseStamped",
+    "rl/gripper": "std_msgs/msg/Float64",
+    "rl/equilibrium_pose": "geometry_msgs/msg/PoseStamped",
+    "rl/safety_flags": "std_msgs/msg/UInt32",
+    "rl/reward": "std_msgs/msg/Float64",
+    "rl/success": "std_msgs/msg/Bool",
+    "spacenav/twist": "geometry_msgs/msg/Twist",
+    "spacenav/joy": "sensor_msgs/msg/Joy",
+    "rl/intervention": "std_msgs/msg/Bool",
 }
 
 
@@ -65,8 +65,8 @@ class McapRecorder:
         self.writer = Writer(folder, version=9, storage_plugin=StoragePlugin.MCAP)
         self.writer.open()
         self.written = 0
-        for topic, kind in topics.items():
-            connection = self.writer.add_connection(topic, kind, typestore=self.types)
+        for topic, kind in topics.items():  # relative names: the robot's namespace, as the bag names them
+            connection = self.writer.add_connection(node.resolve_topic_name(topic), kind, typestore=self.types)
             guard.subscribe(
                 _message_class(kind), topic, lambda data, c=connection: self._write(c, data), qos.TRANSITIONS, raw=True
             )
@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.ros.recorder.mcap:
             topics = dict(MCAP_TOPICS)
             for camera in task.get("cameras") or ():
-                topics[f"/camera/{camera}/color/image_raw"] = "sensor_msgs/msg/Image"
-                topics[f"/camera/{camera}/color/camera_info"] = "sensor_msgs/msg/CameraInfo"
+                topics[f"camera/{camera}/color/image_raw"] = "sensor_msgs/msg/Image"
+                topics[f"camera/{camera}/color/camera_info"] = "sensor_msgs/msg/CameraInfo"
             mcap = McapRecorder(node, Path(cfg.ros.recorder.mcap), topics, guard)
         node.get_logger().info(
             f"recording episodes to {store.path}" + (f" and MCAP to {cfg.ros.recorder.mcap}" if mcap else "")

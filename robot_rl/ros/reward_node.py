@@ -34,9 +34,9 @@ class RewardPublisher:
             self.guard.subscribe(
                 Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m), qos.STREAM_SUBSCRIBER
             )
-        self.success_pub = node.create_publisher(Bool, "/rl/success", qos.STREAM_PUBLISHER)
-        self.reward_pub = node.create_publisher(Float64, "/rl/reward", qos.STREAM_PUBLISHER)
-        self.probability_pub = node.create_publisher(Float64, "/rl/success_probability", qos.STREAM_PUBLISHER)
+        self.success_pub = node.create_publisher(Bool, "rl/success", qos.STREAM_PUBLISHER)
+        self.reward_pub = node.create_publisher(Float64, "rl/reward", qos.STREAM_PUBLISHER)
+        self.probability_pub = node.create_publisher(Float64, "rl/success_probability", qos.STREAM_PUBLISHER)
 
     def _on_image(self, camera: str, msg) -> None:
         self.latest[camera] = colour_image(msg, self.classifier.image_shapes[camera][:2])

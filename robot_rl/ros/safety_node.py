@@ -157,18 +157,18 @@ class SafetyNode:
         # the actor's gripper before its action (it publishes them in that order; the action ticks the instant)
         if sim_time:
             node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.CLOCK)
-        self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "/rl/gripper", self._on_gripper, stream)
-        self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "/rl/action", self._on_action, stream)
-        self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "/rl/estop_reset", self._on_reset, 10)
-        self.guard.subscribe(PoseStamped, "/franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
+        self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "rl/gripper", self._on_gripper, stream)
+        self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "rl/action", self._on_action, stream)
+        self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "rl/estop_reset", self._on_reset, 10)
+        self.guard.subscribe(PoseStamped, "franka_robot_state_broadcaster/current_pose", self._on_pose, stream)
         self.guard.subscribe(
-            WrenchStamped, "/franka_robot_state_broadcaster/external_wrench_in_base_frame", self._on_wrench, stream
+            WrenchStamped, "franka_robot_state_broadcaster/external_wrench_in_base_frame", self._on_wrench, stream
         )
-        self.guard.subscribe(Bool, "/rl/estop", self._on_estop, 10)
+        self.guard.subscribe(Bool, "rl/estop", self._on_estop, 10)
         own: dict[str, frozenset[bytes]] = {}
-        self.pose_pub = self._own_publisher(PoseStamped, "/rl/equilibrium_pose", own)
-        self.gripper_pub = self._own_publisher(Float64, "/rl/gripper_command", own)
-        self.flags_pub = self._own_publisher(UInt32, "/rl/safety_flags", own)
+        self.pose_pub = self._own_publisher(PoseStamped, "rl/equilibrium_pose", own)
+        self.gripper_pub = self._own_publisher(Float64, "rl/gripper_command", own)
+        self.flags_pub = self._own_publisher(UInt32, "rl/safety_flags", own)
         self._messages = {"pose": PoseStamped, "float": Float64, "flags": UInt32}
         self.fast = (
             None

@@ -31,7 +31,7 @@ from .messages import joy_to_numpy, twist_to_numpy
 from .sim_clock import NodeClock
 from .topic_env import TopicEnv
 
-TWIST, SWITCH, JOY = "/spacenav/twist", "/rl/intervention", "/spacenav/joy"
+TWIST, SWITCH, JOY = "spacenav/twist", "rl/intervention", "spacenav/joy"
 
 
 class TopicTeleop:

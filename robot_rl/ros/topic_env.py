@@ -52,9 +52,9 @@ from .guard import InputGuard, MessageError, finite_scalar
 from .messages import colour_image, joint_positions, labelled_array, pose_msg, pose_to_numpy, seconds
 
 PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
-POSE = "/franka_robot_state_broadcaster/current_pose"
-JOINTS = "/joint_states"
-REWARD, SUCCESS, TASK_STATE, VIOLATION = "/rl/reward", "/rl/success", "/rl/task_state", "/sim/violation"
+POSE = "franka_robot_state_broadcaster/current_pose"
+JOINTS = "joint_states"
+REWARD, SUCCESS, TASK_STATE, VIOLATION = "rl/reward", "rl/success", "rl/task_state", "sim/violation"
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
 COMMAND_REPEAT = 0.2  # s (wall clock): sim time, the step's command again while the period it started is not over
 MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
@@ -69,7 +69,7 @@ TYPES = {
 
 def camera_topic(name: str) -> str:
     """The realsense2_camera colour topic of camera ``name``."""
-    return f"/camera/{name}/color/image_raw"
+    return f"camera/{name}/color/image_raw"
 
 
 class StreamStalled(RuntimeError):
@@ -129,10 +129,12 @@ class TopicEnvSettings:
 
 
 class Inbox:
-    """The newest message of each stream with its monotonic arrival time; waiters are woken on arrival."""
+    """The newest message of each stream with its monotonic arrival time; waiters are woken on arrival.
+    ``resolve``: a topic key -> the name a stall reports (the node's fully qualified, remapped name)."""
 
-    def __init__(self):
+    def __init__(self, resolve: Callable[[str], str] = str):
         self.latest: dict[str, tuple[Any, float]] = {}
+        self.resolve = resolve
         self.changed = threading.Condition()
 
     def put(self, topic: str, value: Any) -> None:
@@ -161,7 +163,7 @@ class Inbox:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     last = max((self.latest[stale[0]][1] if stale[0] in self.latest else after), after)
-                    raise StreamStalled(stale[0], time.monotonic() - last)
+                    raise StreamStalled(self.resolve(stale[0]), time.monotonic() - last)
                 self.changed.wait(min(left, 0.05))
 
 
@@ -180,7 +182,7 @@ class TopicEnv(gym.Env):
             spaces[camera] = gym.spaces.Box(0, 255, (*settings.image_size, 3), np.uint8)
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (settings.action_dim,), np.float32)
-        self.inbox = Inbox()  # keyed by topic name; holds validated values
+        self.inbox = Inbox(node.resolve_topic_name)  # keyed by topic name (relative: the robot's namespace)
         self.guard = InputGuard(node)  # drop counts per topic: guard.dropped
         self.streams = [POSE, JOINTS, REWARD, SUCCESS, *[camera_topic(c) for c in settings.cameras]]
         if self.extra_fields:
@@ -193,9 +195,9 @@ class TopicEnv(gym.Env):
         self._obs_stamp = 0.0
 
         self.subscriptions: dict[str, Any] = {}  # the observation's streams, from the first reset (subscribe_streams)
-        self.action_pub = node.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
-        self.gripper_pub = node.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
-        self.reset_client = node.create_client(SetBool, "/rl/reset")
+        self.action_pub = node.create_publisher(PoseStamped, "rl/action", qos.COMMAND)
+        self.gripper_pub = node.create_publisher(Float64, "rl/gripper", qos.COMMAND)
+        self.reset_client = node.create_client(SetBool, "rl/reset")
 
     # ----------------------------------------------------------------- inputs
     def subscribe_streams(self) -> None:
@@ -272,7 +274,7 @@ class TopicEnv(gym.Env):
         if not self.settings.sim_time:  # the arm holds (in sim time the sim robot's clock makes the pause)
             time.sleep(max(self._last_command + self.settings.reset_pause - time.monotonic(), 0.0))
         if not self.reset_client.wait_for_service(timeout_sec=timeout):
-            raise StreamStalled("/rl/reset (std_srvs/SetBool service)", timeout)
+            raise StreamStalled(f"{self.reset_client.service_name} (std_srvs/SetBool service)", timeout)
         if self.settings.sim_time:  # the sim robot publishes the reset's observation once: be matched to hear it
             self._wait_for_publishers(timeout)
         called = time.monotonic()
@@ -280,7 +282,7 @@ class TopicEnv(gym.Env):
         deadline = time.monotonic() + 10 * timeout
         while not future.done():
             if time.monotonic() > deadline:
-                raise StreamStalled("/rl/reset (no response)", 10 * timeout)
+                raise StreamStalled(f"{self.reset_client.service_name} (no response)", 10 * timeout)
             time.sleep(0.002)
         # in sim time the reset's observation is published once, maybe before the answer; in real time
         # the streams go on, and what came before the answer may predate the reset
@@ -355,7 +357,7 @@ class TopicEnv(gym.Env):
             if not unmatched:
                 return
             if time.monotonic() > deadline:
-                raise StreamStalled(f"{unmatched[0]} (no publisher matched)", timeout)
+                raise StreamStalled(f"{self.subscriptions[unmatched[0]].topic_name} (no publisher matched)", timeout)
             time.sleep(0.01)
 
     def wait_for_streams(self, timeout: float) -> None:

@@ -1,7 +1,8 @@
 """The actor <-> learner :class:`~robot_rl.transport.Transport` over ROS 2 topics.
 
-Transitions go actor -> learner on ``/rl/transitions`` and weights learner -> actor on
-``/rl/policy_weights``, both ``std_msgs/UInt8MultiArray`` carrying :mod:`robot_rl.ros.codec`
+Transitions go actor -> learner on ``rl/transitions`` (in the actor's namespace: ``/rl/transitions``, or
+``/<robot>/rl/transitions`` for each robot of a fleet, all of which the one learner subscribes) and weights
+learner -> actor on ``/rl/policy_weights`` (one topic for every robot), both ``std_msgs/UInt8MultiArray`` carrying :mod:`robot_rl.ros.codec`
 payloads, so actor and learner can sit on different machines of one DDS domain with nothing but
 standard message types between them. Weights are latched (TRANSIENT_LOCAL): an actor that
 starts after the learner, or a learner that restarts from its checkpoint, is picked up without
@@ -11,21 +12,24 @@ Every received message is validated (:mod:`robot_rl.ros.codec`: size, columns, d
 finite values) inside an :class:`~robot_rl.ros.guard.InputGuard`; a bad one is dropped and counted.
 Delivery survives a learner or recorder that is down for a while (:mod:`robot_rl.ros.delivery`):
 the actor keeps what the learner has not checkpointed and sends it again to a restarted learner;
-the learner acknowledges on ``/rl/transitions_ack``.
+the learner acknowledges on each robot's ``rl/transitions_ack``. The learner's progress (``/rl/learner_progress``,
+JSON: online transitions ingested, updates made, the last ``seq`` ingested per actor) lets each actor keep the
+update-to-data ratio in sim time, also when several actors feed the learner.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from std_msgs.msg import Int64MultiArray, String, UInt8MultiArray
+from std_msgs.msg import String, UInt8MultiArray
 
 from ..data.transition import Transition
 from ..transport import LocalTransport, Transport
@@ -33,10 +37,18 @@ from . import qos
 from .codec import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
 from .delivery import ACK_TOPIC, Outbox, parse_ack
 from .guard import InputGuard, MessageError
+from .robot_tally import RobotTally
 
-TRANSITIONS_TOPIC = "/rl/transitions"
+TRANSITIONS_TOPIC = "rl/transitions"  # relative: each robot's own, under its namespace
 WEIGHTS_TOPIC = "/rl/policy_weights"
-PROGRESS_TOPIC = "/rl/learner_progress"  # std_msgs/Int64MultiArray: [online transitions ingested, updates made]
+PROGRESS_TOPIC = "/rl/learner_progress"  # std_msgs/String, JSON {"online", "updates", "received": {actor: seq}}
+MAX_PROGRESS_CHARS = 1_000_000
+
+
+def robot_topic(robot: str | None, topic: str) -> str:
+    """``topic`` (relative) of robot ``robot``'s namespace: ``/<robot>/<topic>``, or ``/<topic>`` without a fleet of
+    robots (``robot`` None)."""
+    return f"/{robot}/{topic}" if robot else f"/{topic}"
 
 
 @dataclass
@@ -45,6 +57,7 @@ class LearnerProgress:
 
     online_received: int = 0
     update_calls: int = 0
+    received: dict[str, int] = field(default_factory=dict)  # actor -> the highest seq the learner ingested
     heard_at: float = -math.inf
 
 
@@ -54,7 +67,7 @@ class RosTransport(Transport):
     The actor gives ``expected_weights`` (:func:`~robot_rl.ros.codec.weight_shapes` of its own
     policy) and ``risk_input`` (state and action size, when it runs the safety filter), and an
     :class:`~robot_rl.ros.delivery.Outbox`; the learner gives the ``schema`` of the transitions it
-    takes. Received messages are decoded in the executor's thread and queued; the interface methods
+    takes and the ``robots`` whose transitions it subscribes (None: the one robot of the root namespace). Received messages are decoded in the executor's thread and queued; the interface methods
     may be called from any other thread.
     """
 
@@ -68,6 +81,7 @@ class RosTransport(Transport):
         risk_input: tuple[int, int] | None = None,
         outbox: Outbox | None = None,
         guard: InputGuard | None = None,
+        robots: Sequence[str] | None = None,
     ):
         if role not in ("actor", "learner"):
             raise ValueError(f"role must be 'actor' or 'learner', got {role!r}")
@@ -90,14 +104,19 @@ class RosTransport(Transport):
             self._out = node.create_publisher(UInt8MultiArray, TRANSITIONS_TOPIC, qos.TRANSITIONS)
             self.guard.subscribe(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
             self.guard.subscribe(String, ACK_TOPIC, self._on_ack, qos.EVENT)
-            self.guard.subscribe(Int64MultiArray, PROGRESS_TOPIC, self._on_progress, qos.EVENT)
+            self.guard.subscribe(String, PROGRESS_TOPIC, self._on_progress, qos.EVENT)
         else:
             if schema is None:
                 raise ValueError("the learner's transport needs the transitions' schema")
             self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
-            self.acks = node.create_publisher(String, ACK_TOPIC, qos.EVENT)
-            self._progress = node.create_publisher(Int64MultiArray, PROGRESS_TOPIC, qos.EVENT)
-            self.guard.subscribe(UInt8MultiArray, TRANSITIONS_TOPIC, self._on_transitions, qos.TRANSITIONS)
+            self._progress = node.create_publisher(String, PROGRESS_TOPIC, qos.EVENT)
+            self.acks = []
+            self.tally = RobotTally()  # what each robot gave (fleet.robots)
+            for robot in robots or [None]:
+                self.acks.append(node.create_publisher(String, robot_topic(robot, ACK_TOPIC), qos.EVENT))
+                topic = robot_topic(robot, TRANSITIONS_TOPIC)
+                receive = functools.partial(self._on_transitions, robot=robot)
+                self.guard.subscribe(UInt8MultiArray, topic, receive, qos.TRANSITIONS)
 
     # ----------------------------------------------------------------- actor side
     def send_transitions(self, transitions: list[Transition]) -> None:
@@ -140,10 +159,18 @@ class RosTransport(Transport):
                 self.resend_requested = True
 
     def _on_progress(self, msg) -> None:
-        values = list(msg.data)
-        if len(values) != 2 or min(values) < 0:
-            raise MessageError(f"learner progress {values[:4]}; expected [online transitions, updates], both >= 0")
-        self.learner_progress = LearnerProgress(values[0], values[1], time.monotonic())
+        if len(msg.data) > MAX_PROGRESS_CHARS:
+            raise MessageError(f"learner progress of {len(msg.data)} characters")
+        progress = json.loads(msg.data)
+        counts = [progress.get(key) for key in ("online", "updates")] if isinstance(progress, dict) else [None]
+        received = progress.get("received") if isinstance(progress, dict) else None
+        if not (
+            all(isinstance(c, int) and c >= 0 for c in counts)
+            and isinstance(received, dict)
+            and all(isinstance(seq, int) and seq >= 0 for seq in received.values())
+        ):
+            raise MessageError("learner progress needs online and updates counts >= 0 and received {actor: seq >= 0}")
+        self.learner_progress = LearnerProgress(counts[0], counts[1], received, time.monotonic())
 
     def service(self, read_spilled: Callable[[list[str]], list[list[Transition]]]) -> None:
         """The actor thread's housekeeping between steps: resend what a restarted learner lacks
@@ -207,14 +234,17 @@ class RosTransport(Transport):
         self._require("learner")
         self._out.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "session": self.session})))
 
-    def publish_progress(self, online_received: int, update_calls: int) -> None:
-        """What this learner has ingested and made of it, for an actor that keeps the update-to-data ratio."""
+    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int]) -> None:
+        """What this learner has ingested and made of it, for actors that keep the update-to-data ratio."""
         self._require("learner")
-        self._progress.publish(Int64MultiArray(data=[int(online_received), int(update_calls)]))
+        progress = {"online": int(online_received), "updates": int(update_calls), "received": received}
+        self._progress.publish(String(data=json.dumps(progress)))
 
-    def _on_transitions(self, msg) -> None:
+    def _on_transitions(self, msg, robot: str | None = None) -> None:
         transitions, _ = decode_transitions(msg.data, self.schema)
         self.transitions_received += len(transitions)
+        if robot is not None:
+            self.tally.add(robot, transitions)
         self.inbox.send_transitions(transitions)
 
     def acknowledge(self, received: dict[str, int], durable: dict[str, int]) -> None:
@@ -223,7 +253,9 @@ class RosTransport(Transport):
         actors = {
             actor: {"received": int(seq), "durable": int(durable.get(actor, 0))} for actor, seq in received.items()
         }
-        self.acks.publish(String(data=json.dumps({"node": "learner", "session": self.session, "actors": actors})))
+        ack = String(data=json.dumps({"node": "learner", "session": self.session, "actors": actors}))
+        for publisher in self.acks:
+            publisher.publish(ack)
 
     # ----------------------------------------------------------------- both
     def wait_for_subscribers(self, nodes: Sequence[str], timeout: float) -> list[str]:

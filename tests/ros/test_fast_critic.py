@@ -205,7 +205,7 @@ def test_a_model_that_reads_task_context_is_bypassed_until_the_context_comes_and
         assert rig.safety.fast.totals_now()["no_context"] > 0 and np.isnan(rig.risks[-1])
 
         context.publish(Float32MultiArray(data=[float("nan"), 0.0]))
-        arm.until(lambda: rig.safety.guard.dropped.get(CONTEXT_TOPIC) == 1, 5, "the NaN context dropped")
+        arm.until(lambda: rig.safety.guard.dropped.get(f"/{CONTEXT_TOPIC}") == 1, 5, "the NaN context dropped")
         context.publish(Float32MultiArray(data=[0.0, 0.0]))
         arm.until(lambda: rig.safety.fast.risk_filter.context.size == 2, 5, "the context taken")
         # the same 3 cm step, now scored: the model finds it risky and the node holds the measured pose

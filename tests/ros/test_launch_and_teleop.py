@@ -345,7 +345,7 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
     actor = nodes["actor"].command(["task=pick_cube"])
     assert actor[actor.index("--ros-args") + 1 :][:2] == [
         "-r",
-        ("/franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose"),
+        "franka_robot_state_broadcaster/current_pose:=tcp_pose_broadcaster/pose",
     ]
     assert nodes["safety"].args == ["--rate-hz", "500"] and nodes["safety"].hydra  # its limits: robot.limits
     assert load_config(["robot=ur5e"]).robot.limits.state_timeout == 0.02
@@ -353,7 +353,7 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
     assert list(franka.ros.gripper_joints) == ["fr3_finger_joint1", "fr3_finger_joint2"]
     nodes = {n.name: n for n in graph_nodes(franka)}
     assert "bridge" not in nodes
-    assert "/rl/equilibrium_pose:=/cartesian_impedance_controller/equilibrium_pose" in nodes["safety"].command([])
+    assert "rl/equilibrium_pose:=cartesian_impedance_controller/equilibrium_pose" in nodes["safety"].command([])
 
 
 @pytest.mark.slow
