@@ -14,15 +14,24 @@
   cannot make more steps; ``acting_env_steps_per_s.num_envs_N`` is the acting side alone (N envs, one batched
   policy call per step, the scripted human, no learner): what the envs and the policy call cost.
 
-    python -m benchmarks.fleet [--quick] [--actors 2] [--steps 3000] [--num-envs 1 2 4 8]
+- full mode only: ``to_90.num_envs_N``, the main job (``robot-rl train``, pick_cube, its default budget and
+  evaluations) with ``train.num_envs`` 1 and the N of the highest ``env_steps_per_s``: env steps and wall seconds of
+  the first evaluation at >= 90% success; and ``ros_robots``: ``robot-rl launch sim_train`` (sim time) with one
+  robot and with ``fleet.robots=[r0,r1]``, ``--robot-steps`` online steps in all: env steps per wall second, each
+  robot's online steps and episodes (the learner's ``robots.json``), and the learner's updates against those due.
 
-``--quick``: 1,500 online steps per run.
+Ray runs: 1, 2, 4, 8 and 12 actors, as many as this machine has cores for (at least 1 and 2).
+
+    python -m benchmarks.fleet [--quick] [--steps 3000] [--num-envs 1 2 4 8]
+
+``--quick``: 1,500 online steps per run, no ``to_90`` and no ``ros_robots``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -31,11 +40,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import write_result
+from benchmarks.common import to_threshold, write_result
+from robot_rl.composed_config import load_config
 from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
-from robot_rl.learner import Learner, TrainSettings
+from robot_rl.graph import reserved_ros_domain
+from robot_rl.learner import Learner, TrainSettings, updates_due
 from robot_rl.transport import LocalTransport
+
+RAY_ACTORS = (1, 2, 4, 8, 12)  # Ray runs: those this machine has the cores for (always 1 and 2)
 
 
 class _Agent:
@@ -162,10 +175,52 @@ def acting_speed(num_envs: int, steps: int) -> float:
     return round(acting.counters.env_steps / seconds, 1)
 
 
+def time_to_90(num_envs: int, folder: Path) -> dict:
+    """The main job with ``train.num_envs=<num_envs>``: the first evaluation at >= 90% success."""
+    run_dir = folder / f"to90_envs_{num_envs}"
+    command = [sys.executable, "-m", "robot_rl.cli", "train", f"train.num_envs={num_envs}", f"train.run_dir={run_dir}"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {**to_threshold(summary["eval_history"], 0.9), "final_eval_success": summary["final_eval_success"]}
+
+
+def ros_robots_run(robots: int, steps: int, folder: Path) -> dict:
+    """``robot-rl launch sim_train`` on pick_cube (state, sim time) with ``robots`` robots (1: no ``fleet.robots``)
+    for ``steps`` online steps in all."""
+    run_dir = folder / f"ros_robots_{robots}"
+    names = [f"r{index}" for index in range(robots)]
+    fleet = [f"fleet.robots=[{','.join(names)}]"] if robots > 1 else []
+    command = [
+        *(sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", "task=pick_cube", *fleet),
+        *(f"train.env_steps={steps}", f"train.run_dir={run_dir}", "ros.eval_every_episodes=0"),
+    ]
+    with reserved_ros_domain() as domain:
+        started = time.monotonic()
+        environment = {**os.environ, "ROS_DOMAIN_ID": str(domain)}
+        result = subprocess.run(command, check=False, env=environment, capture_output=True, text=True)
+        wall = time.monotonic() - started
+    if result.returncode != 0 or "Traceback" in result.stdout:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}")
+    counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+    per_robot = json.loads((run_dir / "robots.json").read_text()) if robots > 1 else {}
+    return {
+        "robots": robots,
+        "online_steps": counters["online_received"],
+        "wall_seconds": round(wall, 1),
+        "env_steps_per_s": round(counters["online_received"] / wall, 2),
+        "updates": counters["update_calls"],
+        "updates_due": updates_due(counters["online_received"], 0, int(load_config([]).train.start_training)),
+        "per_robot": {
+            name: {k: c[k] for k in ("steps", "episodes", "successes", "takeover_steps")}
+            for name, c in per_robot.items()
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1,500 online steps per Ray run")
-    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--robot-steps", type=int, default=1_200, help="online steps of each ros_robots run")
     parser.add_argument("--steps", type=int, default=3_000)
     parser.add_argument("--streams", type=int, default=6)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 2, 4, 8], help="train.num_envs values")
@@ -179,10 +234,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         training = {f"num_envs_{n}": vector_run(n, args.steps, Path(folder)) for n in args.num_envs}
         print("train env steps/s", training, flush=True)
-        runs = [ray_run(count, args.steps, Path(folder)) for count in sorted({1, args.actors})]
-    print("ray", runs, flush=True)
+        cores = os.cpu_count() or 1
+        runs = [ray_run(count, args.steps, Path(folder)) for count in RAY_ACTORS if count <= max(cores, 2)]
+        print("ray", runs, flush=True)
+        first = f"num_envs_{args.num_envs[0]}"
+        extra = {}
+        if not args.quick:
+            best = max((n for n in args.num_envs if n > 1), key=lambda n: training[f"num_envs_{n}"])
+            extra["to_90"] = {f"num_envs_{n}": time_to_90(n, Path(folder)) for n in (1, best)}
+            print("to 90%", extra["to_90"], flush=True)
+            extra["ros_robots"] = {f"robots_{n}": ros_robots_run(n, args.robot_steps, Path(folder)) for n in (1, 2)}
+            print("ros robots", extra["ros_robots"], flush=True)
     largest = runs[-1]
-    first = f"num_envs_{args.num_envs[0]}"
     figures = {
         "env_steps_per_s": training,
         "env_steps_per_s_ratio": {key: round(value / training[first], 2) for key, value in training.items()},
@@ -191,9 +254,16 @@ def main() -> None:
         "replay_integrity": integrity,
         "ray": {**largest, "per_actor_count": runs},
         "ray_speedup": round(largest["env_steps_per_s"] / runs[0]["env_steps_per_s"], 2),
+        **extra,
     }
     name = "fleet_quick" if args.quick else "fleet"
-    settings = {"task": "pick_cube", "steps": args.steps, "streams": args.streams, "num_envs": args.num_envs}
+    settings = {
+        "task": "pick_cube",
+        "steps": args.steps,
+        "streams": args.streams,
+        "num_envs": args.num_envs,
+        "robot_steps": args.robot_steps,
+    }
     path = write_result(name, figures, settings=settings)
     print(json.dumps(figures, indent=2))
     print(f"wrote {path}")

@@ -121,3 +121,31 @@ def test_two_robots_feed_one_learner_and_one_that_drops_out_does_not_stall_the_o
     for robot in ("left", "right"):  # each robot's recorder has its own store, in its own namespace
         assert episodes(run_dir / robot / "episodes.zarr") >= 2
     assert f"{run_dir}/right/episodes.zarr" in output and not (run_dir / "episodes.zarr").exists()
+
+
+@pytest.mark.slow
+def test_two_robots_learn_reach_together_through_one_learner(tmp_path):
+    require("rclpy")
+    from tests.conftest import LEARNING_REACH
+    from tests.ros.graph_helpers import run_python
+
+    run_dir = tmp_path / "run"
+    task = [o for o in LEARNING_REACH if o.startswith("task")]
+    result = run_python(
+        *("-m", "robot_rl.cli", "launch", "sim_train", *LEARNING_REACH, "fleet.robots=[left,right]"),
+        *("ros.eval_every_episodes=0", f"train.run_dir={run_dir}"),
+        timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "Traceback" not in output, output[-3000:]
+    robots = json.loads((run_dir / "robots.json").read_text())
+    assert [robots[r]["steps"] for r in ("left", "right")] == [1000, 1000], robots  # train.env_steps=2000, shared
+    assert [robots[r]["demo_episodes"] for r in ("left", "right")] == [5, 5], robots
+    evaluation = run_python(
+        *("-m", "robot_rl.cli", "eval", *task, f"eval.checkpoint={run_dir / 'checkpoint'}", "eval.episodes=20"),
+        timeout=300,
+    )
+    assert evaluation.returncode == 0, evaluation.stderr[-2000:]
+    success = json.loads(evaluation.stdout)["success_rate"]
+    print(f"two robots, one learner: final policy success {success:.2f}; per robot {robots}")
+    assert success >= 0.7, (evaluation.stdout, robots)  # the policy learned from both robots' data
