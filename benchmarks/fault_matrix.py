@@ -347,6 +347,7 @@ def bad_values(work: Path, ready: dict[str, Path]) -> list[Row]:
         ("collect", f"collect.out={a_file}"),
         ("classifier", "classifier.updates=0"),
         ("launch sim_train", "ros.domain_id=500"),
+        ("launch sim_train", "fleet.robots=[left,left]"),
         ("data info", f"store={work / 'missing.zarr'}"),
     ]
     rows = []

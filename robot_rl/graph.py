@@ -41,7 +41,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .config import ConfigError, choice
+from .config import ConfigError, choice, integer
 from .fleet_settings import fleet_settings, member_seed, robot_path, share
 from .interrupts import interrupt_on_sigterm
 from .safety.robot_limits import workspace_of
@@ -143,18 +143,22 @@ def robot_nodes(cfg: DictConfig, nodes: list[NodeSpec], robots: list[str]) -> li
     """The graph of a fleet of robots: each node that is not ``shared`` once per robot, in the robot's namespace,
     with the robot's seed, share of the step budget and demonstrations, and its own episode stores; shared nodes
     once, on the wall clock in sim time (every robot's sim node owns a clock of its own)."""
-    train, stores = cfg.train, cfg.ros
+    steps, demos = (
+        integer("train.env_steps", cfg.train.env_steps),
+        integer("train.demo_episodes", cfg.train.demo_episodes),
+    )
+    ros = cfg.ros
     expanded = []
     for index, robot in enumerate(robots):
         overrides = [
-            f"seed={member_seed(cfg.seed, index)}",
-            f"train.env_steps={share(int(train.env_steps), index, len(robots))}",
-            f"train.demo_episodes={share(int(train.demo_episodes), index, len(robots))}",
-            f"ros.recorder.store={robot_path(stores.recorder.store, robot)}",
-            f"ros.delivery.actor_store={robot_path(stores.delivery.actor_store, robot)}",
+            f"seed={member_seed(integer('seed', cfg.seed), index)}",
+            f"train.env_steps={share(steps, index, len(robots))}",
+            f"train.demo_episodes={share(demos, index, len(robots))}",
+            f"ros.recorder.store={robot_path(ros.recorder.store, robot)}",
+            f"ros.delivery.actor_store={robot_path(ros.delivery.actor_store, robot)}",
         ]
-        if stores.recorder.mcap:
-            overrides.append(f"ros.recorder.mcap={robot_path(stores.recorder.mcap, robot)}")
+        if ros.recorder.mcap:
+            overrides.append(f"ros.recorder.mcap={robot_path(ros.recorder.mcap, robot)}")
         clock = ["-r", f"/clock:=/{robot}/clock"] if nodes[0].sim_time else []
         for node in nodes:
             if not node.shared:
