@@ -39,6 +39,16 @@ def missing_capability(what: str, error: Exception):
 
 
 @pytest.fixture(autouse=True)
+def scheduling_stays_ordinary() -> Iterator[None]:
+    """No test may leave the test process real-time: run as root, the SVT-AV1 encoder (the LeRobot test folders'
+    AV1 video) switched the calling thread to SCHED_FIFO 99, every node process started later inherited it, and on
+    2 cores those busy real-time processes starved the whole suite into a hang."""
+    before = os.sched_getscheduler(0)
+    yield
+    assert os.sched_getscheduler(0) == before, "a test left the test process on a real-time scheduling policy"
+
+
+@pytest.fixture(autouse=True)
 def ros_domain(monkeypatch) -> Iterator[int]:
     """Every test runs in its own ROS 2 domain with localhost-only discovery (the child processes it starts
     inherit both), so parallel test runs, and a live cell on the LAN, never see each other's nodes."""

@@ -5,6 +5,7 @@ format's tools write it; stores are made with the episode store writer.
 """
 
 import json
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -370,7 +371,8 @@ def write_lerobot_folder(root: Path, fps: int = 15) -> dict:
     pq.write_table(data, root / "data" / "chunk-000" / "file-000.parquet")
     video = root / "videos" / "observation.images.top" / "chunk-000" / "file-000.mp4"
     video.parent.mkdir(parents=True)
-    with av.open(str(video), "w") as container:
+    policy, priority = os.sched_getscheduler(0), os.sched_getparam(0)  # SVT-AV1, run as root, makes this thread
+    with av.open(str(video), "w") as container:  # SCHED_FIFO 99: put back below, or every later node inherits it
         stream = container.add_stream("libsvtav1", rate=fps, options={"crf": "30", "g": "2", "preset": "12"})
         stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
         stream.time_base = Fraction(1, fps)
@@ -379,6 +381,7 @@ def write_lerobot_folder(root: Path, fps: int = 15) -> dict:
             frame.pts, frame.time_base = i, Fraction(1, fps)
             container.mux(stream.encode(frame))
         container.mux(stream.encode())
+    os.sched_setscheduler(0, policy, priority)
     episodes_table = {
         "episode_index": [0, 1],
         "tasks": [["pick the cube"], ["place the cube"]],
