@@ -128,6 +128,13 @@ class ActorLoop:
         self.stats_pub.publish(String(data=json.dumps(record, default=float)))
         self.log.info(json.dumps(record, default=float))
 
+    def flush_records(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until every monitor matched on rl/episode_stats acknowledged the records, so the
+        last one (``ros.eval_only``'s result) reaches them although the actor exits right after publishing it."""
+        from rclpy.duration import Duration
+
+        return self.stats_pub.wait_for_all_acked(Duration(seconds=timeout))
+
     def between_steps(self) -> None:
         """After each step: resend what a restarted learner lacks, and in sim time with ``train.sync`` keep pace
         with the learner."""
@@ -260,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 if lacking:
                     node.get_logger().warning(f"the learner lacks {lacking} transitions at the actor's exit")
                 actor.transport.finish(record_wait=min(3.0, float(cfg.ros.delivery.record_timeout)))
+                actor.flush_records(timeout=3.0)
                 outbox = actor.transport.outbox
                 node.get_logger().info(
                     f"actor done: {actor.counters.env_steps} env steps, {actor.counters.episodes} episodes in "

@@ -25,6 +25,9 @@ EASY_REACH = [
     "agent.utd=2",
 ]
 
+#: how many lines of each node's log a stopped graph prints (shown by pytest for a failed test)
+LOG_TAIL_LINES = 40
+
 
 def sim_robot(*args: str) -> list[str]:
     """The command of a sim robot node on the reach task with no human and no demos, plus ``args``."""
@@ -63,7 +66,12 @@ class Graph:
         return (self.folder / f"{name}.log").read_text()
 
     def stop(self) -> None:
+        """Stop every node, then print the end of each node's log: pytest shows it when the test failed."""
         stop_processes(list(self.processes.values()))
+        for name, process in self.processes.items():
+            lines = self.log(name).splitlines()[-LOG_TAIL_LINES:]
+            print(f"----- {name} (exit code {process.returncode}), last {len(lines)} log lines -----")
+            print("\n".join(lines))
 
 
 class Watcher:
