@@ -6,7 +6,7 @@ expert episodes, noisy ones (correlated action noise 0.3) and mostly failed ones
 - ``rlpd_demos``: today's main job (20 scripted demos, RLPD-style 50/50 batches, random initial weights);
 - ``wsrl``: ``robot-rl pretrain`` (Cal-QL) on the store, then ``robot-rl train init.checkpoint=...``: a warm-up of
   ``--warmup`` steps of the frozen pretrained policy, fine-tuning without the offline data (``init.retain_offline``
-  false), no demos;
+  false) within the default policy anchor (``init.anchor_*``, ``policies/anchor.py``), no demos;
 - ``retained``: the same pretraining, the offline store kept in replay (the offline-retained baseline);
 - ``no_warmup``: the same pretraining, fine-tuning from the first step (``init.warmup_steps=0``).
 
@@ -114,7 +114,7 @@ def run_variant(job: str, args: argparse.Namespace) -> dict:
         [
             f"task={task}",
             f"seed={seed}",
-            f"train.env_steps={args.steps}",
+            f"train.env_steps={args.steps if variant == 'rlpd_demos' else args.fine_tune_steps}",
             f"train.eval_every={args.eval_every}",
             f"train.eval_episodes={args.eval_episodes}",
             f"train.final_eval_episodes={args.eval_episodes}",
@@ -190,6 +190,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["pick_cube", "peg_insert"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument(
+        "--fine-tune-steps", type=int, help="online steps of the warm-started variants (default: --steps)"
+    )
     parser.add_argument("--updates", type=int, default=10_000, help="pretraining critic steps")
     parser.add_argument("--pretrain-batch", type=int, default=256)
     parser.add_argument("--pretrain-actions", type=int, default=4, help="Cal-QL's sampled actions per kind")
@@ -203,6 +206,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.seeds, args.steps = ["pick_cube"], [0], 6_000
+    args.fine_tune_steps = args.fine_tune_steps or args.steps
     offline_randomization = ["randomization=dynamics"] if args.transfer else []
     args.fine_tune_randomization = ["randomization=heldout"] if args.transfer else []
     runs = Path(args.runs)
@@ -236,6 +240,7 @@ def main() -> None:
             "tasks": args.tasks,
             "seeds": args.seeds,
             "steps": args.steps,
+            "fine_tune_steps": args.fine_tune_steps,
             "pretrain_updates": args.updates,
             "pretrain_batch": args.pretrain_batch,
             "pretrain_actions": args.pretrain_actions,

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.observation_keys import PRIVILEGED_KEY
+from robot_rl.policies.anchor import PolicyAnchor
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states, soft_update
 from robot_rl.policies.conservative import behaviour_cloning, continuous_penalty
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
@@ -161,7 +162,15 @@ class SACAgent(OffPolicyAgent):
         self.critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.lr, fused=True)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr, fused=True)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.lr, fused=True)
+        self.anchor: PolicyAnchor | None = None  # a warm start's pull towards the pretrained policy
         self.compile_networks(*self.modules)
+
+    def anchor_policy(self, weight: float, env_steps: int, tau: float = 0.0) -> None:
+        """Pull the policy towards its present self with ``weight``, decaying to 0 over the actor updates of
+        ``env_steps`` online steps, the anchor following the policy by ``tau`` per update (a warm start,
+        :mod:`robot_rl.policies.anchor`); weight 0: no anchor."""
+        actor_updates = env_steps * self.config.utd // self.config.critic_actor_ratio
+        self.anchor = PolicyAnchor(self.actor, weight, actor_updates, tau=tau) if weight > 0 and actor_updates else None
 
     # ----------------------------------------------------------------- acting
     def noise_schedules(self, count: int) -> list[NoiseSchedule]:
@@ -309,19 +318,28 @@ class SACAgent(OffPolicyAgent):
                 actor_loss = actor_loss + self.conservative.bc_weight * behaviour_cloning(
                     self.actor.mode(features), data
                 )
+            anchored = self.anchor is not None and not self.anchor.done
+            if anchored:
+                anchor_weight = self.anchor.current_weight
+                actor_loss = actor_loss + self.anchor.loss(self.actor, features)
         self.actor_optimizer.zero_grad(set_to_none=True)
         # only the actor's gradients: through the critic to the action, never into the critic's weights
         actor_loss.backward(inputs=list(self.actor.parameters()))
         self.actor_optimizer.step()
+        if anchored:
+            self.anchor.follow(self.actor)
         alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
         self.alpha_optimizer.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_optimizer.step()
-        return {
+        metrics = {
             "actor_loss": actor_loss.detach(),
             "alpha": self.alpha.detach(),
             "entropy": -log_prob.detach().mean(),
         }
+        if anchored:
+            metrics["anchor_weight"] = torch.tensor(anchor_weight)
+        return metrics
 
     # ----------------------------------------------------------------- state
     def identity(self) -> dict[str, Any]:
@@ -332,8 +350,12 @@ class SACAgent(OffPolicyAgent):
         }
 
     def extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.log_alpha.detach().cpu()}
+        extra = {"log_alpha": self.log_alpha.detach().cpu()}
+        if self.anchor is not None and not self.anchor.done:
+            extra["anchor"] = self.anchor.state()
+        return extra
 
     def load_extra_state(self, state: dict[str, Any]) -> None:
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
+        self.anchor = PolicyAnchor.from_state(self.actor, state["anchor"]) if "anchor" in state else None

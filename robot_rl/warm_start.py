@@ -7,7 +7,8 @@ check a resumed run gets. Then, as WSRL prescribes:
 1. **warm-up**: the first ``init.warmup_steps`` online steps are rollouts of the pretrained policy, frozen (no update
    is made before they are in: they replace ``train.start_training``); they seed the online buffer and recalibrate
    the Q-function to the states the policy itself visits;
-2. **fine-tuning** without the offline data (``init.retain_offline=false``, the default); with ``true`` the offline
+2. **fine-tuning** (SAC family: the policy pulled towards the pretrained one with ``init.anchor_weight``, decaying to
+   0 over ``init.anchor_steps`` online steps, :mod:`robot_rl.policies.anchor`) without the offline data (``init.retain_offline=false``, the default); with ``true`` the offline
    stores (``init.store``, or by default those the checkpoint was pretrained on) are kept in the demo buffer and
    mixed into every batch at ``train.demo_fraction`` (the offline-retained baseline).
 
@@ -26,7 +27,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from .checkpoint import PRETRAIN_FILE, check_task_definition, load_agent
-from .config import ConfigError, is_integer, require_all, settings_of, yaml_defaults
+from .config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
 from .folders import latest
 from .learner import Learner
 from .offline_data import add_offline, store_paths
@@ -39,6 +40,9 @@ class InitSettings:
     retain_offline: bool  # keep the offline stores in replay (false: WSRL)
     store: Any  # with retain_offline: stores to keep; null: those the checkpoint was pretrained on (resolved by
     # init_settings to a list of Paths, empty without retain_offline)
+    anchor_weight: float  # SAC family: pull towards the pretrained policy, decaying to 0 (policies/anchor.py)
+    anchor_steps: int  # online steps over which it decays
+    anchor_tau: float  # per actor update, how far the anchor follows the policy (0: the pretrained policy stays it)
 
 
 def init_settings(cfg: DictConfig) -> InitSettings:
@@ -49,6 +53,9 @@ def init_settings(cfg: DictConfig) -> InitSettings:
         {
             "warmup_steps": (is_integer(settings.warmup_steps) and settings.warmup_steps >= 0, "an integer >= 0"),
             "retain_offline": (isinstance(settings.retain_offline, bool), "true or false"),
+            "anchor_weight": (is_number(settings.anchor_weight) and settings.anchor_weight >= 0, "a number >= 0"),
+            "anchor_steps": (is_integer(settings.anchor_steps) and settings.anchor_steps >= 0, "an integer >= 0"),
+            "anchor_tau": (is_number(settings.anchor_tau) and 0 <= settings.anchor_tau <= 1, "a number in [0, 1]"),
         },
     )
     stores, settings.store = settings.store, []
@@ -88,4 +95,13 @@ def warm_start(learner: Learner, settings: InitSettings, definition: dict[str, A
     check_task_definition(folder, definition, key="init.checkpoint")
     load_agent("init.checkpoint", learner.agent, folder / "agent.pt")
     retained = add_offline("init.store", settings.store, learner.demo) if settings.retain_offline else 0
-    return {"checkpoint": str(folder), "warmup_steps": settings.warmup_steps, "retained_episodes": retained}
+    anchored = hasattr(learner.agent, "anchor_policy") and settings.anchor_weight > 0 and settings.anchor_steps > 0
+    if anchored:
+        learner.agent.anchor_policy(settings.anchor_weight, settings.anchor_steps, settings.anchor_tau)
+    return {
+        "checkpoint": str(folder),
+        "warmup_steps": settings.warmup_steps,
+        "retained_episodes": retained,
+        # None: no anchor (switched off, or an agent whose policy is its critic's argmax: CQN has no actor)
+        "anchor": {key: getattr(settings, f"anchor_{key}") for key in ("weight", "steps", "tau")} if anchored else None,
+    }

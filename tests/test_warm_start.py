@@ -106,6 +106,7 @@ def test_a_warm_start_acts_with_the_pretrained_policy_frozen_through_the_warm_up
     run_dir, cfg = warm_run(tmp_path, out)
     summary = train(cfg)
     assert summary["env_steps"] == 30
+    assert summary["warm_start"]["anchor"] == {"weight": 100.0, "steps": 20_000, "tau": 0.001}  # the defaults
     warm_up = [same for steps, same in seen if steps < 20]
     assert seen[0] == (0, True) and len(warm_up) >= 2 and all(warm_up)  # the pretrained policy, frozen
     counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
@@ -130,6 +131,7 @@ def test_bad_warm_starts_and_pretraining_inputs_get_one_line(offline, tmp_path, 
     cases = {
         "init.checkpoint": [*train_args, *TASK, f"init.checkpoint={tmp_path / 'nothing'}"],
         "task.episode_steps": [*train_args, "task=reach", *TINY, f"init.checkpoint={out}"],  # another definition
+        "init.anchor_tau": [*train_args, *TASK, *TINY, f"init.checkpoint={out}", "init.anchor_tau=2"],
         "pretrain.store": ["pretrain", *TASK, f"pretrain.store={tmp_path / 'missing.zarr'}", f"pretrain.out={new_out}"],
         "pretrain.out": [*pretrain_args, *TASK, f"pretrain.out={out}"],  # a run folder is never overwritten
         "pretrain.weights": ["pretrain", *TASK, f"pretrain.store=[{store},{store}]", "pretrain.weights=[1]"],
