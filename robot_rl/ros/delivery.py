@@ -179,11 +179,20 @@ class Outbox:
         return in_memory + on_disk
 
 
+#: the longest JSON control message (an ack, the learner's progress) a node parses; a longer one is dropped
+MAX_CONTROL_CHARS = 1_000_000
+
+
+def parse_control(text: str, what: str) -> Any:
+    """A JSON control message from the network, refused (:class:`MessageError`) above :data:`MAX_CONTROL_CHARS`."""
+    if len(text) > MAX_CONTROL_CHARS:
+        raise MessageError(f"{what} of {len(text)} characters")
+    return json.loads(text)
+
+
 def parse_ack(text: str) -> dict[str, Any]:
     """An acknowledgement message, checked (it comes from the network)."""
-    if len(text) > 1_000_000:
-        raise MessageError(f"ack of {len(text)} characters")
-    ack = json.loads(text)
+    ack = parse_control(text, "ack")
     if not isinstance(ack, dict) or ack.get("node") not in ("learner", "recorder"):
         raise MessageError("ack is not an object from a learner or a recorder")
     if ack["node"] == "recorder":

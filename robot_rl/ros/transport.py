@@ -2,9 +2,9 @@
 
 Transitions go actor -> learner on ``rl/transitions`` (in the actor's namespace: ``/rl/transitions``, or
 ``/<robot>/rl/transitions`` for each robot of a fleet, all of which the one learner subscribes) and weights
-learner -> actor on ``/rl/policy_weights`` (one topic for every robot), both ``std_msgs/UInt8MultiArray`` carrying :mod:`robot_rl.ros.codec`
-payloads, so actor and learner can sit on different machines of one DDS domain with nothing but
-standard message types between them. Weights are latched (TRANSIENT_LOCAL): an actor that
+learner -> actor on ``/rl/policy_weights`` (one topic for every robot), both ``std_msgs/UInt8MultiArray``
+carrying :mod:`robot_rl.ros.codec` payloads, so actor and learner can sit on different machines of one DDS domain
+with nothing but standard message types between them. Weights are latched (TRANSIENT_LOCAL): an actor that
 starts after the learner, or a learner that restarts from its checkpoint, is picked up without
 restarting anyone. Each weights message carries the learner's session id and update count.
 
@@ -35,14 +35,13 @@ from ..data.transition import Transition
 from ..transport import LocalTransport, Transport
 from . import qos
 from .codec import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
-from .delivery import ACK_TOPIC, Outbox, parse_ack
+from .delivery import ACK_TOPIC, Outbox, parse_ack, parse_control
 from .guard import InputGuard, MessageError
 from .robot_tally import RobotTally
 
 TRANSITIONS_TOPIC = "rl/transitions"  # relative: each robot's own, under its namespace
 WEIGHTS_TOPIC = "/rl/policy_weights"
 PROGRESS_TOPIC = "/rl/learner_progress"  # std_msgs/String, JSON {"online", "updates", "received": {actor: seq}}
-MAX_PROGRESS_CHARS = 1_000_000
 
 
 def robot_topic(robot: str | None, topic: str) -> str:
@@ -67,8 +66,9 @@ class RosTransport(Transport):
     The actor gives ``expected_weights`` (:func:`~robot_rl.ros.codec.weight_shapes` of its own
     policy) and ``risk_input`` (state and action size, when it runs the safety filter), and an
     :class:`~robot_rl.ros.delivery.Outbox`; the learner gives the ``schema`` of the transitions it
-    takes and the ``robots`` whose transitions it subscribes (None: the one robot of the root namespace). Received messages are decoded in the executor's thread and queued; the interface methods
-    may be called from any other thread.
+    takes and the ``robots`` whose transitions it subscribes (None: the one robot of the root namespace).
+    Received messages are decoded in the executor's thread and queued; the interface methods may be called from
+    any other thread.
     """
 
     def __init__(
@@ -159,9 +159,7 @@ class RosTransport(Transport):
                 self.resend_requested = True
 
     def _on_progress(self, msg) -> None:
-        if len(msg.data) > MAX_PROGRESS_CHARS:
-            raise MessageError(f"learner progress of {len(msg.data)} characters")
-        progress = json.loads(msg.data)
+        progress = parse_control(msg.data, "learner progress")
         counts = [progress.get(key) for key in ("online", "updates")] if isinstance(progress, dict) else [None]
         received = progress.get("received") if isinstance(progress, dict) else None
         if not (

@@ -5,12 +5,14 @@ learner's ledger takes every transition exactly once however resends interleave.
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robot_rl.data import EpisodeRecorder
 from robot_rl.data.transition import Transition
-from robot_rl.ros.delivery import Outbox, parse_ack, stored_transitions
+from robot_rl.ros.delivery import MAX_CONTROL_CHARS, Outbox, parse_ack, parse_control, stored_transitions
+from robot_rl.ros.guard import MessageError
 from robot_rl.transport import DeliveryLedger
 
 
@@ -193,3 +195,12 @@ def test_each_step_keeps_the_time_it_was_observed_however_late_it_is_recorded(tm
     unstamped = episode("fedcba9876543210fedcba9876543210", 2)  # a sender that does not know: stamped on receipt
     name = EpisodeRecorder(store, clock=lambda: 7.0).record(unstamped)
     np.testing.assert_array_equal(store.read_episode(name)["timestamp"], [7.0, 7.0])
+
+
+def test_control_messages_longer_than_the_limit_are_refused_before_parsing():
+    padding = " " * MAX_CONTROL_CHARS
+    with pytest.raises(MessageError, match="ack of"):
+        parse_ack('{"node": "recorder", "episodes": []}' + padding)
+    with pytest.raises(MessageError, match="learner progress of"):
+        parse_control(padding + "{}", "learner progress")
+    assert parse_control('{"online": 1}', "learner progress") == {"online": 1}
