@@ -142,6 +142,16 @@ def mean_or_none(values: list) -> float | None:
     return round(float(np.mean(values)), 3) if values else None
 
 
+def largest_drops(per_seed: dict, pretrained: dict) -> dict:
+    """Per warm-started variant, the largest fall (over seeds) of an evaluation in the first 2,000 online steps below
+    that seed's pretrained policy (the issue allows 0.20)."""
+    return {
+        variant: round(max(pretrained[seed] - result["min_success_first_2k"] for seed, result in runs.items()), 3)
+        for variant, runs in per_seed.items()
+        if variant != "rlpd_demos"
+    }
+
+
 def summarise(task: str, results: dict, args: argparse.Namespace) -> dict:
     per_seed = {v: {str(s): results[f"{task}/{v}/{s}"] for s in args.seeds} for v in VARIANTS}
     figures = {
@@ -155,9 +165,11 @@ def summarise(task: str, results: dict, args: argparse.Namespace) -> dict:
         },
         "final_success": {v: mean_or_none([r["final_success"] for r in per_seed[v].values()]) for v in VARIANTS},
         "pretrained_success": mean_or_none([args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds]),
+        "pretrained_success_per_seed": {str(s): args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds},
         "retains_offline_data": RETAINS_OFFLINE,
         "per_seed": per_seed,
     }
+    figures["largest_drop_first_2k"] = largest_drops(per_seed, figures["pretrained_success_per_seed"])
     rlpd, wsrl = figures["steps_to_90"]["rlpd_demos"], figures["steps_to_90"]["wsrl"]
     figures["wsrl_over_rlpd_steps"] = round(wsrl / rlpd, 3) if rlpd and wsrl else None
     return figures
@@ -173,9 +185,9 @@ def plot(all_figures: dict, path: Path) -> None:
     colours = dict(zip(VARIANTS, ("grey", "tab:green", "tab:blue", "tab:orange")))
     for axis, (name, figures) in zip(axes[0], all_figures.items()):
         for variant in VARIANTS:
-            for index, result in enumerate(figures["per_seed"][variant].values()):
+            for index, (seed, result) in enumerate(figures["per_seed"][variant].items()):
                 steps = [0] + [point[0] for point in result["curve"]]
-                start = figures["pretrained_success"] if variant != "rlpd_demos" else 0.0
+                start = figures["pretrained_success_per_seed"][seed] if variant != "rlpd_demos" else 0.0
                 success = [start] + [point[1] for point in result["curve"]]
                 axis.plot(steps, success, color=colours[variant], alpha=0.8, label=variant if index == 0 else None)
         axis.axhline(0.9, color="k", linestyle="--", linewidth=0.8)
