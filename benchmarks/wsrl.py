@@ -243,6 +243,8 @@ def main() -> None:
     results = side_by_side(run_variant, jobs, args, workers=args.workers)
     all_figures = {task: summarise(task, results, args) for task in args.tasks}
     name = "wsrl_transfer" if args.transfer else ("wsrl_quick" if args.quick else "wsrl")
+    if args.tasks not in (["pick_cube"], ["pick_cube", "peg_insert"]):  # another task alone: a file of its own
+        name += "_" + "_".join(args.tasks)
     plot(all_figures, RESULTS / f"{name}.png")
     figures = all_figures[args.tasks[0]] if len(args.tasks) == 1 else all_figures
     path = write_result(
