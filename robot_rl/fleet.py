@@ -133,7 +133,12 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     interrupted = False
     with interrupt_requests() as stop:
         try:
-            while crew.pending and counters.env_steps < settings.env_steps and not stop.is_set():
+
+            def running() -> bool:  # the online budget, and every demonstration due handed in (they are not in it)
+                due = counters.demo_episodes_done < settings.demo_episodes
+                return counters.env_steps < settings.env_steps or due
+
+            while crew.pending and running() and not stop.is_set():
                 for name, (payload, stats) in crew.hand_ins(timeout=1.0):
                     transitions = decode_transitions(payload, schema)[0] if payload is not None else []
                     learner.ingest_locked(transitions)
@@ -148,7 +153,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                     learner.update_while_due()  # the update-to-data ratio of robot-rl train
                     crew.publish_when_new()
                     progress.update(counters.env_steps - progress.n)
-                    finished = counters.env_steps >= settings.env_steps
+                    finished = not running()
                     if counters.env_steps - last_eval >= settings.eval_every or finished:
                         last_eval = counters.env_steps
                         evaluated.load_policy_state(learner.agent.policy_state())
@@ -156,7 +161,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                     if learning.checkpoint_due(counters.env_steps):
                         counters.wall_seconds = time.monotonic() - started
                         learning.save(counters)
-                    if not finished:
+                    if counters.env_steps < settings.env_steps:
                         crew.hand_out(name)
             if not crew.pending and counters.env_steps < settings.env_steps:
                 raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
