@@ -7,8 +7,10 @@ check a resumed run gets. Then, as WSRL prescribes:
 1. **warm-up**: the first ``init.warmup_steps`` online steps are rollouts of the pretrained policy, frozen (no update
    is made before they are in: they replace ``train.start_training``); they seed the online buffer and recalibrate
    the Q-function to the states the policy itself visits;
-2. **fine-tuning** (SAC family: the policy pulled towards the pretrained one with ``init.anchor_weight``, decaying to
-   0 over ``init.anchor_steps`` online steps, :mod:`robot_rl.policies.anchor`) without the offline data (``init.retain_offline=false``, the default); with ``true`` the offline
+2. **fine-tuning** (SAC family: the policy pulled with ``init.anchor_weight`` towards a slow copy of itself that
+   starts at the pretrained policy and follows it by ``init.anchor_tau``, the pull decaying to 0 over
+   ``init.anchor_steps`` online steps, :mod:`robot_rl.policies.anchor`) without the offline data
+   (``init.retain_offline=false``, the default); with ``true`` the offline
    stores (``init.store``, or by default those the checkpoint was pretrained on) are kept in the demo buffer and
    mixed into every batch at ``train.demo_fraction`` (the offline-retained baseline).
 
@@ -95,9 +97,10 @@ def warm_start(learner: Learner, settings: InitSettings, definition: dict[str, A
     check_task_definition(folder, definition, key="init.checkpoint")
     load_agent("init.checkpoint", learner.agent, folder / "agent.pt")
     retained = add_offline("init.store", settings.store, learner.demo) if settings.retain_offline else 0
-    anchored = hasattr(learner.agent, "anchor_policy") and settings.anchor_weight > 0 and settings.anchor_steps > 0
-    if anchored:
-        learner.agent.anchor_policy(settings.anchor_weight, settings.anchor_steps, settings.anchor_tau)
+    anchor_policy = getattr(learner.agent, "anchor_policy", None)  # CQN's policy is its critic's argmax: no actor
+    if anchor_policy is not None:  # it decides whether weight and steps make an anchor at all
+        anchor_policy(settings.anchor_weight, settings.anchor_steps, settings.anchor_tau)
+    anchored = getattr(learner.agent, "anchor", None) is not None
     return {
         "checkpoint": str(folder),
         "warmup_steps": settings.warmup_steps,
