@@ -109,6 +109,17 @@ def in_process(steps: int, seed: int) -> dict[str, float]:
     return {"p50_us": round(float(np.percentile(micros, 50)), 1), "p99_us": round(float(np.percentile(micros, 99)), 1)}
 
 
+def python_reference_us() -> float:
+    """Median us of ``sum(range(1000))``, 2,000 times: the host's Python speed on the day (a cloud machine's varies
+    by a factor of two between days), so critic figures of two runs can be compared."""
+    times = []
+    for _ in range(2000):
+        started = time.perf_counter()
+        sum(range(1000))
+        times.append(time.perf_counter() - started)
+    return round(float(np.median(times)) * 1e6, 2)
+
+
 def summed(reports: list[dict], key: str) -> dict[int, int]:
     total: dict[int, int] = {}
     for report in reports:
@@ -124,6 +135,7 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import Float64, String, UInt8MultiArray
 
+    from robot_rl.blas import blas_kernels
     from robot_rl.geometry import matrix_from_rotvec
     from robot_rl.graph import reserved_ros_domain
     from robot_rl.ros import qos
@@ -278,6 +290,8 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
         "weights_swapped": sum(report["weights_accepted"] for report in measured),
         "weights_rejected": sum(report["rejected"] for report in measured),
         "critic_step_in_process_us": alone,
+        "python_reference_us": python_reference_us(),  # how fast this host ran Python today: runs compare by it
+        "blas_kernels": "/".join(blas_kernels() or ("none",)),
         "load_average": {
             "start": [round(value, 2) for value in load_at_start],
             "during_1min_mean": round(float(np.mean(loads)), 2),

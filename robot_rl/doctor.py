@@ -108,6 +108,7 @@ def checks(run_dir: str) -> list[Row]:
         installed_row("gymnasium suites", ("gymnasium-robotics", "panda-gym"), "pip install -e .[suites]", "suites"),
         render_row(environment),
         cuda_row(),
+        blas_row(),
         rclpy_row(),
         domain_id_row(),
         discovery_range_row(),
@@ -233,6 +234,22 @@ def cuda_row() -> Row:
         "an NVIDIA driver and a CUDA build of torch (pip install torch==2.13.0 from PyTorch's CUDA wheel index)",
         "cuda",
     )
+
+
+def blas_row() -> Row:
+    """numpy's BLAS kernels: generic ones on a CPU that runs faster ones slow the safety filters' every tick."""
+    from .blas import blas_kernels, cpu_flags, generic_kernels, kernels_for
+
+    kernels = blas_kernels()
+    if kernels is None:
+        return Row("numpy BLAS", True, "numpy reports no BLAS library")
+    library, architecture = kernels
+    detail = f"{library}, {architecture} kernels"
+    flags = cpu_flags()
+    if generic_kernels(architecture, flags):
+        fix = f"export OPENBLAS_CORETYPE={kernels_for(flags)} (robot_rl sets it unless numpy was imported first)"
+        return Row("numpy BLAS", False, detail + ": generic, this CPU runs faster ones", fix)
+    return Row("numpy BLAS", True, detail)
 
 
 def rclpy_row() -> Row:

@@ -20,6 +20,7 @@ OPTIONAL_ITEMS = (
     "gymnasium suites",
     "rendering (pixel tasks)",
     "cuda",
+    "numpy BLAS",
     "rclpy",
     "ROS_DOMAIN_ID",
     "ROS_AUTOMATIC_DISCOVERY_RANGE",

@@ -23,6 +23,7 @@ FOLDERS = {  # folder of the checkout -> the package it installs as (pyproject.t
 }
 GROUND = (
     "robot_rl",
+    "robot_rl.blas",
     "robot_rl.checkpoint",
     "robot_rl.composed_config",
     "robot_rl.config",

@@ -1,7 +1,8 @@
 """The learned safety filter between the policy and the hard layer.
 
 Every proposed action a is scored by a risk model (the safety critic's numpy export,
-``risk(state, candidates) -> (K,)``) in one batch together with its scaled-down versions
+``risk(state, candidates) -> (K,)``). While the filter is released and a is below ``threshold_on``, a alone is
+scored, and passes; otherwise a is scored in one batch together with its scaled-down versions
 ``scales`` x a (the line search), the recovery action (e.g. hold the pose: zero Cartesian step,
 gripper unchanged) and the escape actions (a step of ``escape_step`` along +-x, +-y, +-z of the
 action's translation part, gripper unchanged). While the filter is engaged it executes the first
@@ -145,19 +146,32 @@ class SafetyFilter:
             rows = len(scales) + 1 + 2 * axis
             self._template[rows : rows + 2, axis] = (self.settings.escape_step, -self.settings.escape_step)
 
-    def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
-        action = np.asarray(action)
-        candidates = self.candidates(action, state)
+    def _score(self, state: np.ndarray, candidates: np.ndarray) -> tuple[list[float], float]:
+        """(risks of ``candidates`` as floats, or [NaN] when the model raised; seconds on :attr:`clock`)."""
         started = self.clock()
         try:
             risks = np.asarray(self.risk(state, candidates), dtype=np.float64).tolist()  # decisions on floats
         except Exception:  # noqa: BLE001 - a broken model must never stop the arm loop: the hard layer still applies
             risks = [math.nan]
-        seconds = self.clock() - started
+        return risks, self.clock() - started
+
+    def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
+        action = np.asarray(action)
+        threshold_on = self.settings.threshold_on
+        if self.engaged:
+            candidates = self.candidates(action, state)
+            risks, seconds = self._score(state, candidates)
+        else:  # released: the proposed action alone decides, unless it is risky (most steps, at a fifth of the cost)
+            candidates = action.astype(np.float32).reshape(1, -1)  # the first candidate, as candidates() makes it
+            risks, seconds = self._score(state, candidates)
+            if len(risks) == 1 and risks[0] > threshold_on and seconds <= self.settings.deadline_s:
+                candidates = self.candidates(action, state)
+                others, more_seconds = self._score(state, candidates[1:])
+                risks, seconds = risks + others, seconds + more_seconds
         if seconds > self.settings.deadline_s or not math.isfinite(sum(risks)) or len(risks) != len(candidates):
             self.bypasses += 1
             return FilterResult(action, float("nan"), False, True, self.engaged, seconds)
-        proposed, threshold_on = risks[0], self.settings.threshold_on
+        proposed = risks[0]
         if proposed > threshold_on:
             self.engaged, self._calm_steps = True, 0
         elif self.engaged:

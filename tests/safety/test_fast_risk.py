@@ -2,6 +2,7 @@
 
 import io
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -131,6 +132,49 @@ def test_the_mlp_matches_a_hand_computation(activation):
     np.testing.assert_allclose(risks, expected, rtol=1e-6)
     np.testing.assert_allclose(model(state, deltas[0]), expected[:1], rtol=1e-6)  # one candidate
     assert model.parameters == 26 * 2 + 2 + 2 + 1 and model.hidden == [2]
+
+
+def test_batch_sizes_and_threads_do_not_share_the_forward_buffers():
+    """The forward pass writes into buffers kept per batch size and per thread: alternating sizes, and two threads
+    at once, give each call its own risks."""
+    rng = np.random.default_rng(0)
+    layers = [(rng.normal(size=(32, 16)), rng.normal(size=16)), (rng.normal(size=(16, 1)), rng.normal(size=1))]
+    model = FastRiskModel(layers)  # 6 context columns
+    states = rng.normal(size=(40, STATE_WIDTH + 6)).astype(np.float32)
+    deltas = [rng.normal(size=(1 + i % 5, 7)).astype(np.float32) for i in range(40)]
+
+    def reference(state, delta):
+        x = np.maximum(
+            np.concatenate(
+                (
+                    np.broadcast_to(state[:STATE_WIDTH], (len(delta), STATE_WIDTH)),
+                    delta,
+                    np.broadcast_to(state[STATE_WIDTH:], (len(delta), 6)),
+                ),
+                1,
+            )
+            @ layers[0][0]
+            + layers[0][1],
+            0.0,
+        )
+        return 1.0 / (1.0 + np.exp(-(x @ layers[1][0] + layers[1][1]).reshape(-1)))
+
+    expected = [reference(state, delta) for state, delta in zip(states, deltas)]
+    results: dict[int, list[np.ndarray]] = {}
+
+    def run(worker: int) -> None:
+        results[worker] = [model(state, delta) for _ in range(50) for state, delta in zip(states, deltas)][-40:]
+
+    threads = [threading.Thread(target=run, args=(worker,)) for worker in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for worker in range(2):
+        for got, want in zip(results[worker], expected):
+            np.testing.assert_allclose(got, want, rtol=1e-4)
+    with pytest.raises(ValueError):
+        model(states[0][:STATE_WIDTH], deltas[0])  # a state without the model's context: the filter bypasses it
 
 
 def test_the_risk_stays_in_0_1_for_huge_logits():

@@ -54,15 +54,16 @@ def test_when_nothing_is_safe_a_proposed_action_that_leads_out_is_not_replaced_b
 
 
 def test_hysteresis_releases_only_after_the_dwell_time_below_the_off_threshold():
-    risks = iter([0.3, 0.2, 0.05, 0.05, 0.2, 0.05, 0.05, 0.05, 0.05])
     current = {}
 
-    def risk(state, actions):
-        current["value"] = next(risks)
-        return np.full(len(actions), current["value"]) * np.r_[np.ones(len(actions) - 1), 0.0]
+    def risk(state, actions):  # the step's risk for every move, none for holding still
+        return np.where(np.abs(actions[:, :3]).sum(axis=1) > 0, current["value"], 0.0)
 
     safety = SafetyFilter(risk, FilterSettings(threshold_on=0.25, threshold_off=0.1, dwell_steps=3))
-    engaged = [safety(np.zeros(3), np.array([0.5, 0.0, 0.0, 0.0])).engaged for _ in range(9)]
+    engaged = []
+    for value in [0.3, 0.2, 0.05, 0.05, 0.2, 0.05, 0.05, 0.05, 0.05]:
+        current["value"] = value
+        engaged.append(safety(np.zeros(3), np.array([0.5, 0.0, 0.0, 0.0])).engaged)
     # on at 0.3; 0.2 is between the thresholds (stays on); two calm steps, then 0.2 resets the count;
     # released on the third calm step in a row
     assert engaged == [True, True, True, True, True, True, True, False, False]
@@ -139,3 +140,25 @@ def test_a_recoveries_builder_replaces_hold_and_escapes_with_rows_made_from_the_
     result = safety(state, action)
     assert result.intervened
     np.testing.assert_allclose(result.action, [0.0, 0.0, 0.8, 0.3])
+
+
+def test_a_released_filter_scores_the_proposed_action_alone_until_it_is_risky():
+    """Most ticks pass a calm command: the model scores that one row; a risky one, or any while engaged, is scored
+    with all its candidates."""
+    calls = []
+    limit = {"value": 2.0}
+
+    def risk(state, actions):
+        calls.append(len(actions))
+        return (np.linalg.norm(actions[:, :-1], axis=1) > limit["value"]).astype(float)
+
+    safety = SafetyFilter(risk, FilterSettings(dwell_steps=1, escape_step=0.0, scales=(1.0, 0.5, 0.25)))
+    assert not safety(np.zeros(3), np.array([1.0, 0.0, 0.0, 1.0])).intervened
+    assert calls == [1]
+    limit["value"] = 0.6
+    result = safety(np.zeros(3), np.array([1.0, 0.0, 0.0, 1.0]))
+    np.testing.assert_allclose(result.action, [0.5, 0.0, 0.0, 1.0])  # the same choice as a full batch
+    assert calls == [1, 1, 3]  # the proposed row, then the other two scales and the hold
+    safety(np.zeros(3), np.array([0.1, 0.0, 0.0, 1.0]))  # engaged: every candidate, then released (dwell 1)
+    safety(np.zeros(3), np.array([0.1, 0.0, 0.0, 1.0]))
+    assert calls == [1, 1, 3, 4, 1]
