@@ -8,12 +8,15 @@ the hard layer of ``robot.limits`` every 2 ms, as on the cell):
 - ``policy_rate_critic``: plus the learned safety critic and filter in the actor, once per 0.1 s policy step
   (``safety.enabled=true``), pretrained on the probe set;
 - ``fast_loop_critic``: plus the fast-loop critic every tick before the hard layer
-  (``safety.fast_critic.enabled=true``), fitted to the probe set's ticks (``robot-rl fast-critic``) and refitted
-  online (``safety.fast_critic.learn=true``);
+  (``safety.fast_critic.enabled=true``, escape steps of 5 cm among its candidates), fitted to the fast probe set's
+  ticks (``robot-rl fast-critic``) and refitted online (``safety.fast_critic.learn=true``) on those ticks and the
+  run's own (``safety.fast_critic.pretrain_store``);
 - ``both_critics``: the policy-rate critic and the fast-loop critic together, as a cell would run them.
 
-The probe set: noisy-expert episodes recorded with the fast loop (``robot-rl collect``, other seeds than training),
-what both critics start from. Reported per way: constraint violations per 100 training episodes and the final
+The probe sets: noisy-expert episodes recorded with the fast loop (``robot-rl collect``, other seeds than training),
+what the critics start from. The policy-rate critic's is the noisy expert's own steps; in the fast critic's, half of
+the policy steps send a random one of the fast filter's candidates instead (``safety.fast_critic.probe=0.5``), so
+the recorded commands vary in a given state and the critic learns to rank them, not only to tell risky states. Reported per way: constraint violations per 100 training episodes and the final
 deterministic success, per seed and their mean, and a bar chart (PNG).
 
     python -m benchmarks.safety_hf [--quick] [--seeds 0 1 2] [--steps 16000] [--workers 2]
@@ -36,6 +39,7 @@ from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, 
 
 TASK = "pick_cube_sudden"
 FAST_LOOP = "safety.fast_critic.sim_rate_hz=500"
+ESCAPE = "safety.fast_critic.escape_step=0.05"  # m: steps along +-x, +-y, +-z among the fast critic's candidates
 WAYS = {
     "hard_only": [],
     "policy_rate_critic": ["safety.enabled=true", "safety.pretrain_store={probe}"],
@@ -43,6 +47,8 @@ WAYS = {
         "safety.fast_critic.enabled=true",
         "safety.fast_critic.weights={weights}",
         "safety.fast_critic.learn=true",
+        "safety.fast_critic.pretrain_store={fast_probe}",
+        ESCAPE,
     ],
 }
 WAYS["both_critics"] = WAYS["policy_rate_critic"] + WAYS["fast_loop_critic"]
@@ -55,30 +61,49 @@ def cli(*arguments: str) -> dict:
     return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
 
 
-def prepare(args: argparse.Namespace) -> dict:
-    """The probe set (with its ticks) and the fast critic fitted to it."""
-    probe, weights = Path(args.runs) / "probe.zarr", Path(args.runs) / "fast_risk.npz"
-    shutil.rmtree(probe, ignore_errors=True)
-    weights.unlink(missing_ok=True)
-    collect = cli(
+def collect_probe_set(out: Path, episodes: int, *overrides: str) -> dict:
+    """Noisy-expert episodes of the task through the fast loop, written to ``out`` (replaced); collect's report."""
+    shutil.rmtree(out, ignore_errors=True)
+    return cli(
         "collect",
         f"task={TASK}",
         f"seed={PROBE_SEED}",
-        f"collect.episodes={args.probe_episodes}",
-        f"collect.out={probe}",
+        f"collect.episodes={episodes}",
+        f"collect.out={out}",
         "collect.action_noise=1.0",
         "collect.noise_correlation=0.95",
         FAST_LOOP,
+        *overrides,
     )
-    fit = cli("fast-critic", f"fast_fit.store={probe}", f"fast_fit.out={weights}")
-    print("probe set", collect, "fast critic", fit, flush=True)
-    args.probe, args.weights = str(probe), str(weights)
-    return {"episodes": collect["episodes"], "violations_per_episode": collect["violations_per_episode"], "fit": fit}
+
+
+def prepare(args: argparse.Namespace) -> dict:
+    """The two probe sets (with their ticks) and the fast critic fitted to the fast one."""
+    runs = Path(args.runs)
+    probe, fast_probe, weights = runs / "probe.zarr", runs / "probe_fast.zarr", runs / "fast_risk.npz"
+    collect = collect_probe_set(probe, args.probe_episodes)
+    fast_collect = collect_probe_set(fast_probe, args.probe_episodes, "safety.fast_critic.probe=0.5", ESCAPE)
+    weights.unlink(missing_ok=True)
+    fit = cli("fast-critic", f"fast_fit.store={fast_probe}", f"fast_fit.out={weights}")
+    print("probe sets", collect, fast_collect, "fast critic", fit, flush=True)
+    args.probe, args.fast_probe, args.weights = str(probe), str(fast_probe), str(weights)
+    return {
+        "episodes": collect["episodes"],
+        "violations_per_episode": collect["violations_per_episode"],
+        "fast_probe_set": {
+            "probe": 0.5,
+            "episodes": fast_collect["episodes"],
+            "violations_per_episode": fast_collect["violations_per_episode"],
+        },
+        "fit": fit,
+    }
 
 
 def run_way(job: str, args: argparse.Namespace) -> dict:
     way, seed = job.rsplit("/", 1)
-    overrides = [override.format(probe=args.probe, weights=args.weights) for override in WAYS[way]]
+    overrides = [
+        override.format(probe=args.probe, fast_probe=args.fast_probe, weights=args.weights) for override in WAYS[way]
+    ]
     summary = run_training(
         Path(args.runs) / way / f"seed{seed}",
         [

@@ -36,6 +36,7 @@ class FastFitConfig:
     """How to fit the fast-loop risk model (``fast_fit`` in the config)."""
 
     horizon: int  # ticks: a violation within this many ticks labels a tick risky (25 at 500 Hz: 50 ms)
+    labels: str  # "any" | "graded" (horizon_labels)
     hidden: tuple[int, ...]
     updates: int
     batch_size: int
@@ -45,6 +46,7 @@ class FastFitConfig:
     def validate(self) -> None:
         checks = {
             "horizon": (is_integer(self.horizon) and self.horizon >= 1, "an integer >= 1 (ticks)"),
+            "labels": (self.labels in LABELS, " or ".join(LABELS)),
             "hidden": (
                 isinstance(self.hidden, tuple)
                 and 1 <= len(self.hidden) <= 6
@@ -69,12 +71,26 @@ def fast_fit_config(block: Mapping[str, Any]) -> FastFitConfig:
     return config
 
 
-def horizon_labels(violation: np.ndarray, horizon: int) -> np.ndarray:
-    """(T,) float32: 1 where any of ``violation[t : t + horizon]`` (one episode's ticks, non-zero = violated) is set."""
+LABELS = ("any", "graded")
+
+
+def horizon_labels(violation: np.ndarray, horizon: int, kind: str = "any") -> np.ndarray:
+    """(T,) float32 labels of one episode's ticks from ``violation`` (T,) (non-zero = violated), looking ``horizon``
+    ticks ahead (t .. t + horizon - 1; past the episode's end counts as safe):
+
+    - ``any``: 1 where any of those ticks violates, else 0;
+    - ``graded``: half that, plus half the share of those ticks that violate. Ticks with a violation ahead stay above
+      0.5 and safe ones at 0, as with ``any``; but inside a violation, where every command is labelled 1 by ``any``,
+      a command that leads out sooner is labelled lower, so a critic fitted to them ranks the ways out."""
+    if kind not in LABELS:
+        raise ValueError(f"labels={kind!r}; expected one of {', '.join(LABELS)}")
     violated = np.asarray(violation) != 0
     ahead = np.concatenate([violated, np.zeros(horizon - 1, bool)])
     windows = np.lib.stride_tricks.sliding_window_view(ahead, horizon)
-    return windows.any(axis=1).astype(np.float32)
+    labels = windows.any(axis=1).astype(np.float32)
+    if kind == "graded":
+        labels = 0.5 * labels + 0.5 * windows.mean(axis=1, dtype=np.float32)
+    return labels
 
 
 class FastRiskLearner:
@@ -125,7 +141,7 @@ class FastRiskLearner:
     def add_episode(self, features: np.ndarray, violation: np.ndarray) -> None:
         """One episode's ticks: ``features`` (T, 26 + C) and ``violation`` (T,) (non-zero: violated), labelled with
         :func:`horizon_labels`."""
-        self.add_rows(features, horizon_labels(violation, self.config.horizon))
+        self.add_rows(features, horizon_labels(violation, self.config.horizon, self.config.labels))
 
     def add_rows(self, features: np.ndarray, labels: np.ndarray) -> None:
         """Labelled rows, ``features`` (N, 26 + C) and ``labels`` (N,), into the ring (the oldest go when it is
@@ -245,9 +261,10 @@ def class_accuracy(model: FastRiskModel, features: np.ndarray, labels: np.ndarra
     }
 
 
-def ticks_from_store(store, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+def ticks_from_store(store, horizon: int, kind: str = "any") -> tuple[np.ndarray, np.ndarray]:
     """(features (N, 26 + C), labels (N,)) of every episode of ``store`` (an :class:`~robot_rl.data.EpisodeStore`)
-    that kept its fast-loop ticks, labelled per episode with :func:`horizon_labels`; empty arrays when none did.
+    that kept its fast-loop ticks, labelled per episode with :func:`horizon_labels` (``kind``); empty arrays when none
+    did.
     Episodes whose rows differ in width (task context of another task) raise ValueError naming the episode."""
     features, labels = [], [np.zeros(0, np.float32)]
     for name in store.episode_names():
@@ -260,5 +277,5 @@ def ticks_from_store(store, horizon: int) -> tuple[np.ndarray, np.ndarray]:
                 f"episode {name}: ticks of {rows.shape[1]} columns, others of {features[0].shape[1]} (another task)"
             )
         features.append(rows)
-        labels.append(horizon_labels(streams["fast_violation"]["data"], horizon))
+        labels.append(horizon_labels(streams["fast_violation"]["data"], horizon, kind))
     return np.concatenate(features or [np.zeros((0, INPUT_WIDTH), np.float32)]), np.concatenate(labels)

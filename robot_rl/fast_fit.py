@@ -26,7 +26,7 @@ def fit_fast_critic(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError("fast_fit.out", str(out), "a new file (a fitted model is never overwritten)")
     if not settings.store or not Path(str(settings.store)).is_dir():
         raise ConfigError("fast_fit.store", settings.store, "an episode store")
-    features, labels = ticks_from_store(EpisodeStore.open(settings.store), config.horizon)
+    features, labels = ticks_from_store(EpisodeStore.open(settings.store), config.horizon, config.labels)
     if not len(labels):
         raise ConfigError(
             "fast_fit.store",

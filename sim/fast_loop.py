@@ -32,6 +32,7 @@ from robot_rl.safety.fast_risk import (
     FastRiskFilter,
     TcpMotion,
     command_delta,
+    command_from_delta,
     decision_flags,
     fast_critic_config,
     fast_risk_filter,
@@ -84,8 +85,20 @@ class SimFastLoop:
         risk_filter: the learned fast-loop filter (None: the hard layer alone).
     """
 
-    def __init__(self, limits: SafetyLimits, rate_hz: float, risk_filter: FastRiskFilter | None = None):
+    def __init__(
+        self,
+        limits: SafetyLimits,
+        rate_hz: float,
+        risk_filter: FastRiskFilter | None = None,
+        probe: float = 0.0,
+        candidates: FastRiskFilter | None = None,
+    ):
         self.limits, self.rate_hz, self.risk_filter = limits, float(rate_hz), risk_filter
+        self.probe = float(probe)  # share of policy steps that send a random candidate (begin_step)
+        self.candidates = candidates or risk_filter  # what makes the candidate commands a probe draws from
+        if self.probe and self.candidates is None:
+            raise ValueError("probing needs the fast filter's candidate commands")
+        self._probe_row: int | None = None  # the candidate this policy step's ticks send, None: the policy's command
         self.latch = EStopLatch()
         self.previous: Command | None = None
         self.motion = TcpMotion()
@@ -116,9 +129,24 @@ class SimFastLoop:
         """Columns of a tick's row: the critic's 26 inputs and the task context's."""
         return INPUT_WIDTH + self.context.size
 
+    def begin_step(self, rng: np.random.Generator) -> None:
+        """A policy step begins: with probability :attr:`probe` its ticks send one random candidate of the fast
+        filter's (a scaled command, hold, retreat, an escape; not the policy's own) instead of the policy's command,
+        the critic standing aside and the hard layer still applied: probe data in which the command varies in a given
+        state, labelled by what followed (``robot-rl collect`` for a probe set). Its ticks are flagged
+        ``RISK_FILTERED``, so in training the step counts as filtered. Draws from ``rng`` only when probing."""
+        self._probe_row = None
+        if self.probe and rng.random() < self.probe:
+            self._probe_row = int(rng.integers(1, self.candidates.candidate_count))
+
+    @property
+    def probing(self) -> bool:
+        """This policy step's ticks send a probe's candidate."""
+        return self._probe_row is not None
+
     def reset(self, arm: ArmState, gripper: float) -> None:
         """Start an episode holding the measured pose; the twist and the critic's hysteresis start afresh."""
-        self.previous = hold(arm, gripper, arm.stamp)
+        self.previous, self._probe_row = hold(arm, gripper, arm.stamp), None
         self.motion = TcpMotion()
         self.motion.update(arm.pos, arm.rot, arm.stamp)
         if self.risk_filter is not None:
@@ -130,13 +158,20 @@ class SimFastLoop:
         task context: the row a fast critic learns from, labelled by what followed."""
         gripper = self.previous.gripper
         self.motion.update(arm.pos, arm.rot, arm.stamp)
-        self._risk, self._chosen, critic = math.nan, command, None
-        if self.risk_filter is not None:
+        state = fast_state(self.motion.features, arm.force, arm.torque, gripper)
+        critic = None
+        if self._probe_row is not None:  # the probe's candidate goes to the hard layer, the critic stands aside
+            rows = self.candidates.filter.candidates(command_delta(arm, command, gripper), state)
+            command = command_from_delta(arm, rows[self._probe_row], command.gripper, command.stamp)
+        elif self.risk_filter is not None:
             self.risk_filter.motion = self.motion  # the critic sees the twist measured here
             critic = self._critic
+        self._risk, self._chosen = math.nan, command
         self.previous, flags = safety_tick(self.limits, self.latch, arm, command, self.previous, arm.stamp, critic)
+        if self._probe_row is not None:  # the policy's command was replaced, as a critic's choice replaces it
+            flags |= Violation.RISK_FILTERED
         features = np.empty(self.feature_width, np.float32)
-        features[:STATE_WIDTH] = fast_state(self.motion.features, arm.force, arm.torque, gripper)
+        features[:STATE_WIDTH] = state
         features[STATE_WIDTH:INPUT_WIDTH] = command_delta(arm, self._chosen, gripper)  # what the hard layer was handed
         features[INPUT_WIDTH:] = self.context
         return self.previous, flags, features
@@ -161,7 +196,10 @@ def fast_loop_from_config(cfg: DictConfig) -> SimFastLoop | None:
         return None
     limits = safety_limits(OmegaConf.to_container(cfg.robot.limits, resolve=True), settings.sim_rate_hz)
     risk_filter = fast_risk_filter(settings, settings.sim_rate_hz, limits.state_timeout)
-    return SimFastLoop(limits, settings.sim_rate_hz, risk_filter)
+    candidates = risk_filter
+    if settings.probe and candidates is None:  # probing without a critic: the filter only makes the candidates
+        candidates = FastRiskFilter(settings, settings.sim_rate_hz, limits.state_timeout)
+    return SimFastLoop(limits, settings.sim_rate_hz, risk_filter, settings.probe, candidates)
 
 
 def attach_fast_loop(env, loop: SimFastLoop | None) -> None:

@@ -215,6 +215,7 @@ class PandaTaskEnv(ArmEnv):
         kept for :meth:`info`."""
         loop = self.fast_loop
         loop.set_context(self.safety_context())  # what the task tells the safety layer once per policy step
+        loop.begin_step(self.np_random)
         per_tick = round(self.physics_rate_hz / loop.rate_hz)
         ticks = max(1, self.n_substeps // per_tick)  # randomized control periods change the number of ticks
         times, risks = np.empty(ticks), np.empty(ticks, np.float32)

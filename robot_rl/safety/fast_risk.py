@@ -392,6 +392,8 @@ class FastCriticSettings:
     learn: bool  # the learner fits the model online to the ticks the sim's fast loop records (fast_fit.*)
     learn_every: int  # online steps between two fits
     learn_updates: int  # gradient steps per fit
+    pretrain_store: str | None  # with learn: episode store whose ticks the online learner starts from and keeps
+    probe: float  # sim: share of policy steps whose ticks send a random candidate command instead of the policy's
 
     def __post_init__(self) -> None:
         checks = {
@@ -414,6 +416,12 @@ class FastCriticSettings:
             "learn": (isinstance(self.learn, bool), "true or false"),
             "learn_every": (is_integer(self.learn_every) and self.learn_every >= 1, "an integer >= 1 (online steps)"),
             "learn_updates": (is_integer(self.learn_updates) and self.learn_updates >= 1, "an integer >= 1"),
+            "pretrain_store": (
+                self.pretrain_store is None
+                or (isinstance(self.pretrain_store, str) and self.pretrain_store.strip() != "" and self.learn),
+                "null, or with learn=true the path of an episode store with fast-loop ticks",
+            ),
+            "probe": (is_number(self.probe) and 0 <= self.probe <= 1, "a share of policy steps in [0, 1]"),
             "sim_rate_hz": (
                 self.sim_rate_hz is None or (is_number(self.sim_rate_hz) and self.sim_rate_hz > 0),
                 "null or a positive rate in Hz (a multiple of the task's control rate dividing its physics rate)",
@@ -536,6 +544,11 @@ class FastRiskFilter:
         self._recovery_rows = np.zeros((2 + (6 if escape else 0), DELTA_WIDTH), np.float32)  # hold, retreat, escapes
         for axis in range(3 if escape else 0):
             self._recovery_rows[2 + 2 * axis : 4 + 2 * axis, axis] = (escape, -escape)
+
+    @property
+    def candidate_count(self) -> int:
+        """Candidates scored when engaged: the scaled commands, hold, retreat and the escapes."""
+        return len(self.filter.settings.scales) + len(self._recovery_rows)
 
     def swap(self, model: FastRiskModel, version: int) -> None:
         self.current = (model, version)

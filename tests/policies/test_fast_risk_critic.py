@@ -21,6 +21,20 @@ def test_a_tick_is_risky_when_a_violation_follows_within_the_horizon():
     assert horizon_labels(np.zeros(4), 10).tolist() == [0, 0, 0, 0]
 
 
+def test_graded_labels_rank_the_ways_out_of_a_violation():
+    """Inside a violation every tick is 1 with ``any``; ``graded`` adds the share of the horizon spent violating, so
+    the tick that leaves sooner is labelled lower, and a violation ahead still labels a tick above 0.5."""
+    stays = np.array([0, 1, 1, 1, 1, 1, 1])
+    leaves = np.array([0, 1, 1, 0, 0, 0, 0])
+    assert horizon_labels(stays, 4)[1] == horizon_labels(leaves, 4)[1] == 1.0  # any: no difference
+    assert horizon_labels(stays, 4, "graded")[1] == pytest.approx(1.0)
+    assert horizon_labels(leaves, 4, "graded")[1] == pytest.approx(0.75)  # 2 of 4 ticks: 0.5 + 0.5 * 0.5
+    assert horizon_labels(leaves, 4, "graded")[0] == pytest.approx(0.75)  # a violation ahead: above 0.5
+    assert horizon_labels(np.zeros(3), 4, "graded").tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="labels='soft'"):
+        horizon_labels(stays, 4, "soft")
+
+
 def synthetic(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Features on their physical scales; risky when the commanded step in x exceeds 1 cm (about 10% of rows)."""
     rng = np.random.default_rng(seed)
@@ -50,6 +64,9 @@ def test_bad_fit_settings_are_named():
     with pytest.raises(ConfigError) as error:
         fit_fast_risk_model(features, labels, FastFitConfig(horizon=0))
     assert error.value.key == "fast_fit.horizon"
+    with pytest.raises(ConfigError) as error:
+        fit_fast_risk_model(features, labels, FastFitConfig(labels="soft"))
+    assert error.value.key == "fast_fit.labels"
     with pytest.raises(ValueError):
         fit_fast_risk_model(features[:, :10], labels, FastFitConfig())
 

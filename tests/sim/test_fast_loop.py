@@ -4,16 +4,18 @@ fast-loop critic and then the hard layer on the measured arm, as the safety node
 
 import numpy as np
 import pytest
+import torch
 
 from robot_rl.actor import EpisodePlay
 from robot_rl.cli import load_config, main
 from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore
 from robot_rl.envs import make_env
-from robot_rl.safety import Violation
-from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter, FastRiskModel
+from robot_rl.safety import ArmState, Command, Violation
+from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter, FastRiskModel, command_delta
 from robot_rl.safety.robot_limits import safety_limits
 from robot_rl.safety.training import SafetyActor, safety_settings
+from robot_rl.session import fast_risk_learning
 from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
 from robot_rl.train import train
 from tests.ros.test_fast_critic import toward_x
@@ -276,3 +278,62 @@ def test_collect_records_the_fast_loops_ticks(tmp_path):
     store = EpisodeStore.open(out)
     episode = store.read_episode(store.episode_names()[0])
     assert episode["streams"]["fast_violation"]["data"].shape == (50 * episode["attrs"]["length"],)
+
+
+def test_probing_sends_a_random_candidate_of_the_critic_for_whole_policy_steps_and_flags_it():
+    """Probe data: a policy step's ticks send one of the fast filter's candidates (never the policy's own command),
+    recorded as the delta the hard layer was handed, and flagged as a changed command."""
+    cfg = config()
+    limits = hard_layer(cfg).limits
+    candidates = FastRiskFilter(FastCriticSettings(enabled=True, escape_step=0.02), RATE_HZ, limits.state_timeout)
+    loop = SimFastLoop(limits, RATE_HZ, probe=1.0, candidates=candidates)
+    env = pick_cube(None)
+    arm = env.unwrapped.arm_state()
+    env.close()
+    loop.reset(arm, -1.0)
+    rng, chosen = np.random.default_rng(0), []
+    for step in range(1, 31):
+        loop.begin_step(rng)
+        arm = ArmState(arm.pos, arm.rot, arm.stamp + 1.0 / RATE_HZ, np.array([0.0, 8.0, 0.0]), np.zeros(3))
+        command = Command(arm.pos + [0.01, 0.0, 0.0], arm.rot, -1.0, arm.stamp)
+        _, flags, features = loop.tick(arm, command)
+        assert flags & Violation.RISK_FILTERED
+        rows = candidates.filter.candidates(command_delta(arm, command, -1.0), features[:STATE_WIDTH])
+        matches = [i for i, row in enumerate(rows) if np.allclose(row, features[STATE_WIDTH:26], atol=1e-6)]
+        assert len(matches) == 1, (features[STATE_WIDTH:26], rows)
+        chosen.append(matches[0])
+    assert 0 not in chosen and len(set(chosen)) >= 6  # random rows of the 11 (3 scales, hold, retreat, 6 escapes)
+    quiet = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500"))
+    assert quiet.probe == 0.0 and not quiet.probing
+    loop = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.probe=0.5"))
+    assert loop.risk_filter is None and loop.candidates is not None and loop.probe == 0.5
+    env = pick_cube(loop)  # in the task: every policy step draws, about half of them probe
+    probed = [bool(env.step(FORWARD)[4]["fast_loop"].filtered_ticks) for _ in range(20)]
+    assert 3 <= sum(probed) <= 17
+    env.close()
+    for bad in ("safety.fast_critic.probe=1.5", "safety.fast_critic.pretrain_store=/tmp/store.zarr"):
+        with pytest.raises(ConfigError) as error:  # a share outside [0, 1]; a store without learn=true
+            fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500", bad))
+        assert error.value.key == bad.split("=")[0]
+
+
+def test_the_online_fast_critic_learner_starts_from_a_stores_ticks_and_keeps_them(tmp_path):
+    out = tmp_path / "probe.zarr"
+    assert main(["collect", "task=pick_cube", "collect.episodes=1", f"collect.out={out}", "seed=0",
+                 "safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.probe=0.5"]) == 0  # fmt: skip
+    store = EpisodeStore.open(out)
+    ticks = store.read_episode(store.episode_names()[0])["streams"]["fast_violation"]["data"].shape[0]
+    learning = ["safety.fast_critic.learn=true", "fast_fit.updates=5", "fast_fit.hidden=[16]"]
+    torch.set_num_threads(2)
+    learner, _ = fast_risk_learning(config(*learning, f"safety.fast_critic.pretrain_store={out}"), seed=0)
+    assert learner.size == ticks and np.isfinite(learner.loss)  # fitted before the run: a network to go on from
+    assert torch.get_num_threads() == 1  # train.torch_threads: two runs side by side on 2 cores do not oversubscribe
+    assert learner.model().hidden == [16]
+    fresh, _ = fast_risk_learning(config(*learning), seed=0)
+    assert fresh.size == 0
+    demos = tmp_path / "demos.zarr"  # an episode store without ticks
+    assert main(["collect", "task=pick_cube", "collect.episodes=1", f"collect.out={demos}", "seed=0"]) == 0
+    for store_path in (tmp_path / "absent.zarr", demos):
+        with pytest.raises(ConfigError) as error:
+            fast_risk_learning(config(*learning, f"safety.fast_critic.pretrain_store={store_path}"), seed=0)
+        assert error.value.key == "safety.fast_critic.pretrain_store"
