@@ -83,6 +83,8 @@ class SimFastLoop:
         limits: the hard layer's per-tick limits at ``rate_hz`` (:func:`robot_rl.safety.robot_limits.safety_limits`).
         rate_hz: ticks per second; an integer multiple of the env's control rate that divides its physics rate.
         risk_filter: the learned fast-loop filter (None: the hard layer alone).
+        probe: share of policy steps whose ticks send a random candidate command instead (:meth:`begin_step`).
+        candidates: the fast filter whose candidate commands a probe draws from (default ``risk_filter``).
     """
 
     def __init__(
@@ -138,11 +140,6 @@ class SimFastLoop:
         self._probe_row = None
         if self.probe and rng.random() < self.probe:
             self._probe_row = int(rng.integers(1, self.candidates.candidate_count))
-
-    @property
-    def probing(self) -> bool:
-        """This policy step's ticks send a probe's candidate."""
-        return self._probe_row is not None
 
     def reset(self, arm: ArmState, gripper: float) -> None:
         """Start an episode holding the measured pose; the twist and the critic's hysteresis start afresh."""

@@ -161,7 +161,7 @@ class SafetyFilter:
         if self.engaged:
             candidates = self.candidates(action, state)
             risks, seconds = self._score(state, candidates)
-        else:  # released: the proposed action alone decides, unless it is risky (most steps, at a fifth of the cost)
+        else:  # released: the proposed action alone decides unless it is risky (most ticks: one row, not all)
             candidates = action.astype(np.float32).reshape(1, -1)  # the first candidate, as candidates() makes it
             risks, seconds = self._score(state, candidates)
             if len(risks) == 1 and risks[0] > threshold_on and seconds <= self.settings.deadline_s:

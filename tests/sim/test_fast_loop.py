@@ -304,7 +304,7 @@ def test_probing_sends_a_random_candidate_of_the_critic_for_whole_policy_steps_a
         chosen.append(matches[0])
     assert 0 not in chosen and len(set(chosen)) >= 6  # random rows of the 11 (3 scales, hold, retreat, 6 escapes)
     quiet = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500"))
-    assert quiet.probe == 0.0 and not quiet.probing
+    assert quiet.probe == 0.0 and quiet.candidates is None
     loop = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.probe=0.5"))
     assert loop.risk_filter is None and loop.candidates is not None and loop.probe == 0.5
     env = pick_cube(loop)  # in the task: every policy step draws, about half of them probe
