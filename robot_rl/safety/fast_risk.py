@@ -34,7 +34,8 @@ single output is a logit: risk = sigmoid(logit) in [0, 1]. Stored as an ``.npz``
 float32/float64, finite, shapes that chain from :data:`INPUT_WIDTH` to 1, a bounded size) and a bad one raises
 :class:`FastRiskError` naming what is wrong.
 
-Candidates scored in one batch per tick (:class:`FastRiskFilter`): the commanded delta scaled by ``scales`` (the
+Candidates scored in one batch when the commanded delta alone is risky or the filter is engaged
+(:class:`FastRiskFilter`; otherwise the commanded delta is scored alone): the commanded delta scaled by ``scales`` (the
 line search over its translation and rotation; the gripper is kept), then the recovery candidates: hold the
 measured pose, retreat ``retreat_distance`` along the measured external force (the direction the hard layer
 retreats in: with the push, away from the contact) and, with ``escape_step`` > 0, steps of that length along
