@@ -16,8 +16,9 @@ the hard layer of ``robot.limits`` every 2 ms, as on the cell):
 The probe sets: noisy-expert episodes recorded with the fast loop (``robot-rl collect``, other seeds than training),
 what the critics start from. The policy-rate critic's is the noisy expert's own steps; in the fast critic's, half of
 the policy steps send a random one of the fast filter's candidates instead (``safety.fast_critic.probe=0.5``), so
-the recorded commands vary in a given state and the critic learns to rank them, not only to tell risky states. Reported per way: constraint violations per 100 training episodes and the final
-deterministic success, per seed and their mean, and a bar chart (PNG).
+the recorded commands vary in a given state and the critic learns to rank them, not only to tell risky states.
+Reported per way: constraint violations per 100 training episodes and the final deterministic success, per seed and
+their mean, and a bar chart (PNG).
 
     python -m benchmarks.safety_hf [--quick] [--seeds 0 1 2] [--steps 16000] [--workers 2]
 

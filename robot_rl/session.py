@@ -23,11 +23,12 @@ from omegaconf import DictConfig, OmegaConf
 from .actor import run_envs, run_episode
 from .checkpoint import check_task_definition, load_agent, load_tensors, task_definition, write_task_definition
 from .config import ConfigError, settings_of
-from .data import EpisodeRecorder, EpisodeStore, ReplayBuffer
+from .data import EpisodeRecorder, ReplayBuffer
 from .envs import load_entry_point
+from .fast_fit import store_ticks
 from .folders import latest, replacing
 from .learner import Learner, TrainSettings, settings_from
-from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config, ticks_from_store
+from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel, fast_critic_config
 from .safety.training import RISK_MODEL_KEY, SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
@@ -279,15 +280,7 @@ def start_from_store(learner: FastRiskLearner, store: str) -> None:
     """Give the fast critic's online learner the ticks of ``store`` (labelled with its ``horizon``) and fit them
     ``updates`` steps, as ``robot-rl fast-critic`` would: its online fits then go on from that network with those
     rows among the ones they sample (until the ring wraps). A store without ticks raises ConfigError."""
-    key = "safety.fast_critic.pretrain_store"
-    if not Path(store).is_dir():
-        raise ConfigError(key, store, "an episode store (a folder robot-rl collect or train wrote)")
-    try:
-        features, labels = ticks_from_store(EpisodeStore.open(store), learner.config.horizon, learner.config.labels)
-    except ValueError as error:
-        raise ConfigError(key, store, f"episodes of one task's ticks ({error})") from None
-    if not len(labels):
-        raise ConfigError(key, store, "episodes with fast-loop ticks (recorded with safety.fast_critic.sim_rate_hz)")
+    features, labels = store_ticks("safety.fast_critic.pretrain_store", store, learner.config)
     learner.add_rows(features, labels)
     learner.train(learner.config.updates)
 

@@ -193,8 +193,8 @@ def fast_loop_from_config(cfg: DictConfig) -> SimFastLoop | None:
         return None
     limits = safety_limits(OmegaConf.to_container(cfg.robot.limits, resolve=True), settings.sim_rate_hz)
     risk_filter = fast_risk_filter(settings, settings.sim_rate_hz, limits.state_timeout)
-    candidates = risk_filter
-    if settings.probe and candidates is None:  # probing without a critic: the filter only makes the candidates
+    candidates = None  # probing draws from the critic's candidates; without a critic, a filter makes them
+    if settings.probe and risk_filter is None:
         candidates = FastRiskFilter(settings, settings.sim_rate_hz, limits.state_timeout)
     return SimFastLoop(limits, settings.sim_rate_hz, risk_filter, settings.probe, candidates)
 
