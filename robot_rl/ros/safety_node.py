@@ -1,6 +1,7 @@
-"""Fast-loop safety node: the hard-limit layer between the actor and the arm, on a timer.
+"""Fast-loop safety node: the hard-limit layer between the actor and the arm, at a fixed rate.
 
-Every tick (``rate_hz``, default 500 Hz) the node takes the latest target from the actor and the
+Every tick (``rate_hz``, default 500 Hz; in real time on a fixed-rate loop that serves the node's callbacks between
+ticks, :func:`robot_rl.ros.node_main.spin_at_rate`) the node takes the latest target from the actor and the
 latest measured state of the arm, runs :func:`robot_rl.safety.enforce` and publishes the result
 to the arm's command topic. Staleness is judged on the node's monotonic clock at reception, so
 clock offsets between machines do not matter: no command for ``command_timeout`` -> hold the
@@ -85,7 +86,7 @@ from .fast_critic import FastCritic
 from .guard import InputGuard, MessageError, bounded, finite_scalar
 from .messages import STAMP_TOLERANCE_NS, numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
 from .messages import seconds as stamp_seconds
-from .node_main import exit_with_error, is_override, node_config, ros_node, spin
+from .node_main import exit_with_error, is_override, node_config, ros_node, spin, spin_at_rate
 from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
 from .sim_clock import CLOCK_TOPIC, ClockError, lockstep_period, sim_time_of, wait_for_clock
 
@@ -105,7 +106,9 @@ class SafetyNode:
     ros2_control's deactivated controllers do; ``publishing`` false: it sends nothing (unconfigured).
     ``fast_critic``: the learned fast-loop filter run every tick before the hard layer (None: hard layer only);
     ``fast_source`` names where its starting model came from, for the log. ``control_period``: s between two
-    actor commands (sim time: the arm states inside the newest command's period are instants to tick)."""
+    actor commands (sim time: the arm states inside the newest command's period are instants to tick).
+    ``tick_timer``: real time, tick on an rclpy timer of ``node`` (a node embedded in a test's process); the node's
+    own process passes False and calls :meth:`tick` from :func:`~robot_rl.ros.node_main.spin_at_rate` instead."""
 
     def __init__(
         self,
@@ -122,6 +125,7 @@ class SafetyNode:
         active: bool = True,
         fast_critic: FastRiskFilter | None = None,
         fast_source: str | None = None,
+        tick_timer: bool = True,
     ):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.clock import Clock, ClockType
@@ -185,7 +189,7 @@ class SafetyNode:
         )
         self.check_graph()
         node.create_timer(graph_period, self.check_graph, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        if not sim_time:
+        if tick_timer and not sim_time:
             node.create_timer(1.0 / rate_hz, self.tick)
 
     def _gids(self, topic: str) -> set[bytes]:
@@ -515,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                     active=False,
                     fast_critic=fast_risk_filter(fast, args.rate_hz, limits.state_timeout),
                     fast_source=fast.weights,
+                    tick_timer=False,
                 )
 
             lifecycle = SafetyLifecycle(node, build)
@@ -526,7 +531,9 @@ def main(argv: list[str] | None = None) -> int:
                 node.trigger_activate()
             if sim_time:
                 wait_for_clock(node, args.clock_timeout)
-            spin(node)
+                spin(node)
+            else:  # the real-time ticks in the executor's loop, on a schedule of their own (not a timer)
+                spin_at_rate(node, lambda: lifecycle.safety.tick(), args.rate_hz)
     except (ConfigError, ClockError) as error:
         return exit_with_error("robot_rl.ros.safety_node", error)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while starting: nothing to clean up beyond ros_node's

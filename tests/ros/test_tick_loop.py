@@ -1,0 +1,56 @@
+"""The safety node's real-time loop (:func:`robot_rl.ros.node_main.spin_at_rate`): ticks on an absolute schedule,
+callbacks served between them, a late tick still made, a stall's missed deadlines dropped and counted, Ctrl-C stops."""
+
+import signal
+import time
+
+from tests.conftest import require
+
+PERIOD = 0.01  # s
+
+
+def run_loop(tick_body, ticks: int):
+    """Spin a node that publishes a counter every tick and counts what it receives; Ctrl-C after ``ticks`` ticks.
+    (tick start times, messages received, the loop's counts)."""
+    rclpy = require("rclpy")
+    from std_msgs.msg import UInt32
+
+    from robot_rl.ros.node_main import spin_at_rate
+
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_tick_loop")
+    try:
+        publisher = node.create_publisher(UInt32, "/test/ticks", 10)
+        received: list[int] = []
+        node.create_subscription(UInt32, "/test/ticks", lambda msg: received.append(msg.data), 10)
+        started: list[float] = []
+
+        def tick() -> None:
+            started.append(time.monotonic())
+            publisher.publish(UInt32(data=len(started)))
+            tick_body(len(started))
+            if len(started) == ticks:
+                signal.raise_signal(signal.SIGINT)  # the loop's Ctrl-C handler ends it
+
+        counts = spin_at_rate(node, tick, 1.0 / PERIOD)
+        return started, received, counts
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_late_ticks_are_made_on_the_absolute_schedule_and_callbacks_run_between_them():
+    # every third tick overruns its period by 40%: an rclpy timer loses a period each time (rcl skips missed ones)
+    started, received, counts = run_loop(lambda k: time.sleep(1.4 * PERIOD) if k % 3 == 0 else None, ticks=60)
+    assert counts.ticks == 60 and counts.skipped == 0
+    mean_period = (started[-1] - started[0]) / (len(started) - 1)
+    assert mean_period < 1.1 * PERIOD, f"mean period {mean_period * 1e3:.1f} ms; the schedule is {PERIOD * 1e3} ms"
+    assert len(received) >= 50 and received == sorted(received)  # the subscription is served between the ticks
+
+
+def test_a_stall_drops_the_missed_deadlines_counts_them_and_the_loop_goes_on():
+    started, _, counts = run_loop(lambda k: time.sleep(30 * PERIOD) if k == 5 else None, ticks=20)
+    assert counts.ticks == 20
+    assert counts.skipped >= 15  # not ticked back to back after the stall
+    after = started[5:]
+    assert (after[-1] - after[0]) / (len(after) - 1) > 0.8 * PERIOD
