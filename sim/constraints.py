@@ -129,6 +129,13 @@ class ConstraintMonitor:
         offset = np.asarray(c.keep_out_velocity) / omega * np.sin(omega * t)
         return low + offset, high + offset
 
+    def keep_out_velocity_at(self, t: float) -> np.ndarray:
+        """The keep-out box's velocity (3,) m/s, base frame, at sim time ``t`` s (zero for a box that stays put)."""
+        c = self.constraints
+        if c.keep_out_velocity is None:
+            return np.zeros(3)
+        return np.asarray(c.keep_out_velocity) * np.cos(2 * np.pi * t / c.keep_out_period)
+
     def contact_force(self, data: mujoco.MjData, geoms: set[int], others: set[int] | None = None) -> float:
         """Summed normal force (N) of the contacts between ``geoms`` and ``others`` (None: anything)."""
         total = 0.0

@@ -195,13 +195,15 @@ class PandaTaskEnv(ArmEnv):
 
     # ----------------------------------------------------------------- the fast loop
     def safety_context(self) -> np.ndarray:
-        """The task context the fast-loop critic reads after the arm's state, float32, base frame, m: the keep-out
-        zone's low and high corners where it is now (6,), for a task with a keep-out zone (on a cell: a tracked
-        obstacle's box, sent with each policy step); empty otherwise."""
+        """The task context the fast-loop critic reads after the arm's state, float32, base frame: the keep-out
+        zone's low and high corners where it is now (m) and its velocity (m/s), (9,), for a task with a keep-out zone
+        (on a cell: a tracked obstacle's box and twist, sent with each policy step); empty otherwise. Without the
+        velocity a critic cannot tell a zone that comes at the arm from one that moves away."""
         if self.constraints.keep_out is None:
             return np.zeros(0, np.float32)
-        low, high = self.constraint_monitor.keep_out_at(float(self.data.time))
-        return np.concatenate((low, high)).astype(np.float32)
+        t = float(self.data.time)
+        low, high = self.constraint_monitor.keep_out_at(t)
+        return np.concatenate((low, high, self.constraint_monitor.keep_out_velocity_at(t))).astype(np.float32)
 
     def attach_fast_loop(self, loop: SimFastLoop | None) -> None:
         """Run ``loop`` (the safety node's tick: fast-loop critic, then hard layer) every control substep from the

@@ -16,7 +16,7 @@ unchanged against this node and against the real cell.
 | out | ``/rl/reward`` (std_msgs/Float64), ``/rl/success`` (std_msgs/Bool) | the task's signals |
 | out | ``/rl/task_state`` | std_msgs/Float32MultiArray: privileged task features (labels in the layout) |
 | out | ``/sim/violation`` | std_msgs/UInt32: :class:`~robot_rl.sim.constraints.Constraint` flags |
-| out | ``/rl/safety_context`` | std_msgs/Float32MultiArray, latched: the task context of the safety node's fast critic (the keep-out zone's corners where it is now, m, base frame), for tasks with one |
+| out | ``/rl/safety_context`` | std_msgs/Float32MultiArray, latched: the task context of the safety node's fast critic (the keep-out zone's corners where it is now, m, and its velocity, m/s; base frame), for tasks with one |
 | out | ``/clock`` | rosgraph_msgs/Clock: sim time only |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
 | in | ``/rl/action`` | PoseStamped from the actor: sim time only, the stamp of the observation it answers |

@@ -24,7 +24,7 @@ units (not normalised): ``delta_position`` 0:3 (target - measured, m), ``delta_r
 R_target R_measured^T, rad), ``delta_gripper`` 6 (target - last sent gripper command). The model's input is the
 state followed by the delta, :data:`INPUT_WIDTH` = 26 columns, then C >= 0 columns of **task context** (up to
 :data:`MAX_CONTEXT`): a compact summary of the task state the fast loop cannot measure, given once per policy step
-(the sim tasks give the keep-out zone's corners where it is now,
+(the sim tasks give the keep-out zone's corners where it is now and its velocity,
 :meth:`~robot_rl.sim.panda_env.PandaTaskEnv.safety_context`; C is the first layer's inputs less 26). Input
 normalisation is folded into the first layer.
 

@@ -145,7 +145,7 @@ def test_a_policy_step_the_fast_critic_changed_reaches_the_learner_as_filtered_a
     env.close()
 
 
-def test_a_task_with_a_sliding_keep_out_zone_gives_the_critic_the_zone_as_task_context():
+def test_a_task_with_a_sliding_keep_out_zone_gives_the_critic_the_zone_and_its_velocity_as_task_context():
     cfg = load_config(["task=pick_cube_sudden"])
     env = make_env(cfg.task)
     loop = hard_layer(cfg)
@@ -155,14 +155,17 @@ def test_a_task_with_a_sliding_keep_out_zone_gives_the_critic_the_zone_as_task_c
     for _ in range(5):
         _, _, _, _, info = env.step(np.zeros(4))
         features = info["fast_loop"].features
-        assert features.shape == (50, 26 + 6)  # the 26 inputs, then the zone's low and high corners
+        assert features.shape == (50, 26 + 9)  # the 26 inputs, then the zone's low and high corners and velocity
         assert (features[:, 26:] == features[0, 26:]).all()  # given once per policy step
         zones.append(features[0, 26:])
+    zones = np.array(zones)
     low, high = np.array(cfg.task.constraints.keep_out)
-    assert np.allclose(zones[0][3:] - zones[0][:3], high - low)  # the box keeps its size ...
-    assert zones[-1][0] > zones[0][0] + 0.01 and np.allclose(
-        np.diff(np.array(zones)[:, 1:3], axis=0), 0
-    )  # ... and slides in x
+    assert np.allclose(zones[0, 3:6] - zones[0, 0:3], high - low)  # the box keeps its size ...
+    assert zones[-1, 0] > zones[0, 0] + 0.01 and np.allclose(np.diff(zones[:, 1:3], axis=0), 0)  # ... slides in x
+    peak = np.array(cfg.task.constraints.keep_out_velocity)
+    assert (zones[:, 6] > 0).all() and (zones[:, 6] <= peak[0] + 1e-6).all() and (zones[:, 7:9] == 0).all()
+    # the velocity given is the one the corners move with: over the 0.4 s, their mean speed is within 5% of it
+    assert abs((zones[-1, 0] - zones[0, 0]) / 0.4 - zones[:, 6].mean()) < 0.05 * zones[:, 6].mean()
     env.close()
 
 
@@ -197,7 +200,7 @@ def test_a_critic_fitted_to_ticks_with_task_context_reads_it_and_is_bypassed_wit
     attach_fast_loop(env, loop)
     env.reset(seed=0)
     _, _, _, _, info = env.step(FORWARD)
-    assert info["fast_loop"].features.shape[1] == 32 and np.isfinite(info["fast_loop"].risk).all()
+    assert info["fast_loop"].features.shape[1] == 26 + 9 and np.isfinite(info["fast_loop"].risk).all()
     assert (info["fast_loop"].flags & int(Violation.RISK_FILTERED)).any()
     env.close()
 
