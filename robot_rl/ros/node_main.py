@@ -154,7 +154,8 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
     The deadlines are absolute, ``start + k / rate_hz`` on the monotonic clock; until the next one the executor
     serves what comes in, waiting at most until the deadline. A tick that comes late is still made, at once (it
     reads the newest command and state). When the loop ends up more than ``max_lag`` periods behind (a stall), the
-    missed deadlines are dropped and counted in ``skipped``: ticks are never made back to back to catch up.
+    missed deadlines are dropped, counted in ``skipped`` and logged (a warning at most every 5 s): ticks are never
+    made back to back to catch up.
 
     Measured with ``benchmarks/safety_loop.py --quick`` (1 kHz setting, the arm's pose and wrench at 1 kHz each, 2
     cores): an rclpy timer on the same executor made 928-965 ticks/s, this loop 999-1,000, with the tick's p99 0.37-0.44
@@ -179,6 +180,11 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
                 if behind > max_lag:  # a stall: drop the missed deadlines rather than tick them back to back
                     counts.skipped += behind
                     deadline += behind * period
+                    node.get_logger().warning(
+                        f"fell {behind} ticks behind ({behind * period * 1e3:.1f} ms): skipped them "
+                        f"({counts.skipped} skipped since start; {counts.ticks} ticks made)",
+                        throttle_duration_sec=5.0,
+                    )
         except ExternalShutdownException:
             pass
         finally:
