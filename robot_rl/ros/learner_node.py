@@ -5,8 +5,9 @@ It runs the same :class:`robot_rl.session.LearnerSession` as ``robot-rl train`` 
 interventions both buffers, policy steps the online buffer; updates start after
 ``train.start_training`` online transitions and keep ``agent.utd`` updates per transition;
 weights go out every ``train.weights_every`` updates (latched, so a late or restarted actor
-gets them). The run folder is ``train.run_dir``: a checkpoint every ``train.checkpoint_every``
-online transitions and at shutdown (SIGINT/SIGTERM). A learner started on a run folder with a
+gets them), and with ``safety.fast_critic.learn=true`` each new fit of the fast-loop critic on
+``/rl/fast_risk_weights`` for the safety nodes. The run folder is ``train.run_dir``: a checkpoint every
+``train.checkpoint_every`` online transitions and at shutdown (SIGINT/SIGTERM). A learner started on a run folder with a
 checkpoint resumes from it (agent, buffers, counters) and publishes its weights at once.
 
     python -m robot_rl.ros.learner_node task=reach train.run_dir=runs/graph [--ros-args ...]

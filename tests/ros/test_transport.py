@@ -140,3 +140,85 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
             executor.shutdown()
         rclpy.shutdown(context=actor_context)
         rclpy.shutdown(context=cell_context)
+
+
+def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_version_not_in_the_policy_weights():
+    """The learner's weights carry the fast-loop critic it fitted (``FAST_RISK_KEY``); the transport sends it on the
+    safety nodes' topic, where a safety node swaps it in, and leaves it out of the policy weights (it crashed the
+    learner node before: the policy weights' codec took the (model, version) pair for a risk model)."""
+    rclpy = require("rclpy")
+    import threading
+
+    import torch
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import UInt8MultiArray
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.codec import TransitionSchema, decode_weights
+    from robot_rl.ros.fast_critic import WEIGHTS_TOPIC as FAST_TOPIC
+    from robot_rl.ros.safety_node import SafetyNode
+    from robot_rl.ros.transport import WEIGHTS_TOPIC, RosTransport
+    from robot_rl.safety import SafetyLimits
+    from robot_rl.safety.fast_risk import (
+        FAST_RISK_KEY,
+        INPUT_WIDTH,
+        FastRiskFilter,
+        FastRiskModel,
+        fast_critic_settings,
+    )
+
+    def model(bias: float) -> FastRiskModel:
+        return FastRiskModel([(np.zeros((INPUT_WIDTH, 1), np.float32), np.full(1, bias, np.float32))])
+
+    learner_context, cell_context = Context(), Context()
+    rclpy.init(context=learner_context)
+    rclpy.init(context=cell_context)
+    executors = [SingleThreadedExecutor(context=learner_context), SingleThreadedExecutor(context=cell_context)]
+    try:
+        learner = RosTransport(
+            rclpy.create_node("robot_rl_learner", context=learner_context),
+            "learner",
+            schema=TransitionSchema({"state": (5,)}, 4),
+        )
+        cell = rclpy.create_node("robot_rl_safety", context=cell_context)
+        fast = FastRiskFilter(fast_critic_settings({"enabled": True}), 200.0, 0.05)
+        safety = SafetyNode(cell, SafetyLimits(state_timeout=0.05), 200.0, fast_critic=fast)
+        policy_messages, fast_messages = [], []
+        cell.create_subscription(UInt8MultiArray, WEIGHTS_TOPIC, lambda m: policy_messages.append(m.data), qos.LATCHED)
+        cell.create_subscription(UInt8MultiArray, FAST_TOPIC, lambda m: fast_messages.append(m.data), qos.LATCHED)
+        executors[0].add_node(learner.node)
+        executors[1].add_node(cell)
+        threads = [threading.Thread(target=executor.spin, daemon=True) for executor in executors]
+        for thread in threads:
+            thread.start()
+
+        def wait_for(condition, what: str) -> None:
+            deadline = time.monotonic() + 20
+            while not condition():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                time.sleep(0.05)
+
+        policy = {"pi.weight": torch.ones(2, 3)}
+        learner.publish_weights(1, {**policy, FAST_RISK_KEY: (model(-3.0), 7)})
+        wait_for(lambda: fast.current is not None and policy_messages, "the first weights")
+        assert fast.current[1] == 7 and float(fast.current[0].layers[0][1][0]) == -3.0  # swapped in by the node
+        weights, meta = decode_weights(bytes(policy_messages[-1]), {"pi.weight": ((2, 3), np.dtype(np.float32))})
+        assert set(weights) == {"pi.weight"} and meta["version"] == 1  # the policy's weights alone
+
+        learner.publish_weights(2, {**policy, FAST_RISK_KEY: (model(-3.0), 7)})  # the same fit: not sent again
+        learner.publish_weights(3, {**policy, FAST_RISK_KEY: (model(2.0), 8)})
+
+        def newest_policy_version() -> int:
+            return decode_weights(bytes(policy_messages[-1]), {"pi.weight": ((2, 3), np.dtype(np.float32))})[1][
+                "version"
+            ]
+
+        wait_for(lambda: fast.current[1] == 8 and newest_policy_version() == 3, "the newer fit")
+        assert len(fast_messages) == 2 and learner.fast_risk_version == 8
+        assert safety.fast.counts["weights_accepted"] == 2
+    finally:
+        for executor in executors:
+            executor.shutdown(timeout_sec=5.0)
+        rclpy.shutdown(context=learner_context)
+        rclpy.shutdown(context=cell_context)
