@@ -216,7 +216,7 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
 
         wait_for(lambda: fast.current[1] == 8 and newest_policy_version() == 3, "the newer fit")
         assert len(fast_messages) == 2 and learner.fast_risk_version == 8
-        assert safety.fast.counts["weights_accepted"] == 2
+        assert safety.fast.totals_now()["weights_accepted"] == 2
     finally:
         for executor in executors:
             executor.shutdown(timeout_sec=5.0)
