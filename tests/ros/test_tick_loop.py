@@ -32,7 +32,12 @@ def run_loop(tick_body, ticks: int):
             if len(started) == ticks:
                 signal.raise_signal(signal.SIGINT)  # the loop's Ctrl-C handler ends it
 
-        counts = spin_at_rate(node, tick, 1.0 / PERIOD)
+        handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            counts = spin_at_rate(node, tick, 1.0 / PERIOD)
+        finally:  # a loop stopped by a signal ignores the next ones (its clean-up must not be cut short): not here
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
         return started, received, counts
     finally:
         node.destroy_node()
