@@ -148,7 +148,7 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
     from robot_rl.ros import qos
     from robot_rl.ros.fast_critic import STATS_TOPIC, WEIGHTS_TOPIC, percentiles
     from robot_rl.ros.messages import numpy_to_pose, stamp
-    from robot_rl.safety.fast_risk import BYPASS_REASONS
+    from robot_rl.safety.fast_risk import BYPASS_REASONS, FORWARD
 
     model = risk_model(seed)
     alone = in_process(steps, seed)  # before the node starts: nothing else of this benchmark runs meanwhile
@@ -325,7 +325,12 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
         "state_target_hz": TARGET_HZ,
         "actor_hz": ACTOR_HZ,
         "weights_every_s": weights_every,
-        "model": {"hidden": model.hidden, "activation": model.activation, "parameters": model.parameters},
+        "model": {
+            "hidden": model.hidden,
+            "activation": model.activation,
+            "parameters": model.parameters,
+            "forward": FORWARD,  # "c" (robot_rl/safety/_mlp.c) or "numpy"
+        },
         "candidates_per_tick": 5,
         "deadline_us": 200,
         "node_command": " ".join(command[1:]).replace(str(weights), "<tmp>/fast_risk.npz"),

@@ -127,6 +127,7 @@ class Learner:
         # the fast-loop critic learned online from the ticks the transitions carry (FastRiskLearner or None)
         self.fast_risk, self.fast_settings = fast_risk, fast_settings
         self.fast_ticks: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # per actor stream: the open episode's
+        self.fast_ticks_refused = 0  # ticks of another width than the fast critic's rows
         self.fast_published: tuple[Any, int] | None = None  # (FastRiskModel, version) of the newest fit
         self.fast_fitted_at = 0  # online steps at the newest fit
         self.safety = safety  # SafetyLearner or None
@@ -227,8 +228,12 @@ class Learner:
         if "fast_features" in streams and "fast_violation" in streams:
             ticks.append((streams["fast_features"][0], streams["fast_violation"][0]))
         if (t.terminated or t.truncated) and ticks:
-            self.fast_risk.add_episode(np.concatenate([f for f, _ in ticks]), np.concatenate([v for _, v in ticks]))
+            features, violation = np.concatenate([f for f, _ in ticks]), np.concatenate([v for _, v in ticks])
             ticks.clear()
+            try:
+                self.fast_risk.add_episode(features, violation)
+            except ValueError:  # ticks of another width (another task context) than the critic learns: not learned
+                self.fast_ticks_refused += len(features)
 
     def fit_fast_risk_when_due(self) -> dict[str, float]:
         """Every ``learn_every`` online steps (once it holds ticks): fit the fast critic ``learn_updates`` steps and
@@ -241,7 +246,11 @@ class Learner:
         loss = self.fast_risk.train(self.fast_settings.learn_updates)
         version = 1 if self.fast_published is None else self.fast_published[1] + 1
         self.fast_published = (self.fast_risk.model(), version)
-        return {"fast_risk_loss": loss, "fast_risk_ticks": float(self.fast_risk.size)}
+        return {
+            "fast_risk_loss": loss,
+            "fast_risk_ticks": float(self.fast_risk.size),
+            "fast_risk_refused_ticks": float(self.fast_ticks_refused),
+        }
 
     def ingest_locked(self, transitions: list[Transition]) -> None:
         """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""

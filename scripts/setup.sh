@@ -31,7 +31,7 @@ fi
 [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
 
 stamp=$VENV/.robot_rl_installed
-fingerprint=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+fingerprint=$(cat pyproject.toml scripts/setup.sh robot_rl/safety/_mlp.c | sha256sum | cut -d' ' -f1)  # C: rebuilt
 if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"

@@ -28,7 +28,6 @@ from robot_rl.config import ConfigError
 from robot_rl.safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
 from robot_rl.safety.fast_risk import (
     INPUT_WIDTH,
-    STATE_WIDTH,
     FastRiskFilter,
     TcpMotion,
     command_delta,
@@ -37,6 +36,7 @@ from robot_rl.safety.fast_risk import (
     fast_critic_config,
     fast_risk_filter,
     fast_state,
+    tick_features,
 )
 from robot_rl.safety.robot_limits import safety_limits
 from robot_rl.safety.tick import safety_tick
@@ -167,11 +167,7 @@ class SimFastLoop:
         self.previous, flags = safety_tick(self.limits, self.latch, arm, command, self.previous, arm.stamp, critic)
         if self._probe_row is not None:  # the policy's command was replaced, as a critic's choice replaces it
             flags |= Violation.RISK_FILTERED
-        features = np.empty(self.feature_width, np.float32)
-        features[:STATE_WIDTH] = state
-        features[STATE_WIDTH:INPUT_WIDTH] = command_delta(arm, self._chosen, gripper)  # what the hard layer was handed
-        features[INPUT_WIDTH:] = self.context
-        return self.previous, flags, features
+        return self.previous, flags, tick_features(state, arm, self._chosen, gripper, self.context)
 
     def _critic(self, arm: ArmState, command: Command, gripper: float, now: float) -> tuple[Command, Violation]:
         decision = self.risk_filter.step(arm, command, gripper, now)

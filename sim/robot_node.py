@@ -15,7 +15,7 @@ unchanged against this node and against the real cell.
 | out | ``/camera/<name>/color/image_raw``, ``.../camera_info`` | sensor_msgs/Image rgb8, CameraInfo |
 | out | ``/rl/reward`` (std_msgs/Float64), ``/rl/success`` (std_msgs/Bool) | the task's signals |
 | out | ``/rl/task_state`` | std_msgs/Float32MultiArray: privileged task features (labels in the layout) |
-| out | ``/sim/violation`` | std_msgs/UInt32: :class:`~robot_rl.sim.constraints.Constraint` flags |
+| out | ``/sim/violation`` | std_msgs/UInt32: :class:`~robot_rl.sim.constraints.Constraint` flags, with every arm state |
 | out | ``/rl/safety_context`` | std_msgs/Float32MultiArray, latched: the task context of the safety node's fast critic (the keep-out zone's corners where it is now, m, and its velocity, m/s; base frame), for tasks with one |
 | out | ``/clock`` | rosgraph_msgs/Clock: sim time only |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
@@ -384,11 +384,13 @@ class SimRobot:
         self.publish_arm_state()
 
     def publish_arm_state(self, joints: bool = True) -> None:
-        """Joint states, wrench and TCP pose (what the safety node reads every tick). The joint states (the
-        gripper opening the actor reads) are left out of a repeat: only stamps tell a repeat from news, and the
-        actor waits for the pose by its stamp, for the rest by arrival."""
+        """The constraint bits, joint states, wrench and TCP pose (what the safety node reads every tick; the
+        constraint bits first: they label the safety node's ticks before this state, :mod:`robot_rl.ros.safety_ticks`).
+        The joint states (the gripper opening the actor reads) are left out of a repeat: only stamps tell a repeat
+        from news, and the actor waits for the pose by its stamp, for the rest by arrival."""
         env, now = self.env, self.time()
         data = env.data
+        self.pub["violation"].publish(UInt32(data=int(env.violation())))
         if joints:
             self.pub["joint_states"].publish(
                 joint_state_msg(
@@ -403,7 +405,7 @@ class SimRobot:
         self.pub["pose"].publish(pose_msg(env.tcp_pos, env.tcp_rot, now, self.frame_id))
 
     def publish_task_signals(self) -> None:
-        """Reward, success, constraint flags, the privileged task state and the safety layer's task context."""
+        """Reward, success, the privileged task state and the safety layer's task context."""
         env = self.env
         context = env.safety_context()  # the keep-out zone where it is now: what a cell's obstacle tracker would send
         if context.size:
@@ -411,7 +413,6 @@ class SimRobot:
         success = env.is_success()
         self.pub["reward"].publish(Float64(data=env.reward(success)))
         self.pub["success"].publish(Bool(data=bool(success)))
-        self.pub["violation"].publish(UInt32(data=int(env.violation())))
         features = env.task_state()
         if features:
             msg = Float32MultiArray()

@@ -71,3 +71,48 @@ def test_a_resumed_learner_keeps_the_fast_critic_it_learned_and_published(tmp_pa
         np.testing.assert_array_equal(b, b2)
     assert again.learner.fast_risk.size == 400 and again.learner.fast_fitted_at == learner.fast_fitted_at
     np.testing.assert_array_equal(again.learner.fast_risk.model().layers[0][0], model.layers[0][0])
+
+
+def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_goes_on(tmp_path):
+    """Two robots (or a changed task) send ticks with task contexts of different widths: the fast critic learns the
+    width it started with, counts the other episode's ticks as refused, and the learner goes on (before, the critic's
+    ValueError ended the learner's thread)."""
+    import numpy as np
+
+    from robot_rl.composed_config import load_config
+    from robot_rl.data.transition import Transition
+    from robot_rl.safety.fast_risk import INPUT_WIDTH
+    from robot_rl.session import LearnerSession
+    from robot_rl.transport import LocalTransport
+
+    cfg = load_config(["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"])
+    session = LearnerSession(cfg, {"state": (3,)}, 2, LocalTransport())
+    session.open(resume=False)
+    learner, rng = session.learner, np.random.default_rng(0)
+
+    def steps(actor: str, width: int) -> list[Transition]:
+        times = np.arange(5) * 0.002
+        return [
+            Transition(
+                obs={"state": np.zeros(3, np.float32)},
+                action=np.zeros(2, np.float32),
+                reward=0.0,
+                next_obs={"state": np.zeros(3, np.float32)},
+                terminated=step == 2,
+                truncated=False,
+                first=step == 0,
+                episode=f"{actor}-e",
+                step=step,
+                actor=actor,
+                streams={
+                    "fast_features": (rng.normal(size=(5, width)).astype(np.float32), times + step * 0.1),
+                    "fast_violation": (np.zeros(5, np.uint32), times + step * 0.1),
+                },
+            )
+            for step in range(3)
+        ]
+
+    learner.ingest(steps("left", INPUT_WIDTH + 9))
+    learner.ingest(steps("right", INPUT_WIDTH))
+    assert learner.fast_risk.size == 15 and learner.fast_ticks_refused == 15
+    assert learner.online_received == 6  # both robots' steps learned by the policy all the same

@@ -33,6 +33,7 @@ from ..data.transition import Transition
 from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluate
 from ..learner import updates_due
+from ..safety.fast_risk import fast_critic_config
 from ..safety.training import safety_settings
 from ..session import ActorSession, load_checkpoint_agent, require_one_env
 from . import qos
@@ -57,7 +58,8 @@ class ActorLoop:
         spec_env.close()
         self.node, self.cfg = node, cfg
         self.log = node.get_logger()
-        self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros), layout)
+        ticks = fast_critic_config(cfg).records_ticks  # the safety node's ticks go with the transitions
+        self.env = TopicEnv(node, TopicEnvSettings.from_config(task, cfg.ros, ticks), layout)
         human = TopicTeleop(self.env, cfg.ros.teleop.deadzone, cfg.ros.teleop.hold, lockstep_teleop(cfg))
         self.session = ActorSession(cfg, shapes, action_dim, human)
         require_one_env(self.session.settings, "in the ROS graph (one env per actor node)")

@@ -13,6 +13,12 @@ values. Anything else raises :class:`~robot_rl.ros.guard.MessageError` and the m
 Every transition carries where it comes from: ``actor`` (the sending actor's session id), ``seq``
 (its position in that actor's stream, from 1), ``floor`` (the lowest ``seq`` the actor still holds), ``episode`` (the episode's uid) and ``step`` (its index
 in the episode). The learner uses them to drop duplicates of a resend and to acknowledge delivery.
+
+A transition's streams (samples at their own rate during the step: the safety node's ticks, ``fast_features``,
+``fast_risk``, ``fast_flags``, ``fast_violation``) travel as ``streams/<name>/values`` and ``streams/<name>/time``,
+the batch's rows one after another, and ``streams/<name>/count``, each transition's rows; only the names of
+:data:`STREAMS` are taken, with their dtype and width, times that never go back within a step, finite values (a
+risk may be NaN: no critic).
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ import numpy as np
 import torch
 
 from ..data.transition import Transition
+from ..safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT
 from .guard import MessageError, bounded
 
-CODEC_VERSION = 3
+CODEC_VERSION = 4
 MAX_TRANSITIONS_BYTES = 64 * 2**20  # a batch of camera transitions is a few MB
 MAX_WEIGHTS_BYTES = 256 * 2**20  # a ResNet-10 encoder with heads is ~40 MB
 MAX_BATCH = 10_000  # transitions per message
@@ -54,6 +61,14 @@ SCALARS = {
 }
 VECTORS = ("action", "policy_action")
 IDS = ("actor", "episode")  # strings: sender session id, episode uid
+# the streams a transition may carry: name -> (dtype, None for one value per sample or (min, max) columns)
+STREAMS = {
+    "fast_features": (np.float32, (INPUT_WIDTH, INPUT_WIDTH + MAX_CONTEXT)),
+    "fast_risk": (np.float32, None),
+    "fast_flags": (np.uint32, None),
+    "fast_violation": (np.uint32, None),
+}
+STREAM_PREFIX = "streams/"
 
 
 @dataclass(frozen=True)
@@ -129,7 +144,61 @@ def encode_transitions(transitions: list[Transition], meta: dict[str, Any] | Non
         arrays[key] = np.array([getattr(t, key) or 0 for t in transitions], dtype=dtype)
     for key in IDS:
         arrays[key] = np.array([getattr(t, key)[:UID_CHARS] for t in transitions], dtype=f"<U{UID_CHARS}")
+    arrays.update(_encode_streams(transitions))
     return pack(arrays, {"kind": "transitions", "count": len(transitions), **(meta or {})})
+
+
+def _encode_streams(transitions: list[Transition]) -> dict[str, np.ndarray]:
+    names = sorted({name for t in transitions for name in (t.streams or {})})
+    arrays = {}
+    for name in names:
+        parts = [(t.streams or {}).get(name) for t in transitions]
+        present = [part for part in parts if part is not None]
+        arrays[f"{STREAM_PREFIX}{name}/values"] = np.concatenate([np.asarray(values) for values, _ in present])
+        arrays[f"{STREAM_PREFIX}{name}/time"] = np.concatenate([np.asarray(t, np.float64) for _, t in present])
+        arrays[f"{STREAM_PREFIX}{name}/count"] = np.array([0 if p is None else len(p[1]) for p in parts], np.int64)
+    return arrays
+
+
+def _decode_streams(arrays: dict[str, np.ndarray], count: int) -> list[dict[str, tuple[np.ndarray, np.ndarray]] | None]:
+    """Each transition's streams (None: none) from the ``streams/...`` columns, which are taken out of ``arrays``;
+    checked against :data:`STREAMS`."""
+    keys = [key for key in arrays if key.startswith(STREAM_PREFIX)]
+    columns = {key[len(STREAM_PREFIX) :]: arrays.pop(key) for key in keys}
+    names = sorted({key.rpartition("/")[0] for key in columns})
+    per_transition: list[dict[str, tuple[np.ndarray, np.ndarray]]] = [{} for _ in range(count)]
+    for name in names:
+        if name not in STREAMS:
+            raise MessageError(f"stream {name[:40]!r} is not one of {sorted(STREAMS)}")
+        parts = {part: columns.get(f"{name}/{part}") for part in ("values", "time", "count")}
+        if any(part is None for part in parts.values()):
+            raise MessageError(f"stream {name} needs values, time and count")
+        values, times, counts = parts["values"], parts["time"], parts["count"]
+        dtype, widths = STREAMS[name]
+        if counts.dtype != np.int64 or counts.shape != (count,) or np.any(counts < 0):
+            raise MessageError(
+                f"stream {name}: count is {counts.dtype}{list(counts.shape)}; expected {count} rows >= 0"
+            )
+        rows = int(counts.sum())
+        if times.dtype != np.float64 or times.shape != (rows,) or not np.all(np.isfinite(times)):
+            raise MessageError(f"stream {name}: time is {times.dtype}{list(times.shape)}; expected {rows} finite s")
+        shaped = values.ndim == 1 if widths is None else values.ndim == 2 and widths[0] <= values.shape[1] <= widths[1]
+        if values.dtype != np.dtype(dtype) or len(values) != rows or not shaped:
+            raise MessageError(
+                f"stream {name}: values are {values.dtype}{list(values.shape)}; expected {np.dtype(dtype)} with "
+                f"{rows} rows{'' if widths is None else f' of {widths[0]}..{widths[1]} columns'}"
+            )
+        if values.dtype.kind == "f":
+            finite = np.isfinite(values) | (np.isnan(values) if name == "fast_risk" else False)
+            if not finite.all() or (name == "fast_risk" and np.any((values < 0) | (values > 1))):
+                raise MessageError(f"stream {name} has values out of range (non-finite, or a risk outside [0, 1])")
+        ends = np.cumsum(counts)
+        for index, (start, end) in enumerate(zip(ends - counts, ends)):
+            if end > start:
+                if np.any(np.diff(times[start:end]) < 0):
+                    raise MessageError(f"stream {name}: times go back within a step")
+                per_transition[index][name] = (values[start:end], times[start:end])
+    return [streams or None for streams in per_transition]
 
 
 def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[Transition], dict[str, Any]]:
@@ -140,6 +209,7 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
     count = meta.get("count")
     if not isinstance(count, int) or isinstance(count, bool) or not 0 < count <= MAX_BATCH:
         raise MessageError(f"transitions count={count!r}; expected an integer in 1..{MAX_BATCH}")
+    streams = _decode_streams(arrays, count)
     if schema is not None:
         expected = {
             f"{part}/{key}": (schema.obs_dtype(key), (count, *shape))
@@ -169,7 +239,7 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
                 t[key] = column[i] if key in VECTORS else column[i].item()
         if set(t) != fields:  # without a schema: the framing only, but a transition is whole
             raise MessageError(f"transitions columns {sorted(set(t))} are not those of a transition")
-        transitions.append(Transition(**t))
+        transitions.append(Transition(**t, streams=streams[i]))
     return transitions, meta
 
 

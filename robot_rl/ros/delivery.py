@@ -216,6 +216,7 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
     the actor sent them; ``first_seq`` numbers them from there (0: unnumbered)."""
     demo = episode["attrs"].get("source") == "demo"
     filtered, stamps = episode.get("filtered"), episode.get("timestamp")
+    streams = step_streams(episode.get("streams") or {}, stamps, len(episode["action"]))
     return [
         Transition(
             obs={key: value[t] for key, value in episode["obs"].items()},
@@ -237,6 +238,26 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
             actor=actor,
             seq=first_seq + t if first_seq else 0,
             stamp=float(stamps[t]) if stamps is not None else 0.0,
+            streams=streams[t],
         )
         for t in range(len(episode["action"]))
     ]
+
+
+def step_streams(
+    streams: dict[str, dict[str, np.ndarray]], stamps: np.ndarray | None, steps: int
+) -> list[dict[str, tuple[np.ndarray, np.ndarray]] | None]:
+    """An episode's streams (``read_episode``'s ``streams``: name -> {data, timestamp}) back to its steps: each
+    sample to the first step whose observation (``stamps``, s) is later, those after the last one (or all, without
+    stamps) to the last step; None for a step without samples."""
+    per_step: list[dict[str, tuple[np.ndarray, np.ndarray]]] = [{} for _ in range(steps)]
+    for name, stream in streams.items():
+        data, times = stream.get("data"), stream.get("timestamp")
+        if data is None or times is None or not steps:
+            continue
+        owner = np.full(len(times), steps - 1) if stamps is None else np.searchsorted(stamps, times, side="right")
+        owner = np.minimum(owner, steps - 1)
+        for step in np.unique(owner):
+            mask = owner == step
+            per_step[int(step)][name] = (data[mask], times[mask])
+    return [step or None for step in per_step]

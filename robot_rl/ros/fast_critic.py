@@ -87,6 +87,15 @@ def percentiles(histogram: dict[int, int]) -> dict[str, float | None]:
     return {"p50": at(0.5), "p99": at(0.99), "max": float(bins[-1])}
 
 
+def task_context(msg) -> np.ndarray:
+    """The task context (C,) float32 of a ``/rl/safety_context`` message; a malformed one raises (the guard drops,
+    counts and warns)."""
+    values = np.asarray(msg.data, np.float32)
+    if values.ndim != 1 or values.size > MAX_CONTEXT or not np.isfinite(values).all():
+        raise ValueError(f"task context of {values.size} values; expected at most {MAX_CONTEXT} finite ones")
+    return values
+
+
 class FastCritic:
     """The fast filter of one safety node: its weights subscription, the risk topic, the counts and their report.
 
@@ -103,6 +112,7 @@ class FastCritic:
         self.stats_pub = publisher(String, STATS_TOPIC)
         self._messages = {"risk": Float64, "stats": String}
         self.risk = math.nan  # of the last tick's command
+        self.handed: Command | None = None  # the command the last tick handed to the hard layer
         self.newest_rejected = False  # the newest weights message was refused: the model is an older one
         self.tick_time, self.critic_time = LatencyHistogram(), LatencyHistogram()  # wall time
         self.model_cpu = LatencyHistogram()  # CPU time of the tick thread in the model (what its deadline is on)
@@ -128,13 +138,14 @@ class FastCritic:
     def _log_model(self, model: FastRiskModel, version: int, source: str | None) -> None:
         self.node.get_logger().info(
             f"fast critic: model version {version} from {source} ({model.parameters} parameters, hidden "
-            f"{model.hidden}, {model.activation})"
+            f"{model.hidden}, {model.activation}, forward in {'C' if model.native else 'numpy'})"
         )
 
     # ----------------------------------------------------------------- the tick
-    def observe_pose(self, pos, rot, t: float) -> None:
-        """A measured TCP pose (m; rotation TCP -> base), measured at ``t`` s: the motion features' next sample."""
-        self.risk_filter.motion.update(pos, rot, t)
+    @property
+    def last_tick(self) -> tuple[Command, float, np.ndarray]:
+        """(the command the last tick handed to the hard layer, its risk (NaN: bypassed), the task context then)."""
+        return self.handed, self.risk, self.risk_filter.context
 
     def step(self, arm, command: Command, gripper: float, now: float) -> tuple[Command, Violation]:
         """The command to hand to the hard layer and this tick's risk flags (see :class:`FastRiskFilter.step`)."""
@@ -146,7 +157,7 @@ class FastCritic:
         self.critic_time.add(time.perf_counter() - started)
         if decision.bypass is None or decision.bypass == "deadline":
             self.model_cpu.add(decision.seconds)
-        self.risk = decision.risk
+        self.risk, self.handed = decision.risk, decision.command
         counts, flags = self.counts, decision_flags(decision)
         counts["ticks"] += 1
         if decision.bypass is not None:
@@ -175,11 +186,7 @@ class FastCritic:
         self._log_model(model, version, WEIGHTS_TOPIC)
 
     def _on_context(self, msg) -> None:
-        """The task context for the model; a malformed one raises (the guard drops, counts and warns)."""
-        values = np.asarray(msg.data, np.float32)
-        if values.ndim != 1 or values.size > MAX_CONTEXT or not np.isfinite(values).all():
-            raise ValueError(f"task context of {values.size} values; expected at most {MAX_CONTEXT} finite ones")
-        self.risk_filter.set_context(values)
+        self.risk_filter.set_context(task_context(msg))
 
     # ----------------------------------------------------------------- the report
     def totals_now(self) -> dict[str, int]:

@@ -21,6 +21,7 @@ LOCKSTEP_SUBSCRIBER = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABL
 COMMAND = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 CLOCK = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)  # sim time: every instant reaches every node
 EVENT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+TICKS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)  # the safety node's ticks: every batch, in order
 TRANSITIONS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_ALL)
 EPISODE_LOG = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)

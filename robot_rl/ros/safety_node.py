@@ -25,6 +25,11 @@ recovery command (hold the measured pose, retreat along the measured force) when
 starting weights are read from ``safety.fast_critic.weights`` at *configure* (a missing or malformed file: one line
 on stderr, exit 2); new ones come on ``/rl/fast_risk_weights``.
 
+With ``safety.fast_critic.record_ticks=true`` (or ``learn=true``), with or without a critic, every tick goes out on
+``/rl/safety_ticks`` (:mod:`robot_rl.ros.safety_ticks`): the critic's input row of the command the hard layer was
+handed, the risk, the flags and the task's constraint bits after the tick (from ``/sim/violation``), for the
+actor to send with its transitions: the recorder keeps them, the learner fits the fast critic on them.
+
 Who may move the arm. Without DDS security (the PyPI ROS 2 wheels have none; ``docs/security.md``)
 any participant of the domain can publish on any topic, so the node watches the ROS graph every
 ``graph_period`` s (:class:`PublisherWatch`):
@@ -59,6 +64,9 @@ Topics (all remappable with ``--ros-args -r``):
 | out | ``/rl/gripper_command`` (std_msgs/Float64), ``/rl/safety_flags`` (std_msgs/UInt32) | |
 | in, fast critic | ``/rl/fast_risk_weights`` | std_msgs/UInt8MultiArray (latched): an ``.npz`` of the risk model |
 | out, fast critic | ``/rl/safety_risk`` (std_msgs/Float64), ``/rl/safety_stats`` (std_msgs/String, JSON) | |
+| in, critic or ticks | ``/rl/safety_context`` | std_msgs/Float32MultiArray (latched): the task context |
+| in, ticks | ``/sim/violation`` | std_msgs/UInt32: the task's constraint bits (the sim robot; a cell's monitor) |
+| out, ticks | ``/rl/safety_ticks`` | std_msgs/Float64MultiArray: the ticks (:mod:`robot_rl.ros.safety_ticks`) |
 
     python -m robot_rl.ros.safety_node [--rate-hz 500] [--senders robot_rl_actor robot_rl_home_reset]
         [--operators robot_rl_teleop] [robot=fr3] [robot.limits.max_force=30] [ros.sim_time=true]
@@ -78,15 +86,23 @@ from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
-from ..safety.fast_risk import FastRiskFilter, fast_critic_config, fast_risk_filter
+from ..safety.fast_risk import (
+    FastRiskFilter,
+    TcpMotion,
+    fast_critic_config,
+    fast_risk_filter,
+    fast_state,
+    tick_features,
+)
 from ..safety.robot_limits import safety_limits
 from ..safety.tick import safety_tick
 from . import qos
-from .fast_critic import FastCritic
+from .fast_critic import CONTEXT_TOPIC, FastCritic, task_context
 from .guard import InputGuard, MessageError, bounded, finite_scalar
 from .messages import STAMP_TOLERANCE_NS, numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
 from .messages import seconds as stamp_seconds
 from .node_main import exit_with_error, is_override, node_config, ros_node, spin, spin_at_rate
+from .safety_ticks import TICKS_TOPIC, VIOLATION_TOPIC, TickLog
 from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
 from .sim_clock import CLOCK_TOPIC, ClockError, lockstep_period, sim_time_of, wait_for_clock
 
@@ -97,6 +113,7 @@ MAX_SIM_TICKS = 1000  # sim time: ticks made at one /clock instant at most (a lo
 MAX_CLOCK_LEAD = 5.0  # s: sim time, a received stamp this far ahead of the clock is no sim time (the sim robot
 #                      publishes a state just before the clock instant it belongs to, a reset's pause ahead)
 QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
+TICK_BATCH_S = 0.02  # real time: s of ticks per /rl/safety_ticks message
 
 
 class SafetyNode:
@@ -108,7 +125,8 @@ class SafetyNode:
     ``fast_source`` names where its starting model came from, for the log. ``control_period``: s between two
     actor commands (sim time: the arm states inside the newest command's period are instants to tick).
     ``tick_timer``: real time, tick on an rclpy timer of ``node`` (a node embedded in a test's process); the node's
-    own process passes False and calls :meth:`tick` from :func:`~robot_rl.ros.node_main.spin_at_rate` instead."""
+    own process passes False and calls :meth:`tick` from :func:`~robot_rl.ros.node_main.spin_at_rate` instead.
+    ``record_ticks``: publish every tick on ``/rl/safety_ticks`` (:mod:`robot_rl.ros.safety_ticks`)."""
 
     def __init__(
         self,
@@ -126,12 +144,13 @@ class SafetyNode:
         fast_critic: FastRiskFilter | None = None,
         fast_source: str | None = None,
         tick_timer: bool = True,
+        record_ticks: bool = False,
     ):
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.clock import Clock, ClockType
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from rosgraph_msgs.msg import Clock as ClockMessage
-        from std_msgs.msg import Bool, Empty, Float64, UInt32
+        from std_msgs.msg import Bool, Empty, Float32MultiArray, Float64, Float64MultiArray, UInt32
 
         self.node, self.limits, self.frame_id = node, limits, frame_id
         self.rate_hz, self.sim_time = rate_hz, sim_time
@@ -161,6 +180,8 @@ class SafetyNode:
         # the actor's gripper before its action (it publishes them in that order; the action ticks the instant)
         if sim_time:
             node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.CLOCK)
+        if record_ticks:  # before the arm state: the sim robot sends an instant's constraint bits before its pose
+            self.guard.subscribe(UInt32, VIOLATION_TOPIC, self._on_violation, stream)
         self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "rl/gripper", self._on_gripper, stream)
         self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "rl/action", self._on_action, stream)
         self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "rl/estop_reset", self._on_reset, 10)
@@ -181,6 +202,15 @@ class SafetyNode:
                 node, self.guard, fast_critic, lambda kind, topic: self._own_publisher(kind, topic, own), fast_source
             )
         )
+        # the TCP's motion features (the fast critic's, or the node's own when it records ticks without one)
+        self.motion = fast_critic.motion if fast_critic is not None else TcpMotion() if record_ticks else None
+        self.context = np.zeros(0, np.float32)  # ticks without a critic: the newest task context
+        self.ticks: TickLog | None = None
+        if record_ticks:
+            publisher = self._own_publisher(Float64MultiArray, TICKS_TOPIC, own, qos.TICKS)
+            self.ticks = TickLog(publisher.publish, round(TICK_BATCH_S * rate_hz), settle_on_tick=not sim_time)
+            if fast_critic is None:
+                self.guard.subscribe(Float32MultiArray, CONTEXT_TOPIC, self._on_context, qos.LATCHED)
         self._force, self._torque = np.zeros(3), np.zeros(3)
         self.wrench_stamp = 0.0  # s: when the newest wrench counts as received (sim time: its stamp)
         senders = frozenset(senders)
@@ -195,11 +225,11 @@ class SafetyNode:
     def _gids(self, topic: str) -> set[bytes]:
         return {bytes(info.endpoint_gid) for info in self.node.get_publishers_info_by_topic(topic)}
 
-    def _own_publisher(self, msg_type, topic: str, own: dict[str, frozenset[bytes]]):
-        """A publisher on ``topic``; its GID goes to ``own[resolved topic]`` (a local endpoint is in the graph at
-        once, so it is the one that was not there before)."""
+    def _own_publisher(self, msg_type, topic: str, own: dict[str, frozenset[bytes]], profile=1):
+        """A publisher on ``topic`` (QoS ``profile``: default depth 1); its GID goes to ``own[resolved topic]`` (a
+        local endpoint is in the graph at once, so it is the one that was not there before)."""
         before = self._gids(self.node.resolve_topic_name(topic))
-        publisher = self.node.create_publisher(msg_type, topic, 1)
+        publisher = self.node.create_publisher(msg_type, topic, profile)
         own[publisher.topic_name] = frozenset(self._gids(publisher.topic_name) - before)
         return publisher
 
@@ -259,8 +289,8 @@ class SafetyNode:
     def _on_pose(self, msg) -> None:
         pos, rot = self._pose(msg)
         self.arm = ArmState(pos, rot, self._received(msg), self._force, self._torque)
-        if self.fast is not None:  # the twist by finite difference: on the arm's stamps when it sends them
-            self.fast.observe_pose(pos, rot, stamp_seconds(msg.header.stamp) or self.arm.stamp)
+        if self.motion is not None:  # the twist by finite difference: on the arm's stamps when it sends them
+            self.motion.update(pos, rot, stamp_seconds(msg.header.stamp) or self.arm.stamp)
         if self.sim_time:
             self._tick_arm_state()
 
@@ -345,6 +375,12 @@ class SafetyNode:
         if self.sim_time:
             self._tick_arm_state()
 
+    def _on_violation(self, msg) -> None:
+        self.ticks.on_violation(msg.data)
+
+    def _on_context(self, msg) -> None:
+        self.context = task_context(msg)
+
     def _on_estop(self, msg) -> None:
         if msg.data:
             self.latch.trigger()
@@ -386,17 +422,29 @@ class SafetyNode:
         stale = now - 2 * self.limits.command_timeout  # no target yet, or inactive: a stale one, the arm holds
         command = (self.command if self.active else None) or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
         critic = None if self.fast is None else self.fast.step
+        gripper = self.previous.gripper  # the gripper command last sent, before this tick
         self.previous, self.flags = safety_tick(self.limits, self.latch, self.arm, command, self.previous, now, critic)
         if self.watch.foreign:
             self.flags |= Violation.FOREIGN_PUBLISHER
         if not self.active:
             self.flags |= Violation.INACTIVE
+        if self.ticks is not None:
+            self._record_tick(now, command, gripper)
         if publish:
             self._publish(now)
         if self.fast is not None:
             if publish:
                 self.fast.publish_risk()
             self.fast.tick_time.add(time.perf_counter() - started)
+
+    def _record_tick(self, now: float, command: Command, gripper: float) -> None:
+        """The tick's row on ``/rl/safety_ticks``: the critic's input of the command the hard layer was handed (the
+        actor's, or the critic's choice), at ``now`` in sim time, else on the wall clock (the arm's stamps' clock)."""
+        arm, fast = self.arm, self.fast
+        handed, risk, context = (command, math.nan, self.context) if fast is None else fast.last_tick
+        state = fast_state(self.motion.features, arm.force, arm.torque, gripper)
+        features = tick_features(state, arm, handed, gripper, context)
+        self.ticks.add(now if self.sim_time else time.time(), features, risk, int(self.flags))
 
     def _publish(self, now: float) -> None:
         """The last command sent (arm pose and gripper), stamped ``now``; the flags too in real time."""
@@ -520,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
                     fast_critic=fast_risk_filter(fast, args.rate_hz, limits.state_timeout),
                     fast_source=fast.weights,
                     tick_timer=False,
+                    record_ticks=fast.records_ticks,
                 )
 
             lifecycle = SafetyLifecycle(node, build)

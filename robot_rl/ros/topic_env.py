@@ -29,6 +29,14 @@ soon as the command is in, and the step waits for the pose stamped one control p
 observation it answered (stream timeouts stay on the wall clock, so a dead sim is still noticed).
 A stream that stays silent for ``stream_timeout`` raises
 :class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return.
+
+With ``safety_ticks`` (``safety.fast_critic.record_ticks`` or ``learn``) the env also takes the safety node's ticks
+(``/rl/safety_ticks``, :mod:`robot_rl.ros.safety_ticks`) and gives each step those before its observation as
+``info["fast_loop"]``, as a MuJoCo task's own fast loop does in ``robot-rl train``: the actor sends them with the
+transition, and the step's ``info["violation"]`` has the constraint bits of all of them. In sim time the step waits
+(at most ``TICKS_WAIT`` wall s) for the ticks up to the last arm state before its observation; in real time it takes
+those that came, and the rest go with the next step. Ticks before the episode's first observation (the reset's,
+late ones of the episode before) are dropped, counted in ``ticks.dropped``.
 """
 
 from __future__ import annotations
@@ -43,21 +51,23 @@ import gymnasium as gym
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Bool, Float32MultiArray, Float64, UInt32
+from std_msgs.msg import Bool, Float32MultiArray, Float64, Float64MultiArray, UInt32
 from std_srvs.srv import SetBool
 
 from ..geometry import delta_target, rotvec_from_matrix
 from . import qos
 from .guard import InputGuard, MessageError, finite_scalar
 from .messages import colour_image, joint_positions, labelled_array, pose_msg, pose_to_numpy, seconds
+from .safety_ticks import TICKS_TOPIC, VIOLATION_TOPIC, TickInbox
 
 PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
 POSE = "franka_robot_state_broadcaster/current_pose"
 JOINTS = "joint_states"
-REWARD, SUCCESS, TASK_STATE, VIOLATION = "rl/reward", "rl/success", "rl/task_state", "sim/violation"
+REWARD, SUCCESS, TASK_STATE, VIOLATION = "rl/reward", "rl/success", "rl/task_state", VIOLATION_TOPIC
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
 COMMAND_REPEAT = 0.2  # s (wall clock): sim time, the step's command again while the period it started is not over
 MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
+TICKS_WAIT = 0.5  # s (wall clock): sim time, the longest a step waits for the safety node's ticks of its period
 TYPES = {
     POSE: "geometry_msgs/msg/PoseStamped",
     JOINTS: "sensor_msgs/msg/JointState",
@@ -97,9 +107,11 @@ class TopicEnvSettings:
     gripper_joints: tuple[str, ...] = ("finger_left", "finger_right")
     gripper_max_opening: float = 0.08  # m, sum of the finger joints when fully open
     sim_time: bool = False  # the sim robot node steps in lockstep with this env (robot_rl.ros.sim_clock)
+    safety_ticks: bool = False  # take the safety node's ticks, each step's as info["fast_loop"]
+    state_rate_hz: float = 100.0  # sim time: the sim robot's arm states per s (the instants the safety node ticks)
 
     @classmethod
-    def from_config(cls, task: dict[str, Any], ros: dict[str, Any]) -> TopicEnvSettings:
+    def from_config(cls, task: dict[str, Any], ros: dict[str, Any], safety_ticks: bool = False) -> TopicEnvSettings:
         from ..config import ConfigError, image_size
 
         if task.get("privileged_state"):
@@ -125,6 +137,8 @@ class TopicEnvSettings:
             gripper_joints=tuple(ros["gripper_joints"]),
             gripper_max_opening=float(ros["gripper_max_opening"]),
             sim_time=bool(ros.get("sim_time")),
+            safety_ticks=safety_ticks,
+            state_rate_hz=float(ros.get("state_rate_hz", 100.0)),
         )
 
 
@@ -193,11 +207,14 @@ class TopicEnv(gym.Env):
         self.reference_rot = np.eye(3)
         self._steps, self._last_command = 0, 0.0
         self._obs_stamp = 0.0
+        self._episode_start = 0.0  # s: the stamp of the episode's first observation
 
         self.subscriptions: dict[str, Any] = {}  # the observation's streams, from the first reset (subscribe_streams)
         self.action_pub = node.create_publisher(PoseStamped, "rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "rl/gripper", qos.COMMAND)
         self.reset_client = node.create_client(SetBool, "rl/reset")
+        self.ticks = TickInbox() if settings.safety_ticks else None  # the safety node's ticks (safety_ticks)
+        self.ticks_late = 0  # sim time: steps whose ticks were not all in after TICKS_WAIT
 
     # ----------------------------------------------------------------- inputs
     def subscribe_streams(self) -> None:
@@ -216,6 +233,10 @@ class TopicEnv(gym.Env):
         }
         if self.extra_fields:
             self.subscriptions[TASK_STATE] = subscribe(Float32MultiArray, TASK_STATE, self._on_task_state, stream)
+        if self.ticks is not None:
+            self.subscriptions[TICKS_TOPIC] = subscribe(
+                Float64MultiArray, TICKS_TOPIC, self.ticks.on_message, qos.TICKS
+            )
         for camera in self.settings.cameras:
             topic = camera_topic(camera)
             self.subscriptions[topic] = subscribe(Image, topic, lambda m, t=topic: self._on_image(t, m), stream)
@@ -291,7 +312,9 @@ class TopicEnv(gym.Env):
         values = self.inbox.wait_newer(self.streams + self.lockstep_inputs, requested, timeout)
         self.reference_rot = values[POSE][1]
         self._steps, self._last_command = 0, time.monotonic()
-        return self._observation(values), {"success": bool(values[SUCCESS]), "reset": future.result().message}
+        obs = self._observation(values)
+        self._episode_start = self._obs_stamp  # the episode's ticks start with its first observation
+        return obs, {"success": bool(values[SUCCESS]), "reset": future.result().message}
 
     def step(self, action):
         action = np.asarray(action, dtype=np.float64)
@@ -326,7 +349,24 @@ class TopicEnv(gym.Env):
             "violation": int(self.inbox.latest.get(VIOLATION, (0, 0))[0]),
             "stamp": self._obs_stamp,  # s, on the node's clock: the sim time of the period's end on sim time
         }
+        if self.ticks is not None:
+            fast = self._step_ticks()
+            if fast is not None:  # a violation within the step counts, as with a MuJoCo task's own fast loop
+                info["fast_loop"] = fast
+                info["violation"] |= int(np.bitwise_or.reduce(fast.violation))
         return obs, float(values[REWARD]), terminated, truncated, info
+
+    def _step_ticks(self):
+        """The safety node's ticks of this step, between the episode's first observation and this step's (a
+        FastStream, or None); those before the episode (the reset's, the episode before's late ones) are dropped.
+        In sim time first wait for the ticks of the last arm state before the observation (one state period
+        earlier), sent once its constraint bits are in."""
+        if self.settings.sim_time:
+            last = self._obs_stamp - 1.0 / self.settings.state_rate_hz - 1e-6
+            if not self.ticks.wait_until(last, TICKS_WAIT):
+                self.ticks_late += 1
+        self.ticks.drop_before(self._episode_start - 1e-9)
+        return self.ticks.take(self._obs_stamp - 1e-9)
 
     def _wait_for_period(self, sent: float, gripper: Float64, command: PoseStamped) -> dict[str, Any]:
         """Sim time: the observation that ends the period the command started (the pose stamped one control period

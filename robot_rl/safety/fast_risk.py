@@ -67,6 +67,12 @@ from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
 from .filter import FilterSettings, SafetyFilter
 from .hard_limits import ArmState, Command, Violation
 
+try:  # the forward pass in C (robot_rl/safety/_mlp.c), built when robot_rl is installed with a C compiler
+    from ._mlp import forward as native_forward
+except ImportError:  # no compiler at install: the same pass in numpy
+    native_forward = None
+FORWARD = "c" if native_forward is not None else "numpy"  # how FastRiskModel computes, for logs and benchmarks
+
 LAYOUT_VERSION = 1
 STATE_FEATURES = (  # (name, width, unit), in order
     ("tcp_position", 3, "m"),
@@ -136,10 +142,13 @@ class TcpMotion:
         self.features = features  # one assignment: a reader sees the old features or the new, never half of each
 
 
-def fast_state(motion: np.ndarray, force: np.ndarray, torque: np.ndarray, gripper: float) -> np.ndarray:
+def fast_state(
+    motion: np.ndarray, force: np.ndarray, torque: np.ndarray, gripper: float, context: np.ndarray | tuple = ()
+) -> np.ndarray:
     """The state of :data:`STATE_FEATURES` (19,) float32 from :attr:`TcpMotion.features` (12,), the external force
-    (N) and torque (N m) and the gripper command last sent (-1 open .. 1 closed), all base frame."""
-    return np.concatenate((motion, force, torque, (gripper,)), dtype=np.float32)
+    (N) and torque (N m) and the gripper command last sent (-1 open .. 1 closed), all base frame; then ``context``
+    (C,) when given (the model's input before the delta: one numpy call for both)."""
+    return np.concatenate((motion, force, torque, (gripper,), context), dtype=np.float32)
 
 
 def command_delta(arm: ArmState, command: Command, gripper: float) -> np.ndarray:
@@ -147,6 +156,17 @@ def command_delta(arm: ArmState, command: Command, gripper: float) -> np.ndarray
     from ``gripper``, the command last sent), base frame."""
     (tx, ty, tz), (mx, my, mz) = command.pos.tolist(), arm.pos.tolist()
     return np.array((tx - mx, ty - my, tz - mz, *turn_between(command.rot, arm.rot), command.gripper - gripper))
+
+
+def tick_features(state: np.ndarray, arm: ArmState, handed: Command, gripper: float, context: np.ndarray) -> np.ndarray:
+    """A tick's row as it is recorded (26 + C,) float32: the fast ``state`` (:func:`fast_state`), the delta of the
+    command the hard layer was ``handed`` from the measured ``arm`` (:func:`command_delta`, ``gripper`` the command
+    last sent), then the task ``context`` (C,): what a fast critic learns from, labelled by what followed."""
+    features = np.empty(INPUT_WIDTH + context.size, np.float32)
+    features[:STATE_WIDTH] = state
+    features[STATE_WIDTH:INPUT_WIDTH] = command_delta(arm, handed, gripper)
+    features[INPUT_WIDTH:] = context
+    return features
 
 
 def turn_between(target: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:
@@ -178,17 +198,19 @@ def command_from_delta(arm: ArmState, delta: np.ndarray, gripper: float, stamp: 
 
 # ----------------------------------------------------------------------------- the model
 class FastRiskModel:
-    """A small MLP over (state, delta, task context) -> risk in [0, 1], numpy only, float32.
+    """A small MLP over (state, delta, task context) -> risk in [0, 1], float32, torch-free.
 
     ``__call__(state (19 + C,), deltas (K, 7)) -> (K,)`` scores every candidate in one batch, the state followed by the
-    :attr:`context_width` C context values. Every numpy call costs about 2 us of Python on a 2-core machine, more than
-    the arithmetic of a 128-wide layer, so the forward pass makes few: each layer is one matrix product on an input
-    with a trailing column of ones (the bias folded in as the weight's last row), and the activation writes into the
-    next layer's input; these buffers are kept per batch size and per thread. Constructing one checks the layers
-    (:func:`check_layers`)."""
+    :attr:`context_width` C context values. Every numpy call costs 2-4 us of Python on a 2-core machine, more than
+    the arithmetic of a 128-wide layer, so the whole pass is one call into C (``robot_rl/safety/_mlp.c``, built at
+    install; :attr:`native`) where it was built. The numpy pass (the reference; without a compiler) makes few calls:
+    each layer is one matrix product on an input with a trailing column of ones (the bias folded in as the weight's
+    last row), and the activation writes into the next layer's input; these buffers are kept per batch size and per
+    thread. Constructing one checks the layers (:func:`check_layers`)."""
 
     def __init__(self, layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: str = "relu"):
         check_layers(layers, activation)
+        self.native = native_forward is not None  # the pass in C (see FORWARD); False: numpy
         self.layers = [(np.ascontiguousarray(w, np.float32), np.ascontiguousarray(b, np.float32)) for w, b in layers]
         self.activation = activation
         first, first_bias = self.layers[0]
@@ -197,6 +219,7 @@ class FastRiskModel:
         rows = (first[:STATE_WIDTH], first[INPUT_WIDTH:], first[STATE_WIDTH:INPUT_WIDTH], first_bias[None])
         self._weights = [np.ascontiguousarray(np.concatenate(rows))]
         self._weights += [np.ascontiguousarray(np.concatenate((w, b[None]))) for w, b in self.layers[1:]]
+        self._native_weights = tuple(self._weights)
         self._local = threading.local()  # per thread: {K: the layers' input buffers}
 
     @property
@@ -219,11 +242,16 @@ class FastRiskModel:
         return inputs
 
     def __call__(self, state: np.ndarray, deltas: np.ndarray) -> np.ndarray:
-        deltas = np.reshape(deltas, (-1, DELTA_WIDTH))
+        if not isinstance(deltas, np.ndarray) or deltas.ndim != 2:
+            deltas = np.reshape(deltas, (-1, DELTA_WIDTH))
         inputs = self._inputs(len(deltas))
         first, width = inputs[0], STATE_WIDTH + self.context_width
         first[:, :width] = state  # a state of another width raises: the filter bypasses the model
         first[:, width:-1] = deltas
+        if self.native:
+            risks = np.empty(len(deltas), np.float32)
+            native_forward(self._native_weights, first, risks, self.activation == "tanh")
+            return risks
         x = first @ self._weights[0]
         relu = self.activation == "relu"
         for weight, layer_input in zip(self._weights[1:], inputs[1:]):
@@ -395,6 +423,7 @@ class FastCriticSettings:
     learn_updates: int  # gradient steps per fit
     pretrain_store: str | None  # with learn: episode store whose ticks the online learner starts from and keeps
     probe: float  # sim: share of policy steps whose ticks send a random candidate command instead of the policy's
+    record_ticks: bool  # the node graph: the safety node publishes its ticks and the actor sends them with its steps
 
     def __post_init__(self) -> None:
         checks = {
@@ -415,6 +444,7 @@ class FastCriticSettings:
             ),
             "report_period": (is_number(self.report_period) and self.report_period > 0, "a positive number of seconds"),
             "learn": (isinstance(self.learn, bool), "true or false"),
+            "record_ticks": (isinstance(self.record_ticks, bool), "true or false"),
             "learn_every": (is_integer(self.learn_every) and self.learn_every >= 1, "an integer >= 1 (online steps)"),
             "learn_updates": (is_integer(self.learn_updates) and self.learn_updates >= 1, "an integer >= 1"),
             "pretrain_store": (
@@ -436,6 +466,12 @@ class FastCriticSettings:
         }
         require_all("safety.fast_critic", self, checks)
         self.filter_settings(1000.0)  # thresholds and scales: named as safety.fast_critic.<key> when wrong
+
+    @property
+    def records_ticks(self) -> bool:
+        """In the node graph the safety node publishes its ticks and the actor sends them with its transitions:
+        asked for (``record_ticks``), or needed by the learner (``learn``)."""
+        return self.record_ticks or self.learn
 
     def filter_settings(self, rate_hz: float) -> FilterSettings:
         """The :class:`FilterSettings` of a loop ticking at ``rate_hz`` (``dwell`` s in ticks, the deadline in s)."""
@@ -583,9 +619,8 @@ class FastRiskFilter:
         context, width = self.context, getattr(current[0], "context_width", 0)  # (any (state, deltas) -> risks runs)
         if width and width != context.size:
             return FastDecision(command, math.nan, False, "no_context", 0.0)
-        state = fast_state(self.motion.features, arm.force, arm.torque, gripper)
-        if width:  # a model without context inputs runs on the arm's state alone, whatever the task gives
-            state = np.concatenate((state, context))
+        # a model without context inputs runs on the arm's state alone, whatever the task gives
+        state = fast_state(self.motion.features, arm.force, arm.torque, gripper, context if width else ())
         self.filter.risk = current[0]
         result = self.filter(state, command_delta(arm, command, gripper))
         if result.bypassed:

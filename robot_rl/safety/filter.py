@@ -150,7 +150,7 @@ class SafetyFilter:
         """(risks of ``candidates`` as floats, or [NaN] when the model raised; seconds on :attr:`clock`)."""
         started = self.clock()
         try:
-            risks = np.asarray(self.risk(state, candidates), dtype=np.float64).tolist()  # decisions on floats
+            risks = np.asarray(self.risk(state, candidates)).tolist()  # decisions on (double) Python floats
         except Exception:  # noqa: BLE001 - a broken model must never stop the arm loop: the hard layer still applies
             risks = [math.nan]
         return risks, self.clock() - started

@@ -147,6 +147,11 @@ def run_python(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
+def launch(graph: str, *overrides: str, timeout: float) -> subprocess.CompletedProcess:
+    """``robot-rl launch <graph> <overrides>`` in a child process (:func:`run_python`)."""
+    return run_python("-m", "robot_rl.cli", "launch", graph, *overrides, timeout=timeout)
+
+
 def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:
     """Stop the node processes a test started, then its own node and rclpy context."""
     stop_processes(processes)

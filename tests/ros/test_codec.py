@@ -130,7 +130,9 @@ def test_header_version_count_pickles_and_size_are_checked(codec):
             codec.decode_transitions(payload, schema(codec))
     evil = io.BytesIO()
     np.savez(
-        evil, __meta__=np.frombuffer(b'{"kind": "weights", "codec": 3}', np.uint8), x=np.array([object()], dtype=object)
+        evil,
+        __meta__=np.frombuffer(f'{{"kind": "weights", "codec": {codec.CODEC_VERSION}}}'.encode(), np.uint8),
+        x=np.array([object()], dtype=object),
     )
     with pytest.raises(MessageError, match="pickle"):  # object arrays are never unpickled from a message
         codec.unpack(evil.getvalue(), codec.MAX_WEIGHTS_BYTES)
@@ -151,7 +153,10 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(codec):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         header = io.BytesIO()
-        np.save(header, np.frombuffer(b'{"kind": "transitions", "codec": 3, "count": 1}', np.uint8))
+        np.save(
+            header,
+            np.frombuffer(f'{{"kind": "transitions", "codec": {codec.CODEC_VERSION}, "count": 1}}'.encode(), np.uint8),
+        )
         archive.writestr("__meta__.npy", header.getvalue())
         archive.writestr("obs/state.npy", b"\0" * (codec.MAX_TRANSITIONS_BYTES + 1))  # compresses to ~70 kB
     payload = buffer.getvalue()
@@ -215,3 +220,55 @@ def test_weights_must_match_the_actors_own_policy_and_risk_input(codec):
         codec.decode_weights(codec.encode_weights({**policy, "r": risk}, {}), expected, risk_input=None)
     with pytest.raises(MessageError, match="expected a weights message"):
         codec.decode_weights(codec.encode_transitions(transitions()), expected)
+
+
+def with_ticks(batch, rng, width=26 + 9, ticks=5):
+    """The transitions, the second without ticks, each other one with ``ticks`` fast-loop ticks of its step."""
+    for index, t in enumerate(batch):
+        if index == 1:
+            continue
+        times = index + np.arange(ticks) / ticks
+        t.streams = {
+            "fast_features": (rng.normal(size=(ticks, width)).astype(np.float32), times),
+            "fast_risk": (np.array([np.nan, *rng.random(ticks - 1)], np.float32), times),
+            "fast_flags": (rng.integers(0, 2**14, ticks).astype(np.uint32), times),
+            "fast_violation": (rng.integers(0, 4, ticks).astype(np.uint32), times),
+        }
+    return batch
+
+
+def test_transitions_carry_their_fast_loop_ticks(codec):
+    original = with_ticks(transitions(), np.random.default_rng(0))
+    decoded, _ = codec.decode_transitions(codec.encode_transitions(original), schema(codec))
+    assert decoded[1].streams is None
+    for before, back in zip(original, decoded):
+        for name, (values, times) in (before.streams or {}).items():
+            np.testing.assert_array_equal(back.streams[name][0], values)  # NaN risk included
+            np.testing.assert_array_equal(back.streams[name][1], times)
+            assert back.streams[name][0].dtype == values.dtype
+
+
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (lambda a: a.update({"streams/fast_wish/values": a["streams/fast_risk/values"]}), "not one of"),
+        (lambda a: a.pop("streams/fast_risk/count"), "values, time and count"),
+        (lambda a: a.update({"streams/fast_features/values": a["streams/fast_features/values"][:, :20]}), "columns"),
+        (lambda a: a.update({"streams/fast_flags/values": a["streams/fast_flags/values"].astype(np.int64)}), "uint32"),
+        (lambda a: a["streams/fast_risk/values"].__setitem__(2, np.inf), "out of range"),
+        (lambda a: a["streams/fast_risk/values"].__setitem__(2, 1.5), "out of range"),
+        (lambda a: a["streams/fast_features/values"].__setitem__((3, 4), np.nan), "out of range"),
+        (lambda a: a["streams/fast_violation/time"].__setitem__(3, -5.0), "go back"),
+        (lambda a: a["streams/fast_flags/count"].__setitem__(0, 6), "expected 11 finite s"),
+        (lambda a: a.update({"streams/fast_risk/count": np.array([5, 0], np.int64)}), "expected 3 rows"),
+    ],
+)
+def test_malformed_ticks_are_refused(codec, breakage, message):
+    from robot_rl.ros.guard import MessageError
+
+    arrays, meta = codec.unpack(
+        codec.encode_transitions(with_ticks(transitions(), np.random.default_rng(0))), codec.MAX_TRANSITIONS_BYTES
+    )
+    breakage(arrays)
+    with pytest.raises(MessageError, match=message):
+        codec.decode_transitions(codec.pack(arrays, meta), schema(codec))

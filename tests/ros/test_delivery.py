@@ -197,6 +197,32 @@ def test_each_step_keeps_the_time_it_was_observed_however_late_it_is_recorded(tm
     np.testing.assert_array_equal(store.read_episode(name)["timestamp"], [7.0, 7.0])
 
 
+def test_a_stored_episode_gives_each_step_back_the_ticks_it_was_sent_with(tmp_path):
+    """A resend from the actor's store, or a learner's backfill from the recorder's, carries the safety node's ticks
+    again, each with the step it came with (the ticks before the step's observation), as the learner collects them
+    per episode for the fast critic."""
+    from robot_rl.data import EpisodeStore
+
+    sent, rng = episode("0123456789abcdef0123456789abcdef", 4), np.random.default_rng(0)
+    for t, transition in enumerate(sent):
+        transition.stamp = 5.0 + 0.1 * (t + 1)
+        times = 5.0 + 0.1 * t + 0.002 * np.arange(50)  # before the step's observation
+        if t == 2:
+            continue  # a step without ticks (none came in time)
+        transition.streams = {
+            "fast_features": (rng.normal(size=(50, 26)).astype(np.float32), times),
+            "fast_violation": (rng.integers(0, 3, 50).astype(np.uint32), times),
+        }
+    store = EpisodeStore.create(tmp_path / "actor.zarr", {"observation_shapes": {"state": [3]}, "action_dim": 2})
+    name = EpisodeRecorder(store).record(sent)
+    back = stored_transitions(store.read_episode(name), sent[0].episode)
+    assert back[2].streams is None
+    for before, after in zip(sent, back):
+        for key, (values, times) in (before.streams or {}).items():
+            np.testing.assert_array_equal(after.streams[key][0], values)
+            np.testing.assert_array_equal(after.streams[key][1], times)
+
+
 def test_control_messages_longer_than_the_limit_are_refused_before_parsing():
     padding = " " * MAX_CONTROL_CHARS
     with pytest.raises(MessageError, match="ack of"):

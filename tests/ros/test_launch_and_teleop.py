@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher, run_python, sim_robot, stop_processes, tear_down
+from tests.ros.graph_helpers import Watcher, launch, sim_robot, stop_processes, tear_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,10 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path):
     require("rclpy")
     store, bag = tmp_path / "demos.zarr", tmp_path / "raw_bag"
-    result = run_python(
-        "-m",
-        "robot_rl.cli",
-        "launch",
+    result = launch(
         "collect_demos",
         "graph.with_sim=true",
         "task=reach",

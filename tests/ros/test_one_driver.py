@@ -18,7 +18,7 @@ import re
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import run_python
+from tests.ros.graph_helpers import launch
 
 DEMOS, ONLINE_STEPS, EPISODE_STEPS, START, WEIGHTS_EVERY, MAX_LAG = 2, 40, 10, 10, 5, 1
 SCENARIO = [
@@ -58,10 +58,7 @@ def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
     summary = train(load_config([*SCENARIO, f"train.run_dir={local}"]))
 
     graph = tmp_path / "graph"
-    result = run_python(
-        "-m",
-        "robot_rl.cli",
-        "launch",
+    result = launch(
         "sim_train",
         *SCENARIO,
         f"train.run_dir={graph}",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import run_python
+from tests.ros.graph_helpers import launch, run_python
 
 
 @pytest.mark.parametrize("graph, overrides", [("learner_only", []), ("collect_demos", [])])
@@ -63,10 +63,7 @@ def test_sim_train_runs_and_stops_without_a_traceback(tmp_path, sim_time):
     from robot_rl.data import EpisodeStore
 
     run_dir = tmp_path / "run"
-    result = run_python(
-        "-m",
-        "robot_rl.cli",
-        "launch",
+    result = launch(
         "sim_train",
         "task=reach",
         f"ros.sim_time={str(sim_time).lower()}",
