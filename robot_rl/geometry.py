@@ -32,21 +32,30 @@ def matrix_from_rotvec(rotvec: np.ndarray) -> np.ndarray:
 
 
 def rotvec_from_matrix(rot: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`matrix_from_rotvec`, angle in [0, pi] (NaN in, NaN out)."""
+    """Inverse of :func:`matrix_from_rotvec`, angle in [0, pi] (NaN in, NaN out).
+
+    On Python floats, as :func:`matrix_from_rotvec`: the safety node's fast loop turns every measured pose (1 kHz)
+    into a rotation vector, and a tool pointing down is a half turn, the branch numpy made slowest."""
     (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = np.asarray(rot, float).tolist()
     angle = math.acos(min(max((r00 + r11 + r22 - 1.0) / 2.0, -1.0), 1.0))
-    axis_times_sin = np.array([0.5 * (r21 - r12), 0.5 * (r02 - r20), 0.5 * (r10 - r01)])
+    sx, sy, sz = 0.5 * (r21 - r12), 0.5 * (r02 - r20), 0.5 * (r10 - r01)  # axis * sin(angle)
     if angle < 1e-6:
-        return axis_times_sin
+        return np.array((sx, sy, sz))
     if math.pi - angle < 1e-4:
-        # sin(angle) ~ 0: read the axis off the symmetric part R = 2 a a^T - I.
-        sym = (np.asarray(rot, float) + np.eye(3)) / 2.0
-        axis = sym[np.argmax(np.diag(sym))]
-        axis = axis / np.linalg.norm(axis)
-        if np.dot(axis, axis_times_sin) < 0:
-            axis = -axis
-        return axis * angle
-    return axis_times_sin * (angle / math.sin(angle))
+        # sin(angle) ~ 0: read the axis off (R + I) / 2 = a a^T, its row with the largest diagonal value
+        rows = (
+            ((r00 + 1.0) / 2.0, r01 / 2.0, r02 / 2.0),
+            (r10 / 2.0, (r11 + 1.0) / 2.0, r12 / 2.0),
+            (r20 / 2.0, r21 / 2.0, (r22 + 1.0) / 2.0),
+        )
+        diagonal = (rows[0][0], rows[1][1], rows[2][2])
+        ax, ay, az = rows[diagonal.index(max(diagonal))]
+        scale = angle / math.sqrt(ax * ax + ay * ay + az * az)
+        if ax * sx + ay * sy + az * sz < 0:
+            scale = -scale
+        return np.array((ax * scale, ay * scale, az * scale))
+    scale = angle / math.sin(angle)
+    return np.array((sx * scale, sy * scale, sz * scale))
 
 
 def orientation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:

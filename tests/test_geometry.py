@@ -39,3 +39,17 @@ def test_orientation_error_is_the_world_frame_rotation_between_poses():
     turn = np.array([0.0, 0.0, 0.4])
     target = matrix_from_rotvec(turn) @ current
     np.testing.assert_allclose(orientation_error(target, current), turn, atol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(axis=vectors, below_pi=st.floats(0.0, 1e-4))
+def test_rotvec_of_near_half_turns_gives_the_rotation_back(axis, below_pi):
+    """A tool pointing down is a half turn: the branch that reads the axis off the symmetric part (exact at pi, off by
+    about the distance to pi within the 1e-4 rad it covers)."""
+    if np.linalg.norm(axis) < 1e-3:
+        axis = np.array([0.0, 1.0, 0.0])
+    angle = np.pi - below_pi
+    rot = matrix_from_rotvec(axis / np.linalg.norm(axis) * angle)
+    rotvec = rotvec_from_matrix(rot)
+    np.testing.assert_allclose(np.linalg.norm(rotvec), angle, atol=1e-9)
+    np.testing.assert_allclose(matrix_from_rotvec(rotvec), rot, atol=1e-6 + 2 * below_pi)
