@@ -311,29 +311,32 @@ class SimRobot:
         """Sim time: one control period per command of the actor, until ``stop`` or shutdown."""
         import rclpy
 
-        from robot_rl.ros.node_main import executor_of
+        from robot_rl.ros.node_main import executor_of, release
 
         self.executor = executor_of(self.node)
         repeat_at = 0.0
-        while rclpy.ok() and not stop.is_set():
-            if self.action_stamp_ns < self.now_ns - STAMP_TOLERANCE_NS:  # waiting for the actor (or a reset)
-                if time.monotonic() >= repeat_at:  # the clock and the stamped arm state again, for nodes that join
-                    repeat_at = time.monotonic() + CLOCK_REPEAT  # late (the time stands: nothing else repeats)
-                    self.publish_clock(again=True)
-                    self.publish_arm_state(joints=False)
-                self.executor.spin_once(timeout_sec=CLOCK_REPEAT)
-                continue
-            for chunk in range(self.chunks):
-                if not self.wait_for_arm_command(stop):  # the safety node ticks the period's first instant on the
-                    return  # actor's command, every later one on the arm state published before
-                if not chunk:  # the graph's time, once that command is obeyed
-                    self.publish_clock()
-                self._integrate_servo(self.chunk_steps * self.physics_dt)
-                self.env.simulate(self.chunk_steps)
-                self.now_ns += self.chunk_ns
-                if chunk < self.chunks - 1:
-                    self.publish_arm_state(joints=False)  # what the safety node's next tick reads
-            self.end_period()
+        try:
+            while rclpy.ok() and not stop.is_set():
+                if self.action_stamp_ns < self.now_ns - STAMP_TOLERANCE_NS:  # waiting for the actor (or a reset)
+                    if time.monotonic() >= repeat_at:  # the clock and the stamped arm state again, for nodes that join
+                        repeat_at = time.monotonic() + CLOCK_REPEAT  # late (the time stands: nothing else repeats)
+                        self.publish_clock(again=True)
+                        self.publish_arm_state(joints=False)
+                    self.executor.spin_once(timeout_sec=CLOCK_REPEAT)
+                    continue
+                for chunk in range(self.chunks):
+                    if not self.wait_for_arm_command(stop):  # the safety node ticks the period's first instant on the
+                        return  # actor's command, every later one on the arm state published before
+                    if not chunk:  # the graph's time, once that command is obeyed
+                        self.publish_clock()
+                    self._integrate_servo(self.chunk_steps * self.physics_dt)
+                    self.env.simulate(self.chunk_steps)
+                    self.now_ns += self.chunk_ns
+                    if chunk < self.chunks - 1:
+                        self.publish_arm_state(joints=False)  # what the safety node's next tick reads
+                self.end_period()
+        finally:
+            release(self.executor, self.node)
 
     def publish_clock(self, at_ns: int | None = None, again: bool = False) -> None:
         """``/clock`` at ``at_ns`` (default: the robot's time; ``again``: the last one once more, the time stands)."""

@@ -123,6 +123,15 @@ def executor_of(node):
     return executor
 
 
+def release(executor, node) -> None:
+    """Take ``node`` off ``executor`` and shut the executor down while rclpy's context still lives. An executor that
+    handled a callback sits in a reference cycle (its pending-work generator); left to the garbage collector, it
+    destroys its SIGINT guard condition after the context is gone and prints an "Exception ignored ... InvalidHandle"
+    traceback at the node's exit."""
+    executor.remove_node(node)
+    executor.shutdown(timeout_sec=0)
+
+
 def spin(node, until: Callable[[], bool] = lambda: False) -> None:
     """Spin until Ctrl-C / SIGTERM or ``until()`` (waking every 0.1 s so both are seen when no messages come)."""
     import rclpy
@@ -136,7 +145,7 @@ def spin(node, until: Callable[[], bool] = lambda: False) -> None:
         except ExternalShutdownException:
             pass
         finally:
-            executor.remove_node(node)
+            release(executor, node)
 
 
 @dataclass
@@ -188,7 +197,7 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
         except ExternalShutdownException:
             pass
         finally:
-            executor.remove_node(node)
+            release(executor, node)
     return counts
 
 
