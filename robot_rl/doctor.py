@@ -109,6 +109,7 @@ def checks(run_dir: str) -> list[Row]:
         render_row(environment),
         cuda_row(),
         blas_row(),
+        fast_forward_row(),
         rclpy_row(),
         domain_id_row(),
         discovery_range_row(),
@@ -250,6 +251,17 @@ def blas_row() -> Row:
         fix = f"export OPENBLAS_CORETYPE={kernels_for(flags)} (robot_rl sets it unless numpy was imported first)"
         return Row("numpy BLAS", False, detail + ": generic, this CPU runs faster ones", fix)
     return Row("numpy BLAS", True, detail)
+
+
+def fast_forward_row() -> Row:
+    """The fast-loop risk model's forward pass: in C (built at install) or, without a compiler then, numpy (slower
+    by 15-30 us a tick in the safety node)."""
+    from .safety.fast_risk import FORWARD
+
+    if FORWARD == "c":
+        return Row("fast critic forward", True, "in C (robot_rl/safety/_mlp.c)")
+    fix = "install a C compiler and the Python headers, then bash scripts/setup.sh again"
+    return Row("fast critic forward", False, "in numpy: the C extension was not built", fix)
 
 
 def rclpy_row() -> Row:

@@ -21,6 +21,7 @@ OPTIONAL_ITEMS = (
     "rendering (pixel tasks)",
     "cuda",
     "numpy BLAS",
+    "fast critic forward",
     "rclpy",
     "ROS_DOMAIN_ID",
     "ROS_AUTOMATIC_DISCOVERY_RANGE",

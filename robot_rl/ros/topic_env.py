@@ -365,6 +365,12 @@ class TopicEnv(gym.Env):
             last = self._obs_stamp - 1.0 / self.settings.state_rate_hz - 1e-6
             if not self.ticks.wait_until(last, TICKS_WAIT):
                 self.ticks_late += 1
+                self.node.get_logger().warning(
+                    f"no safety node ticks up to sim time {last:.3f} s on {TICKS_TOPIC} within {TICKS_WAIT} s "
+                    f"({self.ticks_late} steps so far); does the safety node run with "
+                    "safety.fast_critic.record_ticks=true (or learn=true) too?",
+                    throttle_duration_sec=5.0,
+                )
         self.ticks.drop_before(self._episode_start - 1e-9)
         return self.ticks.take(self._obs_stamp - 1e-9)
 
