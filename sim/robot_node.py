@@ -15,7 +15,7 @@ unchanged against this node and against the real cell.
 | out | ``/camera/<name>/color/image_raw``, ``.../camera_info`` | sensor_msgs/Image rgb8, CameraInfo |
 | out | ``/rl/reward`` (std_msgs/Float64), ``/rl/success`` (std_msgs/Bool) | the task's signals |
 | out | ``/rl/task_state`` | std_msgs/Float32MultiArray: privileged task features (labels in the layout) |
-| out | ``/sim/violation`` | std_msgs/UInt32: :class:`~robot_rl.sim.constraints.Constraint` flags, with every arm state |
+| out | ``/sim/violation`` | std_msgs/UInt32: :class:`~robot_rl.sim.constraints.Constraint` flags (with every arm state when ``safety.fast_critic.record_ticks`` or ``learn``) |
 | out | ``/rl/safety_context`` | std_msgs/Float32MultiArray, latched: the task context of the safety node's fast critic (the keep-out zone's corners where it is now, m, and its velocity, m/s; base frame), for tasks with one |
 | out | ``/clock`` | rosgraph_msgs/Clock: sim time only |
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
@@ -136,14 +136,18 @@ class SimRobot:
         reset_pause: float = 0.15,
         command_wait: float = 1.0,
         workspace: np.ndarray | None = None,
+        violation_every_state: bool = False,
     ):
         """``command_senders``: the nodes whose arm and gripper commands the sim arm obeys (the safety node);
         a command from any other publisher is dropped and counted, as no real arm should take it.
         ``workspace``: ``[[x, y, z] low, high]`` (m, base frame) the arm holds its targets in, as a real arm's
         controller does (``robot.limits.workspace``; default the task's workspace).
         ``sim_time``: lockstep on ``/clock`` (module docstring), with a reset moving the clock ``reset_pause`` s
-        on and ``command_wait`` wall s allowed for the safety node's answer to each ``/clock`` message."""
+        on and ``command_wait`` wall s allowed for the safety node's answer to each ``/clock`` message.
+        ``violation_every_state``: the constraint bits go out with every arm state, just before it (they label the
+        safety node's ticks, ``safety.fast_critic.record_ticks``), not once per observation with the task's signals."""
         self.node, self.env, self.frame_id = node, env, frame_id
+        self.violation_every_state = violation_every_state
         self.workspace = np.asarray(env.workspace if workspace is None else workspace, float)
         self.teleop: ScriptedTeleop | None = None
         self.seed, self.episodes = seed, 0
@@ -387,13 +391,15 @@ class SimRobot:
         self.publish_arm_state()
 
     def publish_arm_state(self, joints: bool = True) -> None:
-        """The constraint bits, joint states, wrench and TCP pose (what the safety node reads every tick; the
-        constraint bits first: they label the safety node's ticks before this state, :mod:`robot_rl.ros.safety_ticks`).
-        The joint states (the gripper opening the actor reads) are left out of a repeat: only stamps tell a repeat
-        from news, and the actor waits for the pose by its stamp, for the rest by arrival."""
+        """Joint states, wrench and TCP pose (what the safety node reads every tick), after the constraint bits with
+        ``violation_every_state`` (they label the safety node's ticks before this state,
+        :mod:`robot_rl.ros.safety_ticks`). The joint states (the gripper opening the actor reads) are left out of a
+        repeat: only stamps tell a repeat from news, and the actor waits for the pose by its stamp, for the rest by
+        arrival."""
         env, now = self.env, self.time()
         data = env.data
-        self.pub["violation"].publish(UInt32(data=int(env.violation())))
+        if self.violation_every_state:
+            self.publish_violation()
         if joints:
             self.pub["joint_states"].publish(
                 joint_state_msg(
@@ -408,7 +414,8 @@ class SimRobot:
         self.pub["pose"].publish(pose_msg(env.tcp_pos, env.tcp_rot, now, self.frame_id))
 
     def publish_task_signals(self) -> None:
-        """Reward, success, the privileged task state and the safety layer's task context."""
+        """Reward, success, constraint flags (unless they go with every arm state), the privileged task state and the
+        safety layer's task context."""
         env = self.env
         context = env.safety_context()  # the keep-out zone where it is now: what a cell's obstacle tracker would send
         if context.size:
@@ -416,6 +423,8 @@ class SimRobot:
         success = env.is_success()
         self.pub["reward"].publish(Float64(data=env.reward(success)))
         self.pub["success"].publish(Bool(data=bool(success)))
+        if not self.violation_every_state:
+            self.publish_violation()
         features = env.task_state()
         if features:
             msg = Float32MultiArray()
@@ -425,6 +434,9 @@ class SimRobot:
             ]
             msg.data = np.concatenate([np.ravel(v) for v in features.values()]).astype(np.float32).tolist()
             self.pub["task_state"].publish(msg)
+
+    def publish_violation(self) -> None:
+        self.pub["violation"].publish(UInt32(data=int(self.env.violation())))
 
     def publish_images(self) -> None:
         for name, (image_pub, info_pub) in self.cameras.items():
@@ -443,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     from robot_rl.envs import make_env, make_expert
     from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin, stop_requests
     from robot_rl.ros.sim_clock import sim_time_of
+    from robot_rl.safety.fast_risk import fast_critic_config
     from robot_rl.safety.robot_limits import workspace_of
     from robot_rl.teleop import InterventionRules, ScriptedHuman
 
@@ -455,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
         human = ScriptedHuman(make_expert(task, env), rules) if task.get("expert") else None
         sim_time, workspace = sim_time_of(cfg), workspace_of(cfg.robot.limits)
+        violation_every_state = fast_critic_config(cfg).records_ticks  # they label the safety node's ticks
         lockstep_chunks(float(env.model.opt.timestep), float(cfg.ros.state_rate_hz), env.control_rate_hz)
     except ConfigError as error:
         return exit_with_error("robot_rl.sim.robot_node", error)
@@ -472,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
             float(cfg.ros.reset_pause),
             float(cfg.ros.stream_timeout),
             workspace,
+            violation_every_state,
         )
         robot.start(None if human is None else ScriptedTeleop(node, env, human, 1.0 / env.control_rate_hz, robot.time))
         clock = "in lockstep on sim time (/clock)" if sim_time else "at real time"

@@ -217,9 +217,10 @@ class FastRiskModel:
         self.context_width = first.shape[0] - INPUT_WIDTH
         # rows in the order of the input buffer: state, context, delta, then the bias (against the ones column)
         rows = (first[:STATE_WIDTH], first[INPUT_WIDTH:], first[STATE_WIDTH:INPUT_WIDTH], first_bias[None])
-        self._weights = [np.ascontiguousarray(np.concatenate(rows))]
-        self._weights += [np.ascontiguousarray(np.concatenate((w, b[None]))) for w, b in self.layers[1:]]
-        self._native_weights = tuple(self._weights)
+        self._weights = (  # each layer's weights then bias row: the C pass takes the tuple as it is
+            np.ascontiguousarray(np.concatenate(rows)),
+            *(np.ascontiguousarray(np.concatenate((w, b[None]))) for w, b in self.layers[1:]),
+        )
         self._local = threading.local()  # per thread: {K: the layers' input buffers}
 
     @property
@@ -250,7 +251,7 @@ class FastRiskModel:
         first[:, width:-1] = deltas
         if self.native:
             risks = np.empty(len(deltas), np.float32)
-            native_forward(self._native_weights, first, risks, self.activation == "tanh")
+            native_forward(self._weights, first, risks, self.activation == "tanh")
             return risks
         x = first @ self._weights[0]
         relu = self.activation == "relu"

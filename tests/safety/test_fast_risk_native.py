@@ -54,7 +54,7 @@ def test_the_c_pass_scores_every_candidate_as_the_numpy_pass_does(
 def test_arrays_that_do_not_chain_raise_and_write_nothing(native):
     rng = np.random.default_rng(0)
     model = random_model(rng, 0, [8], "relu")
-    weights = model._native_weights
+    weights = model._weights
     x, out = np.ones((2, INPUT_WIDTH + 1), np.float32), np.full(2, -1.0, np.float32)
     native(weights, x, out, False)
     assert np.all((out > 0) & (out < 1))
