@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -46,6 +47,27 @@ from .topic_env import StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
 
 LEARNER_SILENCE = 5.0  # s (wall clock) without news from the learner before the actor stops waiting for it
+STOPPED_WAIT = 3.0  # s (wall clock) each exit step may take when the actor is stopped: all within the launch's grace
+
+
+@dataclass(frozen=True)
+class ExitWaits:
+    """How long (s, wall clock) the actor waits at its exit: for its subscribers to acknowledge what it sent
+    (``flush``, also the episode stats), for a learner that still answers but lacks transitions (``catch_up``), and
+    for the recorder to confirm the finished episodes (``record``) before it records them in its own store."""
+
+    flush: float
+    catch_up: float
+    record: float
+
+    @classmethod
+    def at_exit(cls, exit_timeout: float, record_timeout: float, stopped: bool) -> ExitWaits:
+        """Its budget spent, the actor waits as long as ``ros.delivery`` allows (nothing hurries it: the launch
+        stops the other nodes after it exits; on a loaded machine the recorder's last commit takes seconds).
+        Stopped (Ctrl-C, SIGTERM), it keeps every step within ``STOPPED_WAIT``."""
+        if stopped:
+            return cls(STOPPED_WAIT, 0.0, min(STOPPED_WAIT, record_timeout))
+        return cls(STOPPED_WAIT, exit_timeout, record_timeout)
 
 
 class ActorLoop:
@@ -77,10 +99,11 @@ class ActorLoop:
             )
         self.local_store: EpisodeStore | None = None  # created at the first episode it must keep
         self.exit_timeout = non_negative("ros.delivery.exit_timeout", delivery.exit_timeout)
+        self.record_timeout = non_negative("ros.delivery.record_timeout", delivery.record_timeout)
         outbox = Outbox(
             f"actor-{uuid.uuid4().hex[:8]}",
             int(positive("ros.delivery.memory_mb", delivery.memory_mb) * 2**20),
-            non_negative("ros.delivery.record_timeout", delivery.record_timeout),
+            self.record_timeout,
             self.record_locally,
             for_learner="robot_rl_learner" in self.transition_subscribers,
             for_recorder="robot_rl_recorder" in self.transition_subscribers,
@@ -257,19 +280,20 @@ def main(argv: list[str] | None = None) -> int:
                 if not cfg.ros.eval_only:
                     actor.wait_for_transition_subscribers()
                 started = time.monotonic()
-                catch_up = actor.exit_timeout  # the budget spent: the learner gets every transition
+                stopped = False
                 try:
                     actor.run()
                 except KeyboardInterrupt:
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
                     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                    catch_up = 0.0  # stopped: exit within the grace, the learner's checkpoint says what it has
-                actor.transport.flush(timeout=3.0)  # the recorder and learner get the last episode
-                lacking = actor.transport.deliver_rest(actor.read_local, LEARNER_SILENCE, catch_up)
+                    stopped = True  # exit within the grace: the learner's checkpoint says what it has
+                waits = ExitWaits.at_exit(actor.exit_timeout, actor.record_timeout, stopped)
+                actor.transport.flush(timeout=waits.flush)  # the recorder and learner get the last episode
+                lacking = actor.transport.deliver_rest(actor.read_local, LEARNER_SILENCE, waits.catch_up)
                 if lacking:
                     node.get_logger().warning(f"the learner lacks {lacking} transitions at the actor's exit")
-                actor.transport.finish(record_wait=min(3.0, float(cfg.ros.delivery.record_timeout)))
-                actor.flush_records(timeout=3.0)
+                actor.transport.finish(record_wait=waits.record)
+                actor.flush_records(timeout=waits.flush)
                 outbox = actor.transport.outbox
                 node.get_logger().info(
                     f"actor done: {actor.counters.env_steps} env steps, {actor.counters.episodes} episodes in "

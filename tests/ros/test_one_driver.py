@@ -73,7 +73,9 @@ def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
     stores = {"in_process": recorded(local / "episodes.zarr"), "graph": recorded(graph / "episodes.zarr")}
     # step counts: the actors' (episodes end early when the arm reaches the target)
     assert summary["env_steps"] == int(done.group(1)) == ONLINE_STEPS
-    assert (summary["episodes"], int(done.group(2))) == (len(stores["in_process"]), len(stores["graph"]))
+    assert (summary["episodes"], int(done.group(2))) == (len(stores["in_process"]), len(stores["graph"])), output[
+        -3000:
+    ]
     states = {"in_process": checkpoint_state(local), "graph": checkpoint_state(graph)}
     for state in states.values():  # weight versions: the same updates made
         assert state["online_received"] == ONLINE_STEPS

@@ -222,3 +222,66 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
             executor.shutdown(timeout_sec=5.0)
         rclpy.shutdown(context=learner_context)
         rclpy.shutdown(context=cell_context)
+
+
+def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_one_exits_within_the_grace():
+    """The CI run of stop 40 lost the graph's last episode from the recorder's store: the actor gave a recorder
+    that was still committing 3 s and then recorded the episode in its own store. Its budget spent, nothing hurries
+    the actor: it waits ``ros.delivery.record_timeout`` for the recorder's confirmation."""
+    rclpy = require("rclpy")
+    import json
+    import threading
+
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import String
+
+    from robot_rl.graph import Launcher
+    from robot_rl.ros import qos
+    from robot_rl.ros.actor_node import STOPPED_WAIT, ExitWaits
+    from robot_rl.ros.delivery import ACK_TOPIC, Outbox
+    from robot_rl.ros.transport import RosTransport
+
+    stopped = ExitWaits.at_exit(exit_timeout=60.0, record_timeout=10.0, stopped=True)
+    assert 2 * stopped.flush + stopped.catch_up + stopped.record < Launcher([], []).grace
+    spent = ExitWaits.at_exit(exit_timeout=60.0, record_timeout=10.0, stopped=False)
+    assert (spent.catch_up, spent.record) == (60.0, 10.0)
+
+    actor_context, cell_context = Context(), Context()
+    rclpy.init(context=actor_context)
+    rclpy.init(context=cell_context)
+    executors = [SingleThreadedExecutor(context=actor_context), SingleThreadedExecutor(context=cell_context)]
+    try:
+        spilled: list[list[Transition]] = []
+        outbox = Outbox("actor-1", 2**20, record_timeout=10.0, spill=spilled.append, for_learner=False)
+        actor = RosTransport(
+            rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={}, outbox=outbox
+        )
+        recorder = rclpy.create_node("robot_rl_recorder", context=cell_context)
+        acks = recorder.create_publisher(String, ACK_TOPIC, qos.EVENT)
+        executors[0].add_node(actor.node)
+        executors[1].add_node(recorder)
+        threads = [threading.Thread(target=executor.spin, daemon=True) for executor in executors]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while acks.get_subscription_count() == 0 and time.monotonic() < deadline:  # DDS discovery
+            time.sleep(0.05)
+        for index in range(5):  # an episode the budget cut short
+            actor.send_transitions([transition(index)])
+        confirm = threading.Timer(
+            STOPPED_WAIT + 1.0,  # the recorder commits the episode after longer than a stopped actor waits
+            lambda: acks.publish(String(data=json.dumps({"node": "recorder", "episodes": ["e" * 32]}))),
+        )
+        confirm.start()
+        started = time.monotonic()
+        actor.finish(record_wait=spent.record)
+        confirm.join()
+        assert STOPPED_WAIT < time.monotonic() - started < spent.record
+        assert outbox.recorded_locally == 0 and spilled == []  # the recorder has it
+        assert outbox.episodes == {} and outbox.finished_at == {}  # confirmed, so it left the actor's memory
+    finally:
+        for executor in executors:
+            executor.shutdown()
+        rclpy.shutdown(context=actor_context)
+        rclpy.shutdown(context=cell_context)
