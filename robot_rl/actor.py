@@ -99,7 +99,9 @@ class EpisodePlay:
         return bool(terminated or truncated)
 
     def cut(self) -> None:
-        """The step budget is spent: the episode ends here, recorded as it is."""
+        """The step budget is spent: the episode ends here, recorded as it is (by this driver's recorder, or by
+        the recorder behind the transport)."""
+        self.transport.cut_episode(self.uid)
         if self.recorder is not None:
             with deferred_interrupt():
                 self.recorder.end_episode()

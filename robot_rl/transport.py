@@ -36,6 +36,11 @@ class Transport(ABC):
         """The learner run (session id) that published the newest weights; None in one process."""
         return None
 
+    def cut_episode(self, uid: str) -> None:
+        """The step budget cut episode ``uid`` short after the last step sent: it is finished as it is. In one
+        process the driver's own recorder ends it (:meth:`~robot_rl.data.EpisodeRecorder.end_episode`): nothing to
+        send; across processes the recorder must hear it (:class:`~robot_rl.ros.transport.RosTransport`)."""
+
     def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int]) -> None:
         """The learner's online transitions ingested, updates made and, per actor stream, the highest ``seq``
         ingested, for actors in other processes that keep the update-to-data ratio (in one process the actor

@@ -3,7 +3,8 @@
 ``robot-rl train`` feeds it the actor's transitions as they are made, the recorder node feeds it
 ``/rl/transitions``, and the actor node writes an episode the recorder never confirmed through it. An episode
 starts at a transition flagged ``first`` and is committed when one ends it (terminated or truncated), or
-when the driver ends it (:meth:`EpisodeRecorder.end_episode`: the step budget was spent); an episode cut
+when the driver ends it (the step budget was spent: :meth:`EpisodeRecorder.end_episode` in the driver's process,
+:meth:`EpisodeRecorder.cut` from another, with the ``seq`` of the episode's last step); an episode cut
 short otherwise (the actor paused, crashed or was stopped) is dropped, so a store only ever holds finished
 episodes. Each committed episode keeps the actor's episode uid. Steps sent again (an old ``seq`` of an actor
 stream, resent for a restarted learner) and episodes already in the store are skipped.
@@ -17,11 +18,14 @@ plus what the driver adds with :meth:`EpisodeRecorder.annotate` (the reset's see
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from .episode_store import EpisodeStore
 from .transition import Transition
+
+MAX_PENDING_CUTS = 64  # cuts of episodes whose last step has not come yet (the oldest is forgotten)
 
 
 class EpisodeRecorder:
@@ -50,7 +54,8 @@ class EpisodeRecorder:
         self.uids = {store.episode_attrs(name).get("uid") for name in store.episode_names()} - {None}
         self.recent: list[str] = []  # uids committed lately (the recorder node acknowledges them again)
         self.attrs: dict[str, Any] = {}  # of the episode that starts next or is open
-        self.demo, self.uid = False, ""
+        self.demo, self.uid, self.open_seq = False, "", 0  # the open episode's; open_seq: its newest step's seq
+        self.cuts: OrderedDict[str, int] = OrderedDict()  # episode uid -> seq of its last step (cut by the budget)
         self.counts = {"interventions": 0, "filter_interventions": 0, "violations": 0}
 
     def annotate(self, **attrs: Any) -> None:
@@ -85,9 +90,25 @@ class EpisodeRecorder:
             self.counts["interventions"] += t.intervened
             self.counts["filter_interventions"] += t.filtered
             self.counts["violations"] += t.violation != 0
-            if t.terminated or t.truncated:
+            self.open_seq = t.seq
+            if t.terminated or t.truncated or (t.seq and t.seq >= self.cuts.get(t.episode, t.seq + 1)):
+                self.cuts.pop(t.episode, None)
                 committed.append(self._commit())
         return committed
+
+    def cut(self, uid: str, seq: int) -> str | None:
+        """The driver in another process cut episode ``uid`` short at its step numbered ``seq`` (its step budget was
+        spent). The steps come over the network, maybe after this word: the episode is committed once that step is
+        in (its name when that is now). One already in the store is acknowledged again."""
+        if uid in self.uids:
+            self.acknowledge([uid])
+            return None
+        if self.writer.active and self.uid == uid and self.open_seq >= seq:
+            return self._commit()
+        self.cuts[uid] = seq
+        while len(self.cuts) > MAX_PENDING_CUTS:
+            self.cuts.popitem(last=False)
+        return None
 
     def end_episode(self) -> str | None:
         """Commit the open episode as it is (the driver ended it: the step budget was spent); its name, or

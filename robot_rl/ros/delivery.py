@@ -7,7 +7,9 @@ what is durable, per actor. A learner that restarts from its checkpoint answers 
 the received count of that checkpoint; the actor then sends again everything after it, and the learner
 drops what it already has (by ``seq``). So a learner restart, also after ``kill -9``, loses nothing.
 
-The recorder acknowledges each episode it committed (by episode uid). A finished episode the recorder
+The recorder acknowledges each episode it committed (by episode uid). An episode the actor's step budget cut
+short ends with no terminated or truncated step: the actor says so on ``rl/episode_cut`` (std_msgs/String, JSON:
+the actor, the episode uid and the ``seq`` of its last step) and the recorder commits it once that step is in. A finished episode the recorder
 did not acknowledge within ``record_timeout`` seconds (recorder down, or it missed the start) is written
 by the actor to its own episode store, so no episode is lost while the recorder is away; both stores hold
 the episode uid, so ``robot-rl data merge`` never counts an episode twice.
@@ -30,6 +32,7 @@ from ..data.transition import Transition
 from .guard import MessageError
 
 ACK_TOPIC = "rl/transitions_ack"  # relative: each robot's own, under its namespace
+CUT_TOPIC = "rl/episode_cut"  # actor -> recorder: the step budget cut an episode short (relative, as ACK_TOPIC)
 
 
 def transition_bytes(transition: Transition) -> int:
@@ -209,6 +212,26 @@ def parse_ack(text: str) -> dict[str, Any]:
         ):
             raise MessageError("learner ack entries need received and durable counts")
     return ack
+
+
+def cut_message(actor: str, uid: str, seq: int) -> str:
+    """The actor's word on ``rl/episode_cut``: its budget cut episode ``uid`` short at the step numbered ``seq``."""
+    return json.dumps({"actor": actor, "episode": uid, "seq": seq})
+
+
+def parse_cut(text: str) -> tuple[str, int]:
+    """(episode uid, seq of its last step) of an ``rl/episode_cut`` message, checked (it comes from the network)."""
+    cut = parse_control(text, "episode cut")
+    if not (
+        isinstance(cut, dict)
+        and isinstance(cut.get("episode"), str)
+        and 0 < len(cut["episode"]) <= 64
+        and isinstance(cut.get("seq"), int)
+        and not isinstance(cut["seq"], bool)
+        and cut["seq"] > 0
+    ):
+        raise MessageError("an episode cut needs an episode uid (1-64 characters) and the seq (>= 1) of its last step")
+    return cut["episode"], cut["seq"]
 
 
 def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first_seq: int = 0) -> list[Transition]:

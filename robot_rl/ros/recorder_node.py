@@ -3,7 +3,8 @@
 Episodes are rebuilt from the transitions on ``/rl/transitions`` (the stream the learner gets) by the
 :class:`~robot_rl.data.EpisodeRecorder` that ``robot-rl train`` records with too: an episode cut short (the
 actor paused, crashed or was stopped) is dropped, so the store only ever holds finished episodes, also after
-Ctrl-C or SIGTERM. Each committed episode keeps the actor's episode uid and is acknowledged on
+Ctrl-C or SIGTERM; one the actor's step budget cut short is committed when the actor says so on
+``rl/episode_cut``. Each committed episode keeps the actor's episode uid and is acknowledged on
 ``/rl/transitions_ack``: an episode the recorder never confirms (it was down) is recorded by the actor itself.
 Malformed transition messages are dropped and counted.
 With ``ros.recorder.mcap=<folder>`` the raw messages of the cell's topics (cameras, state,
@@ -29,7 +30,7 @@ from ..data.episode_store import EpisodeStoreError
 from ..envs import make_env, store_metadata
 from . import qos
 from .codec import TransitionSchema, decode_transitions
-from .delivery import ACK_TOPIC
+from .delivery import ACK_TOPIC, CUT_TOPIC, parse_cut
 from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda msg: recorder.add(decode_transitions(msg.data, schema)[0]),
             qos.TRANSITIONS,
         )
+        guard.subscribe(String, CUT_TOPIC, lambda msg: recorder.cut(*parse_cut(msg.data)), qos.EVENT)
         # for acks that were missed; on the wall clock, as the actor's record_timeout is
         node.create_timer(
             1.0, lambda: recorder.recent and acknowledge(recorder.recent), clock=Clock(clock_type=ClockType.STEADY_TIME)

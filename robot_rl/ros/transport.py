@@ -36,7 +36,7 @@ from ..safety.fast_risk import FAST_RISK_KEY
 from ..transport import LocalTransport, Transport
 from . import qos
 from .codec import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
-from .delivery import ACK_TOPIC, Outbox, parse_ack, parse_control
+from .delivery import ACK_TOPIC, CUT_TOPIC, Outbox, cut_message, parse_ack, parse_control
 from .fast_critic import WEIGHTS_TOPIC as FAST_RISK_WEIGHTS_TOPIC
 from .guard import InputGuard, MessageError
 from .robot_tally import RobotTally
@@ -104,6 +104,7 @@ class RosTransport(Transport):
             if expected_weights is None or outbox is None:
                 raise ValueError("the actor's transport needs expected_weights and an outbox")
             self._out = node.create_publisher(UInt8MultiArray, TRANSITIONS_TOPIC, qos.TRANSITIONS)
+            self._cuts = node.create_publisher(String, CUT_TOPIC, qos.EVENT)
             self.guard.subscribe(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
             self.guard.subscribe(String, ACK_TOPIC, self._on_ack, qos.EVENT)
             self.guard.subscribe(String, PROGRESS_TOPIC, self._on_progress, qos.EVENT)
@@ -135,6 +136,17 @@ class RosTransport(Transport):
                 self.current_episode = t.episode or self.current_episode
                 self.outbox.stamp(t)
         self._publish(transitions)
+
+    def cut_episode(self, uid: str) -> None:
+        """The budget cut episode ``uid`` short: it is finished, and the recorder hears which step was its last."""
+        self._require("actor")
+        with self.lock:
+            sent = self.outbox.episodes.get(uid)
+            if not sent:
+                return  # never sent, or already gone (confirmed and durable)
+            last = sent[-1].seq
+            self.outbox.end_episode(uid)
+        self._cuts.publish(String(data=cut_message(self.outbox.actor_id, uid, last)))
 
     def _publish(self, transitions: list[Transition]) -> None:
         self._out.publish(UInt8MultiArray(data=encode_transitions(transitions, {"session": self.session})))

@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from robot_rl.data import EpisodeRecorder
 from robot_rl.data.transition import Transition
-from robot_rl.ros.delivery import MAX_CONTROL_CHARS, Outbox, parse_ack, parse_control, stored_transitions
+from robot_rl.ros.delivery import (
+    MAX_CONTROL_CHARS,
+    Outbox,
+    cut_message,
+    parse_ack,
+    parse_control,
+    parse_cut,
+    stored_transitions,
+)
 from robot_rl.ros.guard import MessageError
 from robot_rl.transport import DeliveryLedger
 
@@ -230,3 +238,48 @@ def test_control_messages_longer_than_the_limit_are_refused_before_parsing():
     with pytest.raises(MessageError, match="learner progress of"):
         parse_control(padding + "{}", "learner progress")
     assert parse_control('{"online": 1}', "learner progress") == {"online": 1}
+
+
+@pytest.mark.parametrize("cut_first", [False, True], ids=["steps_then_cut", "cut_then_steps"])
+def test_an_episode_the_budget_cut_short_is_committed_when_its_last_step_and_the_cut_are_in(tmp_path, cut_first):
+    """In the node graph the actor's budget may end an episode with no terminated or truncated step; the recorder
+    heard nothing of it and the episode went to the actor's store (the recorder's lacked it). The cut comes on its
+    own topic, before or after the last steps."""
+    from robot_rl.data import EpisodeStore
+
+    store = EpisodeStore.create(tmp_path / "recorder.zarr", {"observation_shapes": {"state": [3]}, "action_dim": 2})
+    acknowledged: list[str] = []
+    recorder = EpisodeRecorder(store, acknowledge=acknowledged.extend)
+    uid = "0123456789abcdef0123456789abcdef"
+    sent = [replace(t, actor="a", seq=t.step + 1) for t in episode(uid, 10)[:6]]  # cut after its 6th step
+    cut = parse_cut(cut_message("a", uid, sent[-1].seq))
+    assert cut == (uid, 6)
+    if cut_first:
+        assert recorder.cut(*cut) is None and recorder.add(sent[:5]) == []  # the last step is still on its way
+        committed = recorder.add(sent[5:])
+    else:
+        assert recorder.add(sent) == []
+        committed = [recorder.cut(*cut)]
+    assert committed == store.episode_names() and acknowledged == [uid]
+    assert store.episode_attrs(committed[0])["length"] == 6 and store.episode_attrs(committed[0])["uid"] == uid
+    assert recorder.cut(*cut) is None and acknowledged == [uid, uid]  # a cut heard again is confirmed again
+    assert len(store.episode_names()) == 1
+
+    nxt = [replace(t, actor="a", seq=7 + t.step) for t in episode("f" * 32, 3)]  # the next episode is not cut
+    assert len(recorder.add(nxt)) == 1 and len(store.episode_names()) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"episode": "", "seq": 3}',
+        '{"episode": "u", "seq": 0}',
+        '{"episode": "u", "seq": true}',
+        '["u", 3]',
+        '{"episode": "u", "seq": 2.5}',
+        '{"episode": "%s", "seq": 3}' % ("x" * 65),
+    ],
+)
+def test_a_malformed_episode_cut_is_refused(text):
+    with pytest.raises(MessageError, match="episode cut"):
+        parse_cut(text)
