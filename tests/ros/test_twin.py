@@ -42,6 +42,7 @@ import numpy as np
 import pytest
 
 from robot_rl.data.transition import Transition
+from robot_rl.transport import LocalTransport
 from tests.conftest import require
 from tests.ros.graph_helpers import Graph
 
@@ -71,10 +72,11 @@ class ActionSequence:
         return rng.uniform(-0.6, 0.6, self.action_dim).astype(np.float32)
 
 
-class Captured:
+class Captured(LocalTransport):
     """A transport that keeps what the learner would receive."""
 
     def __init__(self):
+        super().__init__()
         self.transitions: list[Transition] = []
 
     def send_transitions(self, transitions):

@@ -18,6 +18,7 @@ from robot_rl.safety.training import SafetyActor, safety_settings
 from robot_rl.session import fast_risk_learning
 from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
 from robot_rl.train import train
+from robot_rl.transport import LocalTransport
 from tests.ros.test_fast_critic import toward_x
 
 RATE_HZ = 500.0  # pick_cube: physics 500 Hz, policy 10 Hz: 50 ticks of one physics step per policy step
@@ -100,8 +101,11 @@ def test_the_fast_critic_scales_risky_commands_down_within_the_step_and_flags_th
         env.close()
 
 
-class _Sent:
+class _Sent(LocalTransport):
+    """A transport that keeps what the learner would receive."""
+
     def __init__(self):
+        super().__init__()
         self.transitions = []
 
     def send_transitions(self, transitions):
