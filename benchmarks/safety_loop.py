@@ -135,9 +135,7 @@ def summed(reports: list[dict], key: str) -> dict[int, int]:
     return total
 
 
-def run(
-    seconds: float, warmup: float, weights_every: float, seed: int, steps: int, node_cpus: list[int] | None = None
-) -> tuple[dict, dict]:
+def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: int) -> tuple[dict, dict]:
     """(figures, settings) of one run: the node started, warmed up for ``warmup`` s, measured for ``seconds`` s."""
     import rclpy
     from geometry_msgs.msg import PoseStamped, WrenchStamped
@@ -170,11 +168,8 @@ def run(
             "safety.fast_critic.enabled=true",
             f"safety.fast_critic.weights={weights}",
             "safety.fast_critic.report_period=1.0",
-            *(["--cpus", *map(str, node_cpus)] if node_cpus else []),
         ]
         process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
-        if node_cpus:  # this process (the arm, the actor, the learner's weights) keeps to the other cores
-            os.sched_setaffinity(0, (set(os.sched_getaffinity(0)) - set(node_cpus)) or set(node_cpus))
         rclpy.init()
         node = rclpy.create_node(NODE)
         executor = SingleThreadedExecutor()
@@ -339,7 +334,6 @@ def run(
         "candidates_per_tick": 5,
         "deadline_us": 200,
         "node_command": " ".join(command[1:]).replace(str(weights), "<tmp>/fast_risk.npz"),
-        "node_cpus": node_cpus,  # None: the node and this process share every core
     }
     return figures, settings
 
@@ -352,20 +346,11 @@ def main() -> None:
     parser.add_argument("--weights-every", type=float, default=5.0, help="s between new weights on the topic")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=20_000, help="critic steps timed in-process before the node runs")
-    parser.add_argument(
-        "--node-cpus",
-        type=int,
-        nargs="+",
-        default=None,
-        help="run the node on these cores (its --cpus) and this process on the others, as a cell pins its real-time "
-        "loop; results go to safety_loop_pinned[_quick].json",
-    )
     args = parser.parse_args()
     seconds = args.seconds or (15.0 if args.quick else 120.0)
-    figures, settings = run(seconds, args.warmup, args.weights_every, args.seed, args.steps, args.node_cpus)
+    figures, settings = run(seconds, args.warmup, args.weights_every, args.seed, args.steps)
     print(json.dumps({key: value for key, value in figures.items() if key != "targets"}, indent=1))
-    name = "safety_loop" + ("_pinned" if args.node_cpus else "") + ("_quick" if args.quick else "")
-    path = write_result(name, figures, settings=settings)
+    path = write_result("safety_loop_quick" if args.quick else "safety_loop", figures, settings=settings)
     print("wrote", path)
 
 

@@ -76,9 +76,7 @@ Topics (all remappable with ``--ros-args -r``):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -505,17 +503,6 @@ class SafetyLifecycle(ManagedEntity):
         return self._set(False, False, "error: sending nothing")
 
 
-def pin_to_cpus(cpus: list[int]) -> None:
-    """Run every thread of this process on ``cpus`` only (``--cpus``): those already started (BLAS's pool, at
-    numpy's import) and, through this one, those it starts later (DDS, the executor)."""
-    available = sorted(os.sched_getaffinity(0))
-    if not cpus or not set(cpus) <= set(available):
-        raise ConfigError("--cpus", " ".join(map(str, cpus)), f"cores this process may use, of {available}")
-    for thread in os.listdir("/proc/self/task"):
-        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-            os.sched_setaffinity(int(thread), cpus)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate-hz", type=float, default=500.0, help="ticks per second (wall or sim time)")
@@ -543,15 +530,6 @@ def main(argv: list[str] | None = None) -> int:
         help="s (wall clock) to wait for the first /clock with ros.sim_time=true before giving up",
     )
     parser.add_argument(
-        "--cpus",
-        type=int,
-        nargs="+",
-        default=None,
-        help="the CPU cores (0-based) the node's threads run on, as ros2_control's cpu_affinity: a core the rest of "
-        "the cell leaves free (isolcpus, or the other processes pinned elsewhere) keeps the tick's caches warm; "
-        "default: any core",
-    )
-    parser.add_argument(
         "--inactive",
         action="store_true",
         help="start configured but inactive, holding the arm, for a lifecycle manager to activate "
@@ -568,8 +546,6 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, name) > 0:  # also NaN
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     try:
-        if args.cpus is not None:
-            pin_to_cpus(args.cpus)
         cfg, ros_args = node_config([*overrides, *argv[end:]])
         limits, sim_time = safety_limits(cfg.robot.limits, args.rate_hz), sim_time_of(cfg)
         period = lockstep_period(cfg) if sim_time else 0.0

@@ -497,35 +497,6 @@ def test_bad_settings_are_named():
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_the_node_pinned_to_a_core_runs_every_thread_there_and_a_core_it_may_not_use_is_named(tmp_path):
-    """``--cpus`` (ros2_control's cpu_affinity): the node's threads, DDS's included, stay on the given cores."""
-    import os
-
-    rclpy = require("rclpy")
-    core = max(os.sched_getaffinity(0))
-    safety = start([*SAFETY, "--cpus", str(core)], tmp_path / "safety.log")
-    rclpy.init()
-    arm = Arm(rclpy)
-    try:
-        arm.wait_for(lambda x, flags: True, timeout=30)  # ticking
-        tasks = Path(f"/proc/{safety.pid}/task")
-        allowed = {
-            line.split(":")[1].strip()
-            for task in tasks.iterdir()
-            for line in (task / "status").read_text().splitlines()
-            if line.startswith("Cpus_allowed_list:")
-        }
-        assert len(list(tasks.iterdir())) > 1 and allowed == {str(core)}
-    finally:
-        arm.close()
-        rclpy.shutdown()
-        stop_processes([safety])
-
-    result = subprocess.run([*SAFETY, "--cpus", "4096"], capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 2 and "--cpus='4096'" in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
-
-
 def test_the_sros2_policy_gives_the_arm_and_its_inputs_to_the_nodes_the_safety_node_allows():
     require("rclpy")
     from xml.etree import ElementTree
