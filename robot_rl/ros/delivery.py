@@ -9,10 +9,10 @@ drops what it already has (by ``seq``). So a learner restart, also after ``kill 
 
 The recorder acknowledges each episode it committed (by episode uid). An episode the actor's step budget cut
 short ends with no terminated or truncated step: the actor says so on ``rl/episode_cut`` (std_msgs/String, JSON:
-the actor, the episode uid and the ``seq`` of its last step) and the recorder commits it once that step is in. A finished episode the recorder
-did not acknowledge within ``record_timeout`` seconds (recorder down, or it missed the start) is written
-by the actor to its own episode store, so no episode is lost while the recorder is away; both stores hold
-the episode uid, so ``robot-rl data merge`` never counts an episode twice.
+the actor, the episode uid and the ``seq`` of its last step) and the recorder commits it once that step is in.
+A finished episode the recorder did not acknowledge within ``record_timeout`` seconds (recorder down, or it
+missed the start) is written by the actor to its own episode store, so no episode is lost while the recorder
+is away; both stores hold the episode uid, so ``robot-rl data merge`` never counts an episode twice.
 
 Memory is bounded: above ``memory_limit`` bytes the oldest finished episodes move from memory to the
 actor's store ("spilled") and are read back from there when a learner asks for them again.
