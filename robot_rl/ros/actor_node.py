@@ -213,12 +213,23 @@ class ActorLoop:
             if uid in names
         ]
 
+    def evaluate_on_cell(self) -> dict:
+        """``ros.eval_episodes`` deterministic episodes (the cell picks its resets). A stream that stalls pauses
+        the evaluation until it returns, then the evaluation starts again: its episodes are whole ones."""
+        while True:
+            try:
+                result = evaluate(self.agent, self.env, int(self.cfg.ros.eval_episodes), seed=0)
+                return {k: v for k, v in result.items() if np.isscalar(v)}
+            except StreamStalled as stall:
+                self.log.warning(f"evaluation paused: {stall}; it starts again when {stall.topic} returns")
+                self.publish("paused", {"reason": str(stall), "topic": stall.topic})
+                self.wait_for_streams(stall.topic)
+
     def evaluate_checkpoint(self) -> None:
         """``ros.eval_only``: ``ros.eval_episodes`` deterministic episodes with ``eval.checkpoint`` on the cell."""
         folder = load_checkpoint_agent(self.agent, self.cfg.eval.checkpoint)
         self.log.info(f"evaluating {folder} on the cell")
-        result = evaluate(self.agent, self.env, int(self.cfg.ros.eval_episodes), seed=0)
-        self.publish("eval", {"checkpoint": str(folder), **{k: v for k, v in result.items() if np.isscalar(v)}})
+        self.publish("eval", {"checkpoint": str(folder), **self.evaluate_on_cell()})
 
     def run(self) -> None:
         ros = self.cfg.ros
@@ -242,13 +253,7 @@ class ActorLoop:
             self.publish("demo" if demo else "train", stats)
             if not demo and ros.eval_every_episodes and self.counters.episodes % ros.eval_every_episodes == 0:
                 self.load_new_weights()
-                try:
-                    result = evaluate(self.agent, self.env, int(ros.eval_episodes), seed=0)  # the cell picks its resets
-                except StreamStalled as stall:
-                    self.log.warning(f"evaluation paused: {stall}")
-                    self.wait_for_streams()
-                    continue
-                self.publish("eval", {k: v for k, v in result.items() if np.isscalar(v)})
+                self.publish("eval", self.evaluate_on_cell())
 
     def wait_for_streams(self, paused_on: str | None = None) -> None:
         """Until every stream the actor reads is live again. A stream that is now the one missing, other than

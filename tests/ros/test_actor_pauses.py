@@ -41,3 +41,37 @@ def test_a_pause_that_turns_into_a_silent_camera_is_published_as_the_camera():
 def test_waiting_on_the_stream_the_pause_named_publishes_nothing_more():
     assert wait(CAMERA, [CAMERA, CAMERA]) == []
     assert wait(CAMERA, []) == []
+
+
+def test_an_evaluation_on_the_cell_pauses_on_a_stalled_stream_and_starts_again_with_whole_episodes(monkeypatch):
+    """``ros.eval_only`` (and the periodic evaluation): a stream that stalls mid-evaluation pauses it, named, and
+    the evaluation starts again once the streams are back. Before, ``ros.eval_only`` let the StreamStalled out: the
+    actor died with a traceback (the README test run of 24c5e3e, on a loaded machine)."""
+    require("rclpy")
+    from robot_rl.ros import actor_node
+    from robot_rl.ros.actor_node import ActorLoop
+    from robot_rl.ros.topic_env import StreamStalled
+
+    tries: list[int] = []
+
+    def evaluate(agent, env, episodes, seed):
+        tries.append(episodes)
+        if len(tries) == 1:
+            raise StreamStalled("/joint_states", 1.0)
+        return {"episodes": episodes, "success_rate": 1.0, "per_episode": [1.0] * episodes}
+
+    monkeypatch.setattr(actor_node, "evaluate", evaluate)
+    published: list[tuple[str, dict]] = []
+    waited: list[str] = []
+    loop = SimpleNamespace(
+        agent=None,
+        env=None,
+        cfg=SimpleNamespace(ros=SimpleNamespace(eval_episodes=2)),
+        log=SimpleNamespace(warning=lambda *a, **k: None),
+        publish=lambda kind, stats: published.append((kind, stats)),
+        wait_for_streams=waited.append,
+    )
+    result = ActorLoop.evaluate_on_cell(loop)
+    assert tries == [2, 2] and waited == ["/joint_states"]
+    assert [(kind, stats["topic"]) for kind, stats in published] == [("paused", "/joint_states")]
+    assert result == {"episodes": 2, "success_rate": 1.0}  # the scalars, as the records carry them
