@@ -75,16 +75,16 @@ class LatencyHistogram:
 
 
 def percentiles(histogram: dict[int, int]) -> dict[str, float | None]:
-    """p50, p99 and max (us: the lower edge of the bin) of a ``{microseconds: count}`` histogram."""
+    """p50, p90, p99 and max (us: the lower edge of the bin) of a ``{microseconds: count}`` histogram."""
     if not histogram:
-        return {"p50": None, "p99": None, "max": None}
+        return {"p50": None, "p90": None, "p99": None, "max": None}
     bins = sorted(histogram)
     cumulative = np.cumsum([histogram[micros] for micros in bins])
 
     def at(fraction: float) -> float:
         return float(bins[int(np.searchsorted(cumulative, fraction * cumulative[-1]))])
 
-    return {"p50": at(0.5), "p99": at(0.99), "max": float(bins[-1])}
+    return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": float(bins[-1])}
 
 
 def task_context(msg) -> np.ndarray:

@@ -8,6 +8,7 @@ goes to rclpy (remapping, parameters, log level).
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -156,6 +157,20 @@ class TickCounts:
     skipped: int = 0
 
 
+def collect_garbage_between_ticks() -> int | None:
+    """Run Python's cyclic garbage collector now, between two ticks, once the youngest generation holds half of its
+    threshold: left to itself the collector starts whenever an allocation crosses the threshold, which on a loop
+    that allocates every tick means inside a tick. Collects the oldest generation whose count has reached its
+    threshold, as the automatic collector would (which stays on, for a tick that allocates a lot). Returns the
+    generation collected, or None."""
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    if counts[0] < thresholds[0] // 2:
+        return None
+    generation = 2 if counts[2] >= thresholds[2] else 1 if counts[1] >= thresholds[1] else 0
+    gc.collect(generation)
+    return generation
+
+
 def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 1) -> TickCounts:
     """Serve the node's callbacks and call ``tick()`` every ``1 / rate_hz`` s, both on this thread, until Ctrl-C /
     SIGTERM: a fixed-rate loop, as ros2_control's control loop is, for the safety node's real-time ticks.
@@ -164,7 +179,10 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
     serves what comes in, waiting at most until the deadline. A tick that comes late is still made, at once (it
     reads the newest command and state). When the loop ends up more than ``max_lag`` periods behind (a stall), the
     missed deadlines are dropped, counted in ``skipped`` and logged (a warning at most every 5 s): ticks are never
-    made back to back to catch up.
+    made back to back to catch up. The objects made before the loop are frozen out of garbage collection
+    (``gc.freeze``), and the collector runs while the loop waits (:func:`collect_garbage_between_ticks`), not in a
+    tick: with the safety node's fast critic, the critic's p99 fell from 81-85 to 66-75 us and the tick's from
+    0.31-0.37 to 0.28-0.29 ms (``benchmarks/safety_loop.py --quick``, runs back to back).
 
     Measured with ``benchmarks/safety_loop.py --quick`` (1 kHz setting, the arm's pose and wrench at 1 kHz each, 2
     cores): an rclpy timer on the same executor made 928-965 ticks/s, this loop 999-1,000, with the tick's p99 0.37-0.44
@@ -174,11 +192,14 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
     from rclpy.executors import ExternalShutdownException
 
     executor, period, counts = executor_of(node), 1.0 / rate_hz, TickCounts()
+    gc.freeze()  # what the node built at start-up lives as long as it does: no collection walks it again
     deadline = time.monotonic()
     with stop_requests() as stop:
         try:
             while rclpy.ok() and not stop.is_set():
                 now = time.monotonic()
+                if now < deadline and collect_garbage_between_ticks() is not None:
+                    now = time.monotonic()
                 if now < deadline:
                     executor.spin_once(timeout_sec=deadline - now)
                     continue
@@ -197,6 +218,7 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
         except ExternalShutdownException:
             pass
         finally:
+            gc.unfreeze()
             release(executor, node)
     return counts
 

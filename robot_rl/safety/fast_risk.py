@@ -64,13 +64,15 @@ from robot_rl.config import ConfigError, is_integer, is_number, require_all, set
 from robot_rl.folders import write_new_file
 from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
 
-from .filter import FilterSettings, SafetyFilter
+from .filter import FilterResult, FilterSettings, SafetyFilter
 from .hard_limits import ArmState, Command, Violation
 
 try:  # the forward pass in C (robot_rl/safety/_mlp.c), built when robot_rl is installed with a C compiler
     from ._mlp import forward as native_forward
+    from ._mlp import score_candidates as native_score_candidates
+    from ._mlp import score_command as native_score_command
 except ImportError:  # no compiler at install: the same pass in numpy
-    native_forward = None
+    native_forward = native_score_candidates = native_score_command = None
 FORWARD = "c" if native_forward is not None else "numpy"  # how FastRiskModel computes, for logs and benchmarks
 
 LAYOUT_VERSION = 1
@@ -192,8 +194,9 @@ def turn_between(target: np.ndarray, measured: np.ndarray) -> tuple[float, float
 def command_from_delta(arm: ArmState, delta: np.ndarray, gripper: float, stamp: float) -> Command:
     """The command a pose delta (m, rad; base frame) from the measured ``arm`` stands for, with ``gripper`` and
     ``stamp`` (s) passed through."""
-    delta = np.asarray(delta, float)
-    return Command(arm.pos + delta[0:3], matrix_from_rotvec(delta[3:6]) @ arm.rot, gripper, stamp)
+    dx, dy, dz, rx, ry, rz = np.asarray(delta).tolist()[:6]  # on Python floats: fewer numpy calls in the tick
+    px, py, pz = arm.pos.tolist()
+    return Command(np.array((px + dx, py + dy, pz + dz)), matrix_from_rotvec((rx, ry, rz)) @ arm.rot, gripper, stamp)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -203,7 +206,8 @@ class FastRiskModel:
     ``__call__(state (19 + C,), deltas (K, 7)) -> (K,)`` scores every candidate in one batch, the state followed by the
     :attr:`context_width` C context values. Every numpy call costs 2-4 us of Python on a 2-core machine, more than
     the arithmetic of a 128-wide layer, so the whole pass is one call into C (``robot_rl/safety/_mlp.c``, built at
-    install; :attr:`native`) where it was built. The numpy pass (the reference; without a compiler) makes few calls:
+    install; :attr:`native`) where it was built, and the safety node's tick scores its command from the arm's arrays
+    in one more (:meth:`score_command`, :meth:`score_candidates`). The numpy pass (the reference; without a compiler) makes few calls:
     each layer is one matrix product on an input with a trailing column of ones (the bias folded in as the weight's
     last row), and the activation writes into the next layer's input; these buffers are kept per batch size and per
     thread. Constructing one checks the layers (:func:`check_layers`)."""
@@ -241,6 +245,27 @@ class FastRiskModel:
         if inputs is None:
             inputs = buffers[rows] = [np.ones((rows, weight.shape[0]), np.float32) for weight in self._weights]
         return inputs
+
+    def score_command(
+        self, motion: np.ndarray, arm: ArmState, command: Command, gripper: float, context: np.ndarray, row: np.ndarray
+    ) -> float | None:
+        """The risk of ``command`` alone, from :attr:`TcpMotion.features` ``motion`` (12,), the measured ``arm``, the
+        gripper command last sent and the task ``context`` (C,) float32 (empty for a model without context), in one
+        call into C (:attr:`native` models only): what ``self(fast_state(...), command_delta(...)[None])`` gives. The
+        model's input, (26 + C,) float32, is written to ``row`` (for :meth:`score_candidates`). None, and ``row``
+        unwritten, when the command is within 1e-4 rad of a half turn from the measured orientation."""
+        return native_score_command(
+            self._weights, motion, arm.force, arm.torque, gripper, context, arm.pos, arm.rot, command.pos,
+            command.rot, command.gripper, row, self.activation == "tanh",
+        )  # fmt: skip
+
+    def score_candidates(
+        self, row: np.ndarray, factors: np.ndarray, recoveries: np.ndarray, candidates: np.ndarray, risks: np.ndarray
+    ) -> None:
+        """Score the candidates of ``row``'s command (:meth:`score_command`) in one call into C: writes
+        ``candidates`` (S + R, 7), the delta times each row of ``factors`` (S, 7) then ``recoveries`` (R, 7), and
+        their ``risks`` (S + R,); all float32 (:attr:`native` models only)."""
+        native_score_candidates(self._weights, row, factors, recoveries, candidates, risks, self.activation == "tanh")
 
     def __call__(self, state: np.ndarray, deltas: np.ndarray) -> np.ndarray:
         if not isinstance(deltas, np.ndarray) or deltas.ndim != 2:
@@ -544,6 +569,7 @@ class FastDecision:
 
 
 BYPASS_REASONS = ("no_model", "stale_state", "no_context", "deadline", "error")
+NO_CONTEXT = np.zeros(0, np.float32)  # the task context a model without context inputs is given
 FAST_RISK_KEY = "safety.fast_risk_model"  # in published weights (in-process): (FastRiskModel, version)
 
 
@@ -576,6 +602,7 @@ class FastRiskFilter:
         self.current: tuple[FastRiskModel, int] | None = None if model is None else (model, version)
         self.motion = TcpMotion()
         self.context = np.zeros(0, np.float32)  # the task context of the last policy step (see set_context)
+        self._row = np.zeros(INPUT_WIDTH, np.float32)  # the model's input of the tick's command (_native_step)
         filter_settings = settings.filter_settings(rate_hz)
         self.filter = SafetyFilter(_no_model, filter_settings, recoveries=self._recoveries, clock=clock)
         escape = settings.escape_step
@@ -597,11 +624,15 @@ class FastRiskFilter:
         self.context = np.asarray(context, np.float32).reshape(-1)
 
     def _recoveries(self, state: np.ndarray, delta: np.ndarray) -> np.ndarray:
-        """Hold the measured pose, retreat ``retreat_distance`` m along the measured force (hold when there is no
-        force), the escape steps; each with the commanded gripper."""
+        """The recovery candidates of a tick's fast ``state`` and commanded ``delta`` (see :meth:`_recovery_rows_of`)."""
+        return self._recovery_rows_of(state[FORCE].tolist(), delta[-1])
+
+    def _recovery_rows_of(self, force: Sequence[float], gripper_delta: float) -> np.ndarray:
+        """Hold the measured pose, retreat ``retreat_distance`` m along the measured ``force`` (N, base frame; hold
+        when there is none), the escape steps; each with the commanded ``gripper_delta``: (R, 7) float32."""
         rows = self._recovery_rows.copy()
-        rows[:, -1] = delta[-1]
-        fx, fy, fz = state[FORCE].tolist()
+        rows[:, -1] = gripper_delta
+        fx, fy, fz = force
         norm = math.sqrt(fx * fx + fy * fy + fz * fz)
         if norm > 1e-6:
             scale = self.settings.retreat_distance / norm
@@ -620,10 +651,46 @@ class FastRiskFilter:
         context, width = self.context, getattr(current[0], "context_width", 0)  # (any (state, deltas) -> risks runs)
         if width and width != context.size:
             return FastDecision(command, math.nan, False, "no_context", 0.0)
+        model = current[0]
+        if getattr(model, "native", False):
+            decision = self._native_step(model, arm, command, gripper, context if width else NO_CONTEXT)
+            if decision is not None:
+                return decision
         # a model without context inputs runs on the arm's state alone, whatever the task gives
         state = fast_state(self.motion.features, arm.force, arm.torque, gripper, context if width else ())
-        self.filter.risk = current[0]
-        result = self.filter(state, command_delta(arm, command, gripper))
+        self.filter.risk = model
+        return self._decision(arm, command, self.filter(state, command_delta(arm, command, gripper)))
+
+    def _native_step(
+        self, model: FastRiskModel, arm: ArmState, command: Command, gripper: float, context: np.ndarray
+    ) -> FastDecision | None:
+        """The tick in C, the choice in :class:`SafetyFilter`: the command alone is scored, which decides most
+        ticks (:meth:`SafetyFilter.passes_alone`), then, when it does not (a risky command, NaN, late), every
+        candidate (:meth:`SafetyFilter.decide`). The decisions of the Python path, in one or two calls into C
+        instead of some forty numpy calls; None for a command half a turn from the measured orientation, which the
+        Python path decides."""
+        clock, row = self.filter.clock, self._row
+        if row.size != INPUT_WIDTH + context.size:
+            row = self._row = np.zeros(INPUT_WIDTH + context.size, np.float32)
+        started = clock()
+        risk = model.score_command(self.motion.features, arm, command, gripper, context, row)
+        seconds = clock() - started
+        if risk is None:
+            return None
+        if self.filter.passes_alone(risk, seconds):
+            return FastDecision(command, risk, False, None, seconds)
+        values = row.tolist()
+        recoveries = self._recovery_rows_of(values[FORCE], values[-1])
+        factors = self.filter.line_search_factors(DELTA_WIDTH)
+        candidates = np.empty((len(factors) + len(recoveries), DELTA_WIDTH), np.float32)
+        risks = np.empty(len(candidates), np.float32)
+        started = clock()
+        model.score_candidates(row, factors, recoveries, candidates, risks)
+        seconds += clock() - started
+        return self._decision(arm, command, self.filter.decide(candidates[0], candidates, risks.tolist(), seconds))
+
+    def _decision(self, arm: ArmState, command: Command, result: FilterResult) -> FastDecision:
+        """What goes on to the hard layer after the filter's ``result`` for ``command``."""
         if result.bypassed:
             reason = "deadline" if result.seconds > self.filter.settings.deadline_s else "error"
             return FastDecision(command, math.nan, False, reason, result.seconds)

@@ -120,8 +120,7 @@ class SafetyFilter:
     def candidates(self, action: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         """The proposed action scaled by every factor, the recovery action, the escape actions:
         (K + 1 + E, A), float32 (what the risk model computes in). ``state`` goes to ``recoveries``."""
-        if self._template is None or self._template.shape[1] != action.size:
-            self._build_template(action.size)
+        factors = self.line_search_factors(action.size)
         scaled = len(self.settings.scales)
         if self.recoveries is None:
             candidates = self._template.copy()  # rows after the scaled ones: hold and escapes, gripper unset
@@ -131,8 +130,15 @@ class SafetyFilter:
             rows = self.recoveries(state, action)
             candidates = np.empty((scaled + len(rows), action.size), np.float32)
             candidates[scaled:] = rows
-        np.multiply(self._factors, action, out=candidates[:scaled], casting="unsafe")
+        np.multiply(factors, action, out=candidates[:scaled], casting="unsafe")
         return candidates
+
+    def line_search_factors(self, size: int) -> np.ndarray:
+        """(K, size) float32: the factors :meth:`candidates` multiplies an action of ``size`` by, one row per scale
+        (with ``gripper_last``, the gripper's factor is 1)."""
+        if self._template is None or self._template.shape[1] != size:
+            self._build_template(size)
+        return self._factors
 
     def _build_template(self, size: int) -> None:
         scales = self.settings.scales
@@ -155,6 +161,22 @@ class SafetyFilter:
             risks = [math.nan]
         return risks, self.clock() - started
 
+    def passes_alone(self, risk: float, seconds: float) -> bool:
+        """Whether a proposed action the model scored ``risk`` alone, in ``seconds``, passes unchanged with no other
+        candidate scored: in time, and below ``threshold_on`` while released, below ``threshold_off`` while engaged
+        (that step counts towards the release, as in :meth:`decide`). False leaves the filter as it was: the
+        candidates are to be scored and :meth:`decide` makes the step."""
+        if not (math.isfinite(risk) and seconds <= self.settings.deadline_s):
+            return False
+        if not self.engaged:
+            return risk <= self.settings.threshold_on
+        if risk >= self.settings.threshold_off:
+            return False
+        self._calm_steps += 1
+        if self._calm_steps >= self.settings.dwell_steps:
+            self.engaged = False
+        return True
+
     def __call__(self, state: np.ndarray, action: np.ndarray) -> FilterResult:
         action = np.asarray(action)
         threshold_on = self.settings.threshold_on
@@ -164,10 +186,19 @@ class SafetyFilter:
         else:  # released: the proposed action alone decides unless it is risky (most ticks: one row, not all)
             candidates = action.astype(np.float32).reshape(1, -1)  # the first candidate, as candidates() makes it
             risks, seconds = self._score(state, candidates)
+            if len(risks) == 1 and self.passes_alone(risks[0], seconds):
+                return FilterResult(action, risks[0], False, False, False, seconds)
             if len(risks) == 1 and risks[0] > threshold_on and seconds <= self.settings.deadline_s:
                 candidates = self.candidates(action, state)
                 others, more_seconds = self._score(state, candidates[1:])
                 risks, seconds = risks + others, seconds + more_seconds
+        return self.decide(action, candidates, risks, seconds)
+
+    def decide(self, action: np.ndarray, candidates: np.ndarray, risks: list[float], seconds: float) -> FilterResult:
+        """The step for ``action`` once scored: ``risks`` of ``candidates`` (the proposed action alone, or every row
+        of :meth:`candidates`; a model that raised gives ``[NaN]``), ``seconds`` in the model. Updates the
+        hysteresis; the executed action is ``action`` itself or a row of ``candidates`` (in ``action``'s dtype)."""
+        threshold_on = self.settings.threshold_on
         if seconds > self.settings.deadline_s or not math.isfinite(sum(risks)) or len(risks) != len(candidates):
             self.bypasses += 1
             return FilterResult(action, float("nan"), False, True, self.engaged, seconds)
