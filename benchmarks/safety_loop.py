@@ -3,9 +3,10 @@
 The safety node runs as its own process (``robot_rl.ros.safety_node --rate-hz 1000`` with
 ``safety.fast_critic.enabled=true``) on a risk model of a realistic size (26 -> 128 -> 128 -> 1, ReLU, random
 He-initialised weights, written to a temporary ``.npz``); every tick it scores the commanded delta and, when that
-does not pass alone, its 0.5x and 0.25x versions, hold and retreat too (5 candidates), before the hard layer. This process plays the arm (TCP pose and
-external wrench at 1 kHz, stamped, the TCP circling slowly under a varying push) and the actor (a target within 2 cm
-of the arm at 10 Hz), and publishes new weights every ``--weights-every`` s, as a learner would.
+does not pass alone, its 0.5x and 0.25x versions, hold and retreat too (5 candidates), before the hard layer. This
+process plays the arm (TCP pose and external wrench at 1 kHz, stamped, the TCP circling slowly under a varying push)
+and the actor (a target within 2 cm of the arm at 10 Hz), and publishes new weights every ``--weights-every`` s, as
+a learner would.
 
 The figures come from the node's own reports (``/rl/safety_stats``, one a second: tick count, 1 us histograms of the
 tick's and the critic's wall time and of the MLP's CPU time, bypasses by reason), summed over the measured span after

@@ -162,9 +162,9 @@ def collect_garbage_between_ticks() -> int | None:
     threshold: left to itself the collector starts whenever an allocation crosses the threshold, which on a loop
     that allocates every tick means inside a tick. Collects the oldest generation whose count has reached its
     threshold, as the automatic collector would (which stays on, for a tick that allocates a lot). Returns the
-    generation collected, or None."""
+    generation collected, or None (also while the process has the collector disabled)."""
     counts, thresholds = gc.get_count(), gc.get_threshold()
-    if counts[0] < thresholds[0] // 2:
+    if not gc.isenabled() or counts[0] < thresholds[0] // 2:
         return None
     generation = 2 if counts[2] >= thresholds[2] else 1 if counts[1] >= thresholds[1] else 0
     gc.collect(generation)

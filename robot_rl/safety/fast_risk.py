@@ -206,11 +206,11 @@ class FastRiskModel:
     ``__call__(state (19 + C,), deltas (K, 7)) -> (K,)`` scores every candidate in one batch, the state followed by the
     :attr:`context_width` C context values. Every numpy call costs 2-4 us of Python on a 2-core machine, more than
     the arithmetic of a 128-wide layer, so the whole pass is one call into C (``robot_rl/safety/_mlp.c``, built at
-    install; :attr:`native`) where it was built, and the safety node's tick scores its command from the arm's arrays
-    in one more (:meth:`score_command`, :meth:`score_candidates`). The numpy pass (the reference; without a compiler) makes few calls:
-    each layer is one matrix product on an input with a trailing column of ones (the bias folded in as the weight's
-    last row), and the activation writes into the next layer's input; these buffers are kept per batch size and per
-    thread. Constructing one checks the layers (:func:`check_layers`)."""
+    install; :attr:`native`) where it was built; the safety node's tick also builds its input there, from the arm's
+    and the command's arrays (:meth:`score_command`, :meth:`score_candidates`). The numpy pass (the reference; without
+    a compiler) makes few calls: each layer is one matrix product on an input with a trailing column of ones (the
+    bias folded in as the weight's last row), and the activation writes into the next layer's input; these buffers
+    are kept per batch size and per thread. Constructing one checks the layers (:func:`check_layers`)."""
 
     def __init__(self, layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: str = "relu"):
         check_layers(layers, activation)
@@ -624,7 +624,7 @@ class FastRiskFilter:
         self.context = np.asarray(context, np.float32).reshape(-1)
 
     def _recoveries(self, state: np.ndarray, delta: np.ndarray) -> np.ndarray:
-        """The recovery candidates of a tick's fast ``state`` and commanded ``delta`` (see :meth:`_recovery_rows_of`)."""
+        """The recovery candidates of a tick's fast ``state`` and commanded ``delta`` (:meth:`_recovery_rows_of`)."""
         return self._recovery_rows_of(state[FORCE].tolist(), delta[-1])
 
     def _recovery_rows_of(self, force: Sequence[float], gripper_delta: float) -> np.ndarray:

@@ -67,8 +67,6 @@ def test_the_loops_shut_their_executor_down_before_the_context_goes():
     """An executor that handled a callback sits in a reference cycle; before, ``spin`` and ``spin_at_rate`` left it to
     the garbage collector with its SIGINT guard condition alive, and a node's exit printed an "Exception ignored in
     Executor.__del__ ... InvalidHandle" traceback (the collector ran after rclpy had shut down; seen in the fuzz test)."""
-    import gc
-
     rclpy = require("rclpy")
     from rclpy.executors import Executor
 
