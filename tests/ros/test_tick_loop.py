@@ -3,6 +3,7 @@ callbacks served between them, a late tick still made, a stall's missed deadline
 collected between the ticks, Ctrl-C stops."""
 
 import gc
+import itertools
 import signal
 import time
 
@@ -59,8 +60,8 @@ def test_a_stall_drops_the_missed_deadlines_counts_them_and_the_loop_goes_on():
     started, _, counts = run_loop(lambda k: time.sleep(30 * PERIOD) if k == 5 else None, ticks=20)
     assert counts.ticks == 20
     assert counts.skipped >= 15  # not ticked back to back after the stall
-    after = started[5:]
-    assert (after[-1] - after[0]) / (len(after) - 1) > 0.8 * PERIOD
+    intervals = [later - earlier for earlier, later in itertools.pairwise(started[5:])]
+    assert sorted(intervals)[len(intervals) // 2] > 0.8 * PERIOD  # the median: a preempted loop may tick twice late
 
 
 def test_the_loops_shut_their_executor_down_before_the_context_goes():
