@@ -12,6 +12,9 @@ is below ``threshold_off`` too, else the least risky of all the candidates, the 
 would only prolong the violation, and when the proposed action is what leads out of it, it is kept).
 A ``recoveries`` builder replaces the hold and escape rows with rows it makes from (state, action): the safety
 node's fast loop (:mod:`robot_rl.safety.fast_risk`) holds the measured pose and retreats along the measured force.
+A caller that scores the candidates itself (the fast loop, in C) makes the same steps with
+:meth:`SafetyFilter.passes_alone` (a scored alone, when that decides the step) and :meth:`SafetyFilter.decide`
+(every candidate scored).
 
 Hysteresis: the filter engages when the risk of a exceeds ``threshold_on`` and releases only
 after the risk of a has stayed below ``threshold_off`` for ``dwell_steps`` consecutive steps.
