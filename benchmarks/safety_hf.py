@@ -20,7 +20,7 @@ the recorded commands vary in a given state and the critic learns to rank them, 
 Reported per way: constraint violations per 100 training episodes and the final deterministic success, per seed and
 their mean, and a bar chart (PNG).
 
-    python -m benchmarks.safety_hf [--quick] [--seeds 0 1 2] [--steps 16000] [--workers 2]
+    python -m benchmarks.safety_hf [--quick] [--seeds 0 1 2] [--steps 16000] [--workers 2] [--task T] [--name N]
 
 ``--quick``: one seed, 4,000 online steps, 30 probe episodes (a smoke run, not the figure the issue asks for).
 """
@@ -38,7 +38,7 @@ import numpy as np
 
 from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
 
-TASK = "pick_cube_sudden"
+TASK = "pick_cube_sudden"  # the default --task
 FAST_LOOP = "safety.fast_critic.sim_rate_hz=500"
 ESCAPE = "safety.fast_critic.escape_step=0.05"  # m: steps along +-x, +-y, +-z among the fast critic's candidates
 WAYS = {
@@ -62,12 +62,12 @@ def cli(*arguments: str) -> dict:
     return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
 
 
-def collect_probe_set(out: Path, episodes: int, *overrides: str) -> dict:
-    """Noisy-expert episodes of the task through the fast loop, written to ``out`` (replaced); collect's report."""
+def collect_probe_set(task: str, out: Path, episodes: int, *overrides: str) -> dict:
+    """Noisy-expert episodes of ``task`` through the fast loop, written to ``out`` (replaced); collect's report."""
     shutil.rmtree(out, ignore_errors=True)
     return cli(
         "collect",
-        f"task={TASK}",
+        f"task={task}",
         f"seed={PROBE_SEED}",
         f"collect.episodes={episodes}",
         f"collect.out={out}",
@@ -82,8 +82,8 @@ def prepare(args: argparse.Namespace) -> dict:
     """The two probe sets (with their ticks) and the fast critic fitted to the fast one."""
     runs = Path(args.runs)
     probe, fast_probe, weights = runs / "probe.zarr", runs / "probe_fast.zarr", runs / "fast_risk.npz"
-    collect = collect_probe_set(probe, args.probe_episodes)
-    fast_collect = collect_probe_set(fast_probe, args.probe_episodes, "safety.fast_critic.probe=0.5", ESCAPE)
+    collect = collect_probe_set(args.task, probe, args.probe_episodes)
+    fast_collect = collect_probe_set(args.task, fast_probe, args.probe_episodes, "safety.fast_critic.probe=0.5", ESCAPE)
     weights.unlink(missing_ok=True)
     fit = cli("fast-critic", f"fast_fit.store={fast_probe}", f"fast_fit.out={weights}")
     print("probe sets", collect, fast_collect, "fast critic", fit, flush=True)
@@ -108,7 +108,7 @@ def run_way(job: str, args: argparse.Namespace) -> dict:
     summary = run_training(
         Path(args.runs) / way / f"seed{seed}",
         [
-            f"task={TASK}",
+            f"task={args.task}",
             f"seed={seed}",
             f"train.env_steps={args.steps}",
             f"train.final_eval_episodes={args.eval_episodes}",
@@ -126,7 +126,7 @@ def run_way(job: str, args: argparse.Namespace) -> dict:
     return result
 
 
-def plot(figures: dict, path: Path) -> None:
+def plot(figures: dict, task: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -146,7 +146,7 @@ def plot(figures: dict, path: Path) -> None:
         axis.set_ylabel(label)
         axis.tick_params(axis="x", labelsize=7)
     axes[1].set_ylim(0, 1.02)
-    figure.suptitle(f"{TASK}: hazards between policy steps", fontsize=9)
+    figure.suptitle(f"{task}: hazards between policy steps" if task == TASK else task, fontsize=9)
     save_figure(figure, path)
 
 
@@ -159,6 +159,8 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--runs", default="runs/safety_hf")
     parser.add_argument("--workers", type=int, default=2, help="training runs at a time")
+    parser.add_argument("--task", default=TASK, help="e.g. pick_cube_hazard: the success cost on a task RL learns here")
+    parser.add_argument("--name", help="the result's name (default: safety_hf, or safety_hf_quick with --quick)")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.steps, args.probe_episodes, args.eval_episodes = [0], 4_000, 30, 20
@@ -182,12 +184,12 @@ def main() -> None:
     )
     both = figures["violations_per_100"]["both_critics"]
     figures["both_over_policy_violations"] = round(both / policy, 3) if policy else None
-    name = "safety_hf_quick" if args.quick else "safety_hf"
-    plot(figures, RESULTS / f"{name}.png")
+    name = args.name or ("safety_hf_quick" if args.quick else "safety_hf")
+    plot(figures, args.task, RESULTS / f"{name}.png")
     path = write_result(
         name,
         figures,
-        settings={"task": TASK, "seeds": args.seeds, "steps": args.steps, "fast_loop_hz": 500, "probe_set": probe},
+        settings={"task": args.task, "seeds": args.seeds, "steps": args.steps, "fast_loop_hz": 500, "probe_set": probe},
     )
     print(json.dumps({k: v for k, v in figures.items() if k != "per_seed"}, indent=2))
     print(f"wrote {path}")
