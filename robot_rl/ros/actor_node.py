@@ -153,12 +153,17 @@ class ActorLoop:
         self.stats_pub.publish(String(data=json.dumps(record, default=float)))
         self.log.info(json.dumps(record, default=float))
 
-    def flush_records(self, timeout: float) -> bool:
+    def flush_records(self, timeout: float, await_monitor: bool = False) -> bool:
         """Wait up to ``timeout`` s until every monitor matched on rl/episode_stats acknowledged the records, so the
-        last one (``ros.eval_only``'s result) reaches them although the actor exits right after publishing it."""
+        last one (``ros.eval_only``'s result) reaches them although the actor exits right after publishing it. With
+        ``await_monitor``, first wait (within the same ``timeout``) until discovery has matched one: an evaluation
+        can end before a monitor that was already running is matched, and its result would go unseen."""
         from rclpy.duration import Duration
 
-        return self.stats_pub.wait_for_all_acked(Duration(seconds=timeout))
+        deadline = time.monotonic() + timeout
+        while await_monitor and self.stats_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.stats_pub.wait_for_all_acked(Duration(seconds=max(0.0, deadline - time.monotonic())))
 
     def between_steps(self) -> None:
         """After each step: resend what a restarted learner lacks, and in sim time with ``train.sync`` keep pace
@@ -298,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 if lacking:
                     node.get_logger().warning(f"the learner lacks {lacking} transitions at the actor's exit")
                 actor.transport.finish(record_wait=waits.record)
-                actor.flush_records(timeout=waits.flush)
+                actor.flush_records(timeout=waits.flush, await_monitor=bool(cfg.ros.eval_only) and not stopped)
                 outbox = actor.transport.outbox
                 node.get_logger().info(
                     f"actor done: {actor.counters.env_steps} env steps, {actor.counters.episodes} episodes in "

@@ -200,7 +200,10 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
 
 
 @pytest.mark.slow
-def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path):
+@pytest.mark.parametrize("monitor", ["before", "after_the_result"])
+def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path, monitor):
+    """The evaluation's result reaches a monitor on rl/episode_stats, also one that discovery matches only after the
+    evaluation ended (the actor waits for it before it exits; before, the result went unseen: CI-like run, 2026-11-27)."""
     rclpy = require("rclpy")
     from robot_rl.cli import main
 
@@ -234,14 +237,20 @@ def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path):
         ],
     )
     rclpy.init()
-    watcher = Watcher(rclpy)
+    watcher = Watcher(rclpy) if monitor == "before" else None
     try:
         for name in ("sim_robot", "safety", "actor"):
             graph.start(name)
+        if watcher is None:  # the monitor starts once the actor has published and logged the result
+            deadline = time.monotonic() + 120
+            while '"kind": "eval"' not in graph.log("actor") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            watcher = Watcher(rclpy)
         result = watcher.wait_for(lambda rs: next((r for r in rs if r["kind"] == "eval"), None), 120, "an evaluation")
         assert result["episodes"] == 2 and result["checkpoint"].startswith(str(run)) and result["mean_length"] > 0
         assert graph.processes["actor"].wait(timeout=30) == 0  # and it stops
     finally:
         graph.stop()
-        watcher.node.destroy_node()
+        if watcher is not None:
+            watcher.node.destroy_node()
         rclpy.shutdown()
