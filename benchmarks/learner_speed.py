@@ -21,8 +21,10 @@ minor page faults per draw (``sample_page_faults``: the old sampler's fresh arra
 The new path runs the agent's defaults: ``agent.autocast=auto``, so bfloat16 on a CPU with bf16 units (this
 machine's AMD EPYC) and float32 elsewhere. ``--variants`` also times the new state and pixel updates at batch 256,
 UTD 4 with ``agent.autocast=null`` (``float32``, timed unless ``--variants`` names others), ``agent.autocast=bf16``
-(``bf16``) and ``agent.compile=true`` (``compiled``: after its compilation; off by default because on a CPU it
-gains little for the minute it takes to compile).
+(``bf16``), ``agent.compile=true`` (``compiled``: after its compilation; off by default because on a CPU it
+gains little for the minute it takes to compile) and ``agent.cuda_graph=false`` (``eager``: on a CUDA device the
+defaults replay each learning step from a CUDA graph; the new path's warm-up there runs the steps that record
+them, so the timed updates are replays).
 
 ``--quick`` times every sampling case but only some updates (state at batch 256 and UTD 1/4/10, ``pixel`` at
 batch 256 UTD 4, ``pixel128`` at batch 256 UTD 1); the full grid of pixel updates takes hours on a 2-core CPU.
@@ -87,7 +89,13 @@ def filled_sampler(kind: str, device: str):
     return MixedSampler(*buffers, demo_fraction=0.5, seed=0)
 
 
-VARIANTS = {"": {}, "compiled": {"compile": True}, "bf16": {"autocast": "bf16"}, "float32": {"autocast": None}}
+VARIANTS = {
+    "": {},
+    "compiled": {"compile": True},
+    "bf16": {"autocast": "bf16"},
+    "float32": {"autocast": None},
+    "eager": {"cuda_graph": False},
+}
 
 
 def sac_agent(kind: str, utd: int, device: str, strides: list[int], variant: str):
@@ -144,7 +152,8 @@ class Bench:
             agent.update(lambda: self.sampler.sample(batch, n_step=1, gamma=0.97))
 
         calls = 1 if utd % 2 == 0 else 2  # whole actor periods: the actor steps every second critic step
-        timed(call, calls, 1, self.synchronize)  # warm-up (allocations, first-call paths)
+        # warm-up (allocations, first-call paths; on CUDA the 3 eager steps of each kind and their recording)
+        timed(call, calls, 4 if self.device == "cuda" else 1, self.synchronize)
         return timed(call, calls, repeats, self.synchronize)
 
 
@@ -242,10 +251,10 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         nargs="*",
-        choices=("compiled", "bf16", "float32"),
+        choices=("compiled", "bf16", "float32", "eager"),
         default=["float32"],
         help="also time the new state and pixel updates at batch 256, UTD 4 with agent.compile=true / "
-        "agent.autocast=bf16 / agent.autocast=null",
+        "agent.autocast=bf16 / agent.autocast=null / agent.cuda_graph=false",
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -27,6 +27,7 @@ import numpy as np
 from benchmarks.common import (
     curve,
     device_synchronize,
+    machine,
     run_training,
     save_figure,
     style_success_axis,
@@ -126,7 +127,7 @@ def main() -> None:
         "intervention_rate": [(h["env_steps"], round(h["intervention_rate"], 3)) for h in history],
     }
     print("pixels", training["to_80"], training["to_90"], "final", training["final_success"], flush=True)
-    plot(training, Path(__file__).parent / "results" / f"{name}.png", args.device)
+    plot(training, Path(__file__).parent / "results" / f"{name}.png", learner_label(args.device))
     path = write_result(
         name,
         {"update_seconds": cost, "training": training},
@@ -140,7 +141,12 @@ def main() -> None:
     print("wrote", path)
 
 
-def plot(training: dict, path: Path, device: str) -> None:
+def learner_label(device: str) -> str:
+    """Where the learner ran, for the plot: the GPU's name on ``cuda`` (this machine's, as ``machine()`` reads it)."""
+    return machine()["gpu"] if device == "cuda" else f"{machine()['cpu']} ({device})"
+
+
+def plot(training: dict, path: Path, learner: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,7 +157,7 @@ def plot(training: dict, path: Path, device: str) -> None:
     axis.plot(steps, [h[1] for h in training["history"]], "o-", label="eval success")
     axis.plot(steps, [rate for _, rate in training["intervention_rate"]], "s--", label="intervention rate")
     style_success_axis(axis, "online env steps", "rate")
-    axis.set_title(f"pick_cube from pixels (front + wrist 64x64), demos + interventions, learner on {device}")
+    axis.set_title(f"pick_cube from front + wrist 64x64 cameras\nlearner on {learner}")
     save_figure(figure, path)
 
 

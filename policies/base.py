@@ -16,10 +16,13 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
   critic loss adds on offline data (batches then carry ``mc_return`` for Cal-QL); None while learning online.
 
 Subclasses list their modules in ``modules`` / ``policy_modules`` and optimizers in
-``optimizers``; :class:`OffPolicyAgent` does the rest. Two config flags every agent config carries change how,
-not what, it computes: ``compile`` (``torch.compile`` of the networks' forward passes; state dicts are unchanged)
-and ``autocast`` (``bf16``: forward passes in bfloat16 under ``torch.autocast``, losses in float32; ``auto``: bf16 on
-a CPU with bfloat16 units, float32 elsewhere, :func:`bf16_helps`).
+``optimizers``; :class:`OffPolicyAgent` does the rest. Subclasses run each learning step through
+:meth:`OffPolicyAgent.learning_step` and build their optimizers with :meth:`OffPolicyAgent.optimizer_options`.
+Three config flags every agent config carries change how, not what, it computes: ``compile`` (``torch.compile`` of
+the networks' forward passes; state dicts are unchanged), ``autocast`` (``bf16``: forward passes in bfloat16 under
+``torch.autocast``, losses in float32; ``auto``: bf16 on a CPU with bfloat16 units, float32 elsewhere,
+:func:`bf16_helps`) and ``cuda_graph`` (learning steps replayed from CUDA graphs, :mod:`robot_rl.policies.cuda_graph`;
+``auto``: on a CUDA device).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.config import ConfigError
 from robot_rl.data.augment import random_shift
 from robot_rl.policies.conservative import ConservativeConfig
+from robot_rl.policies.cuda_graph import GraphedSteps, Step
 from robot_rl.policies.encoders import ObservationEncoder, camera_checks
 
 
@@ -59,6 +64,39 @@ class OffPolicyAgent:
         self.bf16 = config.autocast == "bf16" or (config.autocast == "auto" and bf16_helps(self.device))
         # offline pretraining (robot-rl pretrain): the critic loss's conservative term (CQL / Cal-QL); None online
         self.conservative: ConservativeConfig | None = None
+        if config.cuda_graph is True and self.device.type != "cuda":
+            raise ConfigError("agent.cuda_graph", True, f"false or auto on a {self.device.type} device (no CUDA)")
+        graphed = config.cuda_graph is True or (config.cuda_graph == "auto" and self.device.type == "cuda")
+        self.graphed_steps = GraphedSteps(self.device, self.generator) if graphed else None
+
+    def optimizer_options(self) -> dict[str, bool]:
+        """How every optimizer of a learning step is built: fused (one kernel per step), and with its step count on
+        the device when the steps are replayed from CUDA graphs (``capturable``)."""
+        return {"fused": True, "capturable": self.graphed_steps is not None}
+
+    def restore_optimizer_options(self, optimizer: torch.optim.Optimizer) -> None:
+        """After ``optimizer.load_state_dict``: step as this run does (:meth:`optimizer_options`), not as the run
+        that saved the state did (a checkpoint of an eager run holds ``capturable=False``), with the step counts
+        where a fused step reads them (float32 on the parameters' device)."""
+        for group in optimizer.param_groups:
+            group.update(self.optimizer_options())
+            for parameter in group["params"]:
+                state = optimizer.state.get(parameter, {})
+                if "step" in state:
+                    state["step"] = torch.as_tensor(state["step"], dtype=torch.float32).to(parameter.device)
+
+    @property
+    def graphable(self) -> bool:
+        """Whether a learning step may be replayed from a CUDA graph now: not while offline pretraining adds a
+        conservative term (its settings are read in Python as it computes)."""
+        return self.conservative is None or self.conservative.algorithm == "none"
+
+    def learning_step(self, kind: str, step: Step, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """``step(batch)``'s metrics, where ``step`` is one learning step of ``kind`` (steps of one kind compute
+        the same thing on different batches): eager, or replayed from its CUDA graph (``agent.cuda_graph``)."""
+        if self.graphed_steps is None or not self.graphable:
+            return step(batch)
+        return self.graphed_steps(kind, step, batch)
 
     def compile_networks(self, *names: str) -> None:
         """With ``config.compile``: compile the forward passes of the named modules in place (their state dicts,
@@ -194,10 +232,14 @@ class OffPolicyAgent:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_identity(state.get("identity", {}), self.identity())
+        if self.graphed_steps is not None:  # the recordings read the optimizers' state tensors, replaced below
+            self.graphed_steps.clear()
         for name, module_state in state["modules"].items():
             getattr(self, name).load_state_dict(module_state)
         for name, optimizer_state in state["optimizers"].items():
-            getattr(self, name).load_state_dict(optimizer_state)
+            optimizer = getattr(self, name)
+            optimizer.load_state_dict(optimizer_state)
+            self.restore_optimizer_options(optimizer)
         self.load_extra_state(state["extra"])
         self.updates = state["updates"]  # an "rng" saved before every draw came from the generator is not needed
         if "generator" in state:  # checkpoints before the agent had its own generator lack it
@@ -217,6 +259,7 @@ class AgentConfig:
     device: str  # auto: cuda when available
     compile: bool  # torch.compile the networks' forward passes
     autocast: str | None  # bf16: forward passes in bfloat16; auto: bf16 where it helps (bf16_helps); null: float32
+    cuda_graph: bool | str  # learning steps replayed from CUDA graphs; auto: on a CUDA device
 
     def shared_checks(self) -> dict[str, tuple[bool, str]]:
         """``validate`` checks (``require_all`` format) of these settings."""
@@ -224,6 +267,10 @@ class AgentConfig:
             **camera_checks(self),
             "compile": (isinstance(self.compile, bool), "true or false"),
             "autocast": (self.autocast in (None, "bf16", "auto"), "null (float32), bf16 or auto"),
+            "cuda_graph": (
+                isinstance(self.cuda_graph, bool) or self.cuda_graph == "auto",
+                "true, false or auto (true on a CUDA device)",
+            ),
         }
 
 

@@ -120,7 +120,8 @@ def categorical_projection(
     v_min, v_max = support[0], support[-1]
     delta = (v_max - v_min) / (len(support) - 1)
     shifted = (reward[:, None] + discount[:, None] * support[None]).clamp(v_min, v_max)
-    position = (shifted - v_min) / delta
+    # rounding can put v_max a hair past the last atom (36 / 0.72 on a GPU; 29.8 / 0.596 on a CPU): clamp the position
+    position = ((shifted - v_min) / delta).clamp(0, len(support) - 1)
     lower, upper = position.floor().long(), position.ceil().long()
     exact = lower == upper
     projected = torch.zeros_like(probs)
@@ -265,7 +266,9 @@ class CQNAgent(OffPolicyAgent):
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.atoms, device=self.device)
         parameters = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(parameters, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+        self.optimizer = torch.optim.AdamW(
+            parameters, lr=cfg.lr, weight_decay=cfg.weight_decay, **self.optimizer_options()
+        )
         self.compile_networks(*self.modules)
 
     def make_critic(self, feature_dim: int) -> nn.Module:
@@ -324,7 +327,7 @@ class CQNAgent(OffPolicyAgent):
         on the agent's device."""
         metrics: dict[str, torch.Tensor] = {}
         for _ in range(self.config.utd):
-            metrics = self._update_critic(sample_batch())
+            metrics = self.learning_step("critic", self._update_critic, sample_batch())
             self.updates += 1
         return metrics
 

@@ -158,10 +158,10 @@ class SACAgent(OffPolicyAgent):
             critic_parameters += list(self.gripper_critic.parameters())
             self.modules += ("gripper_critic", "target_gripper_critic")
             self.policy_modules += ("gripper_critic",)
-        # fused: one kernel per step instead of a handful of tensor operations per parameter
-        self.critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.lr, fused=True)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr, fused=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.lr, fused=True)
+        options = self.optimizer_options()
+        self.critic_optimizer = torch.optim.Adam(critic_parameters, lr=cfg.lr, **options)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr, **options)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.lr, **options)
         self.anchor: PolicyAnchor | None = None  # a warm start's pull towards the pretrained policy
         self.compile_networks(*self.modules)
 
@@ -226,13 +226,24 @@ class SACAgent(OffPolicyAgent):
         value of each metric, 0-d tensors on the agent's device."""
         metrics: dict[str, torch.Tensor] = {}
         for _ in range(self.config.utd):
-            batch = sample_batch()
-            critic_metrics, features, obs = self._update_critic(batch)
-            metrics.update(critic_metrics)
             self.updates += 1
             if self.updates % self.config.critic_actor_ratio == 0:
-                metrics.update(self._update_actor(features, obs, batch["action"]))
+                metrics.update(self.learning_step("critic_actor", self._critic_and_actor_step, sample_batch()))
+            else:
+                metrics.update(self.learning_step("critic", self._critic_step, sample_batch()))
         return metrics
+
+    @property
+    def graphable(self) -> bool:
+        """Not while a warm start's anchor pulls the policy (its weight decays in Python, update by update)."""
+        return super().graphable and (self.anchor is None or self.anchor.done)
+
+    def _critic_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return self._update_critic(batch)[0]
+
+    def _critic_and_actor_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        metrics, features, obs = self._update_critic(batch)
+        return {**metrics, **self._update_actor(features, obs, batch["action"])}
 
     def _update_critic(
         self, batch: dict[str, Any]

@@ -64,7 +64,7 @@ def test_state_round_trip_reproduces_the_policy(agent_class, config):
         "sequence_mask": np.ones((16, 3), bool),
     }
     metrics = agent.update(lambda: batch)
-    assert np.isfinite(metrics["critic_loss"]) and "margin_loss" in metrics
+    assert np.isfinite(float(metrics["critic_loss"])) and "margin_loss" in metrics
     clone = agent_class(shapes, 3, config, seed=1)
     clone.load_state_dict(agent.state_dict())
     obs = {"state": rng.normal(size=6).astype(np.float32)}
@@ -97,7 +97,7 @@ def test_sac_critic_reads_the_privileged_state_and_the_policy_acts_without_it():
     first = agent.update(batch)["critic_loss"]
     for _ in range(150):
         metrics = agent.update(batch)
-    assert metrics["critic_loss"] < 0.5 * first and np.isfinite(metrics["actor_loss"])
+    assert metrics["critic_loss"] < 0.5 * first and np.isfinite(float(metrics["actor_loss"]))
     cell = SACAgent({"state": (6,)}, 3, SACConfig(), seed=1)  # a real cell's actor: no privileged state
     cell.load_policy_state(agent.policy_state())
     obs = {"state": rng.normal(size=6).astype(np.float32)}

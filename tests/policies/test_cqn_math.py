@@ -114,3 +114,16 @@ def test_temporal_ensemble_weights_and_masking():
     ensemble.reset()  # a new episode: nothing from the last one is used
     assert ensemble(np.array([[7.0], [8.0], [9.0]]))[0] == pytest.approx(7.0)
     assert ensemble.valid.sum() == 3
+
+
+@pytest.mark.parametrize("v_min, v_max", [(-35.0, 1.0), (-21.8, 8.0)])
+def test_a_target_at_the_support_ends_lands_on_the_end_atoms(v_min, v_max):
+    """(v_max - v_min) / delta rounds to 50.000004 for [-21.8, 8] at 51 atoms on a CPU (and for the default
+    [-35, 1] on a GPU): the projection put mass on atom 51, which does not exist (an index error on a CPU, a
+    device-side assert that killed the process on a GPU)."""
+    support = torch.linspace(v_min, v_max, 51)
+    probs = torch.softmax(torch.randn(4, 51, generator=torch.Generator().manual_seed(0)), -1)
+    reward = torch.tensor([1e3, -1e3, v_max, v_min])  # far past each end, and exactly at each end
+    projected = categorical_projection(probs, reward, torch.tensor([0.97, 0.97, 0.0, 0.0]), support)
+    torch.testing.assert_close(projected.sum(-1), torch.ones(4))
+    assert projected[[0, 2], -1].min() > 1 - 1e-5 and projected[[1, 3], 0].min() > 1 - 1e-5
