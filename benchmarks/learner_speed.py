@@ -4,6 +4,10 @@
   ready on the learner's device;
 - ``update_ms``: one SAC ``agent.update`` at UTD u (u critic steps, each on a fresh batch from that sampler,
   and the actor and temperature every second critic step), as the learner makes it.
+- ``act_ms``: one ``act`` (one observation) by an actor's SAC agent (weights of its own), idle and while a
+  learner's agent updates (UTD 4, batch 256) in another thread of the same process, as ``robot-rl train`` runs
+  them; on a CUDA device the new code acts on a stream of the agent's own, so its forward pass does not queue
+  behind the learner's updates (pixel kinds only: a state actor's call is microseconds either way).
 
 Observations: ``state`` (pick_cube's 23 floats), ``pixel`` (two 64x64x3 uint8 cameras and the state), ``pixel128``
 (two 128x128x3 cameras and the state); batch 128 / 256 / 512, UTD 1 / 4 / 10. The buffers hold 100-step
@@ -17,6 +21,7 @@ milliseconds (``*_ms``) and, as a check on a shared machine, process CPU millise
 minor page faults per draw (``sample_page_faults``: the old sampler's fresh arrays cost one per 4 KiB).
 
     python -m benchmarks.learner_speed [--device cpu|cuda] [--quick] [--threads 1] [--rounds 3] [--variants ...]
+                                       [--parts sample update act]
 
 The new path runs the agent's defaults: ``agent.autocast=auto``, so bfloat16 on a CPU with bf16 units (this
 machine's AMD EPYC) and float32 elsewhere. ``--variants`` also times the new state and pixel updates at batch 256,
@@ -156,6 +161,40 @@ class Bench:
         timed(call, calls, 4 if self.device == "cuda" else 1, self.synchronize)
         return timed(call, calls, repeats, self.synchronize)
 
+    def act(self, repeats: int, learning: bool) -> dict[str, list[float]]:
+        """One ``act`` (a batch of one observation) by an actor's agent (weights of its own, as an actor holds them),
+        while a learner's agent updates in a thread of the same process (UTD 4, batch 256) when ``learning``."""
+        import threading
+
+        actor = sac_agent(self.kind, 1, self.device, self.strides, "")
+        batch = self.sampler.sample(1)
+        # one observation as an env gives it (host arrays; the old sampler's batch is numpy, the new one's tensors),
+        # acted on with ``act``, which both codes have
+        obs = {
+            key: np.asarray(value.cpu() if hasattr(value, "cpu") else value)[0] for key, value in batch["obs"].items()
+        }
+        stop = threading.Event()
+
+        def learn() -> None:
+            if (4, "") not in self.agents:
+                self.agents[4, ""] = sac_agent(self.kind, 4, self.device, self.strides, "")
+            learner = self.agents[4, ""]
+            while not stop.is_set():
+                learner.update(lambda: self.sampler.sample(256, n_step=1, gamma=0.97))
+
+        thread = threading.Thread(target=learn, daemon=True) if learning else None
+        if thread is not None:
+            thread.start()
+            time.sleep(2.0)  # the learner past its warm-up (on CUDA: its recordings)
+        try:
+            timed(lambda: actor.act(obs), 1, 5, self.synchronize)  # warm-up
+            return timed(lambda: actor.act(obs), 1, repeats, lambda: None)
+        finally:
+            stop.set()
+            if thread is not None:
+                thread.join()
+            self.synchronize()
+
 
 def serve(device: str, threads: int, strides: list[int]) -> None:
     """The worker: answer one JSON request per stdin line (``op`` one of load, sample, update, the rest its
@@ -256,6 +295,14 @@ def main() -> None:
         help="also time the new state and pixel updates at batch 256, UTD 4 with agent.compile=true / "
         "agent.autocast=bf16 / agent.autocast=null / agent.cuda_graph=false",
     )
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("sample", "update", "act"),
+        default=["sample", "update", "act"],
+        help="what to time (act: pixel kinds only)",
+    )
+    parser.add_argument("--kinds", nargs="+", choices=tuple(CAMERAS), default=list(CAMERAS), help="observations")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.device is None:
@@ -275,11 +322,12 @@ def main() -> None:
         "sample_cpu_ms": {},
         "update_cpu_ms": {},
         "sample_page_faults": {},  # minor page faults per draw: fresh memory the system maps in
+        "act_ms": {},  # an actor's one-observation act, idle and beside a learner updating in the same process
     }
     with tempfile.TemporaryDirectory(prefix="robot_rl_baseline_") as folder:
         exported = Path(args.baseline)
         baseline = exported if exported.is_dir() else export_baseline(args.baseline, Path(folder))
-        for kind in CAMERAS:
+        for kind in args.kinds:
             # fresh workers for each kind, as a learner process never frees its buffers: freeing the last kind's
             # would move glibc's malloc thresholds and change what every later batch costs in page faults
             workers = [Worker("old", baseline, args), Worker("new", None, args)]
@@ -287,13 +335,17 @@ def main() -> None:
             try:
                 for process in workers:
                     process.ask(op="load", kind=kind)
-                for batch in BATCHES:
+                for batch in BATCHES if "sample" in args.parts else ():
                     result = compare(both, args.rounds, op="sample", batch=batch, repeats=30)
                     figures["sample_ms"][f"{kind}_b{batch}"] = result["wall"]
                     figures["sample_cpu_ms"][f"{kind}_b{batch}"] = result["cpu"]
                     figures["sample_page_faults"][f"{kind}_b{batch}"] = result["faults"]
                     print(f"sample {kind} b{batch}: {result['wall']}", flush=True)
-                for _, batch, utd in (case for case in updates if case[0] == kind):
+                for learning in (False, True) if "act" in args.parts and kind != "state" else ():
+                    result = compare(both, args.rounds, op="act", repeats=50, learning=learning)
+                    figures["act_ms"][f"{kind}_{'while_learning' if learning else 'idle'}"] = result["wall"]
+                    print(f"act {kind} {'while learning' if learning else 'idle'}: {result['wall']}", flush=True)
+                for _, batch, utd in (case for case in updates if case[0] == kind and "update" in args.parts):
                     turns = both
                     if kind in ("state", "pixel") and (batch, utd) == (256, 4):
                         turns = [*both, *(("new_" + name, workers[1], {"variant": name}) for name in args.variants)]
@@ -315,6 +367,8 @@ def main() -> None:
             "rounds": args.rounds,
             "quick": args.quick,
             "variants": args.variants,
+            "parts": args.parts,
+            "kinds": args.kinds,
             "camera_strides": args.strides,
             "buffer_capacity": CAPACITY,
             "agent": "SAC defaults (2 critics, hidden [256, 256], critic_actor_ratio 2), action_dim 4",

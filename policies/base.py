@@ -27,7 +27,8 @@ the networks' forward passes; state dicts are unchanged), ``autocast`` (``bf16``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -68,6 +69,10 @@ class OffPolicyAgent:
             raise ConfigError("agent.cuda_graph", True, f"false or auto on a {self.device.type} device (no CUDA)")
         graphed = config.cuda_graph is True or (config.cuda_graph == "auto" and self.device.type == "cuda")
         self.graphed_steps = GraphedSteps(self.device, self.generator) if graphed else None
+        # acting on a CUDA device runs on a stream of the agent's own: an actor's forward pass does not queue behind
+        # a learner's updates in the same process, and waits only for what last wrote this agent's weights
+        self.acting_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        self._weights_written: torch.cuda.Event | None = None
 
     def optimizer_options(self) -> dict[str, bool]:
         """How every optimizer of a learning step is built: fused (one kernel per step), and with its step count on
@@ -95,8 +100,31 @@ class OffPolicyAgent:
         """``step(batch)``'s metrics, where ``step`` is one learning step of ``kind`` (steps of one kind compute
         the same thing on different batches): eager, or replayed from its CUDA graph (``agent.cuda_graph``)."""
         if self.graphed_steps is None or not self.graphable:
-            return step(batch)
-        return self.graphed_steps(kind, step, batch)
+            metrics = step(batch)
+        else:
+            metrics = self.graphed_steps(kind, step, batch)
+        self.mark_weights_written()
+        return metrics
+
+    def mark_weights_written(self) -> None:
+        """On a CUDA device: the weights were written on the current stream up to here (a learning step, a load);
+        acting waits for that point, and for nothing else queued on that stream."""
+        if self.acting_stream is not None:
+            self._weights_written = torch.cuda.current_stream(self.device).record_event()
+
+    @contextlib.contextmanager
+    def acting(self) -> Iterator[None]:
+        """The context of acting and of loading an actor's weights: on a CUDA device the agent's acting stream,
+        after the last write of its weights (the first time: after whatever the current stream has queued, the
+        weights' initialisation included); elsewhere nothing."""
+        if self.acting_stream is None:
+            yield
+            return
+        if self._weights_written is None:
+            self.mark_weights_written()
+        self.acting_stream.wait_event(self._weights_written)
+        with torch.cuda.stream(self.acting_stream):
+            yield
 
     def compile_networks(self, *names: str) -> None:
         """With ``config.compile``: compile the forward passes of the named modules in place (their state dicts,
@@ -129,7 +157,12 @@ class OffPolicyAgent:
 
     def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
         """Actions (N, A) float32 in [-1, 1] for N observations (arrays with a leading N), in one forward pass; row
-        k acts for slot k."""
+        k acts for slot k. On a CUDA device on the agent's acting stream (:meth:`acting`)."""
+        with self.acting():
+            return self._act_batch(obs, explore)
+
+    def _act_batch(self, obs: dict[str, np.ndarray], explore: bool) -> np.ndarray:
+        """:meth:`act_batch`'s computation, which each agent defines."""
         raise NotImplementedError
 
     def obs_tensors(self, obs: dict[str, np.ndarray | torch.Tensor], augment: bool = False) -> dict[str, torch.Tensor]:
@@ -200,9 +233,12 @@ class OffPolicyAgent:
         }
 
     def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
-        for name in self.policy_modules:
-            prefix = name + "."
-            getattr(self, name).load_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
+        """Load the weights :meth:`policy_state` gave (an actor's), on the acting stream (:meth:`acting`)."""
+        with self.acting():
+            for name in self.policy_modules:
+                prefix = name + "."
+                module_state = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+                getattr(self, name).load_state_dict(module_state)
 
     def identity(self) -> dict[str, Any]:
         """What a checkpoint must match to be loaded into this agent."""
@@ -244,6 +280,7 @@ class OffPolicyAgent:
         self.updates = state["updates"]  # an "rng" saved before every draw came from the generator is not needed
         if "generator" in state:  # checkpoints before the agent had its own generator lack it
             self.generator.set_state(state["generator"].cpu())  # a ByteTensor in host memory, whatever map_location
+        self.mark_weights_written()
 
 
 @dataclass

@@ -314,7 +314,7 @@ class CQNAgent(OffPolicyAgent):
         return snap_to_grid(noisy, cfg.levels, cfg.bins)
 
     @torch.no_grad()
-    def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+    def _act_batch(self, obs: dict[str, np.ndarray], explore: bool) -> np.ndarray:
         features = self.encoder(self.obs_tensors(obs))
         action = self.greedy(self.target_critic, features)[0].cpu()
         if explore:

@@ -129,7 +129,7 @@ class CQNASAgent(CQNAgent):
         self.ensembles(slot + 1)[slot].reset()
 
     @torch.no_grad()
-    def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+    def _act_batch(self, obs: dict[str, np.ndarray], explore: bool) -> np.ndarray:
         features = self.encoder(self.obs_tensors(obs))
         chunks = self.greedy(self.target_critic, features)[0].view(-1, self.config.horizon, self.action_dim).cpu()
         ensembles = self.ensembles(len(chunks))

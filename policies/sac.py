@@ -193,7 +193,7 @@ class SACAgent(OffPolicyAgent):
             self.gripper_policies(slot + 1)[slot].begin_episode()
 
     @torch.no_grad()
-    def act_batch(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
+    def _act_batch(self, obs: dict[str, np.ndarray], explore: bool) -> np.ndarray:
         features = self.encoder(self.obs_tensors(obs))
         count = features.shape[0]
         if not explore:
