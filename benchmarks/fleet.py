@@ -4,9 +4,12 @@
   fed to one learner in a random interleaving, against the same streams fed one after another: the stored
   (obs, action, reward, next obs, end flags) tuples of both buffers must be the same; ``mismatched_transitions``
   counts those that are not (0 is right).
-- ``ray``: ``robot-rl train fleet=ray`` on pick_cube (state) with 1 and ``--actors`` Ray actors for ``--steps``
-  online steps each, side by side in one run: env steps per second (the learner keeps the update-to-data ratio of
-  ``robot-rl train``, so on few cores the learner, not the actors, sets the pace) and transitions received.
+- ``ray``: ``robot-rl train fleet=ray`` on pick_cube (state) with each of ``--ray-actors`` Ray actors at
+  ``fleet.pace=<--ray-pace>`` (default ``actors``: actors play on, the learner makes what updates it has time for),
+  ``--ray-steps-per-actor`` online steps per actor, side by side in one run: online env steps per second from the
+  first online hand-in to the last (``env_steps_per_s``; over the whole run: ``wall_env_steps_per_s``), transitions
+  received, updates made and owed. With ``fleet.pace=learner`` the learner keeps ``robot-rl train``'s
+  update-to-data ratio and sets the pace.
 
 - ``env_steps_per_s.num_envs_N``: ``robot-rl train train.num_envs=N`` on pick_cube (state, the main job's settings
   otherwise) for ``--steps`` online steps: online env steps per wall second of the run (demonstrations and
@@ -20,9 +23,10 @@
   robot and with ``fleet.robots=[r0,r1]``, ``--robot-steps`` online steps in all: env steps per wall second, each
   robot's online steps and episodes (the learner's ``robots.json``), and the learner's updates against those due.
 
-Ray runs: 1, 2, 4, 8 and 12 actors, as many as this machine has cores for (at least 1 and 2).
+Ray runs: 1, 2, 4, 8 and 12 actors, as many as this machine has cores for (at least 1 and 2), unless
+``--ray-actors`` names them. ``--parts`` picks what to measure (integrity, acting, train, ray; default all).
 
-    python -m benchmarks.fleet [--quick] [--steps 3000] [--num-envs 1 2 4 8]
+    python -m benchmarks.fleet [--quick] [--steps 3000] [--num-envs 1 2 4 8] [--parts ray] [--ray-actors 1 8]
 
 ``--quick``: 1,500 online steps per run, no ``to_90`` and no ``ros_robots``.
 """
@@ -120,20 +124,30 @@ def train_run(run_dir: Path, steps: int, *overrides: str) -> dict:
         "train.eval_every=1000000",
         "train.final_eval_episodes=5",
     ]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    result = subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
     return {**summary, "env_steps_per_s": round(summary["env_steps"] / summary["wall_seconds"], 2)}
 
 
-def ray_run(actors: int, steps: int, folder: Path) -> dict:
-    summary = train_run(folder / f"ray_{actors}", steps, "fleet=ray", f"fleet.actors={actors}")
+def ray_run(actors: int, steps: int, pace: str, folder: Path) -> dict:
+    """``robot-rl train fleet=ray`` with ``actors`` actors at ``fleet.pace=<pace>`` for ``steps`` online steps:
+    ``env_steps_per_s`` from the first online hand-in to the last (the summary's ``fleet.online_env_steps_per_s``:
+    without Ray's start, the demonstrations and the final evaluation), ``wall_env_steps_per_s`` over the whole run."""
+    summary = train_run(folder / f"ray_{actors}", steps, "fleet=ray", f"fleet.actors={actors}", f"fleet.pace={pace}")
+    fleet = summary["fleet"]
     return {
         "actors": actors,
+        "pace": pace,
         "env_steps": summary["env_steps"],
-        "transitions_received": summary["fleet"]["transitions_received"],
+        "transitions_received": fleet["transitions_received"],
         "wall_seconds": round(summary["wall_seconds"], 1),
-        "env_steps_per_s": summary["env_steps_per_s"],
-        "crashes": summary["fleet"]["crashes"],
+        "env_steps_per_s": fleet["online_env_steps_per_s"],
+        "wall_env_steps_per_s": summary["env_steps_per_s"],
+        "updates_made": fleet["updates_made"],
+        "updates_owed": fleet["updates_owed"],
+        "crashes": fleet["crashes"],
     }
 
 
@@ -217,54 +231,73 @@ def ros_robots_run(robots: int, steps: int, folder: Path) -> dict:
     }
 
 
+PARTS = ("integrity", "acting", "train", "ray")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="1,500 online steps per Ray run")
+    parser.add_argument("--quick", action="store_true", help="1,500 online steps per run, no to_90 or ros_robots")
     parser.add_argument("--robot-steps", type=int, default=1_200, help="online steps of each ros_robots run")
-    parser.add_argument("--steps", type=int, default=3_000)
+    parser.add_argument("--steps", type=int, default=3_000, help="online steps of each train.num_envs run")
     parser.add_argument("--streams", type=int, default=6)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 2, 4, 8], help="train.num_envs values")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure")
+    parser.add_argument(
+        "--ray-actors", type=int, nargs="+", help="Ray actor counts (default: 1, 2, 4, 8, 12 as cores allow)"
+    )
+    parser.add_argument(
+        "--ray-pace", choices=("learner", "actors"), default="actors", help="fleet.pace of the Ray runs"
+    )
+    parser.add_argument("--ray-steps-per-actor", type=int, default=1_500, help="a Ray run's online steps per actor")
+    parser.add_argument("--name", help="the result's name (default: fleet, fleet_quick with --quick)")
     args = parser.parse_args()
     if args.quick:
-        args.steps = 1_500
-    integrity = replay_integrity(args.streams)
-    print("replay integrity", integrity, flush=True)
-    acting = {f"num_envs_{n}": acting_speed(n, args.steps) for n in args.num_envs}
-    print("acting env steps/s", acting, flush=True)
+        args.steps = args.ray_steps_per_actor = 1_500
+    cores = os.cpu_count() or 1
+    ray_actors = args.ray_actors or [count for count in RAY_ACTORS if count <= max(cores, 2)]
+    first = f"num_envs_{args.num_envs[0]}"
+    figures: dict = {}
+    if "integrity" in args.parts:
+        figures["replay_integrity"] = replay_integrity(args.streams)
+        print("replay integrity", figures["replay_integrity"], flush=True)
+    if "acting" in args.parts:
+        acting = {f"num_envs_{n}": acting_speed(n, args.steps) for n in args.num_envs}
+        figures["acting_env_steps_per_s"] = acting
+        figures["acting_ratio"] = {key: round(value / acting[first], 2) for key, value in acting.items()}
+        print("acting env steps/s", acting, flush=True)
     with tempfile.TemporaryDirectory() as folder:
-        training = {f"num_envs_{n}": vector_run(n, args.steps, Path(folder)) for n in args.num_envs}
-        print("train env steps/s", training, flush=True)
-        cores = os.cpu_count() or 1
-        runs = [ray_run(count, args.steps, Path(folder)) for count in RAY_ACTORS if count <= max(cores, 2)]
-        print("ray", runs, flush=True)
-        first = f"num_envs_{args.num_envs[0]}"
-        extra = {}
-        if not args.quick:
-            best = max((n for n in args.num_envs if n > 1), key=lambda n: training[f"num_envs_{n}"])
-            extra["to_90"] = {f"num_envs_{n}": time_to_90(n, Path(folder)) for n in (1, best)}
-            print("to 90%", extra["to_90"], flush=True)
-            extra["ros_robots"] = {f"robots_{n}": ros_robots_run(n, args.robot_steps, Path(folder)) for n in (1, 2)}
-            print("ros robots", extra["ros_robots"], flush=True)
-    largest = runs[-1]
-    figures = {
-        "env_steps_per_s": training,
-        "env_steps_per_s_ratio": {key: round(value / training[first], 2) for key, value in training.items()},
-        "acting_env_steps_per_s": acting,
-        "acting_ratio": {key: round(value / acting[first], 2) for key, value in acting.items()},
-        "replay_integrity": integrity,
-        "ray": {**largest, "per_actor_count": runs},
-        "ray_speedup": round(largest["env_steps_per_s"] / runs[0]["env_steps_per_s"], 2),
-        **extra,
-    }
-    name = "fleet_quick" if args.quick else "fleet"
+        if "train" in args.parts:
+            training = {f"num_envs_{n}": vector_run(n, args.steps, Path(folder)) for n in args.num_envs}
+            figures["env_steps_per_s"] = training
+            figures["env_steps_per_s_ratio"] = {
+                key: round(value / training[first], 2) for key, value in training.items()
+            }
+            print("train env steps/s", training, flush=True)
+        if "ray" in args.parts:
+            runs = []
+            for count in ray_actors:
+                runs.append(ray_run(count, count * args.ray_steps_per_actor, args.ray_pace, Path(folder)))
+                print("ray", runs[-1], flush=True)
+            figures["ray"] = {**runs[-1], "per_actor_count": runs}
+            figures["ray_speedup"] = round(runs[-1]["env_steps_per_s"] / runs[0]["env_steps_per_s"], 2)
+        if not args.quick and "train" in args.parts:
+            best = max((n for n in args.num_envs if n > 1), key=lambda n: figures["env_steps_per_s"][f"num_envs_{n}"])
+            figures["to_90"] = {f"num_envs_{n}": time_to_90(n, Path(folder)) for n in (1, best)}
+            print("to 90%", figures["to_90"], flush=True)
+            figures["ros_robots"] = {f"robots_{n}": ros_robots_run(n, args.robot_steps, Path(folder)) for n in (1, 2)}
+            print("ros robots", figures["ros_robots"], flush=True)
     settings = {
         "task": "pick_cube",
+        "parts": args.parts,
         "steps": args.steps,
         "streams": args.streams,
         "num_envs": args.num_envs,
         "robot_steps": args.robot_steps,
+        "ray_actors": ray_actors,
+        "ray_pace": args.ray_pace,
+        "ray_steps_per_actor": args.ray_steps_per_actor,
     }
-    path = write_result(name, figures, settings=settings)
+    path = write_result(args.name or ("fleet_quick" if args.quick else "fleet"), figures, settings=settings)
     print(json.dumps(figures, indent=2))
     print(f"wrote {path}")
 

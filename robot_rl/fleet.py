@@ -5,8 +5,16 @@ randomization draws), scripted human and :class:`~robot_rl.session.ActorSession`
 newest weights it was handed (``fleet.episodes_per_call`` per call). Transitions travel as the node graph's codec
 payloads (npz arrays, no pickle; checked against this run's schema on arrival) through Ray's object store; weights
 go out once per publication with ``ray.put``. The driver ingests each hand-in (every actor is a stream of its own:
-the replay stores each actor's episodes whole), makes the updates it made due (the update-to-data ratio of
-``robot-rl train``), records every episode, evaluates, checkpoints and resumes as ``robot-rl train`` does.
+the replay stores each actor's episodes whole), records every episode, evaluates, checkpoints and resumes as
+``robot-rl train`` does. Who sets the pace (``fleet.pace``):
+
+- ``learner`` (default): the driver makes the updates a hand-in made due (``agent.utd`` per env step, as
+  ``robot-rl train``) before it hands that actor its next play: sample efficiency first, and on few cores the
+  learner's speed is the fleet's.
+- ``actors``: an actor is handed its next play as soon as its transitions are in, and the driver makes the updates
+  due one at a time between hand-ins, as many as it has time for (never more than ``agent.utd`` per env step):
+  env steps per second grow with the actors, updates per env step fall once the learner cannot keep up (the summary's
+  ``fleet.updates_owed``). For pretraining in sim with many actors, as distributed RL systems (Ape-X) run.
 
 An actor that crashes is restarted by Ray (``fleet.max_restarts`` times, then the run goes on without it) and the
 learner goes on with the others meanwhile; a restarted actor starts a fresh episode (the transitions of the one it
@@ -28,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from .config import ConfigError
-from .data import EpisodeRecorder
+from .data import StreamRecorders
 from .envs import observation_shapes
 from .fleet_settings import FleetSettings, fleet_settings, member_seed, share
 from .interrupts import deferred_interrupt, interrupt_requests
@@ -117,7 +125,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     learner = learning.learner
     evaluated = make_agent(cfg, shapes, action_dim, seed)  # the learner's policy, copied at each evaluation
     store = episode_store(cfg, run_dir, task, eval_env)
-    recorders: dict[str, EpisodeRecorder] = {}  # one per actor: its episodes interleave with the others'
+    recorders = StreamRecorders(store) if store is not None else None  # on a thread: the driver does not wait
 
     from torch.utils.tensorboard import SummaryWriter
 
@@ -131,6 +139,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     started = time.monotonic() - counters.wall_seconds
     last_eval = counters.history[-1]["env_steps"] if counters.history else 0
     interrupted = False
+    rate = OnlineRate()
     with interrupt_requests() as stop:
         try:
 
@@ -139,30 +148,36 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                 return counters.env_steps < settings.env_steps or due
 
             while crew.pending and running() and not stop.is_set():
-                for name, (payload, stats) in crew.hand_ins(timeout=1.0):
+                behind = fleet.pace == "actors" and learner.due_updates() > 0
+                for name, (payload, stats) in crew.hand_ins(timeout=0.0 if behind else 1.0):
+                    if fleet.pace == "actors" and counters.env_steps < settings.env_steps:
+                        crew.hand_out(name)  # it plays on while its transitions are taken in
                     transitions = decode_transitions(payload, schema)[0] if payload is not None else []
                     learner.ingest_locked(transitions)
-                    if store is not None:
-                        if name not in recorders:
-                            recorders[name] = EpisodeRecorder(store)
-                        with deferred_interrupt():
-                            recorders[name].add(transitions)
+                    if recorders is not None:
+                        recorders.add(name, transitions)
                     for episode in json.loads(stats):
                         count_episode(counters, episode, tb, learner, started)
                     counters.intervention_steps += sum(t.intervened for t in transitions if not t.demo)
-                    learner.update_while_due()  # the update-to-data ratio of robot-rl train
+                    if fleet.pace == "learner":
+                        learner.update_while_due()  # the update-to-data ratio of robot-rl train
                     crew.publish_when_new()
                     progress.update(counters.env_steps - progress.n)
+                    rate.count(counters.env_steps, settings.env_steps)
                     finished = not running()
                     if counters.env_steps - last_eval >= settings.eval_every or finished:
                         last_eval = counters.env_steps
                         evaluated.load_policy_state(learner.agent.policy_state())
                         evaluate_and_record(evaluated, eval_env, settings, finished, tb, counters, started, progress)
                     if learning.checkpoint_due(counters.env_steps):
+                        if recorders is not None:
+                            recorders.flush()  # the store holds every episode the checkpoint counts
                         counters.wall_seconds = time.monotonic() - started
                         learning.save(counters)
-                    if counters.env_steps < settings.env_steps:
+                    if fleet.pace == "learner" and counters.env_steps < settings.env_steps:
                         crew.hand_out(name)
+                if behind and learner.update_if_due():  # fleet.pace=actors: one update after the hand-ins in
+                    crew.publish_when_new()
             if not crew.pending and counters.env_steps < settings.env_steps:
                 raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
         except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
@@ -171,11 +186,20 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
             crew.stop()
             if started_ray:
                 ray.shutdown()
-            for recorder in recorders.values():
-                recorder.discard()  # an episode an actor was playing when the run ended
+            if recorders is not None:
+                with deferred_interrupt():
+                    recorders.close()  # every hand-in recorded; an episode an actor was playing is dropped
             progress.close()
             eval_env.close()
-    fleet_figures = {"actors": fleet.actors, "crashes": crew.failures, "transitions_received": learner.taken}
+    fleet_figures = {
+        "actors": fleet.actors,
+        "pace": fleet.pace,
+        "crashes": crew.failures,
+        "transitions_received": learner.taken,
+        "online_env_steps_per_s": rate.per_second(),
+        "updates_made": learner.update_calls,
+        "updates_owed": learner.due_updates(),  # fleet.pace=actors: those the learner had no time for
+    }
     return finish_run(run_dir, learning, counters, task, interrupted or stop.is_set(), started, tb, fleet=fleet_figures)
 
 
@@ -212,10 +236,12 @@ class Crew:
             self.version, self.weights = publish(self.learner)
 
     def hand_ins(self, timeout: float):
-        """(actor, (transitions payload, stats JSON)) of each play that finished within ``timeout`` s."""
+        """(actor, (transitions payload, stats JSON)) of the first play that finishes within ``timeout`` s; with
+        ``timeout=0``, of every play finished by now."""
         import ray
 
-        done, _ = ray.wait(list(self.pending), num_returns=1, timeout=timeout)
+        pending = list(self.pending)
+        done, _ = ray.wait(pending, num_returns=len(pending) if timeout == 0 else 1, timeout=timeout)
         for ref in done:
             name, call = self.pending.pop(ref)
             try:
@@ -249,6 +275,29 @@ class Crew:
 
         for actor in self.actors.values():
             ray.kill(actor)
+
+
+class OnlineRate:
+    """Online env steps per wall second, from the first hand-in that counted online steps to the one that spent the
+    budget: what the actors played, without Ray's start, the demonstrations and the final evaluation."""
+
+    def __init__(self):
+        self.first: tuple[float, int] | None = None  # (monotonic s, env steps) at the first online hand-in
+        self.last: tuple[float, int] | None = None
+
+    def count(self, env_steps: int, budget: int) -> None:
+        if env_steps == 0 or (self.last is not None and (self.last[1] >= budget or self.last[1] == env_steps)):
+            return  # no online steps yet, the budget spent, or a hand-in of demonstrations
+        now = (time.monotonic(), env_steps)
+        if self.first is None:
+            self.first = now
+        self.last = now
+
+    def per_second(self) -> float | None:
+        """None until two hand-ins counted online steps."""
+        if self.first is None or self.last is None or self.last[0] <= self.first[0]:
+            return None
+        return round((self.last[1] - self.first[1]) / (self.last[0] - self.first[0]), 2)
 
 
 def ray_init_arguments(fleet: FleetSettings) -> dict[str, Any]:

@@ -18,6 +18,8 @@ class FleetSettings:
     actors: int  # ray: sim actors, each with its own seed and randomization draws
     address: str | None  # ray: an existing cluster ("auto", "ray://host:10001"); null: a local Ray instance
     episodes_per_call: int  # ray: whole episodes an actor plays per hand-in of its transitions
+    pace: str  # ray: learner (actors wait for the updates their steps made due) | actors (they play on; the learner
+    #   makes as many of the updates due as it has time for)
     max_restarts: int  # ray: times Ray restarts a crashed actor before the run goes on without it
     cpus_per_actor: float  # ray: CPUs Ray reserves per actor
     object_store_mb: int  # ray: object store of a local Ray instance (MiB)
@@ -27,6 +29,7 @@ class FleetSettings:
 def fleet_settings(cfg: DictConfig) -> FleetSettings:
     settings = settings_of("fleet", FleetSettings, OmegaConf.to_container(cfg.get("fleet") or {}, resolve=True))
     choice("fleet.kind", settings.kind, ("local", "ray"))
+    choice("fleet.pace", settings.pace, ("learner", "actors"))
     require_all(
         "fleet",
         settings,

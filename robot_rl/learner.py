@@ -340,17 +340,24 @@ class Learner:
                 self.ingest([self.pending.popleft()])
 
     def update_while_due(self) -> None:
-        while self.due_updates() > 0 and not self.stop.is_set():
-            with self.lock:
-                metrics = self.agent.update(self.sample)
-                if self.safety is not None:
-                    metrics.update(self.safety.update(self.online))
-                metrics.update(self.fit_fast_risk_when_due())
-                self.metrics = metrics  # replaced whole: the actor thread reads it
-                if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
-                    self.transport.publish_weights(self.update_calls + 1, self.published_weights())
-                self.update_calls += 1
-            self.report_progress()
+        while self.update_if_due():
+            pass
+
+    def update_if_due(self) -> bool:
+        """Make one update if one is due (and the learner is not stopping); whether it made one."""
+        if self.due_updates() <= 0 or self.stop.is_set():
+            return False
+        with self.lock:
+            metrics = self.agent.update(self.sample)
+            if self.safety is not None:
+                metrics.update(self.safety.update(self.online))
+            metrics.update(self.fit_fast_risk_when_due())
+            self.metrics = metrics  # replaced whole: the actor thread reads it
+            if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
+                self.transport.publish_weights(self.update_calls + 1, self.published_weights())
+            self.update_calls += 1
+        self.report_progress()
+        return True
 
     def report_progress(self) -> None:
         """Publish (online transitions ingested, updates made, per actor the last ``seq`` ingested) on the transport

@@ -11,7 +11,7 @@ import pytest
 
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
-from robot_rl.fleet import actor_config
+from robot_rl.fleet import OnlineRate, actor_config
 from robot_rl.fleet_settings import fleet_settings
 from tests.conftest import LEARNING_REACH, require
 
@@ -23,6 +23,8 @@ def test_each_actor_gets_its_seed_and_share_of_the_demonstrations():
     assert [c["seed"] for c in shares] == [1007, 2007] and all(c["train"]["env_steps"] > 10**12 for c in shares)
     with pytest.raises(ConfigError, match="fleet.actors"):
         fleet_settings(load_config(["fleet=ray", "fleet.actors=0"]))
+    with pytest.raises(ConfigError, match="fleet.pace"):
+        fleet_settings(load_config(["fleet=ray", "fleet.pace=fast"]))
     assert fleet_settings(load_config([])).kind == "local"
 
 
@@ -96,3 +98,38 @@ def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
     assert second["counters"]["demo_episodes_done"] == 2  # the demonstrations were not played again
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] >= 120 and not summary["interrupted"]
+
+
+def test_the_online_rate_counts_from_the_first_online_hand_in_to_the_one_that_spent_the_budget(monkeypatch):
+    clock = iter([10.0, 11.0, 12.0])  # read at 20, 40 and 100 steps only
+    monkeypatch.setattr("robot_rl.fleet.time.monotonic", lambda: next(clock))
+    rate = OnlineRate()
+    rate.count(0, 100)  # demonstrations only: not counted
+    assert rate.per_second() is None
+    for steps in (20, 40, 40, 100, 130):  # 40 twice: a hand-in of demonstrations; 130: after the budget
+        rate.count(steps, 100)
+    assert rate.per_second() == 40.0  # (100 - 20) steps in 12 - 10 s
+
+
+@pytest.mark.slow
+def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_data(tmp_path):
+    require("ray")
+    from robot_rl.cli import main
+    from robot_rl.data import EpisodeStore
+
+    run_dir = tmp_path / "run"
+    overrides = [
+        *("train", "fleet=ray", "fleet.actors=2", "fleet.pace=actors", "task=reach", "task.episode_steps=20"),
+        *(f"train.run_dir={run_dir}", "train.demo_episodes=2", "train.start_training=20", "train.batch_size=16"),
+        *("train.env_steps=200", "train.eval_every=1000", "train.final_eval_episodes=1"),
+    ]
+    assert main(overrides) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    fleet = summary["fleet"]
+    assert fleet["pace"] == "actors" and summary["env_steps"] >= 200
+    counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+    assert fleet["updates_made"] == counters["update_calls"] > 0
+    assert fleet["updates_made"] + fleet["updates_owed"] == counters["online_received"] - 20  # never more than due
+    assert fleet["online_env_steps_per_s"] > 0
+    store = EpisodeStore.open(run_dir / "episodes.zarr")
+    assert len(store.episode_names()) == counters["counters"]["episodes"]  # every episode counted is recorded

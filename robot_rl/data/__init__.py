@@ -1,7 +1,7 @@
 """Episode storage and replay for robot_rl."""
 
 from .episode_store import EpisodeStore, EpisodeStoreError, EpisodeWriter
-from .recorder import EpisodeRecorder
+from .recorder import EpisodeRecorder, StreamRecorders
 from .replay_buffer import MixedSampler, ReplayBuffer, load_episode_store
 
 __all__ = [
@@ -11,5 +11,6 @@ __all__ = [
     "EpisodeWriter",
     "MixedSampler",
     "ReplayBuffer",
+    "StreamRecorders",
     "load_episode_store",
 ]

@@ -29,6 +29,7 @@ a store.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, BloscShuffle, Crc32cCodec
+from zarr.core.sync import sync
 
 import robot_rl
 
@@ -109,6 +111,7 @@ class EpisodeStore:
     def __init__(self, path: str | os.PathLike, root: zarr.Group):
         self.path = Path(path)
         self.root = root
+        self._next_index: int | None = None  # of the next episode committed (see _next_name)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -242,9 +245,17 @@ class EpisodeStore:
         return EpisodeWriter(self)
 
     def _next_name(self) -> str:
-        names = self.episode_names()
-        index = int(names[-1].split("_")[1]) + 1 if names else 0
-        return f"episode_{index:06d}"
+        """The name of the next episode committed: one past the newest. The folder is listed once and the count
+        kept (listing it at every commit grew with the store: ~6 ms at 300 episodes); it is listed again when that
+        name is taken (another writer of this store)."""
+        if self._next_index is None or (self.path / "episodes" / f"episode_{self._next_index:06d}").exists():
+            names = self.episode_names()
+            self._next_index = int(names[-1].split("_")[1]) + 1 if names else 0
+        return f"episode_{self._next_index:06d}"
+
+    def _claimed(self, name: str) -> None:
+        """Episode ``name`` (from :meth:`_next_name`) is now in the store."""
+        self._next_index = int(name.split("_")[1]) + 1
 
     def _group(self, name: str) -> zarr.Group:
         path = self.path / "episodes" / name
@@ -411,31 +422,28 @@ class EpisodeWriter:
             raise EpisodeStoreError(f"uid={uid!r}; expected a printable string of 1 to 128 characters")
         group, length = self._group, len(self)
         self._drain()
-        for key, array in self._frames.items():
+        for array in self._frames.values():
             array.resize((self._n_obs, *array.shape[1:]))
-        for key, values in self._small_obs.items():
-            self._write(group["obs"], f"obs/{key}", np.stack(values))
-        for key, values in self._steps.items():
-            self._write(group, key, np.asarray(values, dtype=STEP_FIELDS.get(key)))
+        arrays = [(group["obs"], f"obs/{key}", np.stack(values)) for key, values in self._small_obs.items()]
+        arrays += [(group, key, np.asarray(values, dtype=STEP_FIELDS.get(key))) for key, values in self._steps.items()]
         if self._streams:
             streams = group.create_group("streams")
             for name, (data, stamps) in self._streams.items():
                 stream = streams.create_group(name)
-                self._write(stream, f"streams/{name}/data", np.stack(data))
-                self._write(stream, f"streams/{name}/timestamp", np.asarray(stamps, dtype=np.float64))
+                arrays.append((stream, f"streams/{name}/data", np.stack(data)))
+                arrays.append((stream, f"streams/{name}/timestamp", np.asarray(stamps, dtype=np.float64)))
+        for _, field, data in arrays:
+            self._hash.add(field, data)
+        _write_arrays([(parent, field.rsplit("/", 1)[-1], data) for parent, field, data in arrays])
         summary = {"success": bool(np.any(self._steps["success"])), "return": float(np.sum(self._steps["reward"]))}
         identity = {"uid": uid or uuid.uuid4().hex, "checksum": self._hash.hexdigest()}
         group.attrs.update(_jsonable({**summary, **attrs, "length": length, "source": source, **identity}))
         _fsync_tree(self._staging)
         name = self.store._next_name()
         os.rename(self._staging, self.store.path / "episodes" / name)
+        self.store._claimed(name)
         self._staging, self._group = None, None
         return name
-
-    def _write(self, group: zarr.Group, field: str, data: np.ndarray) -> None:
-        """Write array ``field`` (its path in the episode; the last part is its name in ``group``) and hash it."""
-        _write(group, field.rsplit("/", 1)[-1], data)
-        self._hash.add(field, data)
 
     def _write_frame(self, key: str, index: int, frame: np.ndarray) -> None:
         self._frames[key][index] = frame
@@ -556,8 +564,23 @@ def _arrays(group: zarr.Group, prefix: str = "") -> Iterator[tuple[str, zarr.Arr
 
 
 def _write(group: zarr.Group, key: str, data: np.ndarray) -> None:
-    array = group.create_array(key, shape=data.shape, dtype=data.dtype, compressors=ARRAY_CODECS, config=ARRAY_CONFIG)
-    array[...] = data
+    _write_arrays([(group, key, data)])
+
+
+def _write_arrays(arrays: list[tuple[zarr.Group, str, np.ndarray]]) -> None:
+    """Create and fill arrays (parent group, name, data) at once: one wait on zarr's event loop for all of them
+    (one by one, an episode's dozen small arrays spent ~30 ms waiting, ~3 ms each)."""
+
+    async def write(group: zarr.Group, key: str, data: np.ndarray) -> None:
+        array = await group._async_group.create_array(
+            key, shape=data.shape, dtype=data.dtype, compressors=ARRAY_CODECS, config=ARRAY_CONFIG
+        )
+        await array.setitem(Ellipsis, data)
+
+    async def write_all() -> None:
+        await asyncio.gather(*(write(*array) for array in arrays))
+
+    sync(write_all())
 
 
 def _fsync_tree(path: Path) -> None:

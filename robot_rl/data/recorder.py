@@ -17,6 +17,8 @@ plus what the driver adds with :meth:`EpisodeRecorder.annotate` (the reset's see
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -141,3 +143,60 @@ class EpisodeRecorder:
     def _warn(self, message: str) -> None:
         if self.log is not None:
             self.log.warning(message)
+
+
+class StreamRecorders:
+    """Several actors' transitions -> committed episodes of one store, recorded on a thread of their own.
+
+    One :class:`EpisodeRecorder` per actor stream (their episodes interleave). :meth:`add` queues a hand-in and
+    returns at once: a driver that takes in many actors' transitions does not wait on the disk (an episode's
+    commit, a dozen small files written and flushed, takes tens of ms). :meth:`close` records everything queued and
+    drops the episodes still open; an error on the thread comes back from the next :meth:`add` or :meth:`close`.
+    """
+
+    def __init__(self, store: EpisodeStore, backlog: int = 64):
+        """``backlog``: hand-ins queued at most (then :meth:`add` waits for the thread)."""
+        self.store = store
+        self.recorders: dict[str, EpisodeRecorder] = {}
+        self.error: BaseException | None = None
+        self._queue: queue.Queue[tuple[str, list[Transition]] | None] = queue.Queue(maxsize=backlog)
+        self._thread = threading.Thread(target=self._run, name="stream-recorders", daemon=True)
+        self._thread.start()
+
+    def add(self, stream: str, transitions: list[Transition]) -> None:
+        """Queue ``transitions`` of actor ``stream``, in the order that actor made them."""
+        self._raise_error()
+        if transitions:
+            self._queue.put((stream, transitions))
+
+    def flush(self) -> None:
+        """Wait until every hand-in queued so far is recorded (before a checkpoint counts its episodes)."""
+        self._queue.join()
+        self._raise_error()
+
+    def close(self) -> None:
+        """Record every hand-in queued, then drop the episodes still open (their actors stopped mid-episode)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        for recorder in self.recorders.values():
+            recorder.discard()
+        self._raise_error()
+
+    def _raise_error(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"recording episodes to {self.store.path} failed: {self.error!r}") from self.error
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            stream, transitions = item
+            try:
+                if self.error is None:  # after an error nothing more is recorded; the driver hears of it
+                    if stream not in self.recorders:
+                        self.recorders[stream] = EpisodeRecorder(self.store)
+                    self.recorders[stream].add(transitions)
+            except Exception as error:  # noqa: BLE001 - handed to the driver's thread
+                self.error = error
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()

@@ -131,6 +131,7 @@ def _copy_new_episodes(stores: list[EpisodeStore], target: EpisodeStore) -> dict
             shutil.copytree(store.path / "episodes" / name, staging)
             _fsync_tree(staging)
             os.rename(staging, target.path / "episodes" / new_name)
+            target._claimed(new_name)
             held.add(uid)
             copied += 1
     return {"copied": copied, "skipped": skipped}

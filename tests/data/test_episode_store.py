@@ -243,3 +243,15 @@ def test_bad_source_is_rejected(tmp_path):
     with pytest.raises(EpisodeStoreError, match="source='teleop'"):
         writer.commit("teleop")
     assert len(store) == 0
+
+
+def test_two_handles_of_one_store_take_turns_without_taking_each_others_names(tmp_path):
+    """Each handle keeps the next episode's name instead of listing the folder at every commit; a name another
+    handle took meanwhile is noticed and the next free one used."""
+    first = EpisodeStore.create(tmp_path / "s.zarr", META)
+    second = EpisodeStore.create(tmp_path / "s.zarr", META)
+    names = [write_episode(store, synthetic_episode(seed), "online") for seed, store in enumerate([first, second] * 2)]
+    names.append(write_episode(first, synthetic_episode(9), "online"))
+    assert names == [f"episode_{index:06d}" for index in range(5)]
+    for seed, name in zip([0, 1, 2, 3, 9], names):
+        np.testing.assert_array_equal(first.read_episode(name)["action"], synthetic_episode(seed)["action"])
