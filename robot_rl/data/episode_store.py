@@ -30,6 +30,7 @@ a store.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import json
 import math
@@ -439,8 +440,15 @@ class EpisodeWriter:
         identity = {"uid": uid or uuid.uuid4().hex, "checksum": self._hash.hexdigest()}
         group.attrs.update(_jsonable({**summary, **attrs, "length": length, "source": source, **identity}))
         _fsync_tree(self._staging)
-        name = self.store._next_name()
-        os.rename(self._staging, self.store.path / "episodes" / name)
+        while True:
+            name = self.store._next_name()
+            try:
+                os.rename(self._staging, self.store.path / "episodes" / name)
+                break
+            except OSError as error:  # another process's writer took the name since: the next one
+                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                self.store._next_index = None
         self.store._claimed(name)
         self._staging, self._group = None, None
         return name

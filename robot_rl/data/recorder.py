@@ -17,11 +17,13 @@ plus what the driver adds with :meth:`EpisodeRecorder.annotate` (the reset's see
 
 from __future__ import annotations
 
-import queue
+import contextlib
+import multiprocessing
+import signal
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .episode_store import EpisodeStore
@@ -146,57 +148,132 @@ class EpisodeRecorder:
 
 
 class StreamRecorders:
-    """Several actors' transitions -> committed episodes of one store, recorded on a thread of their own.
+    """Several actors' hand-ins (encoded transitions) -> committed episodes of one store, recorded in processes of
+    their own.
 
-    One :class:`EpisodeRecorder` per actor stream (their episodes interleave). :meth:`add` queues a hand-in and
-    returns at once: a driver that takes in many actors' transitions does not wait on the disk (an episode's
-    commit, a dozen small files written and flushed, takes tens of ms). :meth:`close` records everything queued and
-    drops the episodes still open; an error on the thread comes back from the next :meth:`add` or :meth:`close`.
+    One :class:`EpisodeRecorder` per actor stream (their episodes interleave); ``processes`` recorder processes share
+    the streams out (a stream stays with the process it first went to) and commit to the same store (a name another
+    process took meanwhile goes to the next episode). :meth:`add` sends a hand-in's bytes down a pipe and returns: a
+    driver that takes in many actors' transitions neither waits on the disk nor shares its interpreter with the
+    recording (zarr's Python, ~1 ms per step of a 40-step episode, most of it the commit's dozen small arrays). A
+    pipe holds what its recorder has not read yet; a sender that runs ahead waits. :meth:`flush` returns once
+    everything sent is recorded, :meth:`close` records everything sent and drops the episodes still open. An error in
+    a recorder stops its recording and comes back from :meth:`flush` and :meth:`close`. Recorders ignore Ctrl-C (the
+    driver closes them) and end, dropping their open episodes, when the driver is gone.
+
+    Only raw bytes cross the pipes (no pickle): ``decode(payload) -> list[Transition]`` is given at the start (a
+    module-level function or a ``functools.partial`` of one: it must reach a spawned process) and checks what it
+    decodes.
     """
 
-    def __init__(self, store: EpisodeStore, backlog: int = 64):
-        """``backlog``: hand-ins queued at most (then :meth:`add` waits for the thread)."""
-        self.store = store
-        self.recorders: dict[str, EpisodeRecorder] = {}
-        self.error: BaseException | None = None
-        self._queue: queue.Queue[tuple[str, list[Transition]] | None] = queue.Queue(maxsize=backlog)
-        self._thread = threading.Thread(target=self._run, name="stream-recorders", daemon=True)
-        self._thread.start()
+    def __init__(self, store: EpisodeStore, decode: Callable[[bytes], list[Transition]], processes: int = 1):
+        self.path = store.path
+        context = multiprocessing.get_context("spawn")  # no copy of the driver's threads and CUDA state
+        self._conns, self._processes = [], []
+        for index in range(processes):
+            conn, child = context.Pipe()
+            process = context.Process(
+                target=_record_streams,
+                args=(str(store.path), store.metadata, decode, child),
+                name=f"stream-recorder-{index}",
+                daemon=True,  # ends with its driver (it also sees the pipe close)
+            )
+            with _sigint_ignored():  # inherited: Ctrl-C during the recorder's start does not kill it either
+                process.start()
+            child.close()
+            self._conns.append(conn)
+            self._processes.append(process)
+        self._route: dict[str, int] = {}  # stream -> the recorder it went to first
+        self._closed = False
 
-    def add(self, stream: str, transitions: list[Transition]) -> None:
-        """Queue ``transitions`` of actor ``stream``, in the order that actor made them."""
-        self._raise_error()
-        if transitions:
-            self._queue.put((stream, transitions))
+    def add(self, stream: str, payload: bytes) -> None:
+        """Send the encoded transitions of actor ``stream``, in the order that actor made them."""
+        index = self._route.setdefault(stream, len(self._route) % len(self._conns))
+        name = stream.encode()
+        self._send(index, b"A" + len(name).to_bytes(2, "little") + name + payload)
 
     def flush(self) -> None:
-        """Wait until every hand-in queued so far is recorded (before a checkpoint counts its episodes)."""
-        self._queue.join()
-        self._raise_error()
+        """Wait until everything sent so far is recorded (before a checkpoint counts its episodes)."""
+        self._ask(b"F")
 
     def close(self) -> None:
-        """Record every hand-in queued, then drop the episodes still open (their actors stopped mid-episode)."""
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
-        for recorder in self.recorders.values():
-            recorder.discard()
-        self._raise_error()
+        """Record everything sent, drop the episodes still open (their actors stopped mid-episode), end the
+        recorders."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._ask(b"C")
+        finally:
+            for conn, process in zip(self._conns, self._processes):
+                conn.close()
+                process.join(timeout=30)
 
-    def _raise_error(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"recording episodes to {self.store.path} failed: {self.error!r}") from self.error
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            stream, transitions = item
+    def _ask(self, message: bytes) -> None:
+        """Send ``message`` to every recorder and raise the first error any of them answers."""
+        for index in range(len(self._conns)):
+            self._send(index, message)
+        errors = []
+        for conn in self._conns:
             try:
-                if self.error is None:  # after an error nothing more is recorded; the driver hears of it
-                    if stream not in self.recorders:
-                        self.recorders[stream] = EpisodeRecorder(self.store)
-                    self.recorders[stream].add(transitions)
-            except Exception as error:  # noqa: BLE001 - handed to the driver's thread
-                self.error = error
-            finally:
-                self._queue.task_done()
-        self._queue.task_done()
+                answer = conn.recv_bytes()
+            except (EOFError, OSError):
+                answer = b"the recorder process is gone"
+            if answer != b"ok":
+                errors.append(answer.decode(errors="replace"))
+        if errors:
+            raise RuntimeError(f"recording episodes to {self.path} failed: {errors[0]}")
+
+    def _send(self, index: int, message: bytes) -> None:
+        try:
+            self._conns[index].send_bytes(message)
+        except OSError as error:
+            raise RuntimeError(f"recording episodes to {self.path} failed: the recorder process is gone") from error
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored for the block (on the main thread; elsewhere Python cannot change signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _record_streams(path: str, metadata: dict[str, Any], decode, conn) -> None:
+    """The recorder process of :class:`StreamRecorders`: hand-ins from ``conn`` into the store at ``path``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it closes the recorder when done
+    store = EpisodeStore.create(path, metadata)
+    recorders: dict[str, EpisodeRecorder] = {}
+    error: str | None = None
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):  # the driver is gone: what is open is dropped, the store keeps what is finished
+            message = b"C"
+        kind = message[:1]
+        if kind == b"A":
+            if error is not None:
+                continue  # nothing more is recorded once something failed; the driver hears of it
+            size = int.from_bytes(message[1:3], "little")
+            stream = message[3 : 3 + size].decode()
+            try:
+                if stream not in recorders:
+                    recorders[stream] = EpisodeRecorder(store)
+                recorders[stream].add(decode(message[3 + size :]))
+            except Exception as failure:  # noqa: BLE001 - answered to the driver
+                error = repr(failure)
+            continue
+        if kind == b"C":
+            for recorder in recorders.values():
+                recorder.discard()
+        try:
+            conn.send_bytes(b"ok" if error is None else error.encode())
+        except OSError:
+            return
+        if kind == b"C":
+            return

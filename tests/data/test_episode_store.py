@@ -255,3 +255,17 @@ def test_two_handles_of_one_store_take_turns_without_taking_each_others_names(tm
     assert names == [f"episode_{index:06d}" for index in range(5)]
     for seed, name in zip([0, 1, 2, 3, 9], names):
         np.testing.assert_array_equal(first.read_episode(name)["action"], synthetic_episode(seed)["action"])
+
+
+def test_a_name_taken_between_choosing_it_and_committing_goes_to_the_next_one(tmp_path, monkeypatch):
+    """Writers in several processes append to one store (the fleet's recorders): one that loses the race for a name
+    commits under the next instead of failing."""
+    first = EpisodeStore.create(tmp_path / "s.zarr", META)
+    second = EpisodeStore.create(tmp_path / "s.zarr", META)
+    write_episode(second, synthetic_episode(0), "online")  # takes episode_000000
+    chosen = iter(["episode_000000"] * 3)  # what `first` chose before (two calls as it starts, one as it commits)
+    real = EpisodeStore._next_name
+    monkeypatch.setattr(EpisodeStore, "_next_name", lambda store: next(chosen, None) or real(store))
+    assert write_episode(first, synthetic_episode(1), "online") == "episode_000001"
+    np.testing.assert_array_equal(first.read_episode("episode_000000")["action"], synthetic_episode(0)["action"])
+    np.testing.assert_array_equal(first.read_episode("episode_000001")["action"], synthetic_episode(1)["action"])

@@ -1,10 +1,17 @@
-"""StreamRecorders: several actors' interleaved hand-ins recorded on a thread of their own (the Ray fleet's driver)."""
+"""StreamRecorders: several actors' interleaved hand-ins recorded in a process of their own (the Ray fleet's
+driver)."""
+
+import os
+import signal
+from functools import partial
 
 import numpy as np
 import pytest
 
 from robot_rl.data import EpisodeStore, StreamRecorders
 from robot_rl.data.transition import Transition
+from robot_rl.fleet import decode_hand_in
+from robot_rl.ros.codec import TransitionSchema, encode_transitions
 
 META = {"observation_shapes": {"state": [3]}, "action_dim": 2, "task": "streams"}
 
@@ -28,13 +35,17 @@ def episode(actor: str, number: int, length: int, ended: bool = True) -> list[Tr
     ]
 
 
+DECODE = partial(decode_hand_in, TransitionSchema({"state": (3,)}, 2))
+
+
 def test_interleaved_hand_ins_become_whole_episodes_and_close_drops_the_open_ones(tmp_path):
     store = EpisodeStore.create(tmp_path / "s.zarr", META)
-    recorders = StreamRecorders(store, backlog=2)  # a small backlog: add waits for the thread now and then
+    recorders = StreamRecorders(store, DECODE)
+    os.kill(recorders._processes[0].pid, signal.SIGINT)  # Ctrl-C reaches the whole process group: the recorder goes on
     a0, b0, a1 = episode("a", 0, 5), episode("b", 0, 7), episode("a", 1, 4)
     open_b = episode("b", 1, 6, ended=False)
     for stream, part in [("a", a0[:2]), ("b", b0[:3]), ("a", a0[2:]), ("b", b0[3:]), ("a", a1), ("b", open_b)]:
-        recorders.add(stream, part)
+        recorders.add(stream, encode_transitions(part))
     recorders.flush()
     assert len(store.episode_names()) == 3  # flushed: every finished episode is in
     recorders.close()
@@ -46,17 +57,44 @@ def test_interleaved_hand_ins_become_whole_episodes_and_close_drops_the_open_one
         np.testing.assert_array_equal(back["obs"]["state"][-1], transitions[-1].next_obs["state"])
 
 
-def test_an_error_on_the_thread_comes_back_to_the_driver(tmp_path):
+def test_an_error_in_the_recorder_comes_back_to_the_driver(tmp_path):
     store = EpisodeStore.create(tmp_path / "s.zarr", META)
-    recorders = StreamRecorders(store)
+    recorders = StreamRecorders(store, DECODE)
     bad = episode("a", 0, 3)
-    bad[1].obs = {"state": np.zeros(5, np.float32)}  # the store holds 3-dim states
-    bad[1].next_obs = {"state": np.zeros(5, np.float32)}
-    recorders.add("a", bad)
-    with pytest.raises(RuntimeError, match="recording episodes to .* failed"):
+    for transition in bad:
+        transition.obs = {"state": np.zeros(5, np.float32)}  # the run's states have 3 numbers
+    recorders.add("a", encode_transitions(bad))
+    with pytest.raises(RuntimeError, match="recording episodes to .* failed: .*state"):
         recorders.flush()
-    with pytest.raises(RuntimeError, match="recording episodes"):
-        recorders.add("a", episode("a", 1, 3))
+    recorders.add("a", encode_transitions(episode("a", 1, 3)))  # not recorded: the recorder stopped at the error
     with pytest.raises(RuntimeError, match="recording episodes"):
         recorders.close()
     assert store.episode_names() == []
+
+
+def test_a_recorder_whose_driver_is_gone_keeps_what_is_finished_and_ends(tmp_path):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    recorders = StreamRecorders(store, DECODE)
+    recorders.add("a", encode_transitions(episode("a", 0, 4)))
+    recorders.add("b", encode_transitions(episode("b", 0, 4, ended=False)))
+    recorders._conns[0].close()  # as when the driver is killed
+    recorders._processes[0].join(timeout=60)
+    assert recorders._processes[0].exitcode == 0
+    assert [store.episode_attrs(name)["uid"] for name in store.episode_names()] == ["a-0"]
+    assert not list((store.path / ".staging").glob("*"))  # the open episode left nothing behind
+
+
+def test_two_recorder_processes_share_the_streams_out_and_commit_every_episode_once(tmp_path):
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    recorders = StreamRecorders(store, DECODE, processes=2)
+    sent = [episode(actor, number, 3 + number % 4) for number in range(12) for actor in ("a", "b", "c")]
+    for transitions in sent:
+        recorders.add(transitions[0].actor, encode_transitions(transitions))
+    recorders.close()
+    names = store.episode_names()
+    assert names == [f"episode_{index:06d}" for index in range(len(sent))]  # each name once, none skipped
+    by_uid = {store.episode_attrs(name)["uid"]: name for name in names}
+    for transitions in sent:
+        back = store.read_episode(by_uid[transitions[0].episode])
+        np.testing.assert_array_equal(back["action"], np.stack([t.action for t in transitions]))
+    assert {recorders._route[actor] for actor in "abc"} == {0, 1}
