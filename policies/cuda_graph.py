@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from robot_rl.data.batches import batch_to
+
 log = logging.getLogger(__name__)
 
 Step = Callable[[dict[str, Any]], dict[str, torch.Tensor]]
@@ -62,13 +64,6 @@ def copy_into(static: Any, batch: Any) -> None:
         static.copy_(batch, non_blocking=True)
 
 
-def on_device(batch: Any, device: torch.device) -> Any:
-    """``batch`` (arrays or tensors, nested dicts) as tensors on ``device``; a graph copies from tensors alone."""
-    if isinstance(batch, dict):
-        return {key: on_device(value, device) for key, value in batch.items()}
-    return torch.as_tensor(batch, device=device)
-
-
 @dataclass
 class Recording:
     """One recorded step: the graph, the tensors it reads its batch from and the tensors it writes its metrics to."""
@@ -94,7 +89,7 @@ class GraphedSteps:
         by replaying its recording when there is one."""
         if self.failed is not None:
             return step(batch)
-        batch = on_device(batch, self.device)
+        batch = batch_to(batch, self.device)
         key = (kind, signature(batch))
         recording = self.recordings.get(key)
         if recording is None:

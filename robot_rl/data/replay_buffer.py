@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from ..folders import latest, replacing
+from .batches import batch_to
 
 BUFFER_FORMAT = "robot_rl.replay"
 _STEP_ARRAYS = ("action", "reward", "cost", "terminated", "truncated", "intervened", "has_transition", "episode")
@@ -311,7 +312,7 @@ class ReplayBuffer:
         index = self._index(index)
         obs, next_obs = self.empty_observations(len(index)), self.empty_observations(len(index))
         batch = self.gather(index, obs, next_obs, n_step, gamma, sequence_length)
-        return _to_device(batch, self.storage_device, self.device)
+        return batch_to(batch, self.device)
 
     def empty_observations(self, batch_size: int) -> dict[str, torch.Tensor]:
         """Uninitialised observation tensors for ``batch_size`` rows on the storage device (pinned for a CUDA
@@ -564,7 +565,7 @@ class MixedSampler:
         batch = gather_parts(parts, self.rng, n_step, gamma, sequence_length)
         first = parts[0][0]
         batch["is_demo"] = torch.arange(batch_size, device=first.storage_device) >= batch_size - take_demo
-        return _to_device(batch, first.storage_device, first.device)
+        return batch_to(batch, first.device)
 
 
 class WeightedSampler:
@@ -593,7 +594,7 @@ class WeightedSampler:
         first = parts[0][0]
         sources = [k for k, n in enumerate(rows) for _ in range(n)]
         batch["source"] = torch.tensor(sources, dtype=torch.int64, device=first.storage_device)
-        return _to_device(batch, first.storage_device, first.device)
+        return batch_to(batch, first.device)
 
 
 def gather_parts(
@@ -622,16 +623,6 @@ def gather_parts(
     batch = {key: torch.cat([piece[key] for piece in pieces]) for key in pieces[0] if key in keys}
     batch["obs"], batch["next_obs"] = obs, next_obs
     return batch
-
-
-def _to_device(batch: dict[str, Any], source: torch.device, device: torch.device) -> dict[str, Any]:
-    """``batch`` (nested dicts of tensors on ``source``) on ``device``; copies from pinned memory do not block."""
-    if source == device:
-        return batch
-    return {
-        key: _to_device(value, source, device) if isinstance(value, dict) else value.to(device, non_blocking=True)
-        for key, value in batch.items()
-    }
 
 
 def load_episode_store(store, buffer: ReplayBuffer, sources: tuple[str, ...] | None = None) -> int:
