@@ -174,7 +174,7 @@ class StreamRecorders:
             conn, child = context.Pipe()
             process = context.Process(
                 target=_record_streams,
-                args=(str(store.path), store.metadata, decode, child),
+                args=(str(store.path), decode, child),
                 name=f"stream-recorder-{index}",
                 daemon=True,  # ends with its driver (it also sees the pipe close)
             )
@@ -244,10 +244,10 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _record_streams(path: str, metadata: dict[str, Any], decode, conn) -> None:
+def _record_streams(path: str, decode, conn) -> None:
     """The recorder process of :class:`StreamRecorders`: hand-ins from ``conn`` into the store at ``path``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it closes the recorder when done
-    store = EpisodeStore.create(path, metadata)
+    store = EpisodeStore.open(path)  # not create: that clears the staging folder, where other writers have episodes
     recorders: dict[str, EpisodeRecorder] = {}
     error: str | None = None
     while True:

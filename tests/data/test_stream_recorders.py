@@ -98,3 +98,18 @@ def test_two_recorder_processes_share_the_streams_out_and_commit_every_episode_o
         back = store.read_episode(by_uid[transitions[0].episode])
         np.testing.assert_array_equal(back["action"], np.stack([t.action for t in transitions]))
     assert {recorders._route[actor] for actor in "abc"} == {0, 1}
+
+
+def test_recorders_starting_leave_the_episodes_other_writers_have_open_alone(tmp_path):
+    """Bug: each recorder process opened the store with EpisodeStore.create, which clears the staging folder of a
+    crashed writer's leftovers, and so the episode another writer (another recorder) had open at the time."""
+    store = EpisodeStore.create(tmp_path / "s.zarr", META)
+    writer = store.writer()
+    writer.start({"state": np.zeros(3, np.float32)})
+    recorders = StreamRecorders(store, DECODE, processes=2)
+    recorders.add("a", encode_transitions(episode("a", 0, 3)))
+    recorders.flush()
+    writer.add({"state": np.ones(3, np.float32)}, np.zeros(2, np.float32), 0.0, terminated=True, truncated=False)
+    assert writer.commit("online") == "episode_000001"
+    recorders.close()
+    assert len(store.episode_names()) == 2
