@@ -30,6 +30,21 @@ def deferred_interrupt() -> Iterator[None]:
 
 
 @contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored for the block (on the main thread; off it Python cannot change handlers). A process started in
+    the block inherits the ignoring (a Python handler it would not): a helper process that its driver stops starts
+    immune to the Ctrl-C meant for the driver."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def interrupt_requests() -> Iterator[threading.Event]:
     """Turn Ctrl-C (SIGINT) into a request: the returned event is set and the code runs on to a point where it can
     stop cleanly, so no KeyboardInterrupt lands inside a file write or while a lock is held. A second Ctrl-C raises

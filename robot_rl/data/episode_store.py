@@ -445,10 +445,9 @@ class EpisodeWriter:
             try:
                 os.rename(self._staging, self.store.path / "episodes" / name)
                 break
-            except OSError as error:  # another process's writer took the name since: the next one
+            except OSError as error:  # another process's writer took the name since: _next_name lists again
                 if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
-                self.store._next_index = None
         self.store._claimed(name)
         self._staging, self._group = None, None
         return name
@@ -569,10 +568,6 @@ def _arrays(group: zarr.Group, prefix: str = "") -> Iterator[tuple[str, zarr.Arr
             yield prefix + key, member
         else:
             yield from _arrays(member, f"{prefix}{key}/")
-
-
-def _write(group: zarr.Group, key: str, data: np.ndarray) -> None:
-    _write_arrays([(group, key, data)])
 
 
 def _write_arrays(arrays: list[tuple[zarr.Group, str, np.ndarray]]) -> None:

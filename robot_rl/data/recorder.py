@@ -17,15 +17,14 @@ plus what the driver adds with :meth:`EpisodeRecorder.annotate` (the reset's see
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import signal
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from ..interrupts import sigint_ignored
 from .episode_store import EpisodeStore
 from .transition import Transition
 
@@ -178,7 +177,7 @@ class StreamRecorders:
                 name=f"stream-recorder-{index}",
                 daemon=True,  # ends with its driver (it also sees the pipe close)
             )
-            with _sigint_ignored():  # inherited: Ctrl-C during the recorder's start does not kill it either
+            with sigint_ignored():  # inherited: Ctrl-C during the recorder's start does not kill it either
                 process.start()
             child.close()
             self._conns.append(conn)
@@ -229,19 +228,6 @@ class StreamRecorders:
             self._conns[index].send_bytes(message)
         except OSError as error:
             raise RuntimeError(f"recording episodes to {self.path} failed: the recorder process is gone") from error
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored for the block (on the main thread; elsewhere Python cannot change signal handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _record_streams(path: str, decode, conn) -> None:
