@@ -48,6 +48,7 @@ from benchmarks.common import to_threshold, write_result
 from robot_rl.composed_config import load_config
 from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
+from robot_rl.fleet_settings import PACES
 from robot_rl.graph import reserved_ros_domain
 from robot_rl.learner import Learner, TrainSettings, updates_due
 from robot_rl.transport import LocalTransport
@@ -245,9 +246,7 @@ def main() -> None:
     parser.add_argument(
         "--ray-actors", type=int, nargs="+", help="Ray actor counts (default: 1, 2, 4, 8, 12 as cores allow)"
     )
-    parser.add_argument(
-        "--ray-pace", choices=("learner", "actors"), default="actors", help="fleet.pace of the Ray runs"
-    )
+    parser.add_argument("--ray-pace", choices=PACES, default="actors", help="fleet.pace of the Ray runs")
     parser.add_argument("--ray-steps-per-actor", type=int, default=1_500, help="a Ray run's online steps per actor")
     parser.add_argument("--name", help="the result's name (default: fleet, fleet_quick with --quick)")
     args = parser.parse_args()

@@ -29,7 +29,7 @@ class FleetSettings:
 def fleet_settings(cfg: DictConfig) -> FleetSettings:
     settings = settings_of("fleet", FleetSettings, OmegaConf.to_container(cfg.get("fleet") or {}, resolve=True))
     choice("fleet.kind", settings.kind, ("local", "ray"))
-    choice("fleet.pace", settings.pace, ("learner", "actors"))
+    choice("fleet.pace", settings.pace, PACES)
     require_all(
         "fleet",
         settings,
@@ -61,6 +61,7 @@ def fleet_settings(cfg: DictConfig) -> FleetSettings:
     return settings
 
 
+PACES = ("learner", "actors")  # fleet.pace: who sets the pace of a Ray fleet (robot_rl/fleet.py)
 ROBOT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 ROBOTS_EXPECTED = "null or a list of distinct robot names (a ROS 2 namespace token: a letter, then letters, digits, _)"
 
