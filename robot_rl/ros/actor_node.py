@@ -53,21 +53,24 @@ STOPPED_WAIT = 3.0  # s (wall clock) each exit step may take when the actor is s
 @dataclass(frozen=True)
 class ExitWaits:
     """How long (s, wall clock) the actor waits at its exit: for its subscribers to acknowledge what it sent
-    (``flush``, also the episode stats), for a learner that still answers but lacks transitions (``catch_up``), and
-    for the recorder to confirm the finished episodes (``record``) before it records them in its own store."""
+    (``flush``, also the episode stats), for a learner that still answers but lacks transitions (``catch_up``), for
+    the recorder to confirm the finished episodes (``record``) before it records them in its own store, and, with
+    ``ros.eval_only``, for discovery to match a monitor on rl/episode_stats that has not yet seen the result
+    (``monitor``)."""
 
     flush: float
     catch_up: float
     record: float
+    monitor: float
 
     @classmethod
     def at_exit(cls, exit_timeout: float, record_timeout: float, stopped: bool) -> ExitWaits:
         """Its budget spent, the actor waits as long as ``ros.delivery`` allows (nothing hurries it: the launch
         stops the other nodes after it exits; on a loaded machine the recorder's last commit takes seconds).
-        Stopped (Ctrl-C, SIGTERM), it keeps every step within ``STOPPED_WAIT``."""
+        Stopped (Ctrl-C, SIGTERM), it keeps every step within ``STOPPED_WAIT`` and waits for no monitor."""
         if stopped:
-            return cls(STOPPED_WAIT, 0.0, min(STOPPED_WAIT, record_timeout))
-        return cls(STOPPED_WAIT, exit_timeout, record_timeout)
+            return cls(STOPPED_WAIT, 0.0, min(STOPPED_WAIT, record_timeout), 0.0)
+        return cls(STOPPED_WAIT, exit_timeout, record_timeout, exit_timeout)
 
 
 class ActorLoop:
@@ -153,17 +156,18 @@ class ActorLoop:
         self.stats_pub.publish(String(data=json.dumps(record, default=float)))
         self.log.info(json.dumps(record, default=float))
 
-    def flush_records(self, timeout: float, await_monitor: bool = False) -> bool:
+    def flush_records(self, timeout: float, monitor_timeout: float = 0.0) -> bool:
         """Wait up to ``timeout`` s until every monitor matched on rl/episode_stats acknowledged the records, so the
-        last one (``ros.eval_only``'s result) reaches them although the actor exits right after publishing it. With
-        ``await_monitor``, first wait (within the same ``timeout``) until discovery has matched one: an evaluation
-        can end before a monitor that was already running is matched, and its result would go unseen."""
+        last one (``ros.eval_only``'s result) reaches them although the actor exits right after publishing it.
+        First wait up to ``monitor_timeout`` s until discovery has matched one: an evaluation can end before a
+        monitor is matched (one already running on a loaded machine, or one started after the result), and the
+        result, kept TRANSIENT_LOCAL, reaches it only while the actor lives."""
         from rclpy.duration import Duration
 
-        deadline = time.monotonic() + timeout
-        while await_monitor and self.stats_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+        deadline = time.monotonic() + monitor_timeout
+        while self.stats_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
-        return self.stats_pub.wait_for_all_acked(Duration(seconds=max(0.0, deadline - time.monotonic())))
+        return self.stats_pub.wait_for_all_acked(Duration(seconds=timeout))
 
     def between_steps(self) -> None:
         """After each step: resend what a restarted learner lacks, and in sim time with ``train.sync`` keep pace
@@ -303,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                 if lacking:
                     node.get_logger().warning(f"the learner lacks {lacking} transitions at the actor's exit")
                 actor.transport.finish(record_wait=waits.record)
-                actor.flush_records(timeout=waits.flush, await_monitor=bool(cfg.ros.eval_only) and not stopped)
+                actor.flush_records(waits.flush, monitor_timeout=waits.monitor if cfg.ros.eval_only else 0.0)
                 outbox = actor.transport.outbox
                 node.get_logger().info(
                     f"actor done: {actor.counters.env_steps} env steps, {actor.counters.episodes} episodes in "

@@ -203,9 +203,12 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
 @pytest.mark.parametrize("monitor", ["before", "after_the_result"])
 def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path, monitor):
     """The evaluation's result reaches a monitor on rl/episode_stats, also one that discovery matches only after the
-    evaluation ended (the actor waits for it before it exits; before, the result went unseen: CI-like run, 2026-11-27)."""
+    evaluation ended (the actor waits for it before it exits; before, the result went unseen: CI-like run, 2026-11-27).
+    The late monitor starts after longer than the actor's flush wait: the actor waited only that long for a monitor,
+    and on CI (2 loaded cores) discovery took longer (CI of df807bc)."""
     rclpy = require("rclpy")
     from robot_rl.cli import main
+    from robot_rl.ros.actor_node import STOPPED_WAIT
 
     run = tmp_path / "trained"
     assert (
@@ -245,6 +248,7 @@ def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path, monitor):
             deadline = time.monotonic() + 120
             while '"kind": "eval"' not in graph.log("actor") and time.monotonic() < deadline:
                 time.sleep(0.05)
+            time.sleep(STOPPED_WAIT + 1.0)
             watcher = Watcher(rclpy)
         result = watcher.wait_for(lambda rs: next((r for r in rs if r["kind"] == "eval"), None), 120, "an evaluation")
         assert result["episodes"] == 2 and result["checkpoint"].startswith(str(run)) and result["mean_length"] > 0

@@ -243,9 +243,9 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
     from robot_rl.ros.transport import RosTransport
 
     stopped = ExitWaits.at_exit(exit_timeout=60.0, record_timeout=10.0, stopped=True)
-    assert 2 * stopped.flush + stopped.catch_up + stopped.record < Launcher([], []).grace
+    assert 2 * stopped.flush + stopped.catch_up + stopped.record + stopped.monitor < Launcher([], []).grace
     spent = ExitWaits.at_exit(exit_timeout=60.0, record_timeout=10.0, stopped=False)
-    assert (spent.catch_up, spent.record) == (60.0, 10.0)
+    assert (spent.catch_up, spent.record, spent.monitor) == (60.0, 10.0, 60.0)
 
     actor_context, cell_context = Context(), Context()
     rclpy.init(context=actor_context)
