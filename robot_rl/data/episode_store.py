@@ -438,7 +438,9 @@ class EpisodeWriter:
         _write_arrays([(parent, field.rsplit("/", 1)[-1], data) for parent, field, data in arrays])
         summary = {"success": bool(np.any(self._steps["success"])), "return": float(np.sum(self._steps["reward"]))}
         identity = {"uid": uid or uuid.uuid4().hex, "checksum": self._hash.hexdigest()}
-        group.attrs.update(_jsonable({**summary, **attrs, "length": length, "source": source, **identity}))
+        group.update_attributes(  # one write of the group's zarr.json (attrs.update writes it once per key)
+            _jsonable({**summary, **attrs, "length": length, "source": source, **identity})
+        )
         _fsync_tree(self._staging)
         while True:
             name = self.store._next_name()
