@@ -11,6 +11,12 @@
   received, updates made and owed. With ``fleet.pace=learner`` the learner keeps ``robot-rl train``'s
   update-to-data ratio and sets the pace.
 
+- ``recording``: what one recorder process of the Ray fleet (``StreamRecorders``, ``robot_rl/data/recorder.py``)
+  takes: ``--recorder-streams`` actor streams of 40-step pick_cube episodes (the env's own observations) handed to
+  one recorder process as fast as it commits them; env steps per second it records (``steps_per_s``) and its CPU
+  time per step (``cpu_ms_per_step``: user + system of the process, above 1 ms per ms of wall when zarr's threads and
+  the disk's flushes run beside its main thread). The fleet starts one recorder per ``ACTORS_PER_RECORDER`` actors.
+
 - ``env_steps_per_s.num_envs_N``: ``robot-rl train train.num_envs=N`` on pick_cube (state, the main job's settings
   otherwise) for ``--steps`` online steps: online env steps per wall second of the run (demonstrations and
   evaluations included). The learner keeps the update-to-data ratio, so where it sets the pace (2 cores) more envs
@@ -24,7 +30,8 @@
   robot's online steps and episodes (the learner's ``robots.json``), and the learner's updates against those due.
 
 Ray runs: 1, 2, 4, 8 and 12 actors, as many as this machine has cores for (at least 1 and 2), unless
-``--ray-actors`` names them. ``--parts`` picks what to measure (integrity, acting, train, ray; default all).
+``--ray-actors`` names them. ``--parts`` picks what to measure (integrity, recording, acting, train, ray; default
+all).
 
     python -m benchmarks.fleet [--quick] [--steps 3000] [--num-envs 1 2 4 8] [--parts ray] [--ray-actors 1 8]
 
@@ -190,6 +197,79 @@ def acting_speed(num_envs: int, steps: int) -> float:
     return round(acting.counters.env_steps / seconds, 1)
 
 
+def recording_speed(streams: int, episodes_per_stream: int, steps: int = 40) -> dict:
+    """One recorder process taking ``streams`` actor streams of ``episodes_per_stream`` episodes of ``steps`` steps
+    (pick_cube's observations, handed in as the fleet's actors do): env steps recorded per second, and the
+    process's CPU time per step (read once it has ended)."""
+    import resource
+    import uuid
+    from functools import partial
+
+    from omegaconf import OmegaConf
+
+    from robot_rl.data import StreamRecorders
+    from robot_rl.envs import observation_shapes
+    from robot_rl.fleet import decode_hand_in
+    from robot_rl.ros.codec import TransitionSchema, encode_transitions
+    from robot_rl.train import episode_store, sim_env
+
+    cfg = load_config(["task=pick_cube"])
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    env = sim_env(cfg, task, 0, randomize=False)
+    schema = TransitionSchema(observation_shapes(env), int(env.action_space.shape[0]))
+    rng = np.random.default_rng(0)
+
+    def episode(actor: str) -> bytes:
+        obs, _ = env.reset(seed=int(rng.integers(2**31)))
+        uid, transitions = uuid.uuid4().hex, []
+        for step in range(steps):
+            action = env.action_space.sample()
+            next_obs, reward, _, _, info = env.step(action)  # the episode ends after ``steps``, as a budget cuts it
+            transitions.append(
+                Transition(
+                    obs=obs,
+                    action=action,
+                    reward=float(reward),
+                    next_obs=next_obs,
+                    terminated=False,
+                    truncated=step == steps - 1,
+                    first=step == 0,
+                    policy_action=action,
+                    success=bool(info["success"]),
+                    episode=uid,
+                    step=step,
+                    actor=actor,
+                )
+            )
+            obs = next_obs
+        return encode_transitions(transitions)
+
+    hand_ins = [(f"ray{k}", episode(f"ray{k}")) for _ in range(episodes_per_stream) for k in range(streams)]
+    with tempfile.TemporaryDirectory() as folder:
+        store = episode_store(cfg, Path(folder), task, env)
+        env.close()
+        recorders = StreamRecorders(store, partial(decode_hand_in, schema), processes=1)
+        recorders.flush()  # started and ready
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        for name, payload in hand_ins:
+            recorders.add(name, payload)
+        recorders.flush()
+        seconds = time.perf_counter() - started
+        recorders.close()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the recorder's, now that it has ended
+        recorded = len(store)
+    total = len(hand_ins) * steps
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "processes": 1,
+        "streams": streams,
+        "episodes": recorded,
+        "steps_per_s": round(total / seconds, 1),
+        "cpu_ms_per_step": round(1e3 * cpu / total, 3),
+    }
+
+
 def time_to_90(num_envs: int, folder: Path) -> dict:
     """The main job with ``train.num_envs=<num_envs>``: the first evaluation at >= 90% success."""
     run_dir = folder / f"to90_envs_{num_envs}"
@@ -232,7 +312,7 @@ def ros_robots_run(robots: int, steps: int, folder: Path) -> dict:
     }
 
 
-PARTS = ("integrity", "acting", "train", "ray")
+PARTS = ("integrity", "recording", "acting", "train", "ray")
 
 
 def main() -> None:
@@ -248,6 +328,7 @@ def main() -> None:
     )
     parser.add_argument("--ray-pace", choices=PACES, default="actors", help="fleet.pace of the Ray runs")
     parser.add_argument("--ray-steps-per-actor", type=int, default=1_500, help="a Ray run's online steps per actor")
+    parser.add_argument("--recorder-streams", type=int, default=3, help="actor streams of the recording part")
     parser.add_argument("--name", help="the result's name (default: fleet, fleet_quick with --quick)")
     args = parser.parse_args()
     if args.quick:
@@ -259,6 +340,9 @@ def main() -> None:
     if "integrity" in args.parts:
         figures["replay_integrity"] = replay_integrity(args.streams)
         print("replay integrity", figures["replay_integrity"], flush=True)
+    if "recording" in args.parts:
+        figures["recording"] = recording_speed(args.recorder_streams, 10 if args.quick else 30)
+        print("recording", figures["recording"], flush=True)
     if "acting" in args.parts:
         acting = {f"num_envs_{n}": acting_speed(n, args.steps) for n in args.num_envs}
         figures["acting_env_steps_per_s"] = acting
@@ -295,6 +379,7 @@ def main() -> None:
         "ray_actors": ray_actors,
         "ray_pace": args.ray_pace,
         "ray_steps_per_actor": args.ray_steps_per_actor,
+        "recorder_streams": args.recorder_streams,
     }
     path = write_result(args.name or ("fleet_quick" if args.quick else "fleet"), figures, settings=settings)
     print(json.dumps(figures, indent=2))
