@@ -133,13 +133,14 @@ def test_two_robots_learn_reach_together_through_one_learner(tmp_path):
     task = [o for o in LEARNING_REACH if o.startswith("task")]
     result = run_python(
         *("-m", "robot_rl.cli", "launch", "sim_train", *LEARNING_REACH, "fleet.robots=[left,right]"),
-        *("ros.eval_every_episodes=0", f"train.run_dir={run_dir}"),
+        # 3,000 steps: at LEARNING_REACH's 2,000 the final policy scored 0.50, 0.65 and 0.95 in three runs on 2 cores
+        *("train.env_steps=3000", "ros.eval_every_episodes=0", f"train.run_dir={run_dir}"),
         timeout=600,
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "Traceback" not in output, output[-3000:]
     robots = json.loads((run_dir / "robots.json").read_text())
-    assert [robots[r]["steps"] for r in ("left", "right")] == [1000, 1000], robots  # train.env_steps=2000, shared
+    assert [robots[r]["steps"] for r in ("left", "right")] == [1500, 1500], robots  # train.env_steps=3000, shared
     assert [robots[r]["demo_episodes"] for r in ("left", "right")] == [5, 5], robots
     evaluation = run_python(
         *("-m", "robot_rl.cli", "eval", *task, f"eval.checkpoint={run_dir / 'checkpoint'}", "eval.episodes=20"),
