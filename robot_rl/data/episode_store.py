@@ -30,6 +30,7 @@ a store.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import errno
 import hashlib
 import json
@@ -50,6 +51,27 @@ from zarr.codecs import BloscCodec, BloscShuffle, Crc32cCodec
 from zarr.core.sync import sync
 
 import robot_rl
+
+ZARR_EXIT_WAIT = 10.0  # s the exit waits for zarr's I/O thread to stop; zarr's own hook waits 0.2 s
+
+
+@atexit.register  # registered after zarr's own hook, so it runs first (atexit is last in, first out)
+def _stop_zarr_io_thread() -> None:
+    """Stop zarr's event-loop thread before zarr's exit hook closes the loop.
+
+    zarr's hook asks the loop to stop, waits 0.2 s for its thread, then closes the loop; on a
+    loaded machine the thread may not have run yet, and the close raises "Cannot close a running
+    event loop", a traceback on stderr at the exit of every process that used a store. Waiting
+    here leaves zarr's hook a stopped loop.
+    """
+    import zarr.core.sync as zarr_sync
+
+    loop, thread = getattr(zarr_sync, "loop", [None])[0], getattr(zarr_sync, "iothread", [None])[0]
+    if loop is None or thread is None or not thread.is_alive() or loop.is_closed():
+        return
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=ZARR_EXIT_WAIT)
+
 
 FORMAT = "robot_rl.episodes"
 SCHEMA_VERSION = 1

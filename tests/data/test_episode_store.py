@@ -162,6 +162,35 @@ def test_sigkill_mid_episode_keeps_finished_episodes_and_drops_the_partial(tmp_p
     assert write_episode(store, synthetic_episode(3)) == "episode_000003"
 
 
+BUSY_AT_EXIT = textwrap.dedent(
+    """
+    import sys, threading, time
+    sys.path.insert(0, {tests!r})
+    from tests.data.test_episode_store import META, synthetic_episode, write_episode
+    from robot_rl.data import EpisodeStore
+    from zarr.core.sync import sync
+
+    write_episode(EpisodeStore.create({path!r}, META), synthetic_episode(0))
+
+    async def busy():
+        time.sleep(1.0)  # zarr's I/O thread still busy at exit, as on a loaded machine
+
+    threading.Thread(target=lambda: sync(busy()), daemon=True).start()
+    time.sleep(0.1)
+    """
+)
+
+
+def test_a_process_that_used_a_store_exits_without_a_traceback_while_zarr_is_busy(tmp_path):
+    """zarr's exit hook waits 0.2 s for its I/O thread, then raises "Cannot close a running event
+    loop" (seen as a recorder node's traceback on a loaded machine): the store stops the thread first."""
+    script = BUSY_AT_EXIT.format(tests=str(Path(__file__).parent.parent), path=str(tmp_path / "s.zarr"))
+    process = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert process.returncode == 0, process.stderr
+    assert "Traceback" not in process.stderr and "running event loop" not in process.stderr, process.stderr
+    assert len(EpisodeStore.open(tmp_path / "s.zarr")) == 1
+
+
 def test_a_reader_sees_new_episodes_while_a_writer_appends(tmp_path):
     writer_store = EpisodeStore.create(tmp_path / "s.zarr", META)
     write_episode(writer_store, synthetic_episode(0))
