@@ -17,6 +17,7 @@ evaluation in the first 2,000 online steps), ``pretrained_success`` (the pretrai
 ``retains_offline_data`` and a PNG of the curves.
 
     python -m benchmarks.wsrl [--quick] [--tasks pick_cube peg_insert] [--seeds 0 1 2] [--transfer]
+                              [--variants wsrl ...] [--warmup 500] [--name FILE]
 
 ``--quick``: pick_cube, seed 0, 6,000 online steps (a smoke run, not the figure the issue asks for).
 ``--transfer``: sim-to-sim rehearsal of sim-to-real: pretrain on episodes recorded under the ``dynamics``
@@ -153,24 +154,25 @@ def largest_drops(per_seed: dict, pretrained: dict) -> dict:
 
 
 def summarise(task: str, results: dict, args: argparse.Namespace) -> dict:
-    per_seed = {v: {str(s): results[f"{task}/{v}/{s}"] for s in args.seeds} for v in VARIANTS}
+    variants = args.variants
+    per_seed = {v: {str(s): results[f"{task}/{v}/{s}"] for s in args.seeds} for v in variants}
     figures = {
-        "steps_to_90": {v: mean_or_none([r["steps_to_90"] for r in per_seed[v].values()]) for v in VARIANTS},
-        "reached_90": {v: sum(r["steps_to_90"] is not None for r in per_seed[v].values()) for v in VARIANTS},
+        "steps_to_90": {v: mean_or_none([r["steps_to_90"] for r in per_seed[v].values()]) for v in variants},
+        "reached_90": {v: sum(r["steps_to_90"] is not None for r in per_seed[v].values()) for v in variants},
         "first_eval_success": {
-            v: mean_or_none([r["first_eval_success"] for r in per_seed[v].values()]) for v in VARIANTS
+            v: mean_or_none([r["first_eval_success"] for r in per_seed[v].values()]) for v in variants
         },
         "min_success_first_2k": {
-            v: mean_or_none([r["min_success_first_2k"] for r in per_seed[v].values()]) for v in VARIANTS
+            v: mean_or_none([r["min_success_first_2k"] for r in per_seed[v].values()]) for v in variants
         },
-        "final_success": {v: mean_or_none([r["final_success"] for r in per_seed[v].values()]) for v in VARIANTS},
+        "final_success": {v: mean_or_none([r["final_success"] for r in per_seed[v].values()]) for v in variants},
         "pretrained_success": mean_or_none([args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds]),
         "pretrained_success_per_seed": {str(s): args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds},
-        "retains_offline_data": RETAINS_OFFLINE,
+        "retains_offline_data": {v: RETAINS_OFFLINE[v] for v in variants},
         "per_seed": per_seed,
     }
     figures["largest_drop_first_2k"] = largest_drops(per_seed, figures["pretrained_success_per_seed"])
-    rlpd, wsrl = figures["steps_to_90"]["rlpd_demos"], figures["steps_to_90"]["wsrl"]
+    rlpd, wsrl = figures["steps_to_90"].get("rlpd_demos"), figures["steps_to_90"].get("wsrl")
     figures["wsrl_over_rlpd_steps"] = round(wsrl / rlpd, 3) if rlpd and wsrl else None
     return figures
 
@@ -184,8 +186,8 @@ def plot(all_figures: dict, path: Path) -> None:
     figure, axes = plt.subplots(1, len(all_figures), figsize=(5 * len(all_figures), 3.4), squeeze=False)
     colours = dict(zip(VARIANTS, ("grey", "tab:green", "tab:blue", "tab:orange")))
     for axis, (name, figures) in zip(axes[0], all_figures.items()):
-        for variant in VARIANTS:
-            for index, (seed, result) in enumerate(figures["per_seed"][variant].items()):
+        for variant, runs in figures["per_seed"].items():
+            for index, (seed, result) in enumerate(runs.items()):
                 steps = [0] + [point[0] for point in result["curve"]]
                 start = figures["pretrained_success_per_seed"][seed] if variant != "rlpd_demos" else 0.0
                 success = [start] + [point[1] for point in result["curve"]]
@@ -215,6 +217,8 @@ def main() -> None:
     parser.add_argument("--transfer", action="store_true", help="pretrain under dynamics, fine-tune under heldout")
     parser.add_argument("--runs", default="runs/wsrl")
     parser.add_argument("--workers", type=int, default=2, help="runs at a time")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="what to run")
+    parser.add_argument("--name", default=None, help="the results file's name (default from the tasks and mode)")
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.seeds, args.steps = ["pick_cube"], [0], 6_000
@@ -239,12 +243,13 @@ def main() -> None:
         workers=args.workers,
     )
     print("pretrained", args.pretrained, flush=True)
-    jobs = [f"{task}/{variant}/{seed}" for task in args.tasks for seed in args.seeds for variant in VARIANTS]
+    jobs = [f"{task}/{variant}/{seed}" for task in args.tasks for seed in args.seeds for variant in args.variants]
     results = side_by_side(run_variant, jobs, args, workers=args.workers)
     all_figures = {task: summarise(task, results, args) for task in args.tasks}
     name = "wsrl_transfer" if args.transfer else ("wsrl_quick" if args.quick else "wsrl")
     if args.tasks not in (["pick_cube"], ["pick_cube", "peg_insert"]):  # another task alone: a file of its own
         name += "_" + "_".join(args.tasks)
+    name = args.name or name
     plot(all_figures, RESULTS / f"{name}.png")
     figures = all_figures[args.tasks[0]] if len(args.tasks) == 1 else all_figures
     path = write_result(
@@ -253,6 +258,7 @@ def main() -> None:
         settings={
             "tasks": args.tasks,
             "seeds": args.seeds,
+            "variants": args.variants,
             "steps": args.steps,
             "fine_tune_steps": args.fine_tune_steps,
             "pretrain_updates": args.updates,
