@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import robot_rl.data
 import robot_rl.policies
@@ -19,6 +20,7 @@ from robot_rl.data import MixedSampler, ReplayBuffer
 from robot_rl.policies.base import bf16_helps
 from robot_rl.policies.cqn import CQNAgent, CQNConfig
 from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
+from robot_rl.policies.networks import EnsembleLayerNorm
 from robot_rl.policies.sac import SACAgent, SACConfig
 
 SHAPES = {"state": (5,), "front": (16, 16, 3)}
@@ -114,6 +116,40 @@ def test_bf16_autocast_learns_the_same_critic_on_a_fixed_batch():
         losses[autocast] = [float(agent.update(lambda: batch)["critic_loss"]) for _ in range(100)]
     assert losses["bf16"][-1] < 0.5 * losses["bf16"][0]
     assert losses["bf16"][-1] == pytest.approx(losses[None][-1], rel=0.2)
+
+
+@pytest.mark.parametrize("exploration", ["gaussian", "gsde"])
+def test_layer_norms_keep_bf16_activations_in_bf16_under_autocast(exploration):
+    """The critic ensemble's float32 scale and shift promoted its bf16 activations to float32, and the next layer
+    cast them back down, forward and backward: every LayerNorm returns the dtype it was given."""
+    config = SACConfig(utd=2, hidden=[32, 32], autocast="bf16", exploration=exploration)
+    agent = SACAgent(SHAPES, 3, config, seed=0)
+    seen: list[tuple[str, torch.dtype, torch.dtype]] = []
+
+    def record(module, inputs, output):
+        seen.append((type(module).__name__, inputs[0].dtype, output.dtype))
+
+    for name in agent.modules:
+        for module in getattr(agent, name).modules():
+            if isinstance(module, (torch.nn.LayerNorm, EnsembleLayerNorm)):
+                module.register_forward_hook(record)
+    agent.update(lambda: sampler(SHAPES).sample(16, gamma=0.9))
+    assert {kind for kind, dtype, _ in seen if dtype == torch.bfloat16} == {"LayerNorm", "EnsembleLayerNorm"}
+    assert all(out == dtype for _, dtype, out in seen), seen
+
+
+def test_the_ensemble_layer_norm_is_per_member_affine_layer_norm():
+    norm = EnsembleLayerNorm(64, members=2)
+    with torch.no_grad():
+        norm.scale.uniform_(0.5, 1.5)
+        norm.shift.normal_()
+    x = torch.randn(2, 8, 64) * 3 + 1
+    expected = torch.stack([F.layer_norm(x[e], (64,), norm.scale[e, 0], norm.shift[e, 0]) for e in range(2)])
+    torch.testing.assert_close(norm(x), expected)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = norm(x.bfloat16())
+    assert mixed.dtype == torch.bfloat16
+    torch.testing.assert_close(mixed.float(), expected, atol=0.05, rtol=0.02)
 
 
 @pytest.mark.parametrize("units", [True, False])
