@@ -98,7 +98,7 @@ def pretrained(
 
 def run_variant(job: str, args: argparse.Namespace) -> dict:
     task, variant, seed = job.split("/")
-    checkpoint = args.pretrained[f"{task}/{seed}"]["out"]
+    checkpoint = args.pretrained.get(f"{task}/{seed}", {}).get("out")  # none for RLPD from demos
     overrides = {
         "rlpd_demos": [],
         "wsrl": [f"init.checkpoint={checkpoint}", f"init.warmup_steps={args.warmup}", "train.demo_episodes=0"],
@@ -166,8 +166,10 @@ def summarise(task: str, results: dict, args: argparse.Namespace) -> dict:
             v: mean_or_none([r["min_success_first_2k"] for r in per_seed[v].values()]) for v in variants
         },
         "final_success": {v: mean_or_none([r["final_success"] for r in per_seed[v].values()]) for v in variants},
-        "pretrained_success": mean_or_none([args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds]),
-        "pretrained_success_per_seed": {str(s): args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds},
+        "pretrained_success": mean_or_none([args.pretrained.get(f"{task}/{s}", {}).get("success") for s in args.seeds]),
+        "pretrained_success_per_seed": {
+            str(s): args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds if f"{task}/{s}" in args.pretrained
+        },
         "retains_offline_data": {v: RETAINS_OFFLINE[v] for v in variants},
         "per_seed": per_seed,
     }
@@ -227,9 +229,10 @@ def main() -> None:
     args.fine_tune_randomization = ["randomization=heldout"] if args.transfer else []
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
-    stores = {task: offline_store(task, runs, offline_randomization) for task in args.tasks}
+    warm_started = any(variant != "rlpd_demos" for variant in args.variants)  # RLPD alone needs no pretraining
+    stores = {task: offline_store(task, runs, offline_randomization) for task in args.tasks} if warm_started else {}
     print("offline stores", stores, flush=True)
-    pairs = [f"{task}/{seed}" for task in args.tasks for seed in args.seeds]
+    pairs = [f"{task}/{seed}" for task in args.tasks for seed in args.seeds] if warm_started else []
     args.pretrained = side_by_side(
         lambda pair, *_: pretrained(
             pair.split("/")[0],
