@@ -156,6 +156,9 @@ def largest_drops(per_seed: dict, pretrained: dict) -> dict:
 def summarise(task: str, results: dict, args: argparse.Namespace) -> dict:
     variants = args.variants
     per_seed = {v: {str(s): results[f"{task}/{v}/{s}"] for s in args.seeds} for v in variants}
+    pretrained = {  # none when only RLPD from demos ran
+        str(s): args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds if f"{task}/{s}" in args.pretrained
+    }
     figures = {
         "steps_to_90": {v: mean_or_none([r["steps_to_90"] for r in per_seed[v].values()]) for v in variants},
         "reached_90": {v: sum(r["steps_to_90"] is not None for r in per_seed[v].values()) for v in variants},
@@ -166,14 +169,12 @@ def summarise(task: str, results: dict, args: argparse.Namespace) -> dict:
             v: mean_or_none([r["min_success_first_2k"] for r in per_seed[v].values()]) for v in variants
         },
         "final_success": {v: mean_or_none([r["final_success"] for r in per_seed[v].values()]) for v in variants},
-        "pretrained_success": mean_or_none([args.pretrained.get(f"{task}/{s}", {}).get("success") for s in args.seeds]),
-        "pretrained_success_per_seed": {
-            str(s): args.pretrained[f"{task}/{s}"]["success"] for s in args.seeds if f"{task}/{s}" in args.pretrained
-        },
+        "pretrained_success": mean_or_none(list(pretrained.values())),
+        "pretrained_success_per_seed": pretrained,
         "retains_offline_data": {v: RETAINS_OFFLINE[v] for v in variants},
         "per_seed": per_seed,
     }
-    figures["largest_drop_first_2k"] = largest_drops(per_seed, figures["pretrained_success_per_seed"])
+    figures["largest_drop_first_2k"] = largest_drops(per_seed, pretrained)
     rlpd, wsrl = figures["steps_to_90"].get("rlpd_demos"), figures["steps_to_90"].get("wsrl")
     figures["wsrl_over_rlpd_steps"] = round(wsrl / rlpd, 3) if rlpd and wsrl else None
     return figures
