@@ -8,11 +8,11 @@ go out once per publication with ``ray.put``. The driver ingests each hand-in (e
 the replay stores each actor's episodes whole), records every episode, evaluates, checkpoints and resumes as
 ``robot-rl train`` does. Who sets the pace (``fleet.pace``):
 
-- ``learner`` (default): the driver makes the updates a hand-in made due (``agent.utd`` per env step, as
-  ``robot-rl train``) before it hands that actor its next play: sample efficiency first, and on few cores the
-  learner's speed is the fleet's.
+- ``learner`` (default): the driver makes the updates a hand-in made due (one update call per
+  ``train.update_every`` env steps, as ``robot-rl train``) before it hands that actor its next play: sample
+  efficiency first, and on few cores the learner's speed is the fleet's.
 - ``actors``: an actor is handed its next play as soon as its transitions are in, and the driver makes the updates
-  due one at a time between hand-ins, as many as it has time for (never more than ``agent.utd`` per env step):
+  due one at a time between hand-ins, as many as it has time for (never more than ``train.update_every`` makes due):
   env steps per second grow with the actors, updates per env step fall once the learner cannot keep up (the summary's
   ``fleet.updates_owed``). For pretraining in sim with many actors, as distributed RL systems (Ape-X) run.
 
@@ -52,6 +52,7 @@ from .ros.codec import (
 )
 from .session import ActorSession, LearnerSession, make_agent, require_one_env
 from .train import (
+    EvalSchedule,
     episode_store,
     evaluate_and_record,
     finish_run,
@@ -144,7 +145,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     crew = Crew(OmegaConf.to_container(cfg, resolve=True), fleet, demos, learner)
     progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"fleet {task.get('name')}", unit="step")
     started = time.monotonic() - counters.wall_seconds
-    last_eval = counters.history[-1]["env_steps"] if counters.history else 0
+    evaluations = EvalSchedule(settings.eval_every, counters.history)
     interrupted = False
     rate = OnlineRate()
     with interrupt_requests() as stop:
@@ -172,8 +173,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                     progress.update(counters.env_steps - progress.n)
                     rate.count(counters.env_steps, settings.env_steps)
                     finished = not running()
-                    if counters.env_steps - last_eval >= settings.eval_every or finished:
-                        last_eval = counters.env_steps
+                    if evaluations.due(counters.env_steps, finished):
                         evaluated.load_policy_state(learner.agent.policy_state())
                         evaluate_and_record(evaluated, eval_env, settings, finished, tb, counters, started, progress)
                     if learning.checkpoint_due(counters.env_steps):

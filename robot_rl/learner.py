@@ -34,6 +34,7 @@ class TrainSettings:
     env_steps: int  # online env steps (demos not counted)
     demo_episodes: int
     start_training: int  # online transitions before the first update
+    update_every: int  # online transitions per update call (agent.utd critic steps each)
     batch_size: int
     demo_fraction: float
     n_step: int
@@ -67,6 +68,7 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
         "torch_threads",
         "max_lag",
         "num_envs",
+        "update_every",
     ):
         positive(f"train.{key}", getattr(settings, key), integer=True)
     require_all(
@@ -92,9 +94,10 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
     return settings
 
 
-def updates_due(online_received: int, update_calls: int, start_training: int) -> int:
-    """Updates a learner owes: one per online transition after the first ``start_training``, less those made."""
-    return max(online_received - start_training, 0) - update_calls
+def updates_due(online_received: int, update_calls: int, start_training: int, update_every: int = 1) -> int:
+    """Update calls a learner owes: one per ``update_every`` online transitions after the first ``start_training``,
+    less those made."""
+    return max(online_received - start_training, 0) // update_every - update_calls
 
 
 class Learner:
@@ -268,7 +271,8 @@ class Learner:
         return weights
 
     def due_updates(self) -> int:
-        return updates_due(self.online_received, self.update_calls, self.settings.start_training)
+        settings = self.settings
+        return updates_due(self.online_received, self.update_calls, settings.start_training, settings.update_every)
 
     def backlog(self, sent: int) -> int:
         """How far the learner is behind an actor that has sent ``sent`` transitions: those it has not
@@ -296,8 +300,8 @@ class Learner:
             self.thread.join()
 
     def run(self) -> None:
-        """Ingest each transition, then make the updates it made due: update k always sees the first
-        ``start_training + k`` online steps, however the actor's sends were batched."""
+        """Ingest each transition, then make the updates it made due: update k (from 1) always sees the first
+        ``start_training + k * update_every`` online steps, however the actor's sends were batched."""
         self.running = True
         try:
             torch.set_num_threads(self.settings.torch_threads)

@@ -79,11 +79,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             while learner.backlog(transport.sent) > settings.max_lag and learner.error is None:
                 time.sleep(0.001)
 
-    last_eval = counters.history[-1]["env_steps"] if counters.history else 0
+    evaluations = EvalSchedule(settings.eval_every, counters.history)
 
     def after_episode(stats: dict[str, Any]) -> None:
         """Between two episodes (of any env): new weights, the episode's log, evaluation and checkpoint when due."""
-        nonlocal last_eval
         if settings.deterministic:
             learner.wait_until_caught_up(transport.sent)
         if learner.error is not None:
@@ -94,8 +93,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if not stats["demo"]:
             log_episode(tb, counters, stats, learner, started)
         finished = acting.budget_spent
-        if counters.env_steps - last_eval >= settings.eval_every or finished:
-            last_eval = counters.env_steps
+        if evaluations.due(counters.env_steps, finished):
             acting.arm_fast_loop(eval_env)
             evaluate_and_record(acting.agent, eval_env, settings, finished, tb, counters, started, progress)
         if learning.checkpoint_due(counters.env_steps):
@@ -215,6 +213,23 @@ def log_episode(tb, counters: Counters, stats: dict[str, Any], learner: Learner,
     tb.add_scalar("speed/updates_per_s", learner.updates_per_second, step)
     for key, value in learner.metrics.items():
         tb.add_scalar(f"learner/{key}", value, step)
+
+
+class EvalSchedule:
+    """When a run evaluates: every ``train.eval_every`` online steps, and once more when the step budget is spent
+    (the last episodes of several envs or actors all end after it: the final evaluation is made once)."""
+
+    def __init__(self, every: int, history: list[dict[str, Any]]):
+        self.every = every
+        self.last = history[-1]["env_steps"] if history else 0  # a resumed run's last evaluation
+        self.final_made = False
+
+    def due(self, env_steps: int, finished: bool) -> bool:
+        """Whether to evaluate now, at ``env_steps`` online steps (``finished``: the budget is spent)."""
+        if self.final_made or not (finished or env_steps - self.last >= self.every):
+            return False
+        self.last, self.final_made = env_steps, finished
+        return True
 
 
 def evaluate_and_record(

@@ -131,5 +131,6 @@ def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_dat
     assert fleet["updates_made"] == counters["update_calls"] > 0
     assert fleet["updates_made"] + fleet["updates_owed"] == counters["online_received"] - 20  # never more than due
     assert fleet["online_env_steps_per_s"] > 0
+    assert len(summary["eval_history"]) == 1  # the final evaluation, once: hand-ins after the budget do not repeat it
     store = EpisodeStore.open(run_dir / "episodes.zarr")
     assert len(store.episode_names()) == counters["counters"]["episodes"]  # every episode counted is recorded

@@ -15,7 +15,7 @@ from robot_rl.cli import main
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.data.transition import Transition
-from robot_rl.learner import Learner, TrainSettings
+from robot_rl.learner import Learner, TrainSettings, updates_due
 from robot_rl.train import train
 from robot_rl.transport import LocalTransport
 from tests.conftest import LEARNING_REACH
@@ -120,6 +120,24 @@ def test_the_actor_stays_within_max_lag_of_the_learner(tmp_path):
     state = json.loads((tmp_path / "run" / "checkpoint" / "counters.json").read_text())
     assert state["online_received"] >= 300 - 5, state["online_received"]
     assert state["update_calls"] >= state["online_received"] - 50 - 5, state["update_calls"]
+
+
+@pytest.mark.slow
+def test_update_every_makes_one_update_call_per_that_many_online_steps(tmp_path):
+    """train.update_every=4 with 2 envs: one update call per 4 online steps after train.start_training (the old
+    learner made one per step whatever the setting), the actor kept within max_lag of that schedule."""
+    train(small_run(tmp_path, "train.update_every=4", "train.num_envs=2", "train.max_lag=5", "train.eval_every=1000"))
+    state = json.loads((tmp_path / "run" / "checkpoint" / "counters.json").read_text())
+    due = (state["online_received"] - 50) // 4
+    assert state["online_received"] >= 300 - 5, state["online_received"]
+    assert due - 5 <= state["update_calls"] <= due, (state["update_calls"], due)
+
+
+def test_updates_due_counts_update_calls_per_update_every_steps():
+    assert updates_due(250, 0, 50) == 200
+    assert updates_due(250, 0, 50, update_every=4) == 50
+    assert updates_due(253, 49, 50, update_every=4) == 1  # the 50th call is due at 50 + 4 * 50 = 250 steps
+    assert updates_due(30, 0, 50, update_every=4) == 0  # none before start_training
 
 
 @pytest.mark.slow

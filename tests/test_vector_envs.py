@@ -39,6 +39,7 @@ def test_envs_stepped_together_keep_their_episodes_whole(tmp_path):
     online = [store.read_episode(n) for n in names if store.episode_attrs(n)["source"] == "online"]
     assert summary["env_steps"] == 400 and summary["demo_episodes"] == 3
     assert summary["episodes"] == len(names)  # every episode counted is recorded, the last ones cut by the budget
+    assert [entry["env_steps"] for entry in summary["eval_history"]].count(400) == 1  # one final evaluation (was 3)
     assert sum(len(episode["action"]) for episode in online) == 400
     assert len({store.episode_attrs(n)["seed"] for n in names}) == len(names)  # each reset its own seed
     buffer = ReplayBuffer.load(latest(run / "checkpoint") / "online_buffer")

@@ -188,7 +188,12 @@ class ActorLoop:
             backlog = (
                 outbox.seq
                 - progress.received.get(outbox.actor_id, 0)
-                + updates_due(progress.online_received, progress.update_calls, self.settings.start_training)
+                + updates_due(
+                    progress.online_received,
+                    progress.update_calls,
+                    self.settings.start_training,
+                    self.settings.update_every,
+                )
             )
             if backlog <= self.settings.max_lag or time.monotonic() - progress.heard_at > LEARNER_SILENCE:
                 return

@@ -3,7 +3,8 @@
 It runs the same :class:`robot_rl.session.LearnerSession` as ``robot-rl train`` behind a
 :class:`~robot_rl.ros.transport.RosTransport`: demo transitions fill the demo buffer,
 interventions both buffers, policy steps the online buffer; updates start after
-``train.start_training`` online transitions and keep ``agent.utd`` updates per transition;
+``train.start_training`` online transitions, one update call (``agent.utd`` critic steps) per
+``train.update_every`` online transitions;
 weights go out every ``train.weights_every`` updates (latched, so a late or restarted actor
 gets them), and with ``safety.fast_critic.learn=true`` each new fit of the fast-loop critic on
 ``/rl/fast_risk_weights`` for the safety nodes. The run folder is ``train.run_dir``: a checkpoint every
