@@ -19,13 +19,17 @@
 
 - ``env_steps_per_s.num_envs_N``: ``robot-rl train train.num_envs=N`` on pick_cube (state, the main job's settings
   otherwise) for ``--steps`` online steps: online env steps per wall second of the run (demonstrations and
-  evaluations included). The learner keeps the update-to-data ratio, so where it sets the pace (2 cores) more envs
-  cannot make more steps; ``acting_env_steps_per_s.num_envs_N`` is the acting side alone (N envs, one batched
-  policy call per step, the scripted human, no learner): what the envs and the policy call cost.
+  evaluations included). The learner keeps the update-to-data ratio (one update call per env step), so where it
+  sets the pace (2 cores) more envs cannot make more steps. ``vector_updates_env_steps_per_s.num_envs_N``: the same
+  with ``train.update_every=N``, one update call per vector step (SB3's and CleanRL's convention: N times fewer
+  updates per env step). ``acting_env_steps_per_s.num_envs_N`` is the acting side alone (N envs, one batched policy
+  call per step, the scripted human, no learner): what the envs and the policy call cost; and
+  ``acting_async_env_steps_per_s.num_envs_N`` the same with ``train.vectorization=async`` (each env and its human in
+  a worker process, stepping in parallel), its ratio to one env in this process.
 
 - full mode only: ``to_90.num_envs_N``, the main job (``robot-rl train``, pick_cube, its default budget and
-  evaluations) with ``train.num_envs`` 1 and the N of the highest ``env_steps_per_s``: env steps and wall seconds of
-  the first evaluation at >= 90% success; and ``ros_robots``: ``robot-rl launch sim_train`` (sim time) with one
+  evaluations) with ``train.num_envs`` 1 and the N of the highest ``vector_updates_env_steps_per_s`` (with
+  ``train.update_every=N``): env steps and wall seconds of the first evaluation at >= 90% success; and ``ros_robots``: ``robot-rl launch sim_train`` (sim time) with one
   robot and with ``fleet.robots=[r0,r1]``, ``--robot-steps`` online steps in all: env steps per wall second, each
   robot's online steps and episodes (the learner's ``robots.json``), and the learner's updates against those due.
 
@@ -159,26 +163,29 @@ def ray_run(actors: int, steps: int, pace: str, folder: Path) -> dict:
     }
 
 
-def vector_run(num_envs: int, steps: int, folder: Path) -> float:
-    """Online env steps per wall second of ``robot-rl train train.num_envs=<num_envs>`` on pick_cube."""
-    return train_run(folder / f"envs_{num_envs}", steps, f"train.num_envs={num_envs}")["env_steps_per_s"]
+def vector_run(num_envs: int, update_every: int, steps: int, folder: Path) -> float:
+    """Online env steps per wall second of ``robot-rl train train.num_envs=<num_envs>`` on pick_cube, one update call
+    per ``update_every`` env steps."""
+    overrides = (f"train.num_envs={num_envs}", f"train.update_every={update_every}")
+    return train_run(folder / f"envs_{num_envs}_every_{update_every}", steps, *overrides)["env_steps_per_s"]
 
 
-def acting_speed(num_envs: int, steps: int) -> float:
-    """Env steps per second of the acting side alone: ``num_envs`` pick_cube envs with one batched policy call per
-    step and the scripted human, transitions sent to a transport nobody learns from (drained as they come)."""
+def acting_speed(num_envs: int, steps: int, vectorization: str = "sync") -> float:
+    """Env steps per second of the acting side alone: ``num_envs`` pick_cube envs (``train.vectorization``: in this
+    process, or each in a worker process) with one batched policy call per step and the scripted human, transitions
+    sent to a transport nobody learns from (drained as they come)."""
     from omegaconf import OmegaConf
 
-    from robot_rl.composed_config import load_config
     from robot_rl.envs import observation_shapes
+    from robot_rl.learner import settings_from
     from robot_rl.session import ActorSession
-    from robot_rl.train import scripted_human, sim_env
+    from robot_rl.train import acting_envs
 
-    cfg = load_config(["task=pick_cube", f"train.env_steps={steps}"])
+    overrides = [f"train.env_steps={steps}", f"train.num_envs={num_envs}", f"train.vectorization={vectorization}"]
+    cfg = load_config(["task=pick_cube", *overrides])
     task = OmegaConf.to_container(cfg.task, resolve=True)
-    envs = [sim_env(cfg, task, 1000 * k, randomize=True) for k in range(num_envs)]
+    envs, humans = acting_envs(cfg, settings_from(cfg.train), task, 0)
     shapes, action_dim = observation_shapes(envs[0]), int(envs[0].action_space.shape[0])
-    humans = [scripted_human(cfg, task, env) for env in envs]
     acting, transport = ActorSession(cfg, shapes, action_dim, humans[0]), LocalTransport()
     rng = np.random.default_rng(0)
     started = time.perf_counter()
@@ -271,9 +278,13 @@ def recording_speed(streams: int, episodes_per_stream: int, steps: int = 40) -> 
 
 
 def time_to_90(num_envs: int, folder: Path) -> dict:
-    """The main job with ``train.num_envs=<num_envs>``: the first evaluation at >= 90% success."""
+    """The main job with ``train.num_envs=<num_envs>`` and one update call per vector step
+    (``train.update_every=<num_envs>``): the first evaluation at >= 90% success."""
     run_dir = folder / f"to90_envs_{num_envs}"
-    command = [sys.executable, "-m", "robot_rl.cli", "train", f"train.num_envs={num_envs}", f"train.run_dir={run_dir}"]
+    command = [
+        *(sys.executable, "-m", "robot_rl.cli", "train", f"train.num_envs={num_envs}"),
+        *(f"train.update_every={num_envs}", f"train.run_dir={run_dir}"),
+    ]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     summary = json.loads((run_dir / "summary.json").read_text())
     return {**to_threshold(summary["eval_history"], 0.9), "final_eval_success": summary["final_eval_success"]}
@@ -348,14 +359,21 @@ def main() -> None:
         figures["acting_env_steps_per_s"] = acting
         figures["acting_ratio"] = {key: round(value / acting[first], 2) for key, value in acting.items()}
         print("acting env steps/s", acting, flush=True)
+        workers = {f"num_envs_{n}": acting_speed(n, args.steps, "async") for n in args.num_envs if n > 1}
+        figures["acting_async_env_steps_per_s"] = workers
+        figures["acting_async_ratio"] = {key: round(value / acting[first], 2) for key, value in workers.items()}
+        print("acting env steps/s, each env in a worker process", workers, flush=True)
     with tempfile.TemporaryDirectory() as folder:
         if "train" in args.parts:
-            training = {f"num_envs_{n}": vector_run(n, args.steps, Path(folder)) for n in args.num_envs}
-            figures["env_steps_per_s"] = training
-            figures["env_steps_per_s_ratio"] = {
-                key: round(value / training[first], 2) for key, value in training.items()
-            }
-            print("train env steps/s", training, flush=True)
+            runs: dict[tuple[int, int], float] = {}  # (num_envs, update_every) -> env steps/s: num_envs=1 runs once
+            for name, every in (("env_steps_per_s", lambda n: 1), ("vector_updates_env_steps_per_s", lambda n: n)):
+                for n in args.num_envs:
+                    if (n, every(n)) not in runs:
+                        runs[n, every(n)] = vector_run(n, every(n), args.steps, Path(folder))
+                training = {f"num_envs_{n}": runs[n, every(n)] for n in args.num_envs}
+                figures[name] = training
+                figures[f"{name}_ratio"] = {key: round(value / training[first], 2) for key, value in training.items()}
+                print(f"train {name}", training, flush=True)
         if "ray" in args.parts:
             runs = []
             for count in ray_actors:
@@ -364,7 +382,8 @@ def main() -> None:
             figures["ray"] = {**runs[-1], "per_actor_count": runs}
             figures["ray_speedup"] = round(runs[-1]["env_steps_per_s"] / runs[0]["env_steps_per_s"], 2)
         if not args.quick and "train" in args.parts:
-            best = max((n for n in args.num_envs if n > 1), key=lambda n: figures["env_steps_per_s"][f"num_envs_{n}"])
+            fastest = figures["vector_updates_env_steps_per_s"]
+            best = max((n for n in args.num_envs if n > 1), key=lambda n: fastest[f"num_envs_{n}"])
             figures["to_90"] = {f"num_envs_{n}": time_to_90(n, Path(folder)) for n in (1, best)}
             print("to 90%", figures["to_90"], flush=True)
             figures["ros_robots"] = {f"robots_{n}": ros_robots_run(n, args.robot_steps, Path(folder)) for n in (1, 2)}

@@ -51,13 +51,27 @@ class EpisodePlay:
         self.uid = uuid.uuid4().hex  # the episode's identity in every store and at the learner
         self.ret, self.length, self.interventions, self.actions = 0.0, 0, 0, []
         self.intervened, self.info = False, info  # of the last step
+        self.chosen: tuple | None = None  # (policy action, action, human active, filtered) of the step in progress
 
     def step(self, policy_action: np.ndarray) -> bool:
         """Execute one step on the policy's proposal; True when the episode has ended (terminated or truncated)."""
+        return self.take(*self.env.step(self.choose(policy_action)))
+
+    def choose(self, policy_action: np.ndarray) -> np.ndarray:
+        """The action to execute on the policy's proposal: the human's when they take over, else the safety
+        filter's. :meth:`take` then takes what the env made of it (:meth:`step` is the two in one; N envs stepped
+        together choose all, step all, then take all)."""
+        obs = self.obs
+        active, human_action = self.human(obs, policy_action)
+        action, filtered = (human_action, False) if active else self.safety(obs, policy_action)
+        self.chosen = (policy_action, action, bool(active), filtered)
+        return action
+
+    def take(self, next_obs: dict[str, np.ndarray], reward: float, terminated: bool, truncated: bool, info) -> bool:
+        """The env's answer to the chosen action (what ``env.step`` returns): the transition goes to the learner and
+        the recorder; True when the episode has ended (terminated or truncated)."""
         obs, human, safety = self.obs, self.human, self.safety
-        active, human_action = human(obs, policy_action)
-        action, filtered = (human_action, False) if active else safety(obs, policy_action)
-        next_obs, reward, terminated, truncated, info = self.env.step(action)
+        policy_action, action, active, filtered = self.chosen
         human.observe(task_progress(self.env, reward))
         violation = int(info.get("violation", 0))
         fast = info.get("fast_loop")  # the step's fast-loop ticks (a sim task with safety.fast_critic.sim_rate_hz)
@@ -180,8 +194,9 @@ def run_envs(
     plays = [start(k) for k in range(len(envs))]
     while True:
         actions = agent.act_batch({key: np.stack([p.obs[key] for p in plays]) for key in plays[0].obs}, explore=True)
+        answers = step_all(envs, [play.choose(actions[k]) for k, play in enumerate(plays)])
         for k, play in enumerate(plays):
-            ended = play.step(actions[k])
+            ended = play.take(*answers[k])
             budget_spent = after_step(play.intervened)
             if ended:
                 yield k, play.stats()
@@ -201,3 +216,13 @@ def run_envs(
                 for rest in plays:
                     rest.drop()
                 return
+
+
+def step_all(envs: Sequence[Any], actions: Sequence[np.ndarray]) -> list[tuple]:
+    """``env.step(action)`` of every env; envs in worker processes (``step_async``/``step_wait``,
+    :class:`~robot_rl.env_workers.EnvWorker`) are all sent their action before the first answer is awaited, so
+    they step in parallel."""
+    for env, action in zip(envs, actions):
+        if hasattr(env, "step_async"):
+            env.step_async(action)
+    return [env.step_wait() if hasattr(env, "step_async") else env.step(action) for env, action in zip(envs, actions)]

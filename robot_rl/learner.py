@@ -24,6 +24,8 @@ from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings
 from .safety.training import SafetySettings
 from .transport import DeliveryLedger, Transport
 
+VECTORIZATIONS = ("sync", "async")  # train.vectorization
+
 
 @yaml_defaults("config.yaml", "train")
 class TrainSettings:
@@ -43,6 +45,7 @@ class TrainSettings:
     sync: bool  # sim: the actor waits for the learner so the update-to-data ratio holds
     max_lag: int  # env steps the actor may run ahead of the learner when sync
     num_envs: int  # robot-rl train: sim envs stepped together, one batched policy call per step
+    vectorization: str  # sync: the envs step in this process | async: each in a worker process, in parallel
     eval_every: int
     eval_episodes: int
     final_eval_episodes: int
@@ -81,6 +84,7 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
             ),
             "demo_episodes": (is_integer(settings.demo_episodes) and settings.demo_episodes >= 0, "an integer >= 0"),
             "start_training": (is_integer(settings.start_training) and settings.start_training >= 0, "an integer >= 0"),
+            "vectorization": (settings.vectorization in VECTORIZATIONS, " or ".join(VECTORIZATIONS)),
             "demo_fraction": (
                 is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
                 "a number in [0, 1]",

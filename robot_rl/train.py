@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tqdm import tqdm
 
 from .config import ConfigError, integer, output_path, positive, settings_of
 from .data import EpisodeRecorder, EpisodeStore
+from .env_workers import EnvWorker
 from .envs import make_env, make_expert, observation_shapes, store_metadata
 from .evaluate import EVAL_SEED, evaluate
 from .folders import latest
@@ -39,13 +41,11 @@ from .transport import LocalTransport
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     settings, seed, task, run_dir = run_settings(cfg)
-    # train.num_envs envs stepped together (env k randomized from seed + 1000 k); evaluation stays nominal
-    envs = [sim_env(cfg, task, seed + 1000 * k, randomize=True) for k in range(settings.num_envs)]
-    env, eval_env = envs[0], sim_env(cfg, task, seed, randomize=False)
+    envs, humans = acting_envs(cfg, settings, task, seed)
+    env, eval_env = envs[0], sim_env(cfg, task, seed, randomize=False)  # evaluation stays nominal
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     transport = LocalTransport()
     learning = LearnerSession(cfg, shapes, action_dim, transport)
-    humans = [scripted_human(cfg, task, each) for each in envs]
     acting = ActorSession(cfg, shapes, action_dim, humans[0])
     acting.counters = counters = learning.open(settings.resume)  # every setting is checked by now
     acting.start_from(learning.learner)
@@ -176,6 +176,26 @@ def sim_env(cfg: DictConfig, task: dict[str, Any], seed: int, randomize: bool):
     env = randomized(make_env(task), cfg.get("randomization"), seed) if randomize else make_env(task)
     attach_fast_loop(env, fast_loop_from_config(cfg))
     return env
+
+
+def acting_envs(cfg: DictConfig, settings: TrainSettings, task: dict[str, Any], seed: int) -> tuple[list, list]:
+    """The ``train.num_envs`` envs that act (env k randomized from ``seed + 1000 k``) and their scripted humans: in
+    this process, or with ``train.vectorization=async`` each env with its human in a worker process of its own
+    (:class:`~robot_rl.env_workers.EnvWorker`)."""
+    seeds = [seed + 1000 * k for k in range(settings.num_envs)]
+    if settings.vectorization == "async" and settings.num_envs > 1:
+        config = OmegaConf.to_container(cfg, resolve=True)
+        envs = [EnvWorker(partial(worker_env, config, task, each), name=f"env{k}") for k, each in enumerate(seeds)]
+        return envs, [each.human for each in envs]
+    envs = [sim_env(cfg, task, each, randomize=True) for each in seeds]
+    return envs, [scripted_human(cfg, task, each) for each in envs]
+
+
+def worker_env(config: dict[str, Any], task: dict[str, Any], seed: int) -> tuple[Any, Any]:
+    """An env worker's (randomized env, scripted human), built in the worker from the run's resolved config."""
+    cfg = OmegaConf.create(config)
+    env = sim_env(cfg, task, seed, randomize=True)
+    return env, scripted_human(cfg, task, env)
 
 
 def scripted_human(cfg: DictConfig, task: dict[str, Any], env):

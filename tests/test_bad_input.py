@@ -58,6 +58,8 @@ CASES = [
     (["train", "agent=cqn", "agent.lr=0"], "agent.lr"),
     (["train", "train.batch_size=0"], "train.batch_size"),
     (["train", "train.num_envs=0"], "train.num_envs"),
+    (["train", "train.vectorization=threads"], "train.vectorization"),
+    (["train", "train.update_every=0"], "train.update_every"),
     (["train", "fleet=ray", "train.num_envs=2"], "train.num_envs"),
     (["train", "train.demo_fraction=half"], "train.demo_fraction"),
     (["train", "safety.critic.lr=0"], "safety.critic.lr"),

@@ -31,8 +31,12 @@ def episode_tuples(episode) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_envs_stepped_together_keep_their_episodes_whole(tmp_path):
-    summary = train(small_run(tmp_path, "train.num_envs=3", "train.env_steps=400"))
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_envs_stepped_together_keep_their_episodes_whole(tmp_path, vectorization):
+    """In this process and with each env in a worker process (train.vectorization=async)."""
+    summary = train(
+        small_run(tmp_path, "train.num_envs=3", "train.env_steps=400", f"train.vectorization={vectorization}")
+    )
     run = tmp_path / "run"
     store = EpisodeStore.open(run / "episodes.zarr")
     names = store.episode_names()
@@ -52,6 +56,7 @@ def test_envs_stepped_together_keep_their_episodes_whole(tmp_path):
 
 
 @pytest.mark.slow
-def test_it_learns_with_envs_stepped_together(tmp_path):
-    summary = train(small_run(tmp_path, *LEARNING_REACH, "train.num_envs=2"))
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_it_learns_with_envs_stepped_together(tmp_path, vectorization):
+    summary = train(small_run(tmp_path, *LEARNING_REACH, "train.num_envs=2", f"train.vectorization={vectorization}"))
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]  # the bar of the one-env test
