@@ -255,8 +255,23 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     assert len(ReplayBuffer.load(run / "checkpoint" / "online_buffer")) == online_saved + 100
 
 
+def process_group_alive(group: int, within: float) -> bool:
+    """Whether a process of ``group`` still exists after ``within`` s (an exited one waits for init to reap it)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 @pytest.mark.slow
-def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(tmp_path):
+@pytest.mark.parametrize("envs", ["one", "two_in_workers"])
+def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(tmp_path, envs):
+    """Ctrl-C as a terminal sends it: to the whole process group, env worker processes included (they leave the stop
+    to the driver and end with it)."""
     from robot_rl.data import EpisodeStore
 
     run = tmp_path / "run"
@@ -273,17 +288,22 @@ def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(
         "train.eval_every=100000",
         "train.start_training=20",
         "task.episode_steps=20",
+        *(["train.num_envs=2", "train.vectorization=async"] if envs == "two_in_workers" else []),
     ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     episodes = run / "episodes.zarr" / "episodes"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not (
         episodes.exists() and len([p for p in episodes.iterdir() if p.name.startswith("episode_")]) >= 6
     ):
         time.sleep(0.1)
-    os.kill(process.pid, signal.SIGINT)
+    os.killpg(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert not process_group_alive(process.pid, within=15.0)  # nothing of the run is left: no worker outlives it
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] and summary["episodes"] >= 6
     assert len(EpisodeStore.open(run / "episodes.zarr")) == summary["episodes"]  # each finished one, no partial one
