@@ -365,12 +365,12 @@ def main() -> None:
         print("acting env steps/s, each env in a worker process", workers, flush=True)
     with tempfile.TemporaryDirectory() as folder:
         if "train" in args.parts:
-            runs: dict[tuple[int, int], float] = {}  # (num_envs, update_every) -> env steps/s: num_envs=1 runs once
+            measured: dict[tuple[int, int], float] = {}  # (num_envs, update_every) -> env steps/s: 1 env runs once
             for name, every in (("env_steps_per_s", lambda n: 1), ("vector_updates_env_steps_per_s", lambda n: n)):
                 for n in args.num_envs:
-                    if (n, every(n)) not in runs:
-                        runs[n, every(n)] = vector_run(n, every(n), args.steps, Path(folder))
-                training = {f"num_envs_{n}": runs[n, every(n)] for n in args.num_envs}
+                    if (n, every(n)) not in measured:
+                        measured[n, every(n)] = vector_run(n, every(n), args.steps, Path(folder))
+                training = {f"num_envs_{n}": measured[n, every(n)] for n in args.num_envs}
                 figures[name] = training
                 figures[f"{name}_ratio"] = {key: round(value / training[first], 2) for key, value in training.items()}
                 print(f"train {name}", training, flush=True)

@@ -124,6 +124,13 @@ class RemoteRiskFilter:
         self.current = (model, version)
 
 
+class RemoteFastLoop:
+    """``env.unwrapped.fast_loop`` of a worker env, as far as the driver reaches it: its critic."""
+
+    def __init__(self, risk_filter: RemoteRiskFilter):
+        self.risk_filter = risk_filter
+
+
 class EnvWorker:
     """The driver's side of one worker: an env (``reset``, ``step``, ``step_async``/``step_wait``, ``close``,
     spaces) whose teleop source is :attr:`human`. ``build`` makes the worker's (env, human) and must pickle (a
@@ -204,10 +211,3 @@ class EnvWorker:
             self.process.kill()
             self.process.join()
         self.connection.close()
-
-
-class RemoteFastLoop:
-    """``env.unwrapped.fast_loop`` of a worker env, as far as the driver reaches it: its critic."""
-
-    def __init__(self, risk_filter: RemoteRiskFilter):
-        self.risk_filter = risk_filter
