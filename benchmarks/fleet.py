@@ -6,10 +6,11 @@
   counts those that are not (0 is right).
 - ``ray``: ``robot-rl train fleet=ray`` on pick_cube (state) with each of ``--ray-actors`` Ray actors at
   ``fleet.pace=<--ray-pace>`` (default ``actors``: actors play on, the learner makes what updates it has time for),
-  ``--ray-steps-per-actor`` online steps per actor, side by side in one run: online env steps per second from the
-  first online hand-in to the last (``env_steps_per_s``; over the whole run: ``wall_env_steps_per_s``), transitions
-  received, updates made and owed. With ``fleet.pace=learner`` the learner keeps ``robot-rl train``'s
-  update-to-data ratio and sets the pace.
+  ``--ray-steps-per-actor`` online steps per actor, side by side in one run: online env steps per second once
+  every actor is playing (``env_steps_per_s``; from the first online hand-in: ``first_online_env_steps_per_s``, as
+  actors start seconds apart; over the whole run: ``wall_env_steps_per_s``), the share of their time the actors
+  played rather than waited for a play (``actor_busy_fraction``), transitions received, updates made and owed.
+  With ``fleet.pace=learner`` the learner keeps ``robot-rl train``'s update-to-data ratio and sets the pace.
 
 - ``recording``: what one recorder process of the Ray fleet (``StreamRecorders``, ``robot_rl/data/recorder.py``)
   takes: ``--recorder-streams`` actor streams of 40-step pick_cube episodes (the env's own observations) handed to
@@ -145,8 +146,12 @@ def train_run(run_dir: Path, steps: int, *overrides: str) -> dict:
 
 def ray_run(actors: int, steps: int, pace: str, folder: Path) -> dict:
     """``robot-rl train fleet=ray`` with ``actors`` actors at ``fleet.pace=<pace>`` for ``steps`` online steps:
-    ``env_steps_per_s`` from the first online hand-in to the last (the summary's ``fleet.online_env_steps_per_s``:
-    without Ray's start, the demonstrations and the final evaluation), ``wall_env_steps_per_s`` over the whole run."""
+    ``env_steps_per_s`` once every actor is playing (the summary's ``fleet.all_actors_env_steps_per_s``: the fleet
+    at full strength, from the hand-in by which every actor had handed in online steps to the one that spent the
+    budget), ``first_online_env_steps_per_s`` from the first online hand-in (actors that started later count from
+    when they did), ``wall_env_steps_per_s`` over the whole run (Ray's start, the demonstrations and the final
+    evaluation included); ``actor_busy_fraction``: the share of their time the actors played rather than waited for
+    a play."""
     summary = train_run(folder / f"ray_{actors}", steps, "fleet=ray", f"fleet.actors={actors}", f"fleet.pace={pace}")
     fleet = summary["fleet"]
     return {
@@ -155,8 +160,10 @@ def ray_run(actors: int, steps: int, pace: str, folder: Path) -> dict:
         "env_steps": summary["env_steps"],
         "transitions_received": fleet["transitions_received"],
         "wall_seconds": round(summary["wall_seconds"], 1),
-        "env_steps_per_s": fleet["online_env_steps_per_s"],
+        "env_steps_per_s": fleet["all_actors_env_steps_per_s"],
+        "first_online_env_steps_per_s": fleet["online_env_steps_per_s"],
         "wall_env_steps_per_s": summary["env_steps_per_s"],
+        "actor_busy_fraction": fleet["actor_busy_fraction"],
         "updates_made": fleet["updates_made"],
         "updates_owed": fleet["updates_owed"],
         "crashes": fleet["crashes"],

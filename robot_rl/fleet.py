@@ -11,10 +11,14 @@ the replay stores each actor's episodes whole), records every episode, evaluates
 - ``learner`` (default): the driver makes the updates a hand-in made due (one update call per
   ``train.update_every`` env steps, as ``robot-rl train``) before it hands that actor its next play: sample
   efficiency first, and on few cores the learner's speed is the fleet's.
-- ``actors``: an actor is handed its next play as soon as its transitions are in, and the driver makes the updates
-  due one at a time between hand-ins, as many as it has time for (never more than ``train.update_every`` makes due):
+- ``actors``: every actor has its next play queued behind the one it is playing (Ray runs an actor's calls in
+  order), so it plays on without waiting for the driver, on weights one play older; the driver makes the updates due
+  one at a time between hand-ins, as many as it has time for (never more than ``train.update_every`` makes due):
   env steps per second grow with the actors, updates per env step fall once the learner cannot keep up (the summary's
   ``fleet.updates_owed``). For pretraining in sim with many actors, as distributed RL systems (Ape-X) run.
+
+The summary's ``fleet`` entry holds the speed figures (:class:`FleetSpeed`): online env steps per second, the same
+once every actor is playing, and the share of their time the actors spent playing rather than waiting for a play.
 
 An actor that crashes is restarted by Ray (``fleet.max_restarts`` times, then the run goes on without it) and the
 learner goes on with the others meanwhile; a restarted actor starts a fresh episode (the transitions of the one it
@@ -92,10 +96,15 @@ class SimActor:
         safety = self.cfg.get("safety") or {}
         self.risk_input = (shapes["state"][0], action_dim) if safety.get("enabled") and "state" in shapes else None
         self.rng = np.random.default_rng(seed)
+        self.handed_in: float | None = None  # monotonic s at which its last play returned
 
     def play(self, version: int, weights: bytes, episodes: int) -> tuple[bytes | None, str]:
         """Play ``episodes`` whole episodes on the weights of ``version`` (a codec payload); their transitions (a
-        codec payload, None when there were none) and stats (JSON)."""
+        codec payload, None when there were none) and a JSON report: each episode's stats (``episodes``), the wall
+        seconds this play took (``playing_s``) and those the actor sat idle between its previous play and this one
+        (``waiting_s``: the driver had not handed it a play yet; 0 for its first)."""
+        began = time.monotonic()
+        waiting = began - self.handed_in if self.handed_in is not None else 0.0
         if version != self.session.weights_key:
             decoded, _ = decode_weights(weights, self.expected, self.risk_input)
             self.transport.publish_weights(version, decoded)
@@ -107,7 +116,10 @@ class SimActor:
         transitions = self.transport.receive_transitions(0.0)
         for transition in transitions:
             transition.actor = self.name
-        return (encode_transitions(transitions) if transitions else None), json.dumps(stats, default=float)
+        payload = encode_transitions(transitions) if transitions else None
+        self.handed_in = time.monotonic()
+        report = {"episodes": stats, "playing_s": self.handed_in - began, "waiting_s": waiting}
+        return payload, json.dumps(report, default=float)
 
 
 def train_fleet(cfg: DictConfig) -> dict[str, Any]:
@@ -129,6 +141,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     learning = LearnerSession(cfg, shapes, action_dim, transport)
     counters = learning.open(settings.resume)
     learner = learning.learner
+    learner.update_in_this_thread()  # the driver's loop makes the updates
     evaluated = make_agent(cfg, shapes, action_dim, seed)  # the learner's policy, copied at each evaluation
     store = episode_store(cfg, run_dir, task, eval_env)
     # in processes of their own: the driver neither waits on the disk nor shares its interpreter with the recording
@@ -147,7 +160,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     started = time.monotonic() - counters.wall_seconds
     evaluations = EvalSchedule(settings.eval_every, counters.history)
     interrupted = False
-    rate = OnlineRate()
+    speed = FleetSpeed(crew.actors)
     with interrupt_requests() as stop:
         try:
 
@@ -157,21 +170,22 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
 
             while crew.pending and running() and not stop.is_set():
                 behind = fleet.pace == "actors" and learner.due_updates() > 0
-                for name, (payload, stats) in crew.hand_ins(timeout=0.0 if behind else 1.0):
+                for name, (payload, report) in crew.hand_ins(timeout=0.0 if behind else 1.0):
                     if fleet.pace == "actors" and counters.env_steps < settings.env_steps:
-                        crew.hand_out(name)  # it plays on while its transitions are taken in
+                        crew.top_up(name)  # it plays its queued play on while this one's transitions are taken in
                     transitions = decode_hand_in(schema, payload) if payload is not None else []
                     learner.ingest_locked(transitions)
                     if recorders is not None and payload is not None:
                         recorders.add(name, payload)
-                    for episode in json.loads(stats):
+                    play, online_before = json.loads(report), counters.env_steps
+                    for episode in play["episodes"]:
                         count_episode(counters, episode, tb, learner, started)
                     counters.intervention_steps += sum(t.intervened for t in transitions if not t.demo)
                     if fleet.pace == "learner":
                         learner.update_while_due()  # the update-to-data ratio of robot-rl train
                     crew.publish_when_new()
                     progress.update(counters.env_steps - progress.n)
-                    rate.count(counters.env_steps, settings.env_steps)
+                    speed.count(name, play, counters.env_steps, counters.env_steps - online_before, settings.env_steps)
                     finished = not running()
                     if evaluations.due(counters.env_steps, finished):
                         evaluated.load_policy_state(learner.agent.policy_state())
@@ -182,7 +196,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                         counters.wall_seconds = time.monotonic() - started
                         learning.save(counters)
                     if fleet.pace == "learner" and counters.env_steps < settings.env_steps:
-                        crew.hand_out(name)
+                        crew.top_up(name)
                 if behind and learner.update_if_due():  # fleet.pace=actors: one update after the hand-ins in
                     crew.publish_when_new()
             if not crew.pending and counters.env_steps < settings.env_steps:
@@ -203,7 +217,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
         "pace": fleet.pace,
         "crashes": crew.failures,
         "transitions_received": learner.taken,
-        "online_env_steps_per_s": rate.per_second(),
+        **speed.figures(),
         "updates_made": learner.update_calls,
         "updates_owed": learner.due_updates(),  # fleet.pace=actors: those the learner had no time for
     }
@@ -213,13 +227,18 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
 class Crew:
     """The fleet's Ray actors as the driver sees them: who is playing on which weights, who crashed, who is gone.
 
-    Every actor has one call pending: ``play`` (whole episodes on the newest weights), or after a crash ``ready``
-    (answers once Ray has restarted it). :meth:`hand_ins` yields the finished plays and deals with the rest."""
+    Every actor has calls pending: ``play`` calls (whole episodes on the newest weights when the call was made), or
+    after a crash one ``ready`` (answers once Ray has restarted it). Ray runs an actor's calls one after another, so
+    at ``fleet.pace=actors`` each actor has two plays queued: when one ends the next starts at once, on weights one
+    play older, and the actor never waits for the driver to take its hand-in in or to finish an update. At
+    ``fleet.pace=learner`` it has one, handed out once the updates its steps made due are made. :meth:`hand_ins`
+    yields the finished plays and deals with the rest."""
 
     def __init__(self, cfg: dict[str, Any], fleet: FleetSettings, demos: int, learner):
         import ray
 
         self.fleet, self.learner = fleet, learner
+        self.depth = PLAYS_QUEUED[fleet.pace]
         options = {"num_cpus": fleet.cpus_per_actor, "max_restarts": fleet.max_restarts, "max_task_retries": 0}
         remote = ray.remote(**options)(SimActor)
         names = [f"ray{index}" for index in range(fleet.actors)]
@@ -227,15 +246,21 @@ class Crew:
             name: remote.remote(actor_config(cfg, i, fleet.actors, demos), name) for i, name in enumerate(names)
         }
         self.failures = dict.fromkeys(names, 0)
-        self.pending: dict[Any, tuple[str, str]] = {}  # Ray reference -> (actor, call)
+        self.lives = dict.fromkeys(names, 0)  # crashes seen: the calls made before one fail with it, counted once
+        self.pending: dict[Any, tuple[str, str, int]] = {}  # Ray reference -> (actor, call, life)
         self.version, self.weights = publish(learner)
         for name in names:
-            self.hand_out(name)
+            self.top_up(name)
 
-    def hand_out(self, name: str) -> None:
-        """``name`` plays ``fleet.episodes_per_call`` episodes on the newest weights."""
-        call = self.actors[name].play.remote(self.version, self.weights, self.fleet.episodes_per_call)
-        self.pending[call] = (name, "play")
+    def top_up(self, name: str) -> None:
+        """Queue plays of ``name`` (``fleet.episodes_per_call`` episodes each, on the newest weights) until it has
+        as many pending as its pace keeps; none while Ray restarts it."""
+        calls = [call for actor, call, life in self.pending.values() if actor == name and life == self.lives[name]]
+        if "ready" in calls:
+            return
+        for _ in range(self.depth - len(calls)):
+            call = self.actors[name].play.remote(self.version, self.weights, self.fleet.episodes_per_call)
+            self.pending[call] = (name, "play", self.lives[name])
 
     def publish_when_new(self) -> None:
         """Put the learner's newest weights in the object store when it published new ones."""
@@ -243,21 +268,22 @@ class Crew:
             self.version, self.weights = publish(self.learner)
 
     def hand_ins(self, timeout: float):
-        """(actor, (transitions payload, stats JSON)) of the first play that finishes within ``timeout`` s; with
+        """(actor, (transitions payload, report JSON)) of the first play that finishes within ``timeout`` s; with
         ``timeout=0``, of every play finished by now."""
         import ray
 
         pending = list(self.pending)
         done, _ = ray.wait(pending, num_returns=len(pending) if timeout == 0 else 1, timeout=timeout)
         for ref in done:
-            name, call = self.pending.pop(ref)
+            name, call, life = self.pending.pop(ref)
             try:
                 result = ray.get(ref)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-                self._lost(name, call, error)
+                if life == self.lives[name]:  # a play queued behind the one that crashed fails with it
+                    self._lost(name, call, error)
                 continue
             if call == "ready":
-                self.hand_out(name)
+                self.top_up(name)
             else:
                 yield name, result
 
@@ -267,6 +293,7 @@ class Crew:
 
         if call == "play":  # the actor died with its episode: Ray restarts it
             self.failures[name] += 1
+            self.lives[name] += 1
             tqdm.write(
                 f"robot-rl fleet: actor {name} crashed; Ray restarts it ({self.failures[name]})", file=sys.stderr
             )
@@ -275,7 +302,7 @@ class Crew:
             return
         else:
             time.sleep(0.5)  # still restarting
-        self.pending[self.actors[name].__ray_ready__.remote()] = (name, "ready")
+        self.pending[self.actors[name].__ray_ready__.remote()] = (name, "ready", self.lives[name])
 
     def stop(self) -> None:
         import ray
@@ -284,33 +311,61 @@ class Crew:
             ray.kill(actor)
 
 
+PLAYS_QUEUED = {"learner": 1, "actors": 2}  # plays pending per actor at each fleet.pace (Crew)
+
+
 def decode_hand_in(schema: TransitionSchema, payload: bytes) -> list[Transition]:
     """The transitions of an actor's hand-in, checked against the run's schema (the recorder process decodes them
     too)."""
     return decode_transitions(payload, schema)[0]
 
 
-class OnlineRate:
-    """Online env steps per wall second, from the first hand-in that counted online steps to the one that spent the
-    budget: what the actors played, without Ray's start, the demonstrations and the final evaluation."""
+class FleetSpeed:
+    """The fleet's speed figures, counted at each hand-in:
 
-    def __init__(self):
+    - ``online_env_steps_per_s``: online env steps per wall second from the first hand-in with online steps to the
+      one that spent the budget: what the actors played, without Ray's start, the demonstrations and the final
+      evaluation;
+    - ``all_actors_env_steps_per_s``: the same from the hand-in by which every actor had handed in online steps (the
+      fleet at full strength: actors start one after another, seconds apart on a loaded machine); None when an actor
+      never did;
+    - ``actor_busy_fraction``: of the actors' wall time after their first play, the share they spent playing rather
+      than waiting for the driver to hand them their next play."""
+
+    def __init__(self, actors):
+        self.yet_online = set(actors)  # actors that have not handed in online steps yet
         self.first: tuple[float, int] | None = None  # (monotonic s, env steps) at the first online hand-in
+        self.full: tuple[float, int] | None = None  # the same when the last actor handed in its first online steps
         self.last: tuple[float, int] | None = None
+        self.playing_s = self.waiting_s = 0.0
 
-    def count(self, env_steps: int, budget: int) -> None:
-        if env_steps == 0 or (self.last is not None and (self.last[1] >= budget or self.last[1] == env_steps)):
-            return  # no online steps yet, the budget spent, or a hand-in of demonstrations
+    def count(self, actor: str, play: dict[str, Any], env_steps: int, online_steps: int, budget: int) -> None:
+        """``actor`` handed in ``play`` (its report: ``playing_s``, ``waiting_s``) with ``online_steps`` of them;
+        ``env_steps`` online steps in all, of a ``budget``."""
+        self.playing_s += play["playing_s"]
+        self.waiting_s += play["waiting_s"]
+        if online_steps == 0 or (self.last is not None and self.last[1] >= budget):
+            return  # demonstrations, or the budget spent
         now = (time.monotonic(), env_steps)
-        if self.first is None:
-            self.first = now
+        self.first = self.first or now
+        self.yet_online.discard(actor)
+        if not self.yet_online and self.full is None:
+            self.full = now
         self.last = now
 
-    def per_second(self) -> float | None:
-        """None until two hand-ins counted online steps."""
-        if self.first is None or self.last is None or self.last[0] <= self.first[0]:
+    def figures(self) -> dict[str, float | None]:
+        busy = self.playing_s + self.waiting_s
+        return {
+            "online_env_steps_per_s": self._rate(self.first),
+            "all_actors_env_steps_per_s": self._rate(self.full),
+            "actor_busy_fraction": round(self.playing_s / busy, 3) if busy > 0 else None,
+        }
+
+    def _rate(self, since: tuple[float, int] | None) -> float | None:
+        """Online env steps per second from ``since`` to the last hand-in counted; None without two of them."""
+        if since is None or self.last is None or self.last[0] <= since[0]:
             return None
-        return round((self.last[1] - self.first[1]) / (self.last[0] - self.first[0]), 2)
+        return round((self.last[1] - since[1]) / (self.last[0] - since[0]), 2)
 
 
 def ray_init_arguments(fleet: FleetSettings) -> dict[str, Any]:

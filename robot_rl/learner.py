@@ -303,12 +303,17 @@ class Learner:
         if self.thread is not None:
             self.thread.join()
 
+    def update_in_this_thread(self) -> None:
+        """The calling thread makes the updates: torch runs them on ``train.torch_threads`` threads. Unset, torch
+        takes every core, and its idle OpenMP workers spin between ops, taking cores from the envs and actors."""
+        torch.set_num_threads(self.settings.torch_threads)
+
     def run(self) -> None:
         """Ingest each transition, then make the updates it made due: update k (from 1) always sees the first
         ``start_training + k * update_every`` online steps, however the actor's sends were batched."""
         self.running = True
         try:
-            torch.set_num_threads(self.settings.torch_threads)
+            self.update_in_this_thread()
             started, calls_at_start = time.monotonic(), self.update_calls
             while not self.stop.is_set():
                 self.receive(timeout=0.0 if self.pending else 0.01)

@@ -11,7 +11,7 @@ import pytest
 
 from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
-from robot_rl.fleet import OnlineRate, actor_config
+from robot_rl.fleet import FleetSpeed, actor_config
 from robot_rl.fleet_settings import fleet_settings
 from tests.conftest import LEARNING_REACH, require
 
@@ -46,12 +46,36 @@ def test_two_ray_actors_learn_and_a_killed_one_does_not_stop_the_run(tmp_path):
         "train.eval_every=3000",
         f"train.run_dir={run_dir}",
     ]
+    summary, _ = run_killing_one_actor(command, run_dir, after_episodes=16)  # demos done, online under way
+    assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
+    assert summary["fleet"]["transitions_received"] >= 2000
+
+
+@pytest.mark.slow
+def test_an_actor_killed_with_a_play_queued_is_restarted_once_and_plays_on(tmp_path):
+    require("ray")
+    run_dir = tmp_path / "run"
+    command = [
+        *(sys.executable, "-m", "robot_rl.cli", "train", "fleet=ray", "fleet.actors=2", "fleet.pace=actors"),
+        *("task=reach", "task.episode_steps=20", f"train.run_dir={run_dir}", "train.demo_episodes=2"),
+        *("train.start_training=20", "train.batch_size=16", "train.env_steps=3000", "train.eval_every=100000"),
+        "train.final_eval_episodes=1",
+    ]
+    summary, err = run_killing_one_actor(command, run_dir, after_episodes=6)
+    assert err.count("crashed; Ray restarts it") == 1  # the play queued behind the killed one failed with it, uncounted
+    assert summary["env_steps"] >= 3000 and not summary["interrupted"]
+
+
+def run_killing_one_actor(command: list[str], run_dir, after_episodes: int) -> tuple[dict, str]:
+    """Run ``command`` (a two-actor Ray fleet), SIGKILL one actor process once ``after_episodes`` episodes are
+    recorded; check that the run ends well, counts one crash, and that both actors play to the end; (summary,
+    stderr)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = None
     deadline = time.monotonic() + 600
     while killed is None and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(1.0)
-        if len(list((run_dir / "episodes.zarr").glob("episodes/*"))) >= 16:  # demos done, online under way
+        time.sleep(0.5)
+        if len(list((run_dir / "episodes.zarr").glob("episodes/*"))) >= after_episodes:
             found = subprocess.run(["pgrep", "-f", "ray::SimActor"], capture_output=True, text=True, check=False)
             workers = found.stdout.split()
             if workers:
@@ -63,11 +87,10 @@ def test_two_ray_actors_learn_and_a_killed_one_does_not_stop_the_run(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["fleet"]["crashes"] in ({"ray0": 1, "ray1": 0}, {"ray0": 0, "ray1": 1}), summary["fleet"]
     assert "crashed; Ray restarts it" in err
-    assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
     log = json.loads((run_dir / "checkpoint" / "counters.json").read_text())["counters"]["episode_log"]
     late = [entry["actor"] for entry in log[len(log) // 2 :]]
     assert {"ray0", "ray1"} <= set(late)  # both actors play to the end: the killed one was restarted
-    assert summary["fleet"]["transitions_received"] >= 2000
+    return summary, err
 
 
 @pytest.mark.slow
@@ -100,22 +123,40 @@ def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
     assert summary["env_steps"] >= 120 and not summary["interrupted"]
 
 
-def test_the_online_rate_counts_from_the_first_online_hand_in_to_the_one_that_spent_the_budget(monkeypatch):
-    clock = iter([10.0, 11.0, 12.0])  # read at 20, 40 and 100 steps only
+def test_the_speed_figures_count_online_steps_from_the_first_hand_in_and_from_the_fleet_at_full_strength(monkeypatch):
+    clock = iter([10.0, 11.0, 12.0, 13.0, 20.0, 21.0])  # read at online hand-ins before the budget is spent only
     monkeypatch.setattr("robot_rl.fleet.time.monotonic", lambda: next(clock))
-    rate = OnlineRate()
-    rate.count(0, 100)  # demonstrations only: not counted
-    assert rate.per_second() is None
-    for steps in (20, 40, 40, 100, 130):  # 40 twice: a hand-in of demonstrations; 130: after the budget
-        rate.count(steps, 100)
-    assert rate.per_second() == 40.0  # (100 - 20) steps in 12 - 10 s
+    speed = FleetSpeed(["a", "b"])
+    play = {"playing_s": 1.5, "waiting_s": 0.5}
+    speed.count("a", play, 0, 0, 100)  # demonstrations only: not counted
+    assert speed.figures()["online_env_steps_per_s"] is None
+    for actor, steps, online in (("a", 20, 20), ("a", 40, 20), ("b", 40, 0), ("b", 60, 20), ("a", 100, 40)):
+        speed.count(actor, play, steps, online, 100)  # b's first hand-in: demonstrations
+    speed.count("b", play, 130, 30, 100)  # after the budget
+    figures = speed.figures()
+    assert figures["online_env_steps_per_s"] == 26.67  # (100 - 20) steps in 13 - 10 s
+    assert figures["all_actors_env_steps_per_s"] == 40.0  # (100 - 60) steps in 13 - 12 s: from b's first online one
+    assert figures["actor_busy_fraction"] == 0.75  # 1.5 s playing for every 0.5 s waiting
+    alone = FleetSpeed(["a", "gone"])
+    for steps in (20, 40):
+        alone.count("a", play, steps, 20, 100)
+    assert alone.figures()["all_actors_env_steps_per_s"] is None  # one actor never played online
 
 
 @pytest.mark.slow
-def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_data(tmp_path):
+def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_data(tmp_path, monkeypatch):
     require("ray")
+    import torch
+
     from robot_rl.cli import main
     from robot_rl.data import EpisodeStore
+    from robot_rl.learner import Learner
+
+    threads = []  # torch's threads at each update the driver makes: train.torch_threads, not every core
+    update_if_due = Learner.update_if_due
+    monkeypatch.setattr(
+        Learner, "update_if_due", lambda self: threads.append(torch.get_num_threads()) or update_if_due(self)
+    )
 
     run_dir = tmp_path / "run"
     overrides = [
@@ -123,14 +164,21 @@ def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_dat
         *(f"train.run_dir={run_dir}", "train.demo_episodes=2", "train.start_training=20", "train.batch_size=16"),
         *("train.env_steps=200", "train.eval_every=1000", "train.final_eval_episodes=1"),
     ]
-    assert main(overrides) == 0
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # torch's default on a 2-core machine
+    try:
+        assert main([*overrides, "train.torch_threads=1"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    assert threads and set(threads) == {1}, threads
     summary = json.loads((run_dir / "summary.json").read_text())
     fleet = summary["fleet"]
     assert fleet["pace"] == "actors" and summary["env_steps"] >= 200
     counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert fleet["updates_made"] == counters["update_calls"] > 0
     assert fleet["updates_made"] + fleet["updates_owed"] == counters["online_received"] - 20  # never more than due
-    assert fleet["online_env_steps_per_s"] > 0
+    assert fleet["online_env_steps_per_s"] > 0  # all_actors_env_steps_per_s: None if one actor ran late all along
+    assert 0 < fleet["actor_busy_fraction"] <= 1
     assert len(summary["eval_history"]) == 1  # the final evaluation, once: hand-ins after the budget do not repeat it
     store = EpisodeStore.open(run_dir / "episodes.zarr")
     assert len(store.episode_names()) == counters["counters"]["episodes"]  # every episode counted is recorded
