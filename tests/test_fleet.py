@@ -15,6 +15,10 @@ from robot_rl.fleet import FleetSpeed, actor_config
 from robot_rl.fleet_settings import fleet_settings
 from tests.conftest import LEARNING_REACH, require
 
+# two Ray actors on short reach episodes, two demonstrations, updates from the 20th online step
+TINY_FLEET = ("fleet=ray", "fleet.actors=2", "task=reach", "task.episode_steps=20", "train.demo_episodes=2")
+TINY_FLEET += ("train.start_training=20", "train.batch_size=16")
+
 
 def test_each_actor_gets_its_seed_and_share_of_the_demonstrations():
     cfg = {"seed": 7, "train": {"demo_episodes": 5, "env_steps": 100}}
@@ -56,10 +60,8 @@ def test_an_actor_killed_with_a_play_queued_is_restarted_once_and_plays_on(tmp_p
     require("ray")
     run_dir = tmp_path / "run"
     command = [
-        *(sys.executable, "-m", "robot_rl.cli", "train", "fleet=ray", "fleet.actors=2", "fleet.pace=actors"),
-        *("task=reach", "task.episode_steps=20", f"train.run_dir={run_dir}", "train.demo_episodes=2"),
-        *("train.start_training=20", "train.batch_size=16", "train.env_steps=3000", "train.eval_every=100000"),
-        "train.final_eval_episodes=1",
+        *(sys.executable, "-m", "robot_rl.cli", "train", *TINY_FLEET, "fleet.pace=actors", f"train.run_dir={run_dir}"),
+        *("train.env_steps=6000", "train.eval_every=100000", "train.final_eval_episodes=1"),
     ]
     summary, err = run_killing_one_actor(command, run_dir, after_episodes=6)
     assert err.count("crashed; Ray restarts it") == 1  # the play queued behind the killed one failed with it, uncounted
@@ -99,19 +101,7 @@ def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
     from robot_rl.cli import main
 
     run_dir = tmp_path / "run"
-    base = [
-        "train",
-        "fleet=ray",
-        "fleet.actors=2",
-        "task=reach",
-        "task.episode_steps=20",
-        f"train.run_dir={run_dir}",
-        "train.demo_episodes=2",
-        "train.start_training=20",
-        "train.batch_size=16",
-        "train.eval_every=1000",
-        "train.final_eval_episodes=1",
-    ]
+    base = ["train", *TINY_FLEET, f"train.run_dir={run_dir}", "train.eval_every=1000", "train.final_eval_episodes=1"]
     assert main([*base, "train.env_steps=60"]) == 0
     first = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert first["online_received"] >= 60 and first["counters"]["demo_episodes_done"] == 2
@@ -160,8 +150,7 @@ def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_dat
 
     run_dir = tmp_path / "run"
     overrides = [
-        *("train", "fleet=ray", "fleet.actors=2", "fleet.pace=actors", "task=reach", "task.episode_steps=20"),
-        *(f"train.run_dir={run_dir}", "train.demo_episodes=2", "train.start_training=20", "train.batch_size=16"),
+        *("train", *TINY_FLEET, "fleet.pace=actors", f"train.run_dir={run_dir}"),
         *("train.env_steps=200", "train.eval_every=1000", "train.final_eval_episodes=1"),
     ]
     before = torch.get_num_threads()
