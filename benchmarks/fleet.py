@@ -16,7 +16,7 @@
   takes: ``--recorder-streams`` actor streams of 40-step pick_cube episodes (the env's own observations) handed to
   one recorder process as fast as it commits them; env steps per second it records (``steps_per_s``) and its CPU
   time per step (``cpu_ms_per_step``: user + system of the process, above 1 ms per ms of wall when zarr's threads and
-  the disk's flushes run beside its main thread). The fleet starts one recorder per ``ACTORS_PER_RECORDER`` actors.
+  the disk's flushes run beside its main thread). The fleet starts one recorder per actor.
 
 - ``env_steps_per_s.num_envs_N``: ``robot-rl train train.num_envs=N`` on pick_cube (state, the main job's settings
   otherwise) for ``--steps`` online steps: online env steps per wall second of the run (demonstrations and

@@ -68,9 +68,6 @@ from .train import (
 from .transport import LocalTransport
 
 NO_BUDGET = 10**15  # an actor's own step budget: the driver ends the run
-# one recorder process records ~800-1,000 steps/s of pick_cube (2-core AMD EPYC), one sim actor plays ~230-350 a
-# second (16-core Intel Xeon): a recorder for every 3 actors
-ACTORS_PER_RECORDER = 3
 
 
 def actor_config(cfg: dict[str, Any], index: int, actors: int, demos: int) -> dict[str, Any]:
@@ -144,9 +141,10 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     learner.update_in_this_thread()  # the driver's loop makes the updates
     evaluated = make_agent(cfg, shapes, action_dim, seed)  # the learner's policy, copied at each evaluation
     store = episode_store(cfg, run_dir, task, eval_env)
-    # in processes of their own: the driver neither waits on the disk nor shares its interpreter with the recording
-    processes = -(-fleet.actors // ACTORS_PER_RECORDER)
-    recorders = StreamRecorders(store, partial(decode_hand_in, schema), processes) if store is not None else None
+    # in processes of their own, one per actor: the driver neither waits on the disk nor shares its interpreter with
+    # the recording; one records ~1,400 steps/s of 40-step pick_cube episodes, one actor plays ~640-810 (2-core AMD
+    # EPYC, benchmarks/fleet.py): with fewer, the recording would set the fleet's pace
+    recorders = StreamRecorders(store, partial(decode_hand_in, schema), fleet.actors) if store is not None else None
 
     from torch.utils.tensorboard import SummaryWriter
 

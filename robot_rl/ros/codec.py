@@ -227,18 +227,24 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
     for key, column in arrays.items():
         if column.ndim == 0 or len(column) != count:
             raise MessageError(f"column {key} has shape {list(column.shape)}; expected {count} rows")
-    fields = {*VECTORS, *SCALARS, *IDS, "obs", "next_obs"}
+        if (key in SCALARS or key in IDS) and column.ndim != 1:
+            raise MessageError(f"column {key} has shape {list(column.shape)}; expected one value a row")
+    fields = {key.partition("/")[0] for key in arrays}
+    if fields != {*VECTORS, *SCALARS, *IDS, "obs", "next_obs"}:  # without a schema: the framing only, but whole
+        raise MessageError(f"transitions columns {sorted(fields)} are not those of a transition")
+    # each column's rows once (arrays for observations and vectors, Python scalars otherwise), then one dict a row
+    columns = []  # (part, name within obs/next_obs or "", rows)
+    for key, column in arrays.items():
+        part, _, name = key.partition("/")
+        columns.append((part, name, list(column) if name or key in VECTORS else column.tolist()))
     transitions = []
     for i in range(count):
         t: dict[str, Any] = {"obs": {}, "next_obs": {}}
-        for key, column in arrays.items():
-            part, _, name = key.partition("/")
+        for part, name, rows in columns:
             if name:
-                t[part][name] = column[i]
+                t[part][name] = rows[i]
             else:
-                t[key] = column[i] if key in VECTORS else column[i].item()
-        if set(t) != fields:  # without a schema: the framing only, but a transition is whole
-            raise MessageError(f"transitions columns {sorted(set(t))} are not those of a transition")
+                t[part] = rows[i]
         transitions.append(Transition(**t, streams=streams[i]))
     return transitions, meta
 

@@ -298,3 +298,43 @@ def test_a_name_taken_between_choosing_it_and_committing_goes_to_the_next_one(tm
     assert write_episode(first, synthetic_episode(1), "online") == "episode_000001"
     np.testing.assert_array_equal(first.read_episode("episode_000000")["action"], synthetic_episode(0)["action"])
     np.testing.assert_array_equal(first.read_episode("episode_000001")["action"], synthetic_episode(1)["action"])
+
+
+def test_an_episode_s_array_files_are_the_files_zarr_itself_writes(tmp_path):
+    import zarr
+
+    from robot_rl.data.episode_store import ARRAY_CODECS, ARRAY_CONFIG, _write_arrays
+
+    rng = np.random.default_rng(0)
+    arrays = [
+        ("obs/state", rng.normal(size=(6, 5)).astype(np.float32)),
+        ("action", rng.normal(size=(5, 3)).astype(np.float32)),
+        ("terminated", np.array([False] * 4 + [True])),
+        ("streams/wrench/timestamp", np.arange(9, dtype=np.float64)),
+    ]
+
+    def episode_folder(name: str) -> zarr.Group:
+        group = zarr.open_group(str(tmp_path / name), mode="w-")
+        group.create_group("obs")
+        group.create_group("streams").create_group("wrench")
+        return group
+
+    episode_folder("ours")
+    _write_arrays(tmp_path / "ours", arrays)
+    theirs = episode_folder("theirs")
+    for path, data in arrays:
+        parent, _, name = path.rpartition("/")
+        group = theirs[parent] if parent else theirs
+        group.create_array(name, shape=data.shape, dtype=data.dtype, compressors=ARRAY_CODECS, config=ARRAY_CONFIG)[
+            ...
+        ] = data
+
+    def files(name: str) -> dict[str, bytes]:
+        root = tmp_path / name
+        return {str(file.relative_to(root)): file.read_bytes() for file in root.rglob("*") if file.is_file()}
+
+    assert files("ours") == files("theirs")
+    assert len(files("ours")) == 4 + 2 * len(arrays)  # four groups' zarr.json; each array's and its one chunk
+    read = zarr.open_group(str(tmp_path / "ours"), mode="r")
+    for path, data in arrays:
+        np.testing.assert_array_equal(read[path][...], data)

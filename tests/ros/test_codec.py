@@ -140,6 +140,20 @@ def test_header_version_count_pickles_and_size_are_checked(codec):
         codec.decode_transitions(good + bytes(codec.MAX_TRANSITIONS_BYTES), schema(codec))
 
 
+def test_without_a_schema_a_scalar_column_of_several_values_a_row_is_refused(codec):
+    from robot_rl.ros.guard import MessageError
+
+    good = codec.encode_transitions(transitions())
+    assert len(codec.decode_transitions(good, None)[0]) == 3  # the framing alone is checked
+    arrays, meta = codec.unpack(good, codec.MAX_TRANSITIONS_BYTES)
+    for key in ("reward", "episode"):
+        wide = codec.pack(
+            {**arrays, key: np.stack([arrays[key]] * 2, axis=1)}, {k: v for k, v in meta.items() if k != "codec"}
+        )
+        with pytest.raises(MessageError, match=f"column {key} has shape \\[3, 2\\]; expected one value a row"):
+            codec.decode_transitions(wide, None)
+
+
 def _with_header(arrays, meta):
     buffer = io.BytesIO()
     extra = {} if meta is None else {"__meta__": np.frombuffer(__import__("json").dumps(meta).encode(), np.uint8)}
