@@ -18,6 +18,11 @@
   time per step (``cpu_ms_per_step``: user + system of the process, above 1 ms per ms of wall when zarr's threads and
   the disk's flushes run beside its main thread). The fleet starts one recorder per actor.
 
+- ``driver_take_in``: what the Ray fleet's driver spends per online step taking a hand-in in, on pick_cube episodes
+  a Ray actor's code plays in this process: decoding the payload, ingesting its transitions (8 actor streams
+  interleaved) and counting and logging its episodes, in microseconds per step, and the online steps per second a
+  driver doing nothing else could take in (``ceiling_steps_per_s``); the recording is in processes of its own.
+
 - ``env_steps_per_s.num_envs_N``: ``robot-rl train train.num_envs=N`` on pick_cube (state, the main job's settings
   otherwise) for ``--steps`` online steps: online env steps per wall second of the run (demonstrations and
   evaluations included). The learner keeps the update-to-data ratio (one update call per env step), so where it
@@ -35,8 +40,8 @@
   robot's online steps and episodes (the learner's ``robots.json``), and the learner's updates against those due.
 
 Ray runs: 1, 2, 4, 8 and 12 actors, as many as this machine has cores for (at least 1 and 2), unless
-``--ray-actors`` names them. ``--parts`` picks what to measure (integrity, recording, acting, train, ray; default
-all).
+``--ray-actors`` names them. ``--parts`` picks what to measure (integrity, recording, driver, acting, train, ray;
+default all).
 
     python -m benchmarks.fleet [--quick] [--steps 3000] [--num-envs 1 2 4 8] [--parts ray] [--ray-actors 1 8]
 
@@ -211,6 +216,59 @@ def acting_speed(num_envs: int, steps: int, vectorization: str = "sync") -> floa
     return round(acting.counters.env_steps / seconds, 1)
 
 
+def driver_take_in(episodes: int, streams: int = 8) -> dict:
+    """What the Ray fleet's driver spends per online step taking hand-ins in (the calls of ``robot_rl/fleet.py``'s
+    loop, on this thread): decoding a play's payload (``decode_hand_in``), ingesting its transitions into the replay's
+    stream writers (``Learner.ingest_locked``, ``streams`` actors interleaved) and counting and logging its episodes
+    (``count_episode``, TensorBoard included); microseconds per step each, and the online steps per second a driver
+    doing nothing else could take in (``ceiling_steps_per_s``). The payloads: ``episodes`` pick_cube episodes that a
+    :class:`~robot_rl.fleet.SimActor` plays in this process on its first weights, as one of the benchmark's Ray
+    actors plays them."""
+    from omegaconf import OmegaConf
+    from torch.utils.tensorboard import SummaryWriter
+
+    from robot_rl.envs import observation_shapes
+    from robot_rl.fleet import SimActor, actor_config, count_episode, decode_hand_in
+    from robot_rl.ros.codec import TransitionSchema, encode_weights
+    from robot_rl.session import LearnerSession
+
+    with tempfile.TemporaryDirectory() as folder:
+        cfg = load_config(["task=pick_cube", "fleet=ray", f"train.run_dir={folder}/run"])
+        actor = SimActor(actor_config(OmegaConf.to_container(cfg, resolve=True), 0, 1, demos=0), "ray0")
+        weights = encode_weights(actor.session.agent.policy_state(), {"version": 1})
+        plays = [actor.play(1, weights, 1) for _ in range(episodes)]
+        shapes, action_dim = observation_shapes(actor.env), int(actor.env.action_space.shape[0])
+        learning = LearnerSession(cfg, shapes, action_dim, LocalTransport())
+        counters, learner = learning.open(resume=False), learning.learner
+        schema, tb, started = TransitionSchema(shapes, action_dim), SummaryWriter(f"{folder}/tb"), time.monotonic()
+        seconds = {"decode": 0.0, "ingest": 0.0, "count": 0.0}
+        for index, (payload, report) in enumerate(plays):
+            began = time.perf_counter()
+            transitions = decode_hand_in(schema, payload)
+            decoded = time.perf_counter()
+            for transition in transitions:  # the plays of ``streams`` actors
+                transition.actor = f"ray{index % streams}"
+            ingesting = time.perf_counter()
+            learner.ingest_locked(transitions)
+            ingested = time.perf_counter()
+            for episode in json.loads(report)["episodes"]:
+                count_episode(counters, episode, tb, learner, started)
+            seconds["decode"] += decoded - began
+            seconds["ingest"] += ingested - ingesting
+            seconds["count"] += time.perf_counter() - ingested
+        tb.close()
+        actor.env.close()
+    steps = counters.env_steps
+    per_step = {f"{part}_us_per_step": round(spent / steps * 1e6, 1) for part, spent in seconds.items()}
+    return {
+        "episodes": episodes,
+        "steps": steps,
+        "streams": streams,
+        **per_step,
+        "ceiling_steps_per_s": round(steps / sum(seconds.values())),
+    }
+
+
 def recording_speed(streams: int, episodes_per_stream: int, steps: int = 40) -> dict:
     """One recorder process taking ``streams`` actor streams of ``episodes_per_stream`` episodes of ``steps`` steps
     (pick_cube's observations, handed in as the fleet's actors do): env steps recorded per second, and the
@@ -330,7 +388,7 @@ def ros_robots_run(robots: int, steps: int, folder: Path) -> dict:
     }
 
 
-PARTS = ("integrity", "recording", "acting", "train", "ray")
+PARTS = ("integrity", "recording", "driver", "acting", "train", "ray")
 
 
 def main() -> None:
@@ -361,6 +419,9 @@ def main() -> None:
     if "recording" in args.parts:
         figures["recording"] = recording_speed(args.recorder_streams, 10 if args.quick else 30)
         print("recording", figures["recording"], flush=True)
+    if "driver" in args.parts:
+        figures["driver_take_in"] = driver_take_in(20 if args.quick else 100)
+        print("driver take-in", figures["driver_take_in"], flush=True)
     if "acting" in args.parts:
         acting = {f"num_envs_{n}": acting_speed(n, args.steps) for n in args.num_envs}
         figures["acting_env_steps_per_s"] = acting

@@ -286,6 +286,18 @@ def test_two_handles_of_one_store_take_turns_without_taking_each_others_names(tm
         np.testing.assert_array_equal(first.read_episode(name)["action"], synthetic_episode(seed)["action"])
 
 
+def test_handles_taking_turns_list_the_folder_once_each_however_many_names_the_others_took(tmp_path, monkeypatch):
+    """With one writer per fleet actor nearly every commit finds its name taken: listing the folder again each time
+    (a stat per episode) grew with the store; the names taken since are stepped over instead."""
+    handles = [EpisodeStore.create(tmp_path / "s.zarr", META) for _ in range(3)]
+    listings = []
+    episode_names = EpisodeStore.episode_names
+    monkeypatch.setattr(EpisodeStore, "episode_names", lambda store: listings.append(store) or episode_names(store))
+    names = [write_episode(store, synthetic_episode(seed), "online") for seed, store in enumerate(handles * 4)]
+    assert names == [f"episode_{index:06d}" for index in range(12)]
+    assert len(listings) == len(handles)  # each handle's first commit
+
+
 def test_a_name_taken_between_choosing_it_and_committing_goes_to_the_next_one(tmp_path, monkeypatch):
     """Writers in several processes append to one store (the fleet's recorders): one that loses the race for a name
     commits under the next instead of failing."""
