@@ -68,6 +68,7 @@ from .train import (
 from .transport import LocalTransport
 
 NO_BUDGET = 10**15  # an actor's own step budget: the driver ends the run
+PLAYS_QUEUED = {"learner": 1, "actors": 2}  # plays pending per actor at each fleet.pace (Crew)
 
 
 def actor_config(cfg: dict[str, Any], index: int, actors: int, demos: int) -> dict[str, Any]:
@@ -307,9 +308,6 @@ class Crew:
 
         for actor in self.actors.values():
             ray.kill(actor)
-
-
-PLAYS_QUEUED = {"learner": 1, "actors": 2}  # plays pending per actor at each fleet.pace (Crew)
 
 
 def decode_hand_in(schema: TransitionSchema, payload: bytes) -> list[Transition]:
