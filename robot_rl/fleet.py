@@ -244,9 +244,10 @@ class Crew:
         self.actors = {
             name: remote.remote(actor_config(cfg, i, fleet.actors, demos), name) for i, name in enumerate(names)
         }
+        # crashes seen per actor; a call records the count it was made at: those made before a crash fail with it,
+        # and are not counted again
         self.failures = dict.fromkeys(names, 0)
-        self.lives = dict.fromkeys(names, 0)  # crashes seen: the calls made before one fail with it, counted once
-        self.pending: dict[Any, tuple[str, str, int]] = {}  # Ray reference -> (actor, call, life)
+        self.pending: dict[Any, tuple[str, str, int]] = {}  # Ray reference -> (actor, call, crashes before it)
         self.version, self.weights = publish(learner)
         for name in names:
             self.top_up(name)
@@ -254,12 +255,14 @@ class Crew:
     def top_up(self, name: str) -> None:
         """Queue plays of ``name`` (``fleet.episodes_per_call`` episodes each, on the newest weights) until it has
         as many pending as its pace keeps; none while Ray restarts it."""
-        calls = [call for actor, call, life in self.pending.values() if actor == name and life == self.lives[name]]
+        calls = [
+            call for actor, call, crashes in self.pending.values() if actor == name and crashes == self.failures[name]
+        ]
         if "ready" in calls:
             return
         for _ in range(self.depth - len(calls)):
             call = self.actors[name].play.remote(self.version, self.weights, self.fleet.episodes_per_call)
-            self.pending[call] = (name, "play", self.lives[name])
+            self.pending[call] = (name, "play", self.failures[name])
 
     def publish_when_new(self) -> None:
         """Put the learner's newest weights in the object store when it published new ones."""
@@ -274,11 +277,11 @@ class Crew:
         pending = list(self.pending)
         done, _ = ray.wait(pending, num_returns=len(pending) if timeout == 0 else 1, timeout=timeout)
         for ref in done:
-            name, call, life = self.pending.pop(ref)
+            name, call, crashes = self.pending.pop(ref)
             try:
                 result = ray.get(ref)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as error:
-                if life == self.lives[name]:  # a play queued behind the one that crashed fails with it
+                if crashes == self.failures[name]:  # a play queued behind the one that crashed fails with it
                     self._lost(name, call, error)
                 continue
             if call == "ready":
@@ -292,7 +295,6 @@ class Crew:
 
         if call == "play":  # the actor died with its episode: Ray restarts it
             self.failures[name] += 1
-            self.lives[name] += 1
             tqdm.write(
                 f"robot-rl fleet: actor {name} crashed; Ray restarts it ({self.failures[name]})", file=sys.stderr
             )
@@ -301,7 +303,7 @@ class Crew:
             return
         else:
             time.sleep(0.5)  # still restarting
-        self.pending[self.actors[name].__ray_ready__.remote()] = (name, "ready", self.lives[name])
+        self.pending[self.actors[name].__ray_ready__.remote()] = (name, "ready", self.failures[name])
 
     def stop(self) -> None:
         import ray
