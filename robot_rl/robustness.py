@@ -39,13 +39,15 @@ def randomization_entries(randomization: Mapping[str, Any] | None) -> list:
 
 
 def randomized(env: gym.Env, randomization: Mapping[str, Any] | None, seed: int = 0) -> gym.Env:
-    """``env`` inside a DomainRandomization wrapper when the config has entries."""
+    """``env`` inside a DomainRandomization wrapper when the config has entries, drawing from ``seed`` (the env's:
+    every env of ``train.num_envs``, every fleet actor and every run seed draws its own samples and noise; the set's
+    ``seed`` key only picks the set's stream under it)."""
     entries = randomization_entries(randomization)
     if not entries:
         return env
     from robot_rl.sim.randomization import DomainRandomization
 
-    return DomainRandomization(env, entries, seed=int(randomization.get("seed", seed)))
+    return DomainRandomization(env, entries, seed=seed, stream=int(randomization.get("seed") or 0))
 
 
 def robustness_sweep(

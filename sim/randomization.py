@@ -22,7 +22,7 @@ An entry says what to change and how to sample it:
   the default); sensor and actuation attributes are absolute
 - ``frequency``: ``startup`` (once), ``episode`` (every reset) or an integer N (every N steps)
 - ``clamp: [low, high]`` on the final value, ``shared`` (one sample for all matched objects),
-  ``seed`` (its own random stream), ``curriculum: {start_step, end_step, start_fraction, centre}``
+  ``seed`` (a stream of its own, still drawn from the env's seed), ``curriculum: {start_step, end_step, start_fraction, centre}``
   (the range grows linearly from ``start_fraction`` of its width around ``centre``, by default
   the neutral value: 1 for scale, 0 for additive, the low end of the range for absolute)
 
@@ -213,13 +213,16 @@ class DomainRandomization(gym.Wrapper):
     """Applies :class:`RandomizationEntry` samples to a MuJoCo env (the robot_rl tasks, or any
     env whose ``unwrapped`` exposes ``model`` or ``mj_model``)."""
 
-    def __init__(self, env: gym.Env, entries: list[RandomizationEntry], seed: int = 0):
+    def __init__(self, env: gym.Env, entries: list[RandomizationEntry], seed: int = 0, stream: int = 0):
+        """``seed``: the env's seed (a run's, an env's of ``train.num_envs``, a fleet actor's): envs built with
+        different seeds draw different samples. ``stream``: the randomization set's own ``seed`` key, which picks a
+        stream of draws for the set but never makes two env seeds draw alike."""
         super().__init__(env)
         self.entries = entries
         self.steps = 0  # env steps since construction (drives curricula)
         self.episode_steps = 0
         self._sampled: dict[str, dict[str, float]] | None = None  # labelled copy of the samples, rebuilt on change
-        self._bindings = [self._bind(entry, index, seed) for index, entry in enumerate(entries)]
+        self._bindings = [self._bind(entry, index, seed, stream) for index, entry in enumerate(entries)]
         self._delay_queue: deque[np.ndarray] = deque()
         self._base_substeps = getattr(self.env.unwrapped, "n_substeps", None)
         for binding in self._bindings:
@@ -235,8 +238,9 @@ class DomainRandomization(gym.Wrapper):
             raise TypeError(f"{type(unwrapped).__name__} exposes no MuJoCo model (model or mj_model)")
         return model
 
-    def _bind(self, entry: RandomizationEntry, index: int, seed: int) -> _Binding:
-        rng = np.random.default_rng(entry.seed if entry.seed is not None else [seed, index])
+    def _bind(self, entry: RandomizationEntry, index: int, seed: int, stream: int) -> _Binding:
+        own = () if entry.seed is None else (int(entry.seed),)  # an entry's own stream, under the env's seed
+        rng = np.random.default_rng([int(seed), int(stream), index, *own])
         kind, _, detail = entry.attribute.partition(".")
         if kind == "controller":
             controller = getattr(self.env.unwrapped, "controller", None)

@@ -228,9 +228,39 @@ def test_same_seed_same_samples():
     assert samples(7) == samples(7)
     assert samples(7) != samples(8)
     pinned = RandomizationEntry("mass", target="cube", attribute="body_mass", range=[0.5, 2], seed=42)
-    first = DomainRandomization(pick_cube(), [pinned], seed=1).reset(seed=0)[1]["randomization"]
-    second = DomainRandomization(pick_cube(), [pinned], seed=2).reset(seed=0)[1]["randomization"]
-    assert first == second  # an entry's own seed wins over the wrapper's
+    other = RandomizationEntry("mass", target="cube", attribute="body_mass", range=[0.5, 2], seed=43)
+
+    def first_sample(entry, seed):
+        return DomainRandomization(pick_cube(), [entry], seed=seed).reset(seed=0)[1]["randomization"]
+
+    # an entry's own seed picks a stream under the env's seed, never one that two env seeds share
+    assert first_sample(pinned, 1) == first_sample(pinned, 1)
+    assert first_sample(pinned, 1) != first_sample(pinned, 2)
+    assert first_sample(pinned, 1) != first_sample(other, 1)
+
+
+@pytest.mark.parametrize("name", ["dynamics", "actuation"])
+def test_envs_built_with_different_seeds_draw_different_randomizations(name):
+    """Every shipped set has a ``seed`` key; the env's seed (each env of train.num_envs, each fleet actor, each run
+    seed) must still give draws of its own: the set's seed only picks a stream under it (issue 49)."""
+    from robot_rl.fleet_settings import member_seed
+    from robot_rl.robustness import randomized
+
+    cfg = load_config(["task=pick_cube", f"randomization={name}"])
+    assert cfg.randomization.get("seed") is not None
+
+    def draws(seed):
+        env = randomized(make_env(dict(cfg.task)), cfg.randomization, seed)
+        obs, info = env.reset(seed=0)  # the same episode seed: only the env's seed differs
+        states = [obs["state"], *(env.step(np.zeros(4, np.float32))[0]["state"] for _ in range(3))]
+        env.close()
+        return info["randomization"], np.stack(states)
+
+    run = draws(0)
+    assert run[0] == draws(0)[0] and np.array_equal(run[1], draws(0)[1])  # reproducible
+    for seed in (1, 1000, member_seed(0, 0), member_seed(0, 1)):  # a run seed, env 1, fleet actors 0 and 1
+        other = draws(seed)
+        assert other[0] != run[0] or not np.array_equal(other[1], run[1]), seed
 
 
 def test_curriculum_widens_the_range_with_training_steps():
