@@ -9,6 +9,16 @@ The network is the policy's camera encoder (the small CNN, or a ResNet-10 with w
 user-given file) per camera, then an MLP to one logit; training uses random-shift augmentation,
 class-balanced batches and an episode-wise held-out split, and reports held-out accuracy.
 ``probability(obs)`` > ``threshold`` is the success signal.
+
+Calibration: the 50/50 batches make P(success) = 0.5 the boundary between equal priors, while on a
+cell positives are rare and a false positive rewards the policy for a failure. So after training
+the threshold is picked on the held-out episodes' frames (:func:`pick_threshold`): a false-positive
+rate (share of negative frames with P(success) > threshold) of at most ``target_fpr`` at the
+largest true-positive rate that allows, placed midway between the classes' nearest frames. It is
+saved in the classifier file with the held-out rates at it; ``classifier.threshold`` set to a
+number overrides it, and a file saved before calibration existed uses 0.5. No temperature is
+fitted: rescaling the logit reorders no frame, so the same frames would fall on each side of the
+picked threshold; only the printed probabilities would change.
 """
 
 from __future__ import annotations
@@ -39,8 +49,9 @@ class RewardClassifierConfig:
     batch_size: int = 64
     updates: int = 1500
     shift_pad: int = 4  # pixels of random-shift augmentation
-    threshold: float = 0.5  # probability above which a frame counts as success
-    validation_fraction: float = 0.2  # share of episodes held out
+    threshold: float | None = None  # P(success) above which a frame counts as success; None: the calibrated one
+    target_fpr: float = 0.01  # held-out false-positive rate the calibrated threshold is picked for (share of frames)
+    validation_fraction: float = 0.2  # share of episodes held out (they also calibrate the threshold)
 
     def __post_init__(self) -> None:
         self.cameras = tuple(self.cameras)
@@ -56,7 +67,11 @@ class RewardClassifierConfig:
                 "updates": (is_integer(self.updates) and self.updates > 0, "a positive integer"),
                 "batch_size": (is_integer(self.batch_size) and self.batch_size > 1, "an integer > 1"),
                 "shift_pad": (is_integer(self.shift_pad) and self.shift_pad >= 0, "an integer >= 0"),
-                "threshold": (is_number(self.threshold) and 0.0 < self.threshold < 1.0, "a probability in (0, 1)"),
+                "threshold": (
+                    self.threshold is None or (is_number(self.threshold) and 0.0 < self.threshold < 1.0),
+                    "null (the calibrated threshold) or a probability in (0, 1)",
+                ),
+                "target_fpr": (is_number(self.target_fpr) and 0.0 <= self.target_fpr < 1.0, "a rate in [0, 1)"),
                 "validation_fraction": (
                     is_number(self.validation_fraction) and 0.0 < self.validation_fraction < 1.0,
                     "a fraction in (0, 1)",
@@ -65,9 +80,26 @@ class RewardClassifierConfig:
         )
 
 
+def _share(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.3f}"
+
+
+UNCALIBRATED_THRESHOLD = 0.5  # P(success) of a file saved without a calibration (the balanced batches' boundary)
+# what training records of its calibration; the rates are shares of the held-out frames (None where a class has none)
+CALIBRATION_KEYS = (
+    "threshold",
+    "target_fpr",
+    "false_positive_rate",
+    "false_negative_rate",
+    "held_out_frames",
+    "held_out_negative",
+)
+
+
 class RewardClassifier(nn.Module):
     def __init__(self, image_shapes: dict[str, tuple[int, int, int]], config: RewardClassifierConfig):
         super().__init__()
+        self.calibration: dict[str, Any] | None = None  # CALIBRATION_KEYS, set by training
         missing = [c for c in config.cameras if c not in image_shapes]
         if missing:
             raise ConfigError("classifier.cameras", list(config.cameras), f"cameras among {sorted(image_shapes)}")
@@ -93,29 +125,54 @@ class RewardClassifier(nn.Module):
         batch = {c: torch.as_tensor(np.asarray(obs[c]))[None] for c in self.config.cameras}
         return float(torch.sigmoid(self(batch))[0])
 
+    def decision_threshold(self) -> tuple[float, str]:
+        """(P(success) above which a frame is a success, where it comes from): ``classifier.threshold`` when a
+        number, else the threshold calibrated on held-out frames, else 0.5 (a file saved before calibration)."""
+        if self.config.threshold is not None:
+            return float(self.config.threshold), "classifier.threshold"
+        if self.calibration is not None:
+            c = self.calibration
+            return float(c["threshold"]), (
+                f"calibrated on {c['held_out_frames']} held-out frames for classifier.target_fpr={c['target_fpr']}"
+                f" (held-out FPR {_share(c['false_positive_rate'])}, FNR {_share(c['false_negative_rate'])})"
+            )
+        return UNCALIBRATED_THRESHOLD, f"default {UNCALIBRATED_THRESHOLD}: the classifier file has no calibration"
+
     def is_success(self, obs: dict[str, np.ndarray]) -> bool:
-        return self.probability(obs) > self.config.threshold
+        return self.probability(obs) > self.decision_threshold()[0]
 
     def save(self, path: str | Path) -> None:
-        """Config, image shapes and weights (plain values and tensors), written beside ``path`` and renamed."""
+        """Config, image shapes, weights and calibration (plain values and tensors), written beside ``path`` and
+        renamed. ``config.threshold`` is not saved: the threshold is the user's run-time choice, else the calibrated
+        one."""
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        torch.save(
-            {"config": asdict(self.config), "image_shapes": self.image_shapes, "state_dict": self.state_dict()}, tmp
-        )
+        config = {k: v for k, v in asdict(self.config).items() if k != "threshold"}
+        saved = {"config": config, "image_shapes": self.image_shapes, "state_dict": self.state_dict()}
+        if self.calibration is not None:
+            saved["calibration"] = dict(self.calibration)
+        torch.save(saved, tmp)
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | Path) -> RewardClassifier:
+    def load(cls, path: str | Path, threshold: float | None = None) -> RewardClassifier:
         """A classifier written by :meth:`save`; tensors and plain values only are read (never code), anything
-        else -> ConfigError naming ``classifier.out``."""
+        else -> ConfigError naming ``classifier.out``. ``threshold`` (``classifier.threshold``): a probability
+        that overrides the file's calibrated threshold, or None to use it (0.5 for a file without one)."""
         if not Path(path).is_file():
             raise FileNotFoundError(f"reward classifier not found: {path}")
         saved = load_tensors("classifier.out", Path(path))
         try:
-            model = cls(saved["image_shapes"], RewardClassifierConfig(**saved["config"]))
+            # files saved before calibration carry the then-default threshold 0.5 in their config: not an override
+            config = {k: v for k, v in saved["config"].items() if k != "threshold"}
+            model = cls(saved["image_shapes"], RewardClassifierConfig(**config, threshold=threshold))
             model.load_state_dict(saved["state_dict"])
-        except (KeyError, TypeError, RuntimeError) as error:
+            calibration = saved.get("calibration")
+            if calibration is not None:
+                if not (is_number(calibration["threshold"]) and 0.0 <= calibration["threshold"] <= 1.0):
+                    raise TypeError("calibration threshold")
+                model.calibration = {key: calibration[key] for key in CALIBRATION_KEYS}
+        except (KeyError, TypeError, AttributeError, RuntimeError) as error:
             raise ConfigError(
                 "classifier.out", str(path), f"a reward classifier saved by robot_rl ({type(error).__name__})"
             ) from None
@@ -150,21 +207,66 @@ def frames_from_store(
     return ({c: np.concatenate(v) for c, v in images.items()}, np.concatenate(labels), np.concatenate(groups))
 
 
-def accuracy(model: RewardClassifier, images: dict[str, np.ndarray], labels: np.ndarray, batch: int = 256) -> float:
+def probabilities(model: RewardClassifier, images: dict[str, np.ndarray], batch: int = 256) -> np.ndarray:
+    """P(success) (N,) of N frames (uint8 (N, H, W, 3) per camera), ``batch`` frames at a time."""
     model.eval()
-    correct = 0
+    count = len(images[model.config.cameras[0]])
+    out = []
     with torch.no_grad():
-        for start in range(0, len(labels), batch):
+        for start in range(0, count, batch):
             chunk = {c: torch.as_tensor(images[c][start : start + batch]) for c in model.config.cameras}
-            predicted = torch.sigmoid(model(chunk)).numpy() > model.config.threshold
-            correct += int((predicted == labels[start : start + batch]).sum())
-    return correct / len(labels)
+            out.append(torch.sigmoid(model(chunk)).numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def pick_threshold(scores: np.ndarray, labels: np.ndarray, target_fpr: float) -> float:
+    """The success threshold for a false-positive rate of at most ``target_fpr`` (the share of negative frames with
+    score > threshold) at the largest true-positive rate that rate allows, with as few false positives as that
+    true-positive rate needs. ``scores``: P(success) per frame; ``labels``: True for a success frame.
+
+    With N negatives, floor(target_fpr * N) of them may score above the threshold; the lowest threshold that keeps
+    to that is the score of the next negative down (a negative scoring exactly the threshold is not a false
+    positive), and it catches the most successes. Every threshold up to the lowest positive score above it catches
+    the same ones, so the threshold is raised to midway between that positive and the highest negative below it:
+    the held-out false positives the target allows are only spent where they buy a success, and both classes keep a
+    margin."""
+    scores, labels = np.asarray(scores, np.float64), np.asarray(labels, bool)
+    negatives = np.sort(scores[~labels])[::-1]
+    if len(negatives) == 0:
+        raise ValueError("calibration needs negative frames")
+    allowed = int(np.floor(target_fpr * len(negatives) + 1e-9))  # + 1e-9: 0.29 * 100 is 28.999999999999996
+    lowest = negatives[min(allowed, len(negatives) - 1)]
+    caught = scores[labels & (scores > lowest)]
+    if len(caught) == 0:  # no success scores above it: nothing to keep a margin to
+        return float(lowest)
+    first_positive = caught.min()
+    last_negative = negatives[negatives < first_positive].max()  # lowest itself or a negative between the two
+    threshold = (last_negative + first_positive) / 2
+    return float(threshold if last_negative <= threshold < first_positive else last_negative)
+
+
+def error_rates(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, float | None]:
+    """False-positive rate (share of negative frames with score > threshold) and false-negative rate (share of
+    positive frames at or below it); None for a class with no frame."""
+    scores, labels = np.asarray(scores), np.asarray(labels, bool)
+    success = scores > threshold
+    return {
+        "false_positive_rate": float(success[~labels].mean()) if (~labels).any() else None,
+        "false_negative_rate": float((~success[labels]).mean()) if labels.any() else None,
+    }
+
+
+def accuracy(scores: np.ndarray, labels: np.ndarray, threshold: float) -> float:
+    """Share of frames whose score > threshold agrees with their label."""
+    return float(((np.asarray(scores) > threshold) == np.asarray(labels, bool)).mean())
 
 
 def train_reward_classifier(
     images: dict[str, np.ndarray], labels: np.ndarray, groups: np.ndarray, config: RewardClassifierConfig, seed: int = 0
 ) -> tuple[RewardClassifier, dict[str, Any]]:
-    """Train on the episodes not held out; returns the model and a report with held-out accuracy."""
+    """Train on the episodes not held out, calibrate the threshold on the held-out ones (:func:`pick_threshold`,
+    ``config.target_fpr``); returns the model (its ``calibration`` set) and a report: held-out accuracy at the
+    threshold in use, the calibrated threshold and the held-out false-positive/negative rates at it and at 0.5."""
     labels = np.asarray(labels, bool)
     if labels.all() or not labels.any():
         raise ConfigError(
@@ -195,14 +297,44 @@ def train_reward_classifier(
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    held = {c: images[c][held_out] for c in config.cameras}
-    train = {c: images[c][~held_out] for c in config.cameras}
+    held_scores = probabilities(model, {c: images[c][held_out] for c in config.cameras})
+    train_scores = probabilities(model, {c: images[c][~held_out] for c in config.cameras})
+    held_labels = labels[held_out]  # the reset frame of every episode is a negative: never empty
+    calibrated = pick_threshold(held_scores, held_labels, config.target_fpr)
+    rates = error_rates(held_scores, held_labels, calibrated)
+    model.calibration = {
+        "threshold": calibrated,
+        "target_fpr": float(config.target_fpr),
+        **rates,
+        "held_out_frames": int(held_out.sum()),
+        "held_out_negative": int((~held_labels).sum()),
+    }
+    threshold, source = model.decision_threshold()
+    at_half = error_rates(held_scores, held_labels, UNCALIBRATED_THRESHOLD)
     report = {
         "train_frames": int((~held_out).sum()),
         "held_out_frames": int(held_out.sum()),
-        "held_out_positive": int(labels[held_out].sum()),
+        "held_out_positive": int(held_labels.sum()),
+        "held_out_negative": int((~held_labels).sum()),
         "final_loss": loss.item(),
-        "train_accuracy": accuracy(model, train, labels[~held_out]),
-        "held_out_accuracy": accuracy(model, held, labels[held_out]),
+        "target_fpr": float(config.target_fpr),
+        "calibrated_threshold": calibrated,
+        "held_out_false_positive_rate": rates["false_positive_rate"],
+        "held_out_false_negative_rate": rates["false_negative_rate"],
+        "held_out_false_positive_rate_at_0.5": at_half["false_positive_rate"],
+        "held_out_false_negative_rate_at_0.5": at_half["false_negative_rate"],
+        "threshold": threshold,
+        "threshold_source": source,
+        "train_accuracy": accuracy(train_scores, labels[~held_out], threshold),
+        "held_out_accuracy": accuracy(held_scores, held_labels, threshold),
     }
+    if 0 < config.target_fpr * (~held_labels).sum() < 1:
+        report["calibration_note"] = (
+            f"{int((~held_labels).sum())} held-out negative frames cannot resolve a rate of {config.target_fpr}:"
+            " the threshold keeps every held-out negative below it (collect more episodes to resolve the rate)"
+        )
+    if config.threshold is not None:  # an override: its held-out rates beside the calibrated ones
+        override = error_rates(held_scores, held_labels, threshold)
+        report["held_out_false_positive_rate_at_threshold"] = override["false_positive_rate"]
+        report["held_out_false_negative_rate_at_threshold"] = override["false_negative_rate"]
     return model.eval(), report

@@ -2,7 +2,9 @@
 
 The classifier module comes from ``classifier.entry_point`` (``robot_rl.policies.reward_classifier``);
 frames are every observation of the chosen cameras, labelled by the step's ``success`` flag (in
-sim the task's check, on the robot the operator's key press during teleoperation).
+sim the task's check, on the robot the operator's key press during teleoperation). The threshold
+is calibrated on the held-out episodes for ``classifier.target_fpr`` and saved in the file;
+``classifier.threshold`` (null by default) overrides it where it is a number.
 """
 
 from __future__ import annotations
@@ -33,9 +35,19 @@ def train_classifier(cfg: DictConfig) -> dict[str, Any]:
         pretrained_weights=settings.pretrained_weights,
         updates=settings.updates,
         threshold=settings.threshold,
+        target_fpr=settings.target_fpr,
     )
     images, labels, groups = module.frames_from_store(settings.store, config.cameras)
     model, report = module.train_reward_classifier(images, labels, groups, config, seed=seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     return {"store": str(settings.store), "out": str(out), "positive_frames": int(labels.sum()), **report}
+
+
+def load_classifier(cfg: DictConfig):
+    """(classifier at ``classifier.out``, threshold, where the threshold comes from): ``classifier.threshold`` when
+    it is a number (a probability), else the one calibrated into the file, else 0.5 for a file saved before
+    calibration. The reward node's rule."""
+    model = classifier_module(cfg).RewardClassifier.load(cfg.classifier.out, threshold=cfg.classifier.threshold)
+    threshold, source = model.decision_threshold()
+    return model, threshold, source

@@ -2,9 +2,13 @@
 
 For every new set of frames from ``classifier.cameras`` (``/camera/<name>/color/image_raw``,
 resized to the classifier's input size) it publishes ``/rl/success`` (std_msgs/Bool,
-P(success) > ``classifier.threshold``), ``/rl/reward`` (std_msgs/Float64, 1.0 on success else
-0.0: the sparse reward of HIL-SERL) and ``/rl/success_probability`` (Float64). A frame that is
-not a readable colour image (size, step, encoding) is dropped and counted (``guard.dropped``).
+P(success) > the threshold), ``/rl/reward`` (std_msgs/Float64, 1.0 on success else 0.0: the
+sparse reward of HIL-SERL) and ``/rl/success_probability`` (Float64). A frame that is not a
+readable colour image (size, step, encoding) is dropped and counted (``guard.dropped``).
+
+The threshold (a probability) is ``classifier.threshold`` when that is a number, else the one
+``robot-rl classifier`` calibrated on held-out frames and saved in ``classifier.out`` (0.5 for a
+file saved without one); the node logs it and where it came from at start.
 
     python -m robot_rl.ros.reward_node classifier.out=runs/cell/reward_classifier.pt classifier.cameras=[front]
 """
@@ -16,7 +20,7 @@ import sys
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Float64
 
-from ..classifier import classifier_module
+from ..classifier import load_classifier
 from ..config import ConfigError
 from . import qos
 from .guard import InputGuard
@@ -51,12 +55,15 @@ class RewardPublisher:
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
-        classifier = classifier_module(cfg).RewardClassifier.load(cfg.classifier.out)
+        classifier, threshold, source = load_classifier(cfg)
     except (ConfigError, FileNotFoundError) as error:
         return exit_with_error("robot_rl.ros.reward_node", error)
     with ros_node("robot_rl_reward", ros_args) as node:
-        RewardPublisher(node, classifier, float(cfg.classifier.threshold))
-        node.get_logger().info(f"reward classifier {cfg.classifier.out} on {list(classifier.config.cameras)}")
+        RewardPublisher(node, classifier, threshold)
+        node.get_logger().info(
+            f"reward classifier {cfg.classifier.out} on {list(classifier.config.cameras)}:"
+            f" success when P(success) > {threshold:.4f} ({source})"
+        )
         spin(node)
     return 0
 

@@ -10,7 +10,9 @@ from robot_rl.config import ConfigError
 from robot_rl.policies.reward_classifier import (
     RewardClassifier,
     RewardClassifierConfig,
+    error_rates,
     frames_from_store,
+    pick_threshold,
     train_reward_classifier,
 )
 from tests.conftest import missing_capability
@@ -69,6 +71,8 @@ def test_a_pretrained_encoder_file_is_loaded_and_bad_input_is_named(tmp_path):
         RewardClassifier({"wrist": (32, 32, 3)}, RewardClassifierConfig())
     with pytest.raises(ConfigError, match="classifier.threshold"):
         RewardClassifierConfig(threshold=1.5)
+    with pytest.raises(ConfigError, match="classifier.target_fpr"):
+        RewardClassifierConfig(target_fpr=1.0)
     images = {"front": np.zeros((10, 32, 32, 3), np.uint8)}
     with pytest.raises(ConfigError, match="both success and failure frames"):
         train_reward_classifier(images, np.zeros(10, bool), np.arange(10), RewardClassifierConfig(updates=1))
@@ -82,7 +86,8 @@ def test_a_saved_classifier_round_trips_and_a_crafted_file_never_runs(tmp_path):
     model = RewardClassifier({"front": (32, 32, 3)}, RewardClassifierConfig(cameras=("front",), threshold=0.7))
     model.save(tmp_path / "classifier.pt")
     loaded = RewardClassifier.load(tmp_path / "classifier.pt")  # tensors and plain values only
-    assert loaded.config.threshold == 0.7 and loaded.image_shapes == {"front": (32, 32, 3)}
+    assert loaded.image_shapes == {"front": (32, 32, 3)}
+    assert loaded.config.threshold is None  # an override is the run's choice, never saved into the file
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
     assert sorted(p.name for p in tmp_path.iterdir()) == ["classifier.pt"]  # written beside it, then renamed
@@ -92,3 +97,70 @@ def test_a_saved_classifier_round_trips_and_a_crafted_file_never_runs(tmp_path):
     with pytest.raises(ConfigError, match="classifier.out"):
         RewardClassifier.load(tmp_path / "crafted.pt")
     assert not marker.exists()
+
+
+def _fpr(scores, labels, threshold):
+    return error_rates(scores, labels, threshold)["false_positive_rate"]
+
+
+@pytest.mark.parametrize("target", [0.0, 0.01, 0.05, 0.29])
+def test_the_picked_threshold_keeps_the_false_positive_rate_at_the_largest_true_positive_rate(target):
+    rng = np.random.default_rng(3)
+    labels = np.arange(1100) < 100  # 100 positives among 1,000 negatives: rare, as on a cell
+    scores = np.where(labels, rng.beta(5, 2, 1100), rng.beta(2, 5, 1100))
+    scores[1000:1010] = scores[1010]  # ties among the negatives' top scores
+    threshold = pick_threshold(scores, labels, target)
+    assert _fpr(scores, labels, threshold) <= target
+    # no threshold that keeps the rate catches more successes, and none that catches as many has fewer false positives
+    candidates = [t for t in np.unique(scores) if _fpr(scores, labels, t) <= target]
+    tpr = {t: 1.0 - error_rates(scores, labels, t)["false_negative_rate"] for t in candidates}
+    assert 1.0 - error_rates(scores, labels, threshold)["false_negative_rate"] == max(tpr.values())
+    assert _fpr(scores, labels, threshold) == min(_fpr(scores, labels, t) for t in tpr if tpr[t] == max(tpr.values()))
+    # midway between the nearest frames of the two classes on either side of it
+    below, above = scores[scores <= threshold].max(), scores[scores > threshold].min()
+    assert not labels[scores == below].any() and labels[scores == above].all()
+    assert threshold == pytest.approx((below + above) / 2)
+    assert _fpr(scores, labels, 0.5) > 0.01  # 0.5 would not keep a 1% rate on these scores
+
+
+def test_the_false_positives_the_target_allows_are_only_spent_where_they_catch_a_success():
+    labels = np.array([False] * 5 + [True] * 3)
+    scores = np.array([0.1, 0.2, 0.3, 0.45, 0.9, 0.6, 0.8, 0.95])  # one negative (0.9) above two positives
+    assert pick_threshold(scores, labels, 0.0) == pytest.approx(0.925)  # no false positive: only 0.95 is caught
+    assert pick_threshold(scores, labels, 0.2) == pytest.approx(0.525)  # one allowed, spent on 0.9: all three caught
+    assert pick_threshold(scores, labels, 0.39) == pytest.approx(0.525)  # a second one would catch nothing more
+    assert (
+        pick_threshold(scores[labels == 0], labels[labels == 0], 0.2) == 0.45
+    )  # no positive: the lowest that keeps it
+
+
+def test_the_threshold_is_calibrated_saved_and_an_uncalibrated_file_falls_back_to_one_half(tmp_path):
+    from dataclasses import asdict
+
+    rng = np.random.default_rng(0)  # success = a bright scene (1 frame in 5), failure = a dark one
+    labels = np.arange(100) % 5 == 4
+    frames = (np.where(labels[:, None, None, None], 170, 80) + rng.integers(-60, 60, (100, 16, 16, 3))).astype(np.uint8)
+    config = RewardClassifierConfig(updates=40, batch_size=16, target_fpr=0.05)
+    model, report = train_reward_classifier({"front": frames}, labels, np.arange(100) // 10, config, seed=0)
+    threshold = report["calibrated_threshold"]
+    assert report["threshold"] == threshold and "calibrated" in report["threshold_source"]
+    assert report["held_out_false_positive_rate"] <= 0.05 and report["target_fpr"] == 0.05
+    for key in ("held_out_false_negative_rate", "held_out_false_positive_rate_at_0.5"):
+        assert 0.0 <= report[key] <= 1.0, key
+    path = tmp_path / "classifier.pt"
+    model.save(path)
+    saved = torch.load(path, weights_only=True)  # plain values only
+    assert saved["calibration"]["threshold"] == threshold
+    assert saved["calibration"]["false_positive_rate"] == report["held_out_false_positive_rate"]
+    assert saved["calibration"]["false_negative_rate"] == report["held_out_false_negative_rate"]
+    assert RewardClassifier.load(path).decision_threshold()[0] == threshold
+    assert RewardClassifier.load(path, threshold=0.8).decision_threshold() == (0.8, "classifier.threshold")
+    with pytest.raises(ConfigError, match="classifier.threshold"):
+        RewardClassifier.load(path, threshold=float("nan"))
+
+    # a file saved before calibration: the then-default threshold 0.5 in its config, no target_fpr, no calibration
+    old = {k: v for k, v in asdict(model.config).items() if k != "target_fpr"} | {"threshold": 0.5}
+    torch.save({"config": old, "image_shapes": model.image_shapes, "state_dict": model.state_dict()}, path)
+    loaded = RewardClassifier.load(path)
+    value, source = loaded.decision_threshold()
+    assert value == 0.5 and "no calibration" in source and loaded.calibration is None

@@ -6,9 +6,13 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
+from robot_rl.classifier import load_classifier
 from robot_rl.cli import main
-from robot_rl.policies.reward_classifier import RewardClassifierConfig, train_reward_classifier
+from robot_rl.composed_config import load_config
+from robot_rl.config import ConfigError
+from robot_rl.policies.reward_classifier import RewardClassifier, RewardClassifierConfig, train_reward_classifier
 from tests.conftest import require
 from tests.ros.graph_helpers import Watcher, stop_processes
 
@@ -35,8 +39,38 @@ def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
     assert main(["classifier", f"classifier.store={store}", f"classifier.out={out}", "classifier.updates=5"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert out.exists() and report["positive_frames"] > 0 and 0.0 <= report["held_out_accuracy"] <= 1.0
+    # the calibrated threshold and the held-out error rates at it and at 0.5 are printed and saved
+    assert report["target_fpr"] == 0.01 and report["threshold"] == report["calibrated_threshold"]
+    assert report["held_out_false_positive_rate"] <= 0.01 and "calibrated" in report["threshold_source"]
+    assert "held_out_false_positive_rate_at_0.5" in report and "held_out_false_negative_rate_at_0.5" in report
+    saved = torch.load(out, weights_only=True)
+    assert saved["calibration"]["threshold"] == report["calibrated_threshold"]
     assert main(["classifier", f"classifier.store={tmp_path / 'missing.zarr'}"]) == 2
     assert "classifier.store" in capsys.readouterr().err
+
+
+def test_reward_node_uses_the_files_calibrated_threshold_unless_classifier_threshold_is_a_number(tmp_path):
+    path = tmp_path / "classifier.pt"
+    model = RewardClassifier({"front": (16, 16, 3)}, RewardClassifierConfig())
+    model.calibration = {
+        "threshold": 0.83,
+        "target_fpr": 0.01,
+        "false_positive_rate": 0.0,
+        "false_negative_rate": 0.1,
+        "held_out_frames": 40,
+        "held_out_negative": 30,
+    }
+    model.save(path)
+    _, threshold, source = load_classifier(load_config([f"classifier.out={path}"]))  # classifier.threshold: null
+    assert threshold == 0.83 and "calibrated" in source and "FNR 0.100" in source
+    _, threshold, source = load_classifier(load_config([f"classifier.out={path}", "classifier.threshold=0.6"]))
+    assert (threshold, source) == (0.6, "classifier.threshold")
+    with pytest.raises(ConfigError, match="classifier.threshold"):
+        load_classifier(load_config([f"classifier.out={path}", "classifier.threshold=1.5"]))
+    model.calibration = None  # a file saved before calibration
+    model.save(path)
+    _, threshold, source = load_classifier(load_config([f"classifier.out={path}"]))
+    assert threshold == 0.5 and "no calibration" in source
 
 
 @pytest.mark.slow
