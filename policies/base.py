@@ -5,7 +5,8 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
 - ``act(obs, explore) -> action`` in [-1, 1]^A for one observation dict, and ``act_batch(obs, explore) -> (N, A)``
   for N of them (one per env an actor steps): row k acts for *slot* k, whose episode has its own exploration state,
 - ``begin_episode(slot=0)`` before the first action of an episode on that slot (noise resampling, gripper command,
-  action chunks),
+  action chunks), and ``evaluating()``: a context in which it acts with slots of its own (an evaluation between two
+  steps of acting episodes leaves them as they were),
 - ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch (a dict of arrays or of tensors,
   as :class:`robot_rl.data.MixedSampler` gives them) and the metrics are 0-d tensors on the agent's device, read
   (and so waited for) only when someone logs them,
@@ -47,6 +48,7 @@ class OffPolicyAgent:
     modules: tuple[str, ...] = ()  # saved in checkpoints
     policy_modules: tuple[str, ...] = ()  # sent to the actor
     optimizers: tuple[str, ...] = ()
+    acting_slots: tuple[str, ...] = ()  # attributes holding the per-slot acting state (lists, one entry per slot)
     sequence_length = 1
 
     def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config, seed: int = 0):
@@ -125,6 +127,22 @@ class OffPolicyAgent:
         self.acting_stream.wait_event(self._weights_written)
         with torch.cuda.stream(self.acting_stream):
             yield
+
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Act with acting state of its own inside (an evaluation between two steps of acting episodes): every
+        slot's state (gSDE noise, held gripper command, CQN-AS action chunks) and the generator's are set aside and
+        put back after, so the episodes in progress go on as if nothing had acted in between."""
+        slots = {name: getattr(self, name) for name in self.acting_slots}
+        generator = self.generator.get_state()
+        for name in slots:
+            setattr(self, name, [])
+        try:
+            yield
+        finally:
+            for name, states in slots.items():
+                setattr(self, name, states)
+            self.generator.set_state(generator)
 
     def compile_networks(self, *names: str) -> None:
         """With ``config.compile``: compile the forward passes of the named modules in place (their state dicts,

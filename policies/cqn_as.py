@@ -101,6 +101,7 @@ class CQNASConfig(CQNConfig):
 
 class CQNASAgent(CQNAgent):
     name = "cqn_as"
+    acting_slots = ("_ensembles",)
 
     def __init__(
         self,

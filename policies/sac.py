@@ -116,6 +116,7 @@ class SACAgent(OffPolicyAgent):
 
     name = "sac"
     optimizers = ("critic_optimizer", "actor_optimizer", "alpha_optimizer")
+    acting_slots = ("_noise_schedules", "_gripper_policies")
 
     def __init__(
         self,

@@ -256,9 +256,12 @@ def evaluate_and_record(
     agent, eval_env, settings: TrainSettings, finished: bool, tb, counters: Counters, started: float, progress
 ) -> None:
     """A training run's deterministic evaluation (``train.eval_episodes`` episodes, ``train.final_eval_episodes`` at
-    the end, on the seeds from ``EVAL_SEED`` on): in the run's history, TensorBoard and the progress bar."""
+    the end, on the seeds from ``EVAL_SEED`` on): in the run's history, TensorBoard and the progress bar. The agent
+    evaluates with acting state of its own (:meth:`~robot_rl.policies.base.OffPolicyAgent.evaluating`): the acting
+    episodes in progress (N envs stepped together) go on with their gripper commands, action chunks and noise."""
     episodes = settings.final_eval_episodes if finished else settings.eval_episodes
-    result = evaluate(agent, eval_env, episodes, seed=EVAL_SEED)
+    with agent.evaluating():
+        result = evaluate(agent, eval_env, episodes, seed=EVAL_SEED)
     record_eval(tb, counters, result, started)
     progress.set_postfix(
         eval_success=f"{result['success_rate']:.2f}", interventions=f"{recent_intervention_rate(counters):.2f}"

@@ -475,3 +475,63 @@ def test_a_checkpoint_without_a_task_definition_still_resumes(tiny_run, tmp_path
     )
     assert summary["env_steps"] == 80
     assert (tmp_path / "old" / "checkpoint" / "task_definition.json").exists()  # recorded from now on
+
+
+class _ShortEpisodes:
+    """A 3-step env with a 6-number state, never a success: what an evaluation needs and no more."""
+
+    def reset(self, seed=None):
+        self.rng, self.steps = np.random.default_rng(seed), 0
+        return {"state": self.rng.normal(size=6).astype(np.float32)}, {}
+
+    def step(self, action):
+        self.steps += 1
+        obs = {"state": self.rng.normal(size=6).astype(np.float32)}
+        return obs, -1.0, False, self.steps == 3, {"success": False}
+
+
+def acting_state(agent) -> dict:
+    """Every acting slot's state (gSDE noise, gripper command and its epsilon draws, CQN-AS chunks) and the
+    generator's, as plain arrays and values."""
+
+    def plain(value):
+        if isinstance(value, torch.Tensor):
+            return value.numpy().copy()
+        if isinstance(value, np.random.Generator):
+            return value.bit_generator.state
+        return value.copy() if isinstance(value, np.ndarray) else value
+
+    state = {"generator": agent.generator.get_state().numpy().copy()}
+    for name in agent.acting_slots:
+        for slot, entry in enumerate(getattr(agent, name)):
+            state[f"{name}[{slot}]"] = {key: plain(value) for key, value in vars(entry).items()}
+    return state
+
+
+@pytest.mark.parametrize(
+    "agent_class, config",
+    [("sac", {"exploration": "gsde", "gripper_critic": True, "gripper_epsilon": 0.5}), ("cqn_as", {"horizon": 3})],
+)
+def test_an_evaluation_mid_episode_leaves_every_acting_slot_as_it_was(agent_class, config):
+    """Issue 49 item 3: an evaluation between two steps of N envs' episodes acted on slot 0 (begin_episode and act):
+    env 0's held gripper command, CQN-AS chunks and gSDE noise were overwritten mid-episode."""
+    from unittest.mock import Mock
+
+    from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
+    from robot_rl.policies.sac import SACAgent, SACConfig
+    from robot_rl.session import Counters
+    from robot_rl.train import evaluate_and_record
+
+    agent_type, config_type = {"sac": (SACAgent, SACConfig), "cqn_as": (CQNASAgent, CQNASConfig)}[agent_class]
+    agent = agent_type({"state": (6,)}, 3, config_type(**config), seed=0)
+    rng = np.random.default_rng(0)
+    for slot in (0, 1):
+        agent.begin_episode(slot)
+    for _ in range(5):  # mid-episode on both slots: noise drawn, commands held, chunks stored
+        agent.act_batch({"state": rng.normal(size=(2, 6)).astype(np.float32)}, explore=True)
+    before = acting_state(agent)
+    counters = Counters()
+    settings = TrainSettings(eval_episodes=2, final_eval_episodes=2)
+    evaluate_and_record(agent, _ShortEpisodes(), settings, False, Mock(), counters, 0.0, Mock())
+    assert counters.history[-1]["episodes"] == 2  # it evaluated
+    np.testing.assert_equal(acting_state(agent), before)
