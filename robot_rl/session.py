@@ -104,9 +104,12 @@ class ActorSession:
         return self.counters.env_steps >= self.settings.env_steps
 
     def start_from(self, learner: Learner) -> None:
-        """In one process: act on the learner's weights as they are (a resumed run's, or the initial ones)."""
-        self.agent.load_policy_state(learner.agent.policy_state())
-        self.weights_key = self.weights_version = learner.update_calls
+        """In one process: the learner publishes its weights as they are (a resumed run's, a warm start's or the
+        initial ones) and the actor acts on them, as the ROS learner and the fleet publish at start: with the risk
+        model as soon as it is ready (a critic pretrained on ``safety.pretrain_store``, or a resumed run's past
+        ``safety.warmup``), not only at the first publication after an episode."""
+        learner.transport.publish_weights(learner.update_calls, learner.published_weights())
+        self.take_weights(learner.transport)
 
     def take_weights(self, transport: Transport) -> bool:
         """Act on the newest weights the learner published if they are new; True when they were."""

@@ -1,6 +1,8 @@
 """ActorSession: an episode's stats name the weights it was played with, version and learner run read together at
 the episode's start, even when a restarted learner's weights arrive during the episode."""
 
+import numpy as np
+
 from robot_rl.cli import load_config
 from robot_rl.envs import make_env, observation_shapes
 from robot_rl.session import ActorSession
@@ -116,3 +118,26 @@ def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_go
     learner.ingest(steps("right", INPUT_WIDTH))
     assert learner.fast_risk.size == 15 and learner.fast_ticks_refused == 15
     assert learner.online_received == 6  # both robots' steps learned by the policy all the same
+
+
+def test_the_actor_starts_on_the_risk_model_of_a_resumed_or_pretrained_critic(tmp_path):
+    """Issue 49 item 5: robot-rl train's actor got the risk model only at the first weight publication after an
+    episode, so a resumed run's critic (past safety.warmup) or one pretrained on safety.pretrain_store left the learned
+    filter off for the first episode(s); the learner publishes at start, as the ROS learner and the fleet do."""
+    from robot_rl.session import LearnerSession
+
+    cfg = load_config(["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.enabled=true"])
+    env = make_env(cfg.task)
+    shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
+    learning = LearnerSession(cfg, shapes, action_dim, LocalTransport())
+    learning.open(resume=False)
+    learning.learner.online_received = cfg.safety.warmup  # as a resumed run past the warmup
+    acting = ActorSession(cfg, shapes, action_dim, NoHuman())
+    acting.start_from(learning.learner)
+    assert acting.safety.filter is not None  # the learned filter acts from the first step
+    assert acting.weights_version == learning.learner.update_calls
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(
+        acting.agent.act(obs, explore=False), learning.learner.agent.act(obs, explore=False)
+    )  # on the learner's policy too
+    env.close()
