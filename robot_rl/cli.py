@@ -31,11 +31,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .composed_config import load_config, task_names
-from .config import ConfigError, choice
+from .config import ConfigError, choice, integer, is_integer, new_file_path
 from .data.episode_store import EpisodeStoreError
 
 # bad input: a config value, or a path the user gave that is missing, taken or of the wrong kind -> exit code 2
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         elif verb == "eval":
             from .train import evaluate_checkpoint
 
+            if cfg.eval.video is not None:  # before the checkpoint is loaded and the episodes are run
+                new_file_path("eval.video", cfg.eval.video, ".mp4")
             print(json.dumps(evaluate_checkpoint(cfg), indent=2))
     except USER_ERRORS as error:
         print(f"robot-rl: error: {one_line(error)}", file=sys.stderr)
@@ -154,6 +157,14 @@ def _data_key(override: str) -> str:
     return f"data.{override}" if key.lstrip("+~").split(".")[0] in DATA_KEYS else override
 
 
+def as_list(value: Any) -> list | None:
+    """A config value that takes one item or a list of them as a list (``inputs=a.zarr`` -> ``[a.zarr]``, not its
+    characters); None stays None."""
+    if value is None:
+        return None
+    return list(value) if isinstance(value, (ListConfig, list, tuple)) else [value]
+
+
 def run_data_command(command: str, cfg: DictConfig) -> None:
     from .data import tools
 
@@ -163,10 +174,11 @@ def run_data_command(command: str, cfg: DictConfig) -> None:
     if command == "merge":
         if not cfg.out:
             raise ConfigError("data.out", cfg.out, "the path of the merged store")
-        report = tools.merge(list(cfg.inputs), cfg.out)
+        report = tools.merge([str(path) for path in as_list(cfg.inputs) or []], cfg.out)
     elif command == "show":
-        out = cfg.out or f"{Path(cfg.store).stem}_episode{cfg.episode}.mp4"
-        report = tools.render_episode(cfg.store, int(cfg.episode), out)
+        episode = integer("data.episode", cfg.episode)
+        out = cfg.out or f"{Path(cfg.store).stem}_episode{episode}.mp4"
+        report = tools.render_episode(cfg.store, episode, out)
     elif command == "import":
         from .data.formats import import_store
 
@@ -177,7 +189,9 @@ def run_data_command(command: str, cfg: DictConfig) -> None:
         choice("data.format", cfg.format, EXPORT_FORMATS)
         if not cfg.out:
             raise ConfigError("data.out", cfg.out, f"a new folder for the {cfg.format} export")
-        episodes = None if cfg.episodes is None else [int(i) for i in cfg.episodes]
+        episodes = as_list(cfg.episodes)
+        if episodes is not None and not all(is_integer(i) for i in episodes):
+            raise ConfigError("data.episodes", cfg.episodes, "null (all), an episode index or a list of them ([0,2])")
         if cfg.format == "lerobot":
             from .data.formats.lerobot import export_lerobot
 

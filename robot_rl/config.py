@@ -104,6 +104,20 @@ def output_path(key: str, value: Any, folder: bool) -> Path:
     return path
 
 
+def new_file_path(key: str, value: Any, suffix: str) -> Path:
+    """A file the stack is about to write: a ``suffix`` path (e.g. ``.mp4``) that is not there yet, in an existing
+    folder this user can write to. Nothing is created; an existing file is refused, never overwritten."""
+    expected = f"a new {suffix} file in an existing folder"
+    if value is not None and Path(str(value)).expanduser().is_file():
+        raise ConfigError(key, str(value), f"{expected} ({value} exists; robot-rl never overwrites a file)")
+    path = output_path(key, value, folder=False)
+    if path.suffix.lower() != suffix:
+        raise ConfigError(key, str(path), f"{expected} (not a {path.suffix or 'suffix-less'} file)")
+    if not path.absolute().parent.is_dir():
+        raise ConfigError(key, str(path), f"{expected} ({path.absolute().parent} does not exist)")
+    return path
+
+
 def writable(folder: Path) -> bool:
     """Whether a new entry can be made in ``folder``: tried with an empty temporary folder, removed at once
     (permission bits do not tell for root, read-only mounts or /proc)."""

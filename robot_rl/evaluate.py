@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .config import new_file_path
 
 EVAL_SEED = 10**6  # the first episode seed of a training run's evaluations: the same episodes at every evaluation
 
@@ -23,8 +30,11 @@ def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = No
     """Run ``episodes`` episodes with the policy's mode (no exploration), seeds ``seed + i``.
 
     Returns success rate, mean episode length (cycle time in steps), mean return, and the
-    continuity cost of the executed actions; with ``video`` an mp4 of all episodes.
+    continuity cost of the executed actions; with ``video`` (a new .mp4 path in an existing folder, checked before
+    the first episode) an mp4 of all episodes, and the path under ``video``.
     """
+    if video is not None:
+        video = new_file_path("eval.video", video, ".mp4")
     frames: list[np.ndarray] = []
     successes, lengths, returns, continuity = [], [], [], []
     for index in range(episodes):
@@ -44,7 +54,7 @@ def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = No
         lengths.append(len(actions))
         returns.append(ret)
         continuity.append(continuity_cost(np.asarray(actions)))
-    if video is not None and frames:
+    if video is not None:
         write_video(video, frames, fps=10)
     return {
         "episodes": episodes,
@@ -52,6 +62,7 @@ def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = No
         "mean_length": float(np.mean(lengths)),
         "mean_return": float(np.mean(returns)),
         "continuity_cost": float(np.mean(continuity)),
+        **({"video": str(video)} if video is not None else {}),
     }
 
 
@@ -63,10 +74,34 @@ def continuity_cost(actions: np.ndarray) -> float:
 
 
 def write_video(path: str | Path, frames: list[np.ndarray], fps: float) -> None:
+    """The new mp4 ``path`` of RGB ``frames`` (H, W, 3) uint8 at ``fps`` frames per s (see :func:`new_video`)."""
+    height, width = frames[0].shape[:2]
+    with new_video(path, fps, (width, height)) as write:
+        for frame in frames:
+            write(frame)
+
+
+@contextmanager
+def new_video(path: str | Path, fps: float, size: tuple[int, int]) -> Iterator[Callable[[np.ndarray], None]]:
+    """Yield ``write(frame)`` for the new mp4 ``path`` of RGB frames (H, W, 3) uint8, ``size`` = (width, height) px,
+    at ``fps`` frames per s. The video is written in a temporary sibling folder and linked into place when the block
+    ends: FileExistsError (nothing written) if ``path`` exists by then, and a failure leaves no file."""
     import cv2
 
-    height, width = frames[0].shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height))
-    for frame in frames:
-        writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-    writer.release()
+    path = Path(path)
+    sibling = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.absolute().parent))
+    try:
+        staged = sibling / path.name
+        writer = cv2.VideoWriter(str(staged), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
+        if not writer.isOpened():
+            raise OSError(f"{path}: cv2 cannot write an mp4 video here (no mp4v encoder?)")
+        try:
+            yield lambda frame: writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+        finally:
+            writer.release()
+        try:
+            os.link(staged, path)  # unlike a rename, never replaces what is there
+        except FileExistsError:
+            raise FileExistsError(f"{path}: exists; expected a new path") from None
+    finally:
+        shutil.rmtree(sibling, ignore_errors=True)

@@ -148,10 +148,22 @@ def path_cases(tmp_path: Path, read_only: Path) -> list[tuple[list[str], str, Pa
             read_only / "eval.mp4",
         ),
         (["data", "info", f"store={tmp_path / 'missing.zarr'}"], "", tmp_path / "missing.zarr"),
+        # eval.video is checked before anything runs (old code: a missing folder exited 0 with no file, no message)
+        (
+            ["eval", f"eval.checkpoint={not_a_run}", f"eval.video={tmp_path / 'missing' / 'eval.mp4'}"],
+            "eval.video",
+            tmp_path / "missing",
+        ),
+        (["eval", f"eval.checkpoint={not_a_run}", f"eval.video={a_file}"], "eval.video", a_file.with_suffix(".mp4")),
+        (
+            ["eval", f"eval.checkpoint={not_a_run}", f"eval.video={tmp_path / 'eval.gif'}"],
+            "eval.video",
+            tmp_path / "eval.gif",
+        ),
     ]
 
 
-@pytest.mark.parametrize("index", range(17))
+@pytest.mark.parametrize("index", range(20))
 def test_a_bad_path_is_one_line_and_nothing_is_written(index, tmp_path, read_only, capsys):
     argv, key, absent = path_cases(tmp_path, read_only)[index]
     before = snapshot(tmp_path)

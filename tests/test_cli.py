@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from robot_rl.cli import main
@@ -59,3 +60,44 @@ def test_console_script_runs_as_a_separate_process():
     )
     assert result.returncode == 0, result.stderr
     assert "name: peg_insert" in result.stdout and "id: robot_rl/PegInsert-v0" in result.stdout
+
+
+class _Still:
+    """A one-action agent and a two-step env that renders grey frames: enough for evaluate()."""
+
+    def begin_episode(self):
+        pass
+
+    def act(self, obs, explore):
+        return np.zeros(2)
+
+    unwrapped = None
+
+    def reset(self, seed):
+        self.t = 0
+        return {}, {}
+
+    def step(self, action):
+        self.t += 1
+        return {}, 0.0, self.t == 2, False, {"success": True}
+
+    def render(self):
+        return np.full((16, 24, 3), 128, np.uint8)
+
+
+def test_eval_says_where_its_video_went_and_never_overwrites_one(tmp_path):
+    """Old code: no ``video`` key in the summary, an existing file was overwritten."""
+    import cv2
+
+    from robot_rl.config import ConfigError
+    from robot_rl.evaluate import evaluate
+
+    still = _Still()
+    result = evaluate(still, still, episodes=3, seed=0, video=tmp_path / "eval.mp4")
+    assert result["video"] == str(tmp_path / "eval.mp4")
+    assert int(cv2.VideoCapture(result["video"]).get(cv2.CAP_PROP_FRAME_COUNT)) == 6
+    before = (tmp_path / "eval.mp4").read_bytes()
+    with pytest.raises(ConfigError, match="eval.video=.*eval.mp4 exists"):
+        evaluate(still, still, episodes=1, seed=0, video=tmp_path / "eval.mp4")
+    assert (tmp_path / "eval.mp4").read_bytes() == before
+    assert "video" not in evaluate(still, still, episodes=1, seed=0)

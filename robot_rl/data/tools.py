@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import new_file_path
 from ..folders import creating
 from .episode_store import EpisodeStore, EpisodeStoreError, _fsync_tree, check, episode_uid
 
@@ -138,10 +139,14 @@ def _copy_new_episodes(stores: list[EpisodeStore], target: EpisodeStore) -> dict
 
 
 def render_episode(path: str | os.PathLike, episode: int, out: str | os.PathLike, height: int = 240) -> dict[str, Any]:
-    """Write an mp4 of one episode: camera views side by side over a plot of actions, reward
-    and interventions with a cursor at the current step."""
+    """Write the new mp4 ``out`` (``data.out``: an .mp4 path in an existing folder, never an existing file) of one
+    episode: camera views side by side over a plot of actions, reward and interventions with a cursor at the current
+    step."""
     import cv2
 
+    from ..evaluate import new_video
+
+    out = new_file_path("data.out", out, ".mp4")
     store = EpisodeStore.open(path)
     names = store.episode_names()
     if not 0 <= episode < len(names):
@@ -164,12 +169,7 @@ def render_episode(path: str | os.PathLike, episode: int, out: str | os.PathLike
     width = view(0).shape[1] if cameras else 640
     width += width % 2
     plot, x_of_step = _episode_plot(data, width, max(200, height))
-    writer = cv2.VideoWriter(
-        str(out), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, plot.shape[0] + (height if cameras else 0))
-    )
-    if not writer.isOpened():
-        raise RuntimeError(f"cannot open a video writer for {out}")
-    try:
+    with new_video(out, fps, (width, plot.shape[0] + (height if cameras else 0))) as write:
         for t in range(length + 1):
             panel = plot.copy()
             x = x_of_step(min(t, length - 1))
@@ -180,9 +180,7 @@ def render_episode(path: str | os.PathLike, episode: int, out: str | os.PathLike
                 tiles = view(t)
                 top[:, : tiles.shape[1]] = tiles
                 frame = np.concatenate([top, panel], axis=0)
-            writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-    finally:
-        writer.release()
+            write(frame)
     return {"out": str(out), "episode": names[episode], "frames": length + 1, "fps": fps}
 
 

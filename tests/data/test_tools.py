@@ -1,5 +1,7 @@
 """robot-rl data info / show / export / merge."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,53 @@ def test_data_commands_through_the_cli(store_path, tmp_path, capsys):
     assert "no robot_rl episode store" in capsys.readouterr().err
     assert main(["data", "show", f"store={store_path}", "episode=9"]) != 0
     assert "episode index 9 out of range" in capsys.readouterr().err
+
+
+def bad_output_cases(tmp_path):
+    """(data command and overrides, key named, the file that must be left as it is or absent) for data show/export."""
+    ours = tmp_path / "notes.txt"
+    ours.write_text("not ours")
+    taken = tmp_path / "taken.mp4"
+    taken.write_text("not ours either")
+    return [
+        (["show", f"out={ours}"], "data.out", ours),
+        (["show", f"out={taken}"], "data.out", taken),
+        (["show", f"out={tmp_path / 'x.gif'}"], "data.out", tmp_path / "x.gif"),
+        (["show", f"out={tmp_path / 'missing' / 'ep.mp4'}"], "data.out", tmp_path / "missing"),
+        (["show", "episode=abc", f"out={tmp_path / 'ep.mp4'}"], "data.episode", tmp_path / "ep.mp4"),
+        (["export", "episodes=abc", f"out={tmp_path / 'bag'}"], "data.episodes", tmp_path / "bag"),
+        (["export", "episodes=[0,a]", f"out={tmp_path / 'bag'}"], "data.episodes", tmp_path / "bag"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_a_bad_show_or_export_output_is_one_line_and_nothing_is_written(store_path, tmp_path, capsys, index):
+    """Old code: show overwrote an existing file, and raised RuntimeError (cannot open a video writer) or ValueError
+    (invalid literal for int()) with a traceback for the others."""
+    from tests.test_bad_input import assert_one_line_error, snapshot
+
+    argv, key, path = bad_output_cases(tmp_path)[index]
+    before = snapshot(tmp_path)
+    code = main(["data", argv[0], f"store={store_path}", *argv[1:]])
+    err = assert_one_line_error(capsys, code, key)
+    assert "expected " + ("a new .mp4 file in an existing folder" if key == "data.out" else "") in err
+    assert snapshot(tmp_path) == before
+    assert path.exists() == (path.suffix == ".txt" or path.name == "taken.mp4")
+
+
+def test_show_refuses_its_default_output_when_taken(store_path, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "show", f"store={store_path}", "episode=1"]) == 0
+    assert json.loads(capsys.readouterr().out)["out"] == "a_episode1.mp4"  # says where it wrote
+    written = (tmp_path / "a_episode1.mp4").read_bytes()
+    assert main(["data", "show", f"store={store_path}", "episode=1"]) == 2
+    assert "a_episode1.mp4 exists" in capsys.readouterr().err
+    assert (tmp_path / "a_episode1.mp4").read_bytes() == written
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_merge_takes_one_input_without_brackets(store_path, tmp_path, capsys):
+    """Old code: ``inputs=PATH`` was read character by character (a store per character)."""
+    assert main(["data", "merge", f"inputs={store_path}", f"out={tmp_path / 'm.zarr'}"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["out"] == str(tmp_path / "m.zarr") and report["copied"] == 3 and report["episodes_in_store"] == 3
