@@ -21,7 +21,7 @@ Subclasses list their modules in ``modules`` / ``policy_modules`` and optimizers
 :meth:`OffPolicyAgent.learning_step` and build their optimizers with :meth:`OffPolicyAgent.optimizer_options`.
 Three config flags every agent config carries change how, not what, it computes: ``compile`` (``torch.compile`` of
 the networks' forward passes; state dicts are unchanged), ``autocast`` (``bf16``: forward passes in bfloat16 under
-``torch.autocast``, losses in float32; ``auto``: bf16 on a CPU with bfloat16 units, float32 elsewhere,
+``torch.autocast``, the critics' heads (Q values, C51 logits), TD targets and losses in float32; ``auto``: bf16 on a CPU with bfloat16 units, float32 elsewhere,
 :func:`bf16_helps`) and ``cuda_graph`` (learning steps replayed from CUDA graphs, :mod:`robot_rl.policies.cuda_graph`;
 ``auto``: on a CUDA device).
 """

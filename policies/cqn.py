@@ -40,6 +40,7 @@ from robot_rl.config import ConfigError, is_integer, is_number, require_all, yam
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, soft_update
 from robot_rl.policies.conservative import discrete_penalty
+from robot_rl.policies.networks import float32_head
 
 TIE_TOLERANCE = 1e-4
 
@@ -183,7 +184,8 @@ def trunk(in_dim: int, hidden: int) -> nn.Sequential:
 
 
 class CoarseToFineCritic(nn.Module):
-    """logits (B, D, bins, atoms) for features (B, F), previous centres (B, D) and a level."""
+    """logits (B, D, bins, atoms) for features (B, F), previous centres (B, D) and a level; in float32
+    (:func:`~robot_rl.policies.networks.float32_head`) under a bf16 autocast too."""
 
     def __init__(self, feature_dim: int, action_dim: int, levels: int, bins: int, atoms: int, hidden: int):
         super().__init__()
@@ -193,7 +195,7 @@ class CoarseToFineCritic(nn.Module):
 
     def forward(self, features: torch.Tensor, centres: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
         onehot = F.one_hot(level, self.levels).float()
-        return self.head(self.trunk(torch.cat([features, centres, onehot], -1)))
+        return float32_head(self.head, self.trunk(torch.cat([features, centres, onehot], -1)))
 
 
 # --------------------------------------------------------------------- agent
@@ -346,8 +348,8 @@ class CQNAgent(OffPolicyAgent):
             _, _, features, next_features = self.encode_batch(batch)
             with torch.no_grad():
                 _, next_indices, next_centres = self.greedy(self.critic, next_features)
-                next_logits = self.all_levels(self.target_critic, next_features, next_centres).float()
-            logits = self.all_levels(self.critic, features, centres).float()  # (B, L, M, bins, atoms)
+                next_logits = self.all_levels(self.target_critic, next_features, next_centres)
+            logits = self.all_levels(self.critic, features, centres)  # (B, L, M, bins, atoms), float32
         with torch.no_grad():
             next_probs = pick(next_logits, next_indices).softmax(-1)  # (B, L, M, atoms)
             entries = next_probs.shape[1] * next_probs.shape[2]

@@ -27,6 +27,7 @@ from torch import nn
 from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
 from robot_rl.policies.base import slot_states
 from robot_rl.policies.cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
+from robot_rl.policies.networks import float32_head
 
 
 class TemporalEnsemble:
@@ -77,7 +78,7 @@ class SequenceCritic(nn.Module):
             [features[:, None].expand(-1, horizon, -1), centres.view(batch, horizon, self.action_dim), step, level], -1
         )
         hidden, _ = self.gru(self.trunk(x))
-        return self.head(hidden)
+        return float32_head(self.head, hidden)
 
 
 @yaml_defaults("agent/cqn_as.yaml")

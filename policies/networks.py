@@ -16,6 +16,14 @@ def squashed_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, std: torch.Ten
     return gaussian - (2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))).sum(-1)
 
 
+def float32_head(head: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """``head(hidden)`` in float32 whatever autocast the caller runs under: the trunk may compute in bfloat16 (faster
+    on a CPU with bf16 units), the values it outputs (Q, C51 logits) keep float32's resolution. A bf16 Q near -20 steps
+    by 0.06-0.125, coarser than the differences of one step's reward the TD targets carry."""
+    with torch.autocast(hidden.device.type, enabled=False):
+        return head(hidden.float())
+
+
 def mlp(in_dim: int, hidden: list[int], out_dim: int, layer_norm: bool = True) -> nn.Sequential:
     """Linear -> LayerNorm -> ReLU per hidden layer, then a linear output."""
     layers: list[nn.Module] = []
@@ -59,7 +67,7 @@ class EnsembleLayerNorm(nn.Module):
 
 class CriticEnsemble(nn.Module):
     """E Q-networks Q_e(features, action) with LayerNorm in every hidden layer (RLPD); ``outputs``
-    values per member (one Q value, or one per discrete action)."""
+    values per member (one Q value, or one per discrete action), in float32 (:func:`float32_head`)."""
 
     def __init__(self, feature_dim: int, action_dim: int, hidden: list[int], members: int, outputs: int = 1):
         super().__init__()
@@ -75,7 +83,8 @@ class CriticEnsemble(nn.Module):
     def forward(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """(E, B) Q values, or (E, B, outputs) when ``outputs`` > 1."""
         x = torch.cat([features, action], dim=-1)
-        q = self.net(x.unsqueeze(0).expand(self.members, *x.shape))
+        hidden = self.net[:-1](x.unsqueeze(0).expand(self.members, *x.shape))
+        q = float32_head(self.net[-1], hidden)
         return q.squeeze(-1) if self.outputs == 1 else q
 
 

@@ -265,18 +265,18 @@ class SACAgent(OffPolicyAgent):
                 if cfg.critic_subset < cfg.critic_ensemble:
                     members = torch.randperm(cfg.critic_ensemble, generator=self.generator, device=self.device)
                     target_q = target_q[members[: cfg.critic_subset]]
-                target_q = target_q.amin(0).float()
+                target_q = target_q.amin(0)  # float32 (the critic's heads are), as are the target and the loss
                 if cfg.backup_entropy:
-                    target_q = target_q - self.alpha * next_log_prob
+                    target_q = target_q - self.alpha * next_log_prob.float()
                 target = reward + discount * target_q
-            q = self.critic(self.critic_input(features, obs), action[:, : self.continuous_dim]).float()
+            q = self.critic(self.critic_input(features, obs), action[:, : self.continuous_dim])
         loss = F.mse_loss(q, target.expand_as(q))
         metrics = {"critic_loss": loss.detach(), "q_mean": q.detach().mean(), "target_mean": target.mean()}
         if self.conservative is not None and self.conservative.algorithm != "none":
             with self.autocast():
                 penalty, conservative_metrics = continuous_penalty(
                     self.conservative,
-                    lambda rows, actions: self.critic(rows, actions).float(),
+                    self.critic,
                     lambda rows: self.actor.sample(rows, generator=self.generator),
                     self.critic_input(features, obs),
                     features,
@@ -321,7 +321,7 @@ class SACAgent(OffPolicyAgent):
         with self.autocast():
             action, log_prob = self.actor.sample(features, generator=self.generator)
             log_prob = log_prob.float()
-            q = self.critic(self.critic_input(features, obs), action).float().mean(0)
+            q = self.critic(self.critic_input(features, obs), action).mean(0)
             actor_loss = (self.alpha.detach() * log_prob - q).mean()
             if self.config.exploration == "gsde":
                 actor_loss = actor_loss + self.actor.mean_penalty(features).float()

@@ -278,3 +278,46 @@ def test_sac_with_the_gripper_critic_trains_end_to_end(tmp_path):
     actions = np.array([agent.act({"state": np.full(6, 0.1 * i, np.float32)}) for i in range(10)])
     assert set(np.unique(actions[:, -1])) <= {-1.0, 1.0}
     assert agent.actor.net[-1].out_features == 2 * 3  # the actor drives the three arm dimensions only
+
+
+def test_q_values_and_td_targets_stay_float32_under_bf16_autocast():
+    """Issue 49 item 4: with agent.autocast=bf16 (auto on a CPU with bf16 units) Q and the TD target were computed in
+    bfloat16: 512 Qs near -20 took ~18 distinct values (steps of 0.06-0.125). The trunk may run in bf16; the heads'
+    outputs, the target and the loss are float32 and resolve differences of 1e-3 there."""
+    from unittest import mock
+
+    import torch.nn.functional as F
+
+    rows = 512
+    agent = SACAgent({"state": (6,)}, 3, SACConfig(autocast="bf16", utd=1, critic_actor_ratio=2), seed=0)
+    with torch.no_grad():
+        for critic in (agent.critic, agent.target_critic):
+            critic.net[-1].bias.fill_(-20.0)  # Q near -20, spread by the inputs by ~0.1
+    rng = np.random.default_rng(0)
+    batch = {
+        "obs": {"state": rng.normal(size=(rows, 6)).astype(np.float32)},
+        "next_obs": {"state": rng.normal(size=(rows, 6)).astype(np.float32)},
+        "action": rng.uniform(-1, 1, (rows, 3)).astype(np.float32),
+        "reward": np.zeros(rows, np.float32),
+        "discount": np.ones(rows, np.float32),
+    }
+    with mock.patch("robot_rl.policies.sac.F.mse_loss", wraps=F.mse_loss) as loss:
+        agent.update(lambda: batch)
+    q, target = loss.call_args.args
+    for values in (q[0], target[0]):
+        assert values.dtype == torch.float32
+        values = np.sort(values.detach().numpy())
+        assert -21 < values.mean() < -19
+        assert len(np.unique(values)) > 0.9 * rows  # bf16: ~18 distinct values
+        assert np.diff(np.unique(values)).min() < 1e-3  # bf16: at least 0.0625 apart near -20
+
+    cqn = CQNAgent({"state": (6,)}, 3, CQNConfig(autocast="bf16"), seed=0)
+    with torch.no_grad():
+        for parameter in cqn.critic.head.parameters():
+            parameter.normal_(0.0, 0.1)  # zero-initialised heads: every logit 0
+    features = torch.as_tensor(rng.normal(size=(rows, cqn.encoder.output_dim)).astype(np.float32))
+    with cqn.autocast():
+        logits = cqn.logits(cqn.critic, features, torch.zeros(rows, 3), 0)
+    assert logits.dtype == torch.float32
+    q = np.sort(cqn.q_from_logits(logits)[:, 0, 0].detach().numpy())
+    assert len(np.unique(q)) > 0.9 * rows and np.diff(np.unique(q)).min() < 1e-3
