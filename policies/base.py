@@ -10,7 +10,8 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
 - ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch (a dict of arrays or of tensors,
   as :class:`robot_rl.data.MixedSampler` gives them) and the metrics are 0-d tensors on the agent's device, read
   (and so waited for) only when someone logs them,
-- ``policy_state()`` / ``load_policy_state()``: the weights an actor needs,
+- ``policy_state()`` / ``load_policy_state()``: the weights an actor needs, ``acting_random_state()`` /
+  ``load_acting_random_state()``: what its acting draws from (kept in a checkpoint),
 - ``state_dict()`` / ``load_state_dict()``: everything a resumed learner needs,
 - ``sequence_length``: the K of the action sequences its batches must carry (1 = none),
 - ``conservative``: set by ``robot-rl pretrain`` (:mod:`robot_rl.policies.conservative`), the CQL / Cal-QL term its
@@ -28,6 +29,7 @@ the networks' forward passes; state dicts are unchanged), ``autocast`` (``bf16``
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -265,6 +267,19 @@ class OffPolicyAgent:
             "observation_shapes": {k: list(v) for k, v in self.observation_shapes.items()},
             "action_dim": self.action_dim,
         }
+
+    def acting_random_state(self) -> dict[str, Any]:
+        """What acting draws from (exploration noise, CQN's tie-breaks), JSON-able: a checkpoint keeps it, so a resumed
+        actor goes on drawing where it was instead of from the seed again."""
+        return {"generator": base64.b64encode(self.generator.get_state().numpy().tobytes()).decode()}
+
+    def load_acting_random_state(self, state: dict[str, Any]) -> None:
+        """Draw on from :meth:`acting_random_state`'s ``state`` (an empty one, of a checkpoint without it: from the
+        seed)."""
+        if "generator" in state:
+            self.generator.set_state(
+                torch.frombuffer(bytearray(base64.b64decode(state["generator"])), dtype=torch.uint8)
+            )
 
     def extra_state(self) -> dict[str, Any]:
         """Checkpointed state outside modules and optimizers (e.g. a temperature)."""

@@ -213,6 +213,17 @@ class SACAgent(OffPolicyAgent):
             action = np.concatenate([action, np.asarray(commands, np.float32)[:, None]], axis=1)
         return action
 
+    def acting_random_state(self) -> dict[str, Any]:
+        """The generator's state and each slot's gripper epsilon draws (numpy generator states)."""
+        gripper = [policy.rng.bit_generator.state for policy in self._gripper_policies]
+        return {**super().acting_random_state(), "gripper": gripper}
+
+    def load_acting_random_state(self, state: dict[str, Any]) -> None:
+        super().load_acting_random_state(state)
+        gripper = state.get("gripper", [])
+        for policy, saved in zip(self.gripper_policies(len(gripper)), gripper):
+            policy.rng.bit_generator.state = saved
+
     # ----------------------------------------------------------------- learning
     @property
     def alpha(self) -> torch.Tensor:

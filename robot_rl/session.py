@@ -50,6 +50,8 @@ class Counters:
     wall_seconds: float = 0.0
     history: list[dict[str, Any]] = field(default_factory=list)  # per evaluation
     episode_log: list[dict[str, Any]] = field(default_factory=list)  # per online episode
+    # the acting agent's random state after the last episode (OffPolicyAgent.acting_random_state; in one process)
+    actor_random_state: dict[str, Any] = field(default_factory=dict)
 
 
 def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int):
@@ -107,9 +109,11 @@ class ActorSession:
         """In one process: the learner publishes its weights as they are (a resumed run's, a warm start's or the
         initial ones) and the actor acts on them, as the ROS learner and the fleet publish at start: with the risk
         model as soon as it is ready (a critic pretrained on ``safety.pretrain_store``, or a resumed run's past
-        ``safety.warmup``), not only at the first publication after an episode."""
+        ``safety.warmup``), not only at the first publication after an episode. A resumed run's actor draws on from
+        the random state of its checkpoint's counts."""
         learner.transport.publish_weights(learner.update_calls, learner.published_weights())
         self.take_weights(learner.transport)
+        self.agent.load_acting_random_state(self.counters.actor_random_state)  # a resumed run's noise goes on
 
     def take_weights(self, transport: Transport) -> bool:
         """Act on the newest weights the learner published if they are new; True when they were."""
@@ -151,6 +155,7 @@ class ActorSession:
         if stats is None:
             return None
         counters.episodes += 1
+        counters.actor_random_state = self.agent.acting_random_state()
         counters.demo_episodes_done += demo
         return {**stats, "demo": demo, "weights": weights, "learner_session": session}
 
@@ -198,6 +203,7 @@ class ActorSession:
         safeties = self.safety_actors(len(envs))
         for index, stats in run_envs(envs, self.agent, humans, safeties, transport, recorders, seeds, after_step, stop):
             self.counters.episodes += 1
+            self.counters.actor_random_state = self.agent.acting_random_state()
             yield {
                 **stats,
                 "demo": False,

@@ -141,3 +141,44 @@ def test_the_actor_starts_on_the_risk_model_of_a_resumed_or_pretrained_critic(tm
         acting.agent.act(obs, explore=False), learning.learner.agent.act(obs, explore=False)
     )  # on the learner's policy too
     env.close()
+
+
+def test_a_resumed_actor_draws_on_where_the_run_was_not_from_the_seed_again(tmp_path):
+    """Issue 49 item 9: a resumed run's actor restarted its exploration noise from the seed, so the noise of the first
+    episodes repeated. Its random state (the agent's generator, each slot's gripper epsilon draws) is in the
+    checkpoint: the resumed actor draws what the run would have drawn without the break."""
+    from robot_rl.session import LearnerSession
+
+    cfg = load_config(
+        [
+            "task=reach",
+            f"train.run_dir={tmp_path / 'run'}",
+            "train.demo_episodes=0",
+            "task.episode_steps=5",
+            "agent.gripper_critic=true",
+            "agent.gripper_epsilon=0.5",
+        ]
+    )
+    env = make_env(cfg.task)
+    shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
+
+    def start(resume: bool) -> tuple[LearnerSession, ActorSession]:
+        learning = LearnerSession(cfg, shapes, action_dim, LocalTransport())
+        acting = ActorSession(cfg, shapes, action_dim, NoHuman())
+        acting.counters = learning.open(resume)
+        acting.start_from(learning.learner)
+        return learning, acting
+
+    def actions(learning: LearnerSession, acting: ActorSession, seed: int) -> np.ndarray:
+        acting.play(env, learning.learner.transport, None, seed)
+        return np.stack([t.action for t in learning.learner.transport.receive_transitions(0.0)])
+
+    learning, acting = start(resume=False)
+    actions(learning, acting, seed=0)
+    learning.save(acting.counters)
+    uninterrupted = actions(learning, acting, seed=1)
+    resumed = actions(*start(resume=True), seed=1)
+    np.testing.assert_array_equal(resumed, uninterrupted)
+    restarted = actions(*start(resume=False), seed=1)  # the same weights and episode, the noise from the seed
+    assert not np.array_equal(resumed, restarted)
+    env.close()
