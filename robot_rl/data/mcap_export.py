@@ -14,10 +14,17 @@ Topics, one message per observation / step, stamped with the recorded step times
     /robot_rl/success                std_msgs/msg/Bool
     /robot_rl/safety_flags           std_msgs/msg/UInt32 (robot_rl.sim.constraints flags, 0 = none)
     /robot_rl/episode                std_msgs/msg/String (episode name, at its first step)
+    /robot_rl/episode_uid            std_msgs/msg/String (the episode's uid, with its name: merges see duplicates)
+    /robot_rl/store_metadata         std_msgs/msg/String (the store's metadata as JSON, once, at the first message:
+                                     task, robot, control_rate_hz, state_layout, ...)
+
+``robot-rl data import format=mcap`` reads the last two back, so export -> import -> ``data merge`` with the source
+keeps the metadata and recognises every episode.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -25,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..folders import creating
-from .episode_store import EpisodeStore, EpisodeStoreError
+from .episode_store import EpisodeStore, EpisodeStoreError, episode_uid
 
 TOPIC_STATE = "/robot_rl/state"
 TOPIC_ACTION = "/robot_rl/action"
@@ -37,6 +44,8 @@ TOPIC_TRUNCATED = "/robot_rl/truncated"
 TOPIC_SUCCESS = "/robot_rl/success"
 TOPIC_SAFETY_FLAGS = "/robot_rl/safety_flags"
 TOPIC_EPISODE = "/robot_rl/episode"
+TOPIC_EPISODE_UID = "/robot_rl/episode_uid"
+TOPIC_METADATA = "/robot_rl/store_metadata"
 
 
 def camera_topic(name: str) -> str:
@@ -89,7 +98,10 @@ def export_mcap(path: str | os.PathLike, out: str | os.PathLike, episodes: list[
             data = store.read_episode(name)
             step_times = np.asarray(data["timestamp"], dtype=np.float64)
             obs_times = np.concatenate([[step_times[0] - period], step_times])
+            if name == chosen[0]:
+                write(TOPIC_METADATA, String(data=json.dumps(store.metadata, sort_keys=True)), obs_times[0])
             write(TOPIC_EPISODE, String(data=name), obs_times[0])
+            write(TOPIC_EPISODE_UID, String(data=episode_uid(store, name)), obs_times[0])
             for t, stamp in enumerate(obs_times):
                 seconds = int(np.floor(stamp))
                 header = Header(

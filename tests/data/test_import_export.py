@@ -114,6 +114,24 @@ def test_mcap_written_by_data_export_imports_as_the_same_episodes(store_path, tm
     assert report["absent_flag_topics"] == []
 
 
+def test_mcap_round_trip_keeps_the_store_metadata_and_the_episode_uids(tmp_path, capsys, monkeypatch):
+    """export -> import -> data merge with the source: the metadata is the source's, every episode a duplicate. Old
+    code: task and robot came back None, the control rate as the action times' (10 Hz here), the state layout as the
+    topic's, and new uids (merge copied all 6)."""
+    monkeypatch.setitem(META, "control_rate_hz", 25)  # steps recorded 0.1 s apart all the same
+    store_path = make_store(tmp_path / "a.zarr")
+    bag, imported, merged = tmp_path / "bag", tmp_path / "b.zarr", tmp_path / "m.zarr"
+    assert main(["data", "export", f"store={store_path}", f"out={bag}"]) == 0
+    assert main(["data", "import", "format=mcap", f"in={bag}", f"out={imported}"]) == 0
+    capsys.readouterr()
+    source, copy = EpisodeStore.open(store_path), EpisodeStore.open(imported)
+    assert {key: copy.metadata[key] for key in META} == {key: source.metadata[key] for key in META}
+    assert copy.metadata["imported_from"] == f"mcap:{bag}"
+    assert main(["data", "merge", f"inputs=[{store_path},{imported}]", f"out={merged}"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["copied"], report["skipped"], report["episodes_in_store"]) == (3, 3, 3)
+
+
 def write_bag(path: Path, messages: list[tuple[str, float, object]]) -> None:
     """A rosbag2 MCAP of (topic, time in s, message), written in time order with rosbags."""
     from rosbags.rosbag2 import StoragePlugin, Writer

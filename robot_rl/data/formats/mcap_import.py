@@ -24,10 +24,16 @@ counted); ``split=gap``: a pause longer than ``reset_gap`` s between two actions
 come from the ``terminated`` and ``truncated`` topics; without them (a cell's recording) the last step of each episode
 is ``terminated`` (or ``truncated``, ``episode_end``). A flag topic (success, terminated, truncated, safety_flags)
 that the bag lacks is read as none and named in the report (``absent_flag_topics``).
+
+A bag of our export also holds the source store's metadata (``/robot_rl/store_metadata``: task, robot, control rate,
+state layout, ...; ``data.import.task``, ``robot`` and ``control_rate_hz`` override it) and each episode's uid
+(``/robot_rl/episode_uid``, the first in the episode's window), which the imported episodes keep: a ``data merge``
+with the source recognises them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -42,7 +48,9 @@ from ..episode_store import EpisodeStoreError
 from ..mcap_export import (
     TOPIC_ACTION,
     TOPIC_EPISODE,
+    TOPIC_EPISODE_UID,
     TOPIC_INTERVENED,
+    TOPIC_METADATA,
     TOPIC_POLICY_ACTION,
     TOPIC_REWARD,
     TOPIC_SAFETY_FLAGS,
@@ -142,6 +150,7 @@ def read_mcap(path: Path, options: ImportSettings) -> tuple[dict[str, Any], Iter
                 f"{path}: topic {name} (data.import.mcap.{role}) is not in the bag; it has {listed}{hint}"
             )
         wanted = {name for names in [*observations.values(), *roles.values()] for name in names}
+        wanted |= {name for name in (TOPIC_METADATA, TOPIC_EPISODE_UID) if name in available}
         topics = _read_small_topics(reader, path, {name: available[name] for name in wanted})
     images = {key: topics[names[0]] for key, names in observations.items() if topics[names[0]].msgtype in IMAGE_TYPES}
     vectors = {key: [topics[name] for name in names] for key, names in observations.items() if key not in images}
@@ -157,21 +166,24 @@ def read_mcap(path: Path, options: ImportSettings) -> tuple[dict[str, Any], Iter
     spans, skipped = _spans(mapping, steps.stamps, topics.get(mapping.episode_topic), path)
     if not spans:
         raise EpisodeStoreError(f"{path}: no episodes found (no message on {mapping.action[0]} within one)")
-    rate = options.control_rate_hz or _control_rate(steps.stamps, spans, path)
+    recorded = _recorded_metadata(path, topics.get(TOPIC_METADATA))
+    rate = options.control_rate_hz or recorded.get("control_rate_hz") or _control_rate(steps.stamps, spans, path)
     layout, offset = {}, 0
     for topic in vectors.get("state", []):
         layout[topic.name] = [offset, len(topic.values[0])]
         offset += len(topic.values[0])
     metadata = {
-        "task": options.task,
-        "robot": options.robot,
+        **recorded,
+        "task": options.task or recorded.get("task"),
+        "robot": options.robot or recorded.get("robot"),
         "control_rate_hz": rate,
-        "state_layout": layout or None,
+        "state_layout": recorded.get("state_layout") if recorded and mapping.observations is None else layout or None,
         "imported_from": f"mcap:{path}",
     }
     per_step = {role: topics[roles[role][0]] for role in PER_STEP if role in roles}
     actions = [topics[name] for name in mapping.action]
-    episodes = _episodes(path, mapping, spans, vectors, images, actions, per_step)
+    uids = topics.get(TOPIC_EPISODE_UID)
+    episodes = _episodes(path, mapping, spans, vectors, images, actions, per_step, uids)
     return metadata, episodes, {"skipped_steps": skipped, "absent_flag_topics": absent}
 
 
@@ -310,6 +322,29 @@ def _spans(mapping: McapMapping, stamps: np.ndarray, markers: _Topic | None, pat
     return [span for span in spans if len(span.steps)], skipped
 
 
+def _recorded_metadata(path: Path, topic: _Topic | None) -> dict[str, Any]:
+    """The source store's metadata that our export wrote on ``/robot_rl/store_metadata`` (its first message, JSON);
+    empty for a bag without it. The observation shapes and action size are the imported episodes' own."""
+    if topic is None or not topic.values:
+        return {}
+    try:
+        recorded = json.loads(topic.values[0]) if isinstance(topic.values[0], str) else None
+    except ValueError:
+        recorded = None
+    if not isinstance(recorded, dict):
+        raise EpisodeStoreError(f"{path}: topic {topic.name}: message 0 is no JSON object (a store's metadata)")
+    return {key: value for key, value in recorded.items() if key not in ("observation_shapes", "action_dim")}
+
+
+def _span_text(topic: _Topic | None, span: _Span) -> str | None:
+    """The text of the topic's first message in the episode's window [start, end); None if there is none."""
+    if topic is None:
+        return None
+    index = int(np.searchsorted(topic.stamps, span.start, side="left"))
+    found = index < len(topic.stamps) and topic.stamps[index] < span.end and isinstance(topic.values[index], str)
+    return topic.values[index] if found else None
+
+
 def _control_rate(stamps: np.ndarray, spans: list[_Span], path: Path) -> float:
     """Steps per second: one over the median time between two actions of an episode (Hz, 3 decimals)."""
     gaps = np.concatenate([np.diff(stamps[span.steps]) for span in spans])
@@ -329,6 +364,7 @@ def _episodes(
     images: Mapping[str, _Topic],
     actions: list[_Topic],
     per_step: Mapping[str, _Topic],
+    uids: _Topic | None = None,
 ) -> Iterator[Episode]:
     stamps = actions[0].stamps
     with _open(path) as reader:
@@ -377,6 +413,7 @@ def _episodes(
                 terminated = last if mapping.episode_end == "terminated" else none
                 truncated = last if mapping.episode_end == "truncated" else none
             safety_flags = extras["safety_flags"][:, 0].astype(np.int64) if "safety_flags" in extras else None
+            uid = _span_text(uids, span)
             yield Episode(
                 origin=f"{path.name}#{span.label}",
                 obs=obs,
@@ -389,6 +426,7 @@ def _episodes(
                 success=flags.get("success"),
                 intervened=flags.get("intervened"),
                 safety_flags=safety_flags,
+                attrs={"uid": uid} if uid else {},
             )
 
 
