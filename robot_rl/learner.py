@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -104,6 +105,32 @@ def updates_due(online_received: int, update_calls: int, start_training: int, up
     return max(online_received - start_training, 0) // update_every - update_calls
 
 
+@dataclass(frozen=True)
+class SafetyRelabel:
+    """What the task policy learns from a step the safety filter (or the sim's fast-loop critic) changed, online and
+    offline alike: the reward minus ``penalty`` and, with ``proposed`` (``safety.relabel=proposed``), the action the
+    policy proposed (Recovery RL: the filter is part of the environment) instead of the executed one."""
+
+    penalty: float = 0.0
+    proposed: bool = False
+
+    @classmethod
+    def of(cls, safety: SafetySettings | None, fast: FastCriticSettings | None = None) -> SafetyRelabel:
+        """The relabelling of a run's ``safety.*``: the penalty when either critic is on (a step the fast-loop critic
+        changed is flagged filtered too), the proposed action only with the learned filter on."""
+        enabled = safety is not None and safety.enabled
+        fast_enabled = fast is not None and fast.enabled
+        penalty = safety.penalty if safety is not None and (enabled or fast_enabled) else 0.0
+        return cls(penalty, enabled and safety.relabel == "proposed")
+
+    def row(self, t: Transition) -> tuple:
+        """``t`` as :meth:`ReplayBuffer.add <robot_rl.data.ReplayBuffer.add>`'s arguments, relabelled; the
+        buffers keep the executed action too, for the safety critic. The last one is the action learned."""
+        learned = t.policy_action if t.filtered and self.proposed else t.action
+        reward = t.reward - self.penalty * t.filtered
+        return t.obs, t.action, reward, t.next_obs, t.terminated, t.truncated, t.intervened, t.cost, learned
+
+
 class Learner:
     """Replay buffers + agent updates; runs in its own thread.
 
@@ -111,8 +138,8 @@ class Learner:
     human takeover to the demo buffer as well, each takeover as a segment of its own (it starts
     at the observation where the human took over, not where the last takeover ended). A step the
     safety filter (or the sim's fast-loop critic) changed costs ``safety.penalty`` and, with
-    ``safety.relabel=proposed``, is learned by the task policy as the action it proposed (Recovery RL: the filter is
-    part of the environment); the buffers keep the executed action too, for the safety critic. Several actors may
+    ``safety.relabel=proposed``, is learned by the task policy as the action it proposed (:class:`SafetyRelabel`,
+    which offline data goes through too); the buffers keep the executed action too, for the safety critic. Several actors may
     feed one learner: each actor's transitions are one stream (its episodes in order), the buffers store every
     stream's episodes whole (:class:`~robot_rl.data.streams.StreamWriter`) and batches mix them.
     """
@@ -138,13 +165,7 @@ class Learner:
         self.fast_published: tuple[Any, int] | None = None  # (FastRiskModel, version) of the newest fit
         self.fast_fitted_at = 0  # online steps at the newest fit
         self.safety = safety  # SafetyLearner or None
-        enabled = safety_settings is not None and safety_settings.enabled
-        # a step the fast-loop critic changed is flagged filtered too: it costs the penalty with either critic on
-        fast_enabled = fast_settings is not None and fast_settings.enabled
-        self.safety_penalty = (
-            safety_settings.penalty if safety_settings is not None and (enabled or fast_enabled) else 0.0
-        )
-        self.relabel_proposed = enabled and safety_settings.relabel == "proposed"
+        self.relabel = SafetyRelabel.of(safety_settings, fast_settings)
         space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
         device = getattr(agent, "device", None)  # the buffers live, and batches arrive, where the agent learns
         online = ReplayBuffer(settings.buffer_capacity, space, action_dim, device)
@@ -193,18 +214,8 @@ class Learner:
         if t.first:  # a new episode, even if the last one never ended (budget, crash)
             self.online_streams.close(stream)
             self.demo_streams.close(stream)
-        learned = t.policy_action if t.filtered and self.relabel_proposed else t.action
-        args = (
-            t.obs,
-            t.action,
-            t.reward - self.safety_penalty * t.filtered,
-            t.next_obs,
-            t.terminated,
-            t.truncated,
-            t.intervened,
-            t.cost,
-            learned,
-        )
+        args = self.relabel.row(t)
+        learned = args[-1]
         if t.demo:
             self.demo_streams.add(stream, *args)
             return

@@ -1,5 +1,8 @@
 """Offline data for ``robot-rl pretrain`` and warm starts: episode stores checked against a run, loaded into replay.
 
+Offline steps are learned as online ones are (:class:`~robot_rl.learner.SafetyRelabel`): a step the safety filter
+changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, teaches the action the policy proposed.
+
 Any episode store works (teleop demos, past runs' ``episodes.zarr``, sim runs under randomization, ``robot-rl collect``
 with action noise, what ``robot-rl data import`` brought in from rosbag2, LeRobot or robomimic) as long as it holds
 the run's observations (same keys and shapes; extra keys are ignored) and its action size. Every episode is
@@ -15,8 +18,10 @@ import numpy as np
 import torch
 
 from .config import ConfigError
-from .data import EpisodeStore, ReplayBuffer, load_episode_store
+from .data import EpisodeStore, ReplayBuffer
 from .data.episode_store import EpisodeStoreError
+from .learner import SafetyRelabel
+from .ros.delivery import stored_transitions
 
 
 def store_paths(key: str, value: Any) -> list[Path]:
@@ -68,30 +73,44 @@ def store_steps(store: EpisodeStore) -> int:
     return sum(int(store.episode_attrs(name).get("length", 0)) + 1 for name in store.episode_names())
 
 
+def add_store(store: EpisodeStore, buffer: ReplayBuffer, relabel: SafetyRelabel) -> int:
+    """Every episode of ``store`` into ``buffer``, each step relabelled as the learner relabels an online one (an
+    episode's last step ends it, also one the budget cut short); returns how many episodes."""
+    names = store.episode_names()
+    for name in names:
+        transitions = stored_transitions(store.read_episode(name), name)
+        if transitions:
+            transitions[-1].truncated = True
+        for transition in transitions:
+            buffer.add(*relabel.row(transition))
+    return len(names)
+
+
 def load_offline(
     key: str,
     paths: list[Path],
     shapes: dict[str, tuple[int, ...]],
     action_dim: int,
     device: torch.device,
+    relabel: SafetyRelabel,
     discount: float | None = None,
 ) -> list[ReplayBuffer]:
-    """One replay buffer per store, sized to it, on the learner's ``device``; with ``discount``, each batch also
-    carries the returns-to-go (``mc_return``, for Cal-QL)."""
+    """One replay buffer per store, sized to it, on the learner's ``device``, its steps relabelled by ``relabel``;
+    with ``discount``, each batch also carries the returns-to-go (``mc_return``, for Cal-QL)."""
     space = {k: (s, np.uint8 if len(s) == 3 else np.float32) for k, s in shapes.items()}
     buffers = []
     for path in paths:
         store = open_store(key, path, shapes, action_dim)
         buffer = ReplayBuffer(store_steps(store) + 2, space, action_dim, device)
-        load_episode_store(store, buffer)
+        add_store(store, buffer, relabel)
         if discount is not None:
             buffer.set_returns_to_go(discount)
         buffers.append(buffer)
     return buffers
 
 
-def add_offline(key: str, paths: list[Path], buffer: ReplayBuffer) -> int:
-    """Every episode of the stores at ``paths`` into ``buffer`` (the offline-retained baseline's demo buffer);
-    returns how many."""
+def add_offline(key: str, paths: list[Path], buffer: ReplayBuffer, relabel: SafetyRelabel) -> int:
+    """Every episode of the stores at ``paths`` into ``buffer`` (the offline-retained baseline's demo buffer),
+    relabelled by ``relabel``; returns how many."""
     shapes = {k: shape for k, (shape, _) in buffer.observation_space.items()}
-    return sum(load_episode_store(open_store(key, path, shapes, buffer.action_dim), buffer) for path in paths)
+    return sum(add_store(open_store(key, path, shapes, buffer.action_dim), buffer, relabel) for path in paths)

@@ -31,8 +31,11 @@ from .envs import make_env, observation_shapes
 from .evaluate import EVAL_SEED, evaluate
 from .folders import replacing
 from .interrupts import deferred_interrupt, interrupt_requests
+from .learner import SafetyRelabel
 from .offline_data import load_offline, store_paths, store_weights
 from .policies.conservative import ConservativeConfig
+from .safety.fast_risk import fast_critic_config
+from .safety.training import safety_settings
 from .session import make_agent
 
 
@@ -90,7 +93,10 @@ def pretrain(cfg: DictConfig) -> dict[str, Any]:
     torch.set_num_threads(positive("train.torch_threads", cfg.train.torch_threads, integer=True))
     agent = make_agent(cfg, shapes, action_dim, seed)
     agent.conservative = settings.conservative
-    buffers = load_offline("pretrain.store", settings.store, shapes, action_dim, agent.device, agent.config.discount)
+    relabel = SafetyRelabel.of(safety_settings(cfg.get("safety")), fast_critic_config(cfg))  # as online steps are
+    buffers = load_offline(
+        "pretrain.store", settings.store, shapes, action_dim, agent.device, relabel, agent.config.discount
+    )
     sampler = WeightedSampler(buffers, settings.weights, seed=seed)
 
     def sample_batch() -> dict[str, Any]:

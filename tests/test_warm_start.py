@@ -180,3 +180,71 @@ def test_pretraining_takes_the_cqn_family_and_camera_observations(tmp_path, vari
     assert summary["updates"] >= 4 and summary["eval_history"] and (out / "checkpoint" / "agent.pt").is_file()
     _, cfg = warm_run(tmp_path, out, *variant, "train.env_steps=12", "init.warmup_steps=10")
     assert train(cfg)["warm_start"]["checkpoint"] == str(out / "checkpoint")
+
+
+def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path):
+    """Issue 49 item 6: offline data (pretrain, WSRL, init.retain_offline) ignored the filtered and policy_action
+    fields: a filtered step was learned with the executed action and without safety.penalty, unlike the same step
+    online. Both now go through the learner's SafetyRelabel."""
+    from robot_rl.data import EpisodeRecorder, EpisodeStore
+    from robot_rl.data.transition import Transition
+    from robot_rl.learner import Learner, TrainSettings
+    from robot_rl.offline_data import add_offline, load_offline
+    from robot_rl.safety.training import safety_settings
+    from robot_rl.transport import LocalTransport
+
+    rng = np.random.default_rng(0)
+    filtered = [False, True, True, False]
+
+    def episode() -> list[Transition]:
+        return [
+            Transition(
+                obs={"state": np.full(3, t, np.float32)},
+                action=np.full(2, 0.1 * t, np.float32),
+                policy_action=rng.uniform(-1, 1, 2).astype(np.float32) if filtered[t] else np.full(2, 0.1 * t),
+                reward=-1.0,
+                next_obs={"state": np.full(3, t + 1, np.float32)},
+                terminated=False,
+                truncated=t == 3,
+                first=t == 0,
+                filtered=filtered[t],
+                episode="e0",
+                step=t,
+            )
+            for t in range(4)
+        ]
+
+    steps = episode()
+    store = tmp_path / "filtered.zarr"
+    EpisodeRecorder(EpisodeStore.create(store, {"observation_shapes": {"state": [3]}, "action_dim": 2})).add(steps)
+    cfg = load_config(["task=reach", "safety.enabled=true", "safety.relabel=proposed", "safety.penalty=0.25"])
+
+    class Agent:
+        class config:
+            discount = 0.9
+
+    learner = Learner(
+        Agent(),
+        TrainSettings(buffer_capacity=20),
+        {"state": (3,)},
+        2,
+        LocalTransport(),
+        0,
+        None,
+        safety_settings(cfg.safety),
+    )
+    learner.ingest(steps)  # online
+    assert add_offline("init.store", [store], learner.demo, learner.relabel) == 1  # WSRL's retained data
+    (pretraining,) = load_offline("pretrain.store", [store], {"state": (3,)}, 2, torch.device("cpu"), learner.relabel)
+
+    def rows(buffer) -> tuple[np.ndarray, np.ndarray]:
+        index = np.sort(np.asarray(buffer.valid_indices()))
+        return np.asarray(buffer.learned_action[index]), np.asarray(buffer.reward[index])
+
+    online_actions, online_rewards = rows(learner.online)
+    np.testing.assert_allclose(online_actions, [s.policy_action if s.filtered else s.action for s in steps])
+    np.testing.assert_allclose(online_rewards, [-1.25 if f else -1.0 for f in filtered])
+    for buffer in (learner.demo, pretraining):
+        actions, rewards = rows(buffer)
+        np.testing.assert_array_equal(actions, online_actions)
+        np.testing.assert_array_equal(rewards, online_rewards)
