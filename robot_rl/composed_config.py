@@ -1,4 +1,5 @@
-"""The composed config: ``configs/config.yaml`` with its groups (task, agent, graph, robot) and the command line's
+"""The composed config: ``configs/config.yaml`` with its groups (task, agent, exploration, randomization, graph, fleet,
+robot) and the command line's
 Hydra overrides, checked before anything runs. Every verb of ``robot-rl`` and every node composes its config here."""
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .config import ConfigError, finite_everywhere, integer
 
-CONFIG_GROUPS = ("task", "agent", "graph", "robot")
+
+def config_groups() -> list[str]:
+    """The Hydra groups: the folders of ``configs/`` that hold options (``task``, ``agent``, ``randomization``, ...)."""
+    folders = [p.name for p in resources.files("robot_rl.configs").iterdir() if p.is_dir()]
+    return sorted(name for name in folders if group_options(name))
 
 
 def group_options(group: str) -> list[str]:
@@ -29,12 +34,13 @@ def task_names() -> list[str]:
 def load_config(overrides: list[str]) -> DictConfig:
     """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError.
 
-    Checked here for every verb and node: each override names a known key or group option, no number
-    anywhere is NaN or infinite, and ``seed`` is an integer."""
+    Checked here for every verb and node: each override names a known key or group option (a group typo lists the
+    group's options), no number anywhere is NaN or infinite, and ``seed`` is an integer."""
+    groups = config_groups()
     for override in overrides:
-        key, _, value = override.partition("=")
+        key, assigned, value = override.partition("=")
         group = key.lstrip("+~")
-        if group in CONFIG_GROUPS and value not in group_options(group):
+        if group in groups and (assigned or not key.startswith("~")) and value not in group_options(group):
             raise ConfigError(group, value, "one of " + ", ".join(group_options(group)))
     try:
         with initialize_config_module(config_module="robot_rl.configs", version_base=None):

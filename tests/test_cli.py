@@ -35,6 +35,10 @@ def test_overrides_reach_the_task_config():
         (["task.control_rate_hz=-5"], "task.control_rate_hz=-5 is not allowed: expected a positive number"),
         (["collect.episodes=0"], "collect.episodes=0 is not allowed: expected a positive integer"),
         (["agent=ppo"], "agent='ppo' is not allowed: expected one of cqn, cqn_as, sac"),
+        # every group lists its options (old code: raw Hydra text, "Could not find 'exploration/gsd'")
+        (["exploration=gsd"], "exploration='gsd' is not allowed: expected one of gaussian, gsde"),
+        (["randomization=heldot"], "randomization='heldot' is not allowed: expected one of actuation, compliance"),
+        (["fleet=rey"], "fleet='rey' is not allowed: expected one of local, ray"),
     ],
 )
 def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides, expected, capsys, tmp_path):
@@ -43,6 +47,13 @@ def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides,
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("robot-rl: error: ")
     assert expected in err
+
+
+def test_every_config_folder_with_options_is_a_checked_group():
+    from robot_rl.composed_config import config_groups
+
+    assert config_groups() == ["agent", "exploration", "fleet", "graph", "randomization", "robot", "task"]
+    assert load_config(["~robot"]).task.name == "pick_cube"  # removing a group's default is no typo
 
 
 def test_unknown_verb(capsys):
