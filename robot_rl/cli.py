@@ -36,7 +36,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .composed_config import load_config, task_names
-from .config import ConfigError, choice, integer, is_integer, new_file_path
+from .config import ConfigError, choice, integer, is_integer, new_file_path, settings_of
 from .data.episode_store import EpisodeStoreError
 
 # bad input: a config value, or a path the user gave that is missing, taken or of the wrong kind -> exit code 2
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in task_names():
                 print(name)
         elif verb == "config":
+            check_settings(cfg)
             print(OmegaConf.to_yaml(cfg))
         elif verb == "doctor":
             from .doctor import doctor
@@ -143,6 +144,24 @@ def learning_run(verb: str, cfg: DictConfig) -> dict:
     from .train import train
 
     return train(cfg)
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """``robot-rl config``: the checks ``robot-rl train`` makes of its settings before it starts (train, fleet, human,
+    safety, the agent's hyperparameters), so a value train would refuse is refused here too (ConfigError)."""
+    from .envs import load_entry_point
+    from .fleet_settings import fleet_settings
+    from .learner import settings_from
+    from .safety.training import safety_settings
+    from .teleop import InterventionRules
+
+    settings_from(cfg.train)
+    fleet_settings(cfg)
+    settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
+    safety_settings(cfg.get("safety"))
+    agent = OmegaConf.to_container(cfg.agent, resolve=True)
+    hyperparameters = {key: value for key, value in agent.items() if key not in ("entry_point", "config", "name")}
+    settings_of("agent", load_entry_point(agent["config"]), hyperparameters).validate()
 
 
 def one_line(error: BaseException) -> str:

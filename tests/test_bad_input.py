@@ -75,6 +75,12 @@ CASES = [
     (["eval", "eval.grid_points=0"], "eval.grid_points"),
     (["launch", "sim_train", "seed=abc"], "seed"),
     (["classifier", "seed=abc"], "seed"),
+    # robot-rl config checks what train checks (old code: printed the config, exit 0)
+    (["config", "train.env_steps=abc"], "train.env_steps"),
+    (["config", "agent.lr=fast"], "agent.lr"),
+    (["config", "fleet.actors=0"], "fleet.actors"),
+    (["config", "human.stall_steps=0"], "human.stall_steps"),
+    (["config", "safety.critic.lr=0"], "safety.critic.lr"),
 ]
 
 
