@@ -218,6 +218,19 @@ def run_envs(
                 return
 
 
+def set_training_step(env, step: int) -> None:
+    """Tell ``env``'s curricula where the run is: ``step`` online env steps of the whole run (every env, every actor;
+    demonstrations not counted). Reaches a :class:`~robot_rl.sim.randomization.DomainRandomization` wrapper anywhere in
+    ``env``'s wrappers, or a worker env (:class:`~robot_rl.env_workers.EnvWorker`, which sends it with its next
+    request); an env without a curriculum ignores it."""
+    while env is not None:
+        setter = getattr(env, "set_training_step", None)
+        if callable(setter):
+            setter(step)
+            return
+        env = getattr(env, "env", None)  # the next wrapper in
+
+
 def step_all(envs: Sequence[Any], actions: Sequence[np.ndarray]) -> list[tuple]:
     """``env.step(action)`` of every env; envs in worker processes (``step_async``/``step_wait``,
     :class:`~robot_rl.env_workers.EnvWorker`) are all sent their action before the first answer is awaited, so

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .actor import set_training_step
 from .evaluate import task_progress
 
 Decision = tuple[bool, np.ndarray | None]  # a teleop source's (active, action)
@@ -72,15 +73,21 @@ def describe(env) -> dict[str, Any]:
 
 
 def answer(env, human, command: str, argument: Any) -> Any:
-    """One request in the worker: ``reset`` (seed, demo), ``step`` (action) or ``arm`` (a fast critic's layers,
-    activation and version)."""
+    """One request in the worker: ``reset`` (seed, demo, training step), ``step`` (action, training step) or ``arm``
+    (a fast critic's layers, activation and version). The training step (the run's online env steps, None: not
+    told yet) goes to the env's curricula before it resets or steps."""
     if command == "reset":
-        seed, demo = argument
+        seed, demo, training_step = argument
+        if training_step is not None:
+            set_training_step(env, training_step)
         human.begin_episode(demo)  # before the reset, as in one process
         obs, info = env.reset(seed=seed)
         return obs, info, human(obs, None)
     if command == "step":
-        next_obs, reward, terminated, truncated, info = env.step(argument)
+        action, training_step = argument
+        if training_step is not None:
+            set_training_step(env, training_step)
+        next_obs, reward, terminated, truncated, info = env.step(action)
         progress = task_progress(env, reward)
         human.observe(progress)
         decision = (False, None) if terminated or truncated else human(next_obs, None)
@@ -143,6 +150,7 @@ class EnvWorker:
         self.process.start()
         child.close()
         self.human = WorkerHuman()
+        self.training_step: int | None = None  # the run's online env steps, sent with the next reset or step
         self.progress = 0.0  # the task's progress after the last step (task_progress reads it as the dense reward)
         self.waiting = False
         description = self.receive()
@@ -180,13 +188,17 @@ class EnvWorker:
         self.send(command, argument)
         return self.receive()
 
+    def set_training_step(self, step: int) -> None:
+        """Where the run is, for the worker env's curricula: sent with the next request, no round trip of its own."""
+        self.training_step = step
+
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        obs, info, self.human.decision = self.request("reset", (seed, self.human.demo))
+        obs, info, self.human.decision = self.request("reset", (seed, self.human.demo, self.training_step))
         self.progress = 0.0
         return obs, info
 
     def step_async(self, action: np.ndarray) -> None:
-        self.send("step", np.asarray(action))
+        self.send("step", (np.asarray(action), self.training_step))
         self.waiting = True
 
     def step_wait(self) -> tuple:

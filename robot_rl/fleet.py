@@ -96,13 +96,15 @@ class SimActor:
         self.rng = np.random.default_rng(seed)
         self.handed_in: float | None = None  # monotonic s at which its last play returned
 
-    def play(self, version: int, weights: bytes, episodes: int) -> tuple[bytes | None, str]:
-        """Play ``episodes`` whole episodes on the weights of ``version`` (a codec payload); their transitions (a
-        codec payload, None when there were none) and a JSON report: each episode's stats (``episodes``), the wall
-        seconds this play took (``playing_s``) and those the actor sat idle between its previous play and this one
-        (``waiting_s``: the driver had not handed it a play yet; 0 for its first)."""
+    def play(self, version: int, weights: bytes, episodes: int, env_steps: int = 0) -> tuple[bytes | None, str]:
+        """Play ``episodes`` whole episodes on the weights of ``version`` (a codec payload), the run at ``env_steps``
+        online env steps when the play was handed out (the env's curricula go on from there, counting this actor's
+        steps); their transitions (a codec payload, None when there were none) and a JSON report: each episode's
+        stats (``episodes``), the wall seconds this play took (``playing_s``) and those the actor sat idle between
+        its previous play and this one (``waiting_s``: the driver had not handed it a play yet; 0 for its first)."""
         began = time.monotonic()
         waiting = began - self.handed_in if self.handed_in is not None else 0.0
+        self.session.counters.env_steps = env_steps  # the run's count: the one its envs' curricula follow
         if version != self.session.weights_key:
             decoded, _ = decode_weights(weights, self.expected, self.risk_input)
             self.transport.publish_weights(version, decoded)
@@ -154,7 +156,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     if started_ray:
         ray.init(**ray_init_arguments(fleet))
     demos = max(settings.demo_episodes - counters.demo_episodes_done, 0)  # a resumed run's are done
-    crew = Crew(OmegaConf.to_container(cfg, resolve=True), fleet, demos, learner)
+    crew = Crew(OmegaConf.to_container(cfg, resolve=True), fleet, demos, learner, counters)
     progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"fleet {task.get('name')}", unit="step")
     started = time.monotonic() - counters.wall_seconds
     evaluations = EvalSchedule(settings.eval_every, counters.history)
@@ -233,10 +235,11 @@ class Crew:
     ``fleet.pace=learner`` it has one, handed out once the updates its steps made due are made. :meth:`hand_ins`
     yields the finished plays and deals with the rest."""
 
-    def __init__(self, cfg: dict[str, Any], fleet: FleetSettings, demos: int, learner):
+    def __init__(self, cfg: dict[str, Any], fleet: FleetSettings, demos: int, learner, counters):
         import ray
 
         self.fleet, self.learner = fleet, learner
+        self.counters = counters  # the run's: each play is handed the online env steps so far (curricula)
         self.depth = PLAYS_QUEUED[fleet.pace]
         options = {"num_cpus": fleet.cpus_per_actor, "max_restarts": fleet.max_restarts, "max_task_retries": 0}
         remote = ray.remote(**options)(SimActor)
@@ -261,7 +264,8 @@ class Crew:
         if "ready" in calls:
             return
         for _ in range(self.depth - len(calls)):
-            call = self.actors[name].play.remote(self.version, self.weights, self.fleet.episodes_per_call)
+            episodes, env_steps = self.fleet.episodes_per_call, self.counters.env_steps
+            call = self.actors[name].play.remote(self.version, self.weights, episodes, env_steps)
             self.pending[call] = (name, "play", self.failures[name])
 
     def publish_when_new(self) -> None:

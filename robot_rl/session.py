@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from .actor import run_envs, run_episode
+from .actor import run_envs, run_episode, set_training_step
 from .checkpoint import check_task_definition, load_agent, load_tensors, task_definition, write_task_definition
 from .config import ConfigError, settings_of
 from .data import EpisodeRecorder, ReplayBuffer
@@ -149,7 +149,7 @@ class ActorSession:
         (the learner's update count of the weights it acted on) and ``learner_session`` (the learner run that sent
         them, read with the count), or None when ``stop`` was set (the episode is not counted)."""
         demo, counters, weights, session = self.demo_due, self.counters, self.weights_version, self.weights_session
-        after_step = self.step_counter(demo, between_steps)
+        after_step = self.step_counter(demo, between_steps, [env])
         self.arm_fast_loop(env)
         stats = run_episode(env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop)
         if stats is None:
@@ -159,15 +159,22 @@ class ActorSession:
         counters.demo_episodes_done += demo
         return {**stats, "demo": demo, "weights": weights, "learner_session": session}
 
-    def step_counter(self, demo: bool, between_steps: Callable[[], None] | None) -> Callable[[bool], bool]:
-        """The ``after_step(intervened)`` of an episode: counts an online step (a demonstration's are not counted),
-        runs ``between_steps()``, and answers whether the budget is spent (never during a demonstration)."""
+    def step_counter(self, demo: bool, between_steps: Callable[[], None] | None, envs: list) -> Callable[[bool], bool]:
+        """The ``after_step(intervened)`` of an episode on ``envs``: counts an online step (a demonstration's are not
+        counted) and tells the envs' curricula the count (:func:`~robot_rl.actor.set_training_step`: the run's, not
+        each randomization wrapper's own, which restarted at a resume, counted demonstrations and moved N times slower
+        with N envs), runs ``between_steps()``, and answers whether the budget is spent (never during a
+        demonstration). The envs are told the count now too, before their first reset."""
         counters = self.counters
+        for env in envs:
+            set_training_step(env, counters.env_steps)
 
         def after_step(intervened: bool) -> bool:
             if not demo:
                 counters.env_steps += 1
                 counters.intervention_steps += intervened
+            for env in envs:  # after a demonstration's step too: the wrapper counted it, the run does not
+                set_training_step(env, counters.env_steps)
             if between_steps is not None:
                 between_steps()
             return not demo and self.budget_spent
@@ -197,7 +204,7 @@ class ActorSession:
         per step), counted; yields each episode's stats as it ends, as :meth:`play` returns them, with ``env`` (its
         index) and ``weights`` (the update count of the newest weights taken). Ends when the budget is spent (the
         episodes in progress are yielded as they are) or ``stop`` is set (they are dropped)."""
-        after_step = self.step_counter(False, between_steps)
+        after_step = self.step_counter(False, between_steps, envs)
         for env in envs:
             self.arm_fast_loop(env)
         safeties = self.safety_actors(len(envs))

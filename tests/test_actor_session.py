@@ -182,3 +182,34 @@ def test_a_resumed_actor_draws_on_where_the_run_was_not_from_the_seed_again(tmp_
     restarted = actions(*start(resume=False), seed=1)  # the same weights and episode, the noise from the seed
     assert not np.array_equal(resumed, restarted)
     env.close()
+
+
+def randomized_reach(*overrides):
+    """reach under the compliance set, whose curriculum opens every range from 6k to 14k online steps."""
+    from omegaconf import OmegaConf
+
+    from robot_rl.train import scripted_human, sim_env
+
+    cfg = load_config(["task=reach", "task.episode_steps=5", "randomization=compliance", *overrides])
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    envs = [sim_env(cfg, task, 1000 * k, randomize=True) for k in range(2)]
+    return cfg, envs, scripted_human(cfg, task, envs[0])
+
+
+def test_curricula_follow_the_runs_online_steps_not_each_wrappers_own_count():
+    """Issue 49 item 2: set_training_step was never called, so each randomization wrapper's curriculum ran on its
+    own step count: from zero after a resume, counting demonstration steps, N times slower with N envs. The acting
+    session tells every env the run's online step count, before the first reset too."""
+    cfg, envs, human = randomized_reach("train.demo_episodes=1", "train.env_steps=20020")
+    acting = ActorSession(cfg, observation_shapes(envs[0]), int(envs[0].action_space.shape[0]), human)
+    acting.counters.env_steps = 20000  # a resumed run, past the curriculum's end
+    assert acting.play(envs[0], LocalTransport(), None, seed=0)["demo"]  # a demonstration: not counted
+    assert envs[0].steps == 20000
+    assert envs[0].sampled_values()["state_noise"]["sensor.state_noise"] > 0  # drawn from the opened range
+    seeds = iter(range(100))
+    for _ in acting.play_envs(envs, [NoHuman(), NoHuman()], LocalTransport(), [None, None], lambda: next(seeds)):
+        pass
+    assert acting.counters.env_steps == 20020
+    assert [env.steps for env in envs] == [20020, 20020]  # the run's count in each, not 10 of their own
+    for env in envs:
+        env.close()

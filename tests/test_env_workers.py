@@ -122,3 +122,23 @@ def test_a_fast_critic_handed_to_a_worker_env_scores_its_ticks():
         assert np.isfinite(risk).all() and ((risk >= 0) & (risk <= 1)).all()
     finally:
         worker.close()
+
+
+def test_a_worker_envs_curriculum_follows_the_run_step_the_driver_tells_it():
+    """Issue 49 item 2: the run's online step count reaches the curricula of a worker's env (sent with the next
+    request): at 20k steps the compliance set's ranges are open from the first reset on."""
+    from robot_rl.actor import set_training_step
+
+    cfg = load_config(["task=reach", "randomization=compliance"])
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    worker = EnvWorker(partial(worker_env, OmegaConf.to_container(cfg, resolve=True), task, 0), name="curriculum")
+    try:
+        _, info = worker.reset(seed=0)
+        assert info["randomization"]["state_noise"]["sensor.state_noise"] == 0  # step 0: the range is closed
+        set_training_step(worker, 20000)
+        _, info = worker.reset(seed=0)
+        assert info["randomization"]["state_noise"]["sensor.state_noise"] > 0
+        *_, info = worker.step(np.zeros(worker.action_space.shape, np.float32))
+        assert info["randomization"]["state_noise"]["sensor.state_noise"] > 0
+    finally:
+        worker.close()

@@ -171,3 +171,26 @@ def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_dat
     assert len(summary["eval_history"]) == 1  # the final evaluation, once: hand-ins after the budget do not repeat it
     store = EpisodeStore.open(run_dir / "episodes.zarr")
     assert len(store.episode_names()) == counters["counters"]["episodes"]  # every episode counted is recorded
+
+
+def test_a_fleet_actors_curriculum_follows_the_runs_online_steps():
+    """Issue 49 item 2: a fleet actor's randomization curriculum ran on its own wrapper's count (from zero after a
+    resume or a restart, N times slower with N actors). Each play is handed the run's online steps: at 20k the
+    compliance set's ranges are open from the play's first reset on. (The actor class itself, without Ray.)"""
+    import torch
+    from omegaconf import OmegaConf
+
+    from robot_rl.fleet import SimActor
+    from robot_rl.ros.codec import encode_weights
+
+    cfg = load_config(["task=reach", "task.episode_steps=5", "randomization=compliance", "train.demo_episodes=0"])
+    threads = torch.get_num_threads()
+    try:
+        actor = SimActor(actor_config(OmegaConf.to_container(cfg, resolve=True), 0, 1, demos=0), "ray0")
+        weights = encode_weights(actor.session.agent.policy_state(), {"version": 1})
+        actor.play(1, weights, episodes=1, env_steps=20000)
+        assert actor.env.steps == 20005  # the run's count, and this play's five steps
+        assert actor.env.sampled_values()["state_noise"]["sensor.state_noise"] > 0
+        actor.env.close()
+    finally:
+        torch.set_num_threads(threads)
