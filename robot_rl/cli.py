@@ -1,4 +1,5 @@
-"""The ``robot-rl`` command: ``robot-rl <verb> key=value ...`` (Hydra overrides).
+"""The ``robot-rl`` command: ``robot-rl <verb> key=value ...`` (Hydra overrides). ``robot-rl <verb> --help``: the
+verb's main keys and their values; ``robot-rl config [key=value ...]``: every key.
 
 Verbs:
   train                  HIL-SERL training with the scripted human (the main job)
@@ -29,14 +30,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .composed_config import load_config, task_names
-from .config import ConfigError, choice, integer, is_integer, new_file_path, settings_of
+from .config import ConfigError, choice, integer, is_integer, new_file_path, packaged_yaml, settings_of
 from .data.episode_store import EpisodeStoreError
 
 # bad input: a config value, or a path the user gave that is missing, taken or of the wrong kind -> exit code 2
@@ -62,6 +65,25 @@ VERBS = (
     "config",
     "doctor",
 )
+VERB_KEYS = {  # the main keys of each verb, listed by ``robot-rl <verb> --help`` (robot-rl config lists every key)
+    "train": (
+        *("task", "agent", "exploration", "randomization", "fleet", "seed", "train.run_dir", "train.resume"),
+        *("train.env_steps", "train.demo_episodes", "train.num_envs", "train.eval_every", "init.checkpoint"),
+        "safety.enabled",
+    ),
+    "pretrain": ("task", "agent", "seed", "pretrain.store", "pretrain.out", "pretrain.algorithm", "pretrain.updates"),
+    "eval": ("task", "agent", "randomization", "eval.checkpoint", "eval.episodes", "eval.seed", "eval.video"),
+    "collect": ("task", "seed", "collect.episodes", "collect.out", "collect.action_noise"),
+    "data": ("data.store", "data.episode", "data.episodes", "data.out", "data.inputs", "data.format", "data.in"),
+    "classifier": ("task", "classifier.store", "classifier.out", "classifier.cameras", "classifier.threshold"),
+    "fast-critic": ("fast_fit.store", "fast_fit.out", "fast_fit.horizon", "fast_fit.labels", "fast_fit.updates"),
+    "launch": ("task", "agent", "robot", "ros.domain_id", "ros.discovery", "ros.sim_time"),
+    "tasks": (),
+    "config": (),
+    "doctor": ("doctor.require",),
+}
+HELP_FLAGS = ("-h", "--help")
+HELP_WIDTH = 118  # characters per line of a verb's help
 DATA_COMMANDS = ("info", "show", "export", "import", "merge")
 DATA_KEYS = ("store", "episode", "episodes", "out", "inputs", "format", "in", "import")  # given without "data."
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user chose a backend
@@ -69,13 +91,16 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering unless the user 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv or argv[0] in HELP_FLAGS:
         print(__doc__.strip())
         return 0
     verb, overrides = argv[0], argv[1:]
     try:
         if verb not in VERBS:
             raise ConfigError("verb", verb, "one of " + ", ".join(VERBS))
+        if any(arg in HELP_FLAGS for arg in overrides):
+            print(verb_help(verb, [_data_key(o) for o in overrides if "=" in o]))
+            return 0
         if verb == "launch":
             from .graph import launch
 
@@ -144,6 +169,56 @@ def learning_run(verb: str, cfg: DictConfig) -> dict:
     from .train import train
 
     return train(cfg)
+
+
+def verb_help(verb: str, overrides: list[str]) -> str:
+    """``robot-rl <verb> --help``: the verb's entries of this module's docstring, then its main keys with the values
+    they take with ``overrides`` (the defaults without) and the comments of ``configs/config.yaml``."""
+    from .composed_config import config_groups, group_options, key_comments
+
+    cfg = load_config(overrides)
+    defaults = {
+        group: value
+        for entry in packaged_yaml("config.yaml")["defaults"]
+        if isinstance(entry, dict)
+        for group, value in entry.items()
+    }
+    given = {o.partition("=")[0].lstrip("+"): o.partition("=")[2] for o in overrides}
+    lines = [wrapped(f"robot-rl {name}: {text}", 4) for name, text in verb_entries(verb)]
+    if VERB_KEYS[verb]:
+        lines += ["", "main keys (key=value, with the value each takes now):"]
+    for key in VERB_KEYS[verb]:
+        if key in config_groups():
+            value, comment = given.get(key, defaults.get(key)), "one of " + ", ".join(group_options(key))
+        else:
+            value, comment = OmegaConf.select(cfg, key), key_comments().get(key, "")
+            value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        entry = f"  {key.removeprefix('data.') if verb == 'data' else key}={value if isinstance(value, str) else json.dumps(value)}"
+        lines.append(wrapped(f"{entry:<40} {comment}".rstrip(), 41))
+    lines += [
+        "",
+        "Every key and its value: robot-rl config [KEY=VALUE ...] (the composed config; each key is explained in",
+        "configs/config.yaml and docs/configuration.md). All verbs: robot-rl --help",
+    ]
+    return "\n".join(lines)
+
+
+def verb_entries(verb: str) -> list[tuple[str, str]]:
+    """(name, description) of the verb's entries in the module docstring's verb list (``data`` has one per
+    command), each description on one line."""
+    entries: list[tuple[str, str]] = []
+    for line in __doc__.split("Verbs:")[1].splitlines():
+        entry = re.match(r"^  (\S.*?)\s{2,}(.*)$", line)
+        if entry:
+            entries.append((entry.group(1), entry.group(2)))
+        elif line.startswith("   ") and entries:
+            entries[-1] = (entries[-1][0], f"{entries[-1][1]} {line.strip()}")
+    return [(name, " ".join(text.split())) for name, text in entries if name.split()[0] == verb]
+
+
+def wrapped(text: str, indent: int) -> str:
+    """``text`` in lines of at most HELP_WIDTH characters, the continuation lines indented by ``indent`` spaces."""
+    return textwrap.fill(text, HELP_WIDTH, subsequent_indent=" " * indent, break_on_hyphens=False)
 
 
 def check_settings(cfg: DictConfig) -> None:

@@ -4,6 +4,7 @@ Hydra overrides, checked before anything runs. Every verb of ``robot-rl`` and ev
 
 from __future__ import annotations
 
+import functools
 import re
 from importlib import resources
 
@@ -25,6 +26,34 @@ def group_options(group: str) -> list[str]:
     """The configs of a Hydra group (files starting with ``_`` are shared parts, not options)."""
     folder = resources.files("robot_rl.configs") / group
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and not p.name.startswith("_"))
+
+
+@functools.cache
+def key_comments(file: str = "config.yaml") -> dict[str, str]:
+    """Dotted key -> the comment written on its line of the packaged ``configs/<file>`` (``train.env_steps`` ->
+    ``online env steps (demos not counted)``), with the comment-only lines below it that continue it; keys without a
+    comment are absent."""
+    comments: dict[str, str] = {}
+    path: list[tuple[int, str]] = []  # (indent, key) of the line and its parents
+    commented = None  # the key whose comment the next comment-only line (indented deeper) continues
+    for line in (resources.files("robot_rl.configs") / file).read_text().splitlines():
+        match = re.match(r"^( *)([A-Za-z_][\w-]*):(.*)$", line)
+        more = re.match(r"^( +)# ?(.*)$", line)
+        if more and commented and len(more.group(1)) > path[-1][0]:
+            comments[commented] += " " + more.group(2).strip()
+            continue
+        commented = None
+        if not match:
+            continue
+        indent = len(match.group(1))
+        while path and path[-1][0] >= indent:
+            path.pop()
+        path.append((indent, match.group(2)))
+        _, hash_, comment = match.group(3).partition(" #")
+        if hash_:
+            commented = ".".join(key for _, key in path)
+            comments[commented] = comment.strip()
+    return comments
 
 
 def task_names() -> list[str]:

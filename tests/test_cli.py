@@ -56,6 +56,24 @@ def test_every_config_folder_with_options_is_a_checked_group():
     assert load_config(["~robot"]).task.name == "pick_cube"  # removing a group's default is no typo
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_verb_has_a_help_listing_its_main_keys(flag, capsys):
+    """Old code: ``robot-rl train --help`` was a Hydra lexer error (exit 2)."""
+    assert main(["train", flag]) == 0
+    from robot_rl.cli import VERB_KEYS, VERBS
+
+    for argv in [[verb, flag] for verb in VERBS] + [["data", "show", flag], ["launch", "sim_train", flag]]:
+        assert main(argv) == 0, argv
+        captured = capsys.readouterr()
+        assert captured.err == "" and captured.out.startswith(f"robot-rl {argv[0]}"), argv
+        assert "robot-rl config [KEY=VALUE ...]" in captured.out
+        for key in VERB_KEYS[argv[0]]:
+            assert f"\n  {key.removeprefix('data.')}=" in captured.out, (argv, key)
+    assert main(["train", "train.env_steps=300", "task=reach", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "train.env_steps=300 " in out and "task=reach " in out and "online env steps (demos not counted)" in out
+
+
 def test_unknown_verb(capsys):
     assert main(["fly"]) == 2
     assert "verb='fly' is not allowed: expected one of train, pretrain, eval, collect" in capsys.readouterr().err
