@@ -11,6 +11,16 @@ request while a reset runs fails at once (one motion at a time); a malformed pos
 quaternion) is dropped and counted (``guard.dropped``). The objects of the task are the lab's to
 reset (or a scripted motion of their own).
 
+Two steps a cell may need around the homing:
+
+* ``reset.recovery_service``: a std_srvs/Trigger service called first, when the arm reports an error on
+  ``arm/error`` (std_msgs/String, non-empty: a Franka's reflex, a UR's protective stop): the arm takes no
+  command until recovered (the emulated cell serves ``arm/error_recovery``; on a Franka, a shim over
+  franka_ros2's error-recovery action, which needs ``franka_msgs``, not on PyPI).
+* ``reset.scene_wait``: once the arm is home, publish ``rl/scene_reset`` (std_msgs/Bool: a demonstration comes
+  next) and answer only when ``rl/scene_ready`` (std_msgs/Empty) comes from whoever puts the objects back (the
+  operator, a scripted helper, the emulated cell's person), at most ``reset.scene_timeout`` s.
+
     python -m robot_rl.hardware.home_reset robot=fr3 reset.position=[0.45,0.0,0.25]
 """
 
@@ -23,8 +33,8 @@ from types import SimpleNamespace
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
-from std_msgs.msg import Float64
-from std_srvs.srv import SetBool
+from std_msgs.msg import Bool, Empty, Float64, String
+from std_srvs.srv import SetBool, Trigger
 
 from robot_rl.config import ConfigError, require_all
 from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
@@ -46,6 +56,7 @@ class HomeReset:
                 "speed": (settings["speed"] > 0, "a positive speed in m/s"),
                 "tolerance": (settings["tolerance"] > 0, "a positive distance in m"),
                 "timeout": (settings["timeout"] > 0, "a positive time in s"),
+                "scene_timeout": (settings.get("scene_timeout", 1) > 0, "a positive time in s"),
             },
         )
         self.node, self.settings = node, settings
@@ -63,6 +74,20 @@ class HomeReset:
         self.action_pub = node.create_publisher(PoseStamped, "rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "rl/gripper", qos.COMMAND)
         node.create_service(SetBool, "rl/reset", self._on_reset, callback_group=group)
+        self.arm_error = ""
+        self.guard.subscribe(String, "arm/error", self._on_arm_error, qos.LATCHED, callback_group=group)
+        self.recovery = None
+        if settings.get("recovery_service"):
+            self.recovery = node.create_client(Trigger, settings["recovery_service"], callback_group=group)
+        self.scene_ready = threading.Event()
+        if settings.get("scene_wait"):
+            self.scene_pub = node.create_publisher(Bool, "rl/scene_reset", qos.EVENT)
+            self.guard.subscribe(
+                Empty, "rl/scene_ready", lambda _: self.scene_ready.set(), qos.EVENT, callback_group=group
+            )
+
+    def _on_arm_error(self, msg) -> None:
+        self.arm_error = str(msg.data)[:200]
 
     def _on_pose(self, msg) -> None:
         pose = pose_to_numpy(msg.pose)
@@ -76,8 +101,12 @@ class HomeReset:
             return response
         try:
             demo = "; a demonstration comes next, take the SpaceMouse" if request.data else ""
+            if self.arm_error:
+                self.recover()
             log.info(f"reset: moving home{demo}")
             self.go_home()
+            if self.settings.get("scene_wait"):
+                self.wait_for_scene(bool(request.data))
             response.success, response.message = True, "home"
         except Exception as error:  # noqa: BLE001 - a failed reset is the caller's answer, not the node's end
             log.error(str(error))
@@ -85,6 +114,33 @@ class HomeReset:
         finally:
             self.busy.release()
         return response
+
+    def recover(self) -> None:
+        """The arm reports an error: call ``reset.recovery_service`` and wait until the error is gone."""
+        log, error = self.node.get_logger(), self.arm_error
+        if self.recovery is None:
+            raise RuntimeError(f"reset: the arm reports {error!r} and reset.recovery_service is not set")
+        if not self.recovery.wait_for_service(timeout_sec=self.settings["timeout"]):
+            raise TimeoutError(f"reset: no recovery service {self.recovery.srv_name}")
+        log.warning(f"reset: the arm reports {error!r}; calling {self.recovery.srv_name}")
+        future = self.recovery.call_async(Trigger.Request())
+        deadline = time.monotonic() + self.settings["timeout"]
+        while not future.done() or self.arm_error:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reset: the arm still reports {self.arm_error!r} after {self.recovery.srv_name}")
+            self._sleep(0.01)
+        log.info(f"reset: recovered ({future.result().message})")
+
+    def wait_for_scene(self, demo: bool) -> None:
+        """Ask for the objects to be put back (``rl/scene_reset``) and wait for ``rl/scene_ready``."""
+        self.scene_ready.clear()
+        self.scene_pub.publish(Bool(data=demo))
+        self.node.get_logger().info("reset: the arm is home; waiting for the scene (rl/scene_ready)")
+        deadline = time.monotonic() + self.settings["scene_timeout"]
+        while not self.scene_ready.is_set():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reset: no rl/scene_ready within {self.settings['scene_timeout']:g} s")
+            self._sleep(0.01)
 
     def go_home(self) -> None:
         """Stream targets toward home at the configured speed until the TCP is there."""

@@ -6,7 +6,8 @@ the node gets the launch's Hydra overrides, after its own ``args``), ``args``, `
 graph stops when it exits), ``respawn`` (restarted when it exits), ``only_with_sim`` (true: only
 when ``graph.with_sim``; false: only without). With a robot config (``robot=fr3|panda|ur5e``)
 every node gets the robot's topic remaps (``--ros-args -r``), the safety node the robot's
-arguments (its rate; its limits are ``robot.limits``) and the robot's arm bridge is added (MoveIt Servo for UR).
+arguments (its rate; its limits are ``robot.limits``) and the robot's arm bridge is added (MoveIt Servo for UR), except
+in a ``bringup`` graph (the emulated cell, ``configs/graph/cell.yaml``), which stands for the lab's drivers.
 
 ``robot-rl launch <graph> key=value ...`` starts every node as a child process, prefixes their
 output with the node name, and on Ctrl-C, SIGTERM or the exit of a required node stops them all
@@ -119,7 +120,7 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
     robot = OmegaConf.to_container(cfg.robot, resolve=True)
     workspace_of(robot.get("limits"))  # checked before any node starts (the safety node checks them again)
     if robot.get("name"):  # a real arm's config (robot=fr3|panda|ur5e); without one, only the limits are set
-        if robot.get("bridge"):
+        if robot.get("bridge") and not graph.get("bringup", False):  # the bringup (cell) graph is the lab's side
             nodes.insert(
                 0,
                 NodeSpec(

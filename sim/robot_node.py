@@ -137,6 +137,8 @@ class SimRobot:
         command_wait: float = 1.0,
         workspace: np.ndarray | None = None,
         violation_every_state: bool = False,
+        task_signals: bool = True,
+        arm_inputs: tuple[str, ...] = ("pose", "servo"),
     ):
         """``command_senders``: the nodes whose arm and gripper commands the sim arm obeys (the safety node);
         a command from any other publisher is dropped and counted, as no real arm should take it.
@@ -145,7 +147,11 @@ class SimRobot:
         ``sim_time``: lockstep on ``/clock`` (module docstring), with a reset moving the clock ``reset_pause`` s
         on and ``command_wait`` wall s allowed for the safety node's answer to each ``/clock`` message.
         ``violation_every_state``: the constraint bits go out with every arm state, just before it (they label the
-        safety node's ticks, ``safety.fast_critic.record_ticks``), not once per observation with the task's signals."""
+        safety node's ticks, ``safety.fast_critic.record_ticks``), not once per observation with the task's signals.
+        ``task_signals``: publish the sim's reward, success, task state and constraint bits (false: the cell emulator,
+        where those come from the reward classifier, the operator and an object tracker). ``arm_inputs``: the command
+        inputs the arm takes: ``pose`` (a Cartesian impedance controller's equilibrium pose), ``servo`` (MoveIt
+        Servo's twists); the sim robot takes both, the cell emulator its driver's one."""
         self.node, self.env, self.frame_id = node, env, frame_id
         self.violation_every_state = violation_every_state
         self.workspace = np.asarray(env.workspace if workspace is None else workspace, float)
@@ -171,12 +177,15 @@ class SimRobot:
             "joint_states": node.create_publisher(JointState, STATE_TOPICS["joint_states"], qos.STREAM_PUBLISHER),
             "pose": node.create_publisher(PoseStamped, STATE_TOPICS["pose"], qos.STREAM_PUBLISHER),
             "wrench": node.create_publisher(WrenchStamped, STATE_TOPICS["wrench"], qos.STREAM_PUBLISHER),
-            "reward": node.create_publisher(Float64, "rl/reward", qos.STREAM_PUBLISHER),
-            "success": node.create_publisher(Bool, "rl/success", qos.STREAM_PUBLISHER),
-            "task_state": node.create_publisher(Float32MultiArray, "rl/task_state", qos.STREAM_PUBLISHER),
-            "violation": node.create_publisher(UInt32, "sim/violation", qos.STREAM_PUBLISHER),
             "safety_context": node.create_publisher(Float32MultiArray, CONTEXT_TOPIC, qos.LATCHED),
         }
+        if task_signals:
+            self.pub |= {
+                "reward": node.create_publisher(Float64, "rl/reward", qos.STREAM_PUBLISHER),
+                "success": node.create_publisher(Bool, "rl/success", qos.STREAM_PUBLISHER),
+                "task_state": node.create_publisher(Float32MultiArray, "rl/task_state", qos.STREAM_PUBLISHER),
+                "violation": node.create_publisher(UInt32, "sim/violation", qos.STREAM_PUBLISHER),
+            }
         self.cameras = {
             name: (
                 node.create_publisher(Image, camera_topics(name)[0], qos.STREAM_PUBLISHER),
@@ -190,15 +199,18 @@ class SimRobot:
         gripper_topic = subscribe_with_sender(
             node, self.guard, Float64, "rl/gripper_command", self._on_gripper_command, qos.COMMAND
         )
-        pose_topic = subscribe_with_sender(
-            node, self.guard, PoseStamped, "rl/equilibrium_pose", self._on_pose_command, qos.COMMAND
-        )
-        self.guard.subscribe(TwistStamped, "servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
-        self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
         senders = frozenset(command_senders)
-        self.command_senders = PublisherWatch(
-            node, {}, {pose_topic: senders, gripper_topic: senders}, discovery_grace=5.0
-        )
+        watched = {gripper_topic: senders}
+        pose_topic = None
+        if "pose" in arm_inputs:
+            pose_topic = subscribe_with_sender(
+                node, self.guard, PoseStamped, "rl/equilibrium_pose", self._on_pose_command, qos.COMMAND
+            )
+            watched[pose_topic] = senders
+        if "servo" in arm_inputs:
+            self.guard.subscribe(TwistStamped, "servo_node/delta_twist_cmds", self._on_servo_command, qos.COMMAND)
+        self.servo: tuple[np.ndarray, float] | None = None  # (twist, monotonic receive time)
+        self.command_senders = PublisherWatch(node, {}, watched, discovery_grace=5.0)
         self.pose_topic, self.gripper_topic = pose_topic, gripper_topic
         if reset_service:
             node.create_service(SetBool, "rl/reset", self._on_reset)
@@ -397,21 +409,26 @@ class SimRobot:
         repeat: only stamps tell a repeat from news, and the actor waits for the pose by its stamp, for the rest by
         arrival."""
         env, now = self.env, self.time()
-        data = env.data
         if self.violation_every_state:
             self.publish_violation()
         if joints:
-            self.pub["joint_states"].publish(
-                joint_state_msg(
-                    self.joint_names,
-                    data.qpos[self.joint_qpos],
-                    data.qvel[self.joint_dof],
-                    data.qfrc_actuator[self.joint_dof],
-                    now,
-                )
-            )
+            self.pub["joint_states"].publish(joint_state_msg(*self.joint_state(), now))
         self.pub["wrench"].publish(wrench_msg(*env.wrench_in_base(), now, self.frame_id))
-        self.pub["pose"].publish(pose_msg(env.tcp_pos, env.tcp_rot, now, self.frame_id))
+        self.pub["pose"].publish(pose_msg(self.measured_tcp_pos(), env.tcp_rot, now, self.frame_id))
+
+    def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """(names, positions rad or m, velocities, efforts N m or N) of the arm's and fingers' joints."""
+        data = self.env.data
+        return (
+            self.joint_names,
+            data.qpos[self.joint_qpos],
+            data.qvel[self.joint_dof],
+            data.qfrc_actuator[self.joint_dof],
+        )
+
+    def measured_tcp_pos(self) -> np.ndarray:
+        """The TCP position the arm's driver reports (m, base frame): the sim's, exactly."""
+        return self.env.tcp_pos
 
     def publish_task_signals(self) -> None:
         """Reward, success, constraint flags (unless they go with every arm state), the privileged task state and the

@@ -45,6 +45,8 @@ MIDDLE = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware")
 DRIVERS_ELSEWHERE = (
     "robot_rl.sim.robot_node",
     "robot_rl.sim.scripted_teleop",
+    "robot_rl.sim.cell_node",
+    "robot_rl.sim.scripted_operator",
     "robot_rl.hardware.home_reset",
     "robot_rl.hardware.realsense_node",
     "robot_rl.hardware.servo_bridge",

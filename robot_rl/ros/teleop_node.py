@@ -13,6 +13,11 @@ marks success, ``x`` e-stop, ``z`` e-stop reset, ``q`` quits. A key moves for ``
 
 SpaceMouse: 3Dconnexion HID reports from ``/dev/hidrawN`` (see :class:`SpaceMouse`).
 
+A joystick or SpaceMouse that goes away (unplugged, its cable pulled, a replayed stream's writer gone) is named in
+the log; when the operator was taking over at that moment (moving the puck or the take-over switch on), the node
+publishes ``/rl/estop``: the safety node holds the arm until the operator resets it, since nobody drives any
+more. The node keeps running and opens the device again when it returns.
+
 Joystick: the Linux joystick interface (``/dev/input/jsN``, 8-byte ``js_event`` records);
 ``axes``/``axis_signs``/``buttons`` map the pad, ``deadzone`` applies per axis. A device that
 only ever reports zero axes gets a warning (a SpaceMouse in the wrong mode, a pad not switched on).
@@ -46,6 +51,7 @@ JS_EVENT = struct.Struct("IhBB")  # time (ms), value, type, number
 JS_BUTTON, JS_AXIS, JS_INIT = 0x01, 0x02, 0x80
 AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")
 SUCCESS_HOLD = 0.5  # s a success mark lasts
+REOPEN_PERIOD = 0.5  # s between two attempts to open a device that went away
 
 
 class TeleopState:
@@ -57,6 +63,17 @@ class TeleopState:
         self.requests: list[str] = []  # "estop" / "reset" presses not yet published
         self.lock = threading.Lock()
         self.quit = False
+
+    def device_lost(self, device: str, log) -> None:
+        """The device went away: no motion, no take-over; an e-stop when the operator was taking over (hold the
+        lock)."""
+        taking_over = self.takeover or bool(np.any(self.twist != 0))
+        self.twist, self.takeover = np.zeros(6), False
+        if taking_over:
+            self.requests.append("estop")
+            log.error(f"teleop device {device} went away during a take-over: e-stop, the arm holds until reset")
+        else:
+            log.warning(f"teleop device {device} went away; waiting for it to return")
 
     def press(self, button: str) -> None:
         """A button of any device: ``close``, ``open``, ``takeover`` (toggles), ``success``, ``estop`` or ``reset``
@@ -149,12 +166,28 @@ class EventDevice:
             )
 
     def run(self) -> None:
+        """Read records until the node quits; a device that goes away (:meth:`TeleopState.device_lost`) is opened
+        again every ``REOPEN_PERIOD`` s until it returns."""
+        while not self.state.quit:
+            try:
+                self.read_device()
+            except OSError as error:
+                self.log.warning(f"teleop device {self.device}: {error}", throttle_duration_sec=10.0)
+            if self.records:  # it was open: now it is gone
+                with self.state.lock:
+                    self.state.device_lost(self.device, self.log)
+                self.records = 0
+            time.sleep(REOPEN_PERIOD)
+
+    def read_device(self) -> None:
         warned, started = False, time.monotonic()
         with open(self.device, "rb", buffering=0) as device:
             while not self.state.quit:
                 data = device.read(self.record_size)
                 if not data:
-                    break  # a FIFO whose writer closed, or the device went away
+                    return  # a FIFO whose writer closed, or the device went away
+                if not self.records:
+                    self.log.info(f"teleop device {self.device}: reading")
                 self.records += 1
                 with self.state.lock:
                     self.handle(data)
@@ -217,8 +250,9 @@ class SpaceMouse(EventDevice):
     """3Dconnexion SpaceMouse over Linux hidraw (the reports hidapi and pyspacemouse read).
 
     Report 1: translation x, y, z as int16 (SpaceMouse Compact / Wireless / Pro: 12 bytes with
-    rotation rx, ry, rz after it); report 2: rotation (older models); report 3: button bits
-    (bit 0 left: close the gripper, bit 1 right: open it). Raw values are divided by
+    rotation rx, ry, rz after it); report 2: rotation (older models); report 3: button bits, each bit a
+    button of ``buttons`` (default bit 0, left: close the gripper; bit 1, right: open it; a SpaceMouse Pro's
+    further buttons can take ``takeover``, ``success``, ``estop``, ``reset``), acting when pressed. Raw values are divided by
     ``full_scale`` (350 counts); ``axis_signs`` turns the puck's frame into the robot's base frame.
     Moving the puck is the take-over (the actor's mux watches the twist magnitude).
     """
@@ -227,11 +261,26 @@ class SpaceMouse(EventDevice):
     VENDORS = ("0000256F", "0000046D")  # 3Dconnexion, Logitech (older SpaceMice)
 
     def __init__(
-        self, state: TeleopState, device: str, signs: dict[str, float], full_scale: float, deadzone: float, log
+        self,
+        state: TeleopState,
+        device: str,
+        signs: dict[str, float],
+        full_scale: float,
+        deadzone: float,
+        log,
+        buttons: dict[str, int] | None = None,
     ):
         super().__init__(state, device, deadzone, log)
         self.signs = np.array([float(signs.get(name, 1.0)) for name in AXIS_NAMES])
         self.full_scale = float(full_scale)
+        buttons = {"close": 0, "open": 1} if buttons is None else buttons
+        known = set(KEY_BUTTONS.values())
+        if not set(buttons) <= known or not all(isinstance(bit, int) and 0 <= bit < 64 for bit in buttons.values()):
+            raise ConfigError(
+                "teleop_device.spacemouse_buttons", buttons, f"{{button: bit 0-63}} with buttons among {sorted(known)}"
+            )
+        self.buttons = {bit: name for name, bit in buttons.items()}
+        self.held = 0  # the button bits of the last report
 
     def present(self) -> list[str]:
         found = []
@@ -253,11 +302,11 @@ class SpaceMouse(EventDevice):
                 axis = first + offset
                 self.set_axis(axis, self.signs[axis] * raw / self.full_scale)
         elif report == 3 and payload:
-            bits = int.from_bytes(payload, "little")
-            if bits & 1:
-                self.state.press("close")
-            elif bits & 2:
-                self.state.press("open")
+            bits = int.from_bytes(payload[:8], "little")
+            pressed, self.held = bits & ~self.held, bits
+            for bit, name in self.buttons.items():
+                if pressed >> bit & 1:
+                    self.state.press(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                     float(device_cfg.full_scale),
                     float(device_cfg.deadzone),
                     node.get_logger(),
+                    dict(device_cfg.get("spacemouse_buttons") or {"close": 0, "open": 1}),
                 )
             if device_cfg.kind != "keyboard":
                 source.check()
@@ -303,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             reader.start()
             period = 1.0 / float(device_cfg.rate_hz)
             try:
-                while not state.quit and reader.is_alive():
+                while not state.quit and reader.is_alive():  # a device reader runs until the node quits
                     with state.lock:
                         twist, close, takeover = state.twist.copy(), state.gripper_close, state.takeover
                         requests, state.requests = state.requests, []

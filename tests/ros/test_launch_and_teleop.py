@@ -144,8 +144,9 @@ class TeleopWatcher(Watcher):
         )
         self.node.create_subscription(Joy, "/spacenav/joy", lambda m: self.joys.append(list(m.buttons)), 10)
         self.node.create_subscription(Bool, "/rl/intervention", lambda m: self.switches.append(m.data), 10)
-        self.successes = []
+        self.successes, self.estops = [], []
         self.node.create_subscription(Bool, "/rl/success", lambda m: self.successes.append(m.data), 10)
+        self.node.create_subscription(Bool, "/rl/estop", lambda m: self.estops.append(m.data), 10)
 
 
 @pytest.mark.slow
@@ -304,13 +305,49 @@ def test_a_spacemouse_that_only_reports_zeros_gets_a_warning(tmp_path):
     try:
         with open(fifo, "wb", buffering=0) as device:
             end = time.monotonic() + 2.0
-            while time.monotonic() < end:
-                device.write(bytes([1]) + struct.pack("<3h", 0, 0, 0))
+            while time.monotonic() < end:  # one report a read, as from hidraw, however late the node reads
+                device.write((bytes([1]) + struct.pack("<3h", 0, 0, 0)).ljust(64, b"\0"))
                 time.sleep(0.02)
-        output, _ = node.communicate(timeout=30)
-        assert "reports only zero axes" in output and "right mode / switched on" in output
+    finally:
+        stop_processes([node])  # the node outlives its device (it waits for it to return)
+    output, _ = node.communicate(timeout=30)
+    assert "reports only zero axes" in output and "right mode / switched on" in output
+
+
+@pytest.mark.slow
+def test_a_spacemouse_unplugged_mid_takeover_holds_the_arm_and_is_named_and_its_buttons_map_by_bit(tmp_path):
+    """Issue 48: a SpaceMouse that goes away while the operator drives is an e-stop (nobody drives any more), named
+    in the log; the node waits for it to return and reads it again. A SpaceMouse Pro's further buttons map by bit."""
+    rclpy = require("rclpy")
+    rclpy.init()
+    watcher = TeleopWatcher(rclpy)
+    fifo, node = spacemouse_node(tmp_path, "teleop_device.spacemouse_buttons={close:0,open:1,takeover:2}")
+    try:
+        with open(fifo, "wb", buffering=0) as device:
+            device.write(bytes([3, 0b100, 0]))  # the take-over button, pressed ...
+            time.sleep(0.05)
+            device.write(bytes([3, 0, 0]))  # ... and released: one toggle
+            time.sleep(0.05)
+            device.write(bytes([1]) + struct.pack("<6h", 200, 0, 0, 0, 0, 0))  # the operator drives
+            watcher.wait_for(lambda _: watcher.twists and watcher.twists[-1][0] > 0.5, 30, "the operator's motion")
+            watcher.wait_for(lambda _: watcher.switches and watcher.switches[-1], 10, "take-over from bit 2")
+            assert not watcher.estops
+        # unplugged: the writer is gone
+        watcher.wait_for(lambda _: watcher.estops == [True], 20, "an e-stop when the SpaceMouse goes away")
+        watcher.wait_for(lambda _: watcher.twists[-1] == [0, 0, 0] and not watcher.switches[-1], 10, "no motion")
+        with open(fifo, "wb", buffering=0) as device:  # plugged in again: read again, no new e-stop
+            device.write(bytes([1]) + struct.pack("<6h", 0, 350, 0, 0, 0, 0))
+            watcher.wait_for(lambda _: watcher.twists[-1][1] < -0.9, 30, "the returned SpaceMouse's motion")
+            device.write(bytes([1]) + struct.pack("<6h", 0, 0, 0, 0, 0, 0))  # the puck released
+            watcher.wait_for(lambda _: watcher.twists[-1] == [0, 0, 0], 10, "the released puck")
+        watcher.spin(1.5)
+        assert watcher.estops == [True]  # it went away again with nobody driving: no second e-stop
     finally:
         stop_processes([node])
+        watcher.node.destroy_node()
+        rclpy.shutdown()
+    output, _ = node.communicate(timeout=30)
+    assert f"teleop device {fifo} went away during a take-over: e-stop" in output
 
 
 def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):

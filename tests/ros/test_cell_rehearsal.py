@@ -1,0 +1,248 @@
+"""The on-robot session of docs/real_robot.md rehearsed end to end against the emulated cell (issue 48).
+
+``robot-rl launch cell`` stands in for the lab's bringup: arm driver topics, a RealSense's, an object tracker's and
+a SpaceMouse's hidraw node, which the scripted operator writes HID reports into. Against it the documented steps
+run unchanged, at tiny scale: SpaceMouse demonstrations with ``collect_demos``, ``robot-rl classifier``,
+``real_train`` with the classifier as the only reward, then an evaluation with ``ros.eval_only``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from robot_rl.data import EpisodeStore
+from tests.conftest import require
+from tests.ros.graph_helpers import launch, run_python
+
+#: the cell and the session's common settings: the Franka cell, pick_cube from state, 15-step episodes at 10 Hz
+CELL = [
+    "robot=fr3",
+    "task=pick_cube",
+    "cell.state_rate_hz=250",  # what 2 loaded cores hold beside a whole graph; the node reports what it holds
+    "cell.camera_rate_hz=10",
+    "cell.image_size=48",
+    "cell.scene_reset_time=0.5",
+    "cell.report_period=2",
+]
+SESSION = [
+    "robot=fr3",
+    "task=pick_cube",
+    "task.episode_steps=60",  # the operator picks the cube in 30-45 steps on a loaded machine
+    "teleop_device.kind=spacemouse",
+    "reset.scene_wait=true",
+    "reset.speed=0.3",
+    "ros.startup_timeout=60",
+    "robot.safety=[--rate-hz,250]",  # the cell's state rate here: a tick per state
+    "robot.limits.state_timeout=0.05",  # 12 state periods: 2 loaded cores delay a message now and then
+]
+
+
+def start_cell(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """``robot-rl launch cell`` in the background, and the SpaceMouse FIFO it made (once it is there)."""
+    fifo = str(tmp_path / "spacemouse")
+    log = open(tmp_path / "cell.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "robot_rl.cli", "launch", "cell", *CELL, f"cell.spacemouse={fifo}", *extra],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not os.path.exists(fifo):
+        assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "cell.log").read_text()[-3000:]
+        time.sleep(0.1)
+    return process, fifo
+
+
+def stop_cell(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.mark.slow
+def test_cell_rehearsal_demos_classifier_real_train_and_evaluation_run_unchanged_against_the_emulated_cell(tmp_path):
+    require("rclpy")
+    cell, fifo = start_cell(tmp_path)
+    session = [*SESSION, f"teleop_device.spacemouse_device={fifo}"]
+    try:
+        # step 3: demonstrations with the SpaceMouse, the success button labelling the frames
+        demos = tmp_path / "demos.zarr"
+        result = launch(
+            "collect_demos",
+            *session,
+            "task.cameras=[front]",
+            "task.image_size=48",
+            "train.demo_episodes=4",
+            f"ros.recorder.store={demos}",
+            f"train.run_dir={tmp_path / 'collect'}",
+            timeout=420,
+        )
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+        store = EpisodeStore.open(demos)
+        names = store.episode_names()
+        assert len(names) == 4, result.stdout[-4000:]
+        episodes = [store.read_episode(name) for name in names]
+        assert all(store.episode_attrs(name)["source"] == "demo" for name in names)
+        assert all(episode["intervened"].all() for episode in episodes)  # the operator drove every step
+        succeeded = sum(bool(episode["success"].any()) for episode in episodes)
+        assert succeeded >= 3, [episode["success"].sum() for episode in episodes]  # the success button reached it
+        assert episodes[0]["obs"]["front"].shape[1:] == (48, 48, 3)
+
+        # step 4: the reward classifier on those frames, calibrated on held-out episodes
+        classifier = tmp_path / "reward_classifier.pt"
+        made = run_python(
+            "-m",
+            "robot_rl.cli",
+            "classifier",
+            f"classifier.store={demos}",
+            "classifier.cameras=[front]",
+            "classifier.updates=150",
+            f"classifier.out={classifier}",
+            timeout=300,
+        )
+        assert made.returncode == 0, made.stderr[-3000:]
+        report = json.loads(made.stdout)
+        assert classifier.exists() and 0.0 < report["calibrated_threshold"] < 1.0
+
+        # step 5: on-robot training, the classifier the only reward (the cell publishes none), a policy from state
+        run_dir = tmp_path / "run"
+        trained = launch(
+            "real_train",
+            *session,
+            "task.cameras=[]",
+            "classifier.cameras=[front]",
+            f"classifier.out={classifier}",
+            f"train.run_dir={run_dir}",
+            "train.demo_episodes=1",
+            "train.env_steps=80",
+            "train.start_training=20",
+            "train.checkpoint_every=40",
+            "ros.eval_every_episodes=0",
+            timeout=600,
+        )
+        output = trained.stdout + trained.stderr
+        assert trained.returncode == 0, output[-5000:]
+        assert "[reward]" in output and "success when P(success) >" in output  # the classifier's node ran
+        assert "[tracker]" in output and "task state" in output  # the object tracker fed the state
+        run = EpisodeStore.open(run_dir / "episodes.zarr")
+        sources = [run.episode_attrs(name)["source"] for name in run.episode_names()]
+        assert sources[0] == "demo" and "online" in sources, sources
+        online = sum(len(run.read_episode(n)["reward"]) for n, s in zip(run.episode_names(), sources) if s == "online")
+        assert online >= 80
+        assert (run_dir / "checkpoint").is_dir()
+
+        # step 6: the trained policy evaluated on the cell, nothing learned
+        evaluated = launch(
+            "real_train",
+            *session,
+            "task.cameras=[]",
+            "classifier.cameras=[front]",
+            f"classifier.out={classifier}",
+            f"train.run_dir={tmp_path / 'eval'}",
+            "ros.eval_only=true",
+            f"eval.checkpoint={run_dir / 'checkpoint'}",
+            "ros.eval_episodes=2",
+            timeout=300,
+        )
+        output = evaluated.stdout + evaluated.stderr
+        assert evaluated.returncode == 0, output[-5000:]
+        records = [json.loads(line.split("] ", 2)[-1]) for line in output.splitlines() if '"kind": "eval"' in line]
+        assert records and 0.0 <= records[-1]["success_rate"] <= 1.0, output[-3000:]
+    finally:
+        stop_cell(cell)
+    log = (tmp_path / "cell.log").read_text()
+    # the emulator scored the classifier against the sim's truth, which the learner never saw
+    assert "cell report: " in log, log[-3000:]
+    final = json.loads(log.split("cell report: ")[-1].splitlines()[0])
+    counts = final["classifier"]
+    assert sum(counts[k] for k in ("true_positive", "false_positive", "true_negative", "false_negative")) > 100
+    assert final["scene_resets"] >= 4 + 1 + 2 and final["operator_takeover_steps"] > 0
+    assert not os.path.exists(fifo)  # the cell removes the FIFO it made
+
+
+def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser(tmp_path):
+    """What the emulated operator writes is what the real teleop node's SpaceMouse parser reads: the twist (base
+    frame, through the axis signs and full scale) and each button press once (issue 48)."""
+    require("rclpy")
+    import numpy as np
+
+    from robot_rl.composed_config import load_config
+    from robot_rl.ros.teleop_node import SpaceMouse, TeleopState
+    from robot_rl.sim.scripted_operator import REPORT_SIZE, button_report, motion_report
+
+    teleop = load_config([]).teleop_device
+    signs = np.array([float(teleop.spacemouse_signs[a]) for a in ("x", "y", "z", "rx", "ry", "rz")])
+    state = TeleopState()
+    parser = SpaceMouse(
+        state,
+        str(tmp_path),
+        dict(teleop.spacemouse_signs),
+        teleop.full_scale,
+        0.0,
+        None,
+        dict(teleop.spacemouse_buttons),
+    )
+    twist = np.array([0.5, -0.25, 1.0, 0.0, 0.1, -1.0])
+    report = motion_report(twist, signs, float(teleop.full_scale))
+    assert len(report) == REPORT_SIZE
+    parser.handle(report)
+    np.testing.assert_allclose(state.twist, twist, atol=1.0 / teleop.full_scale)
+    for name in ("takeover", "close"):
+        parser.handle(button_report(1 << teleop.spacemouse_buttons[name]))
+        parser.handle(button_report(0))
+    assert state.takeover and state.gripper_close
+    parser.handle(button_report(1 << teleop.spacemouse_buttons["takeover"]))
+    parser.handle(button_report(1 << teleop.spacemouse_buttons["takeover"]))  # held: not a second press
+    assert not state.takeover
+
+
+def test_the_tracker_builds_the_tasks_object_state_as_the_sim_lays_it_out():
+    """The tracker node's features are the sim observation's (pick_cube: cube_pos, cube_rel, cube_quat w-first), so
+    a policy trained in sim acts on the tracker's state unchanged; a feature no tracker gives is named."""
+    import numpy as np
+
+    from robot_rl.composed_config import load_config
+    from robot_rl.config import ConfigError
+    from robot_rl.envs import make_env
+    from robot_rl.geometry import matrix_from_rotvec
+    from robot_rl.ros.tracker_node import quaternion_wxyz, tracked_features
+
+    env = make_env(dict(load_config([]).task))
+    env.reset(seed=3)
+    unwrapped = env.unwrapped
+    features = tracked_features(dict(unwrapped.state_layout))
+    assert features == [("cube_pos", "cube", "pos"), ("cube_rel", "cube", "rel"), ("cube_quat", "cube", "quat")]
+    body = unwrapped.data.body("cube")
+    np.testing.assert_allclose(quaternion_wxyz(body.xmat.reshape(3, 3)), unwrapped.cube_quat, atol=1e-6)
+    turned = matrix_from_rotvec(np.array([0.0, 0.0, 2.5]))
+    assert quaternion_wxyz(turned)[0] >= 0
+    env.close()
+    with pytest.raises(ConfigError, match="object tracker"):
+        tracked_features({"tcp_pos": (0, 3), "goal_distance": (3, 1)})
+
+
+def test_the_cell_graph_is_the_labs_side_and_the_session_graphs_bring_teleop_and_tracker():
+    from robot_rl.composed_config import load_config
+    from robot_rl.graph import graph_nodes
+
+    cell = {n.name: n for n in graph_nodes(load_config(["graph=cell", "robot=ur5e"]))}
+    assert list(cell) == ["cell"]  # no servo bridge: robot_rl's side starts it
+    command = cell["cell"].command([])
+    assert "franka_robot_state_broadcaster/current_pose:=tcp_pose_broadcaster/pose" in command
+    assert load_config(["graph=cell", "robot=ur5e"]).cell.state_rate_hz == 500
+    session = {n.name for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
+    assert {"bridge", "teleop", "tracker", "reward", "reset", "safety", "actor"} <= session
+    demos = {n.name for n in graph_nodes(load_config(["graph=collect_demos", "robot=fr3"]))}
+    assert {"teleop", "tracker", "reset"} <= demos
