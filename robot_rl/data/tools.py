@@ -144,7 +144,7 @@ def render_episode(path: str | os.PathLike, episode: int, out: str | os.PathLike
     step."""
     import cv2
 
-    from ..evaluate import new_video
+    from .video import new_video
 
     out = new_file_path("data.out", out, ".mp4")
     store = EpisodeStore.open(path)
