@@ -134,6 +134,7 @@ class EpisodePlay:
             "continuity_cost": continuity_cost(np.asarray(self.actions)),
             "seed": self.seed,
             **self.safety.stats(),
+            **({"arm_error": self.info["arm_error"]} if self.info.get("arm_error") else {}),  # a cell's arm cut it
         }
 
 

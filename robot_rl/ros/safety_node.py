@@ -60,6 +60,7 @@ Topics (all remappable with ``--ros-args -r``):
 | in | ``/franka_robot_state_broadcaster/current_pose`` | geometry_msgs/PoseStamped: measured TCP pose |
 | in | ``/franka_robot_state_broadcaster/external_wrench_in_base_frame`` | geometry_msgs/WrenchStamped |
 | in | ``/rl/estop`` (std_msgs/Bool, true latches), ``/rl/estop_reset`` (std_msgs/Empty) | |
+| in | ``/arm/error`` | std_msgs/String (latched): the arm's own error (a reflex); non-empty: hold, flag ``ARM_ERROR`` |
 | out | ``/rl/equilibrium_pose`` | geometry_msgs/PoseStamped: the command for a Cartesian impedance controller |
 | out | ``/rl/gripper_command`` (std_msgs/Float64), ``/rl/safety_flags`` (std_msgs/UInt32) | |
 | in, fast critic | ``/rl/fast_risk_weights`` | std_msgs/UInt8MultiArray (latched): an ``.npz`` of the risk model |
@@ -150,7 +151,7 @@ class SafetyNode:
         from rclpy.clock import Clock, ClockType
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from rosgraph_msgs.msg import Clock as ClockMessage
-        from std_msgs.msg import Bool, Empty, Float32MultiArray, Float64, Float64MultiArray, UInt32
+        from std_msgs.msg import Bool, Empty, Float32MultiArray, Float64, Float64MultiArray, String, UInt32
 
         self.node, self.limits, self.frame_id = node, limits, frame_id
         self.rate_hz, self.sim_time = rate_hz, sim_time
@@ -190,6 +191,8 @@ class SafetyNode:
             WrenchStamped, "franka_robot_state_broadcaster/external_wrench_in_base_frame", self._on_wrench, stream
         )
         self.guard.subscribe(Bool, "rl/estop", self._on_estop, 10)
+        self.arm_error = ""  # the arm's own error (arm/error): it takes no command until recovered, so hold
+        self.guard.subscribe(String, "arm/error", self._on_arm_error, qos.LATCHED)
         own: dict[str, frozenset[bytes]] = {}
         self.pose_pub = self._own_publisher(PoseStamped, "rl/equilibrium_pose", own)
         self.gripper_pub = self._own_publisher(Float64, "rl/gripper_command", own)
@@ -381,6 +384,16 @@ class SafetyNode:
     def _on_context(self, msg) -> None:
         self.context = task_context(msg)
 
+    def _on_arm_error(self, msg) -> None:
+        error = str(msg.data)[:200]
+        if error != self.arm_error:
+            log = self.node.get_logger()
+            if error:
+                log.error(f"the arm reports {error!r}: holding until it is recovered")
+            else:
+                log.info("the arm's error is cleared")
+        self.arm_error = error
+
     def _on_estop(self, msg) -> None:
         if msg.data:
             self.latch.trigger()
@@ -420,7 +433,8 @@ class SafetyNode:
         if self.previous is None:
             self.previous = hold(self.arm, self.gripper, now)
         stale = now - 2 * self.limits.command_timeout  # no target yet, or inactive: a stale one, the arm holds
-        command = (self.command if self.active else None) or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
+        obeying = self.active and not self.arm_error
+        command = (self.command if obeying else None) or Command(self.arm.pos, self.arm.rot, self.gripper, stale)
         critic = None if self.fast is None else self.fast.step
         gripper = self.previous.gripper  # the gripper command last sent, before this tick
         self.previous, self.flags = safety_tick(self.limits, self.latch, self.arm, command, self.previous, now, critic)
@@ -428,6 +442,8 @@ class SafetyNode:
             self.flags |= Violation.FOREIGN_PUBLISHER
         if not self.active:
             self.flags |= Violation.INACTIVE
+        if self.arm_error:
+            self.flags |= Violation.ARM_ERROR
         if self.ticks is not None:
             self._record_tick(now, command, gripper)
         if publish:

@@ -13,6 +13,9 @@ between ``robot-rl train`` and the node graph unchanged:
   reset, linear/angular velocity (finite differences of the pose stream), gripper opening (0-1,
   from the finger joints), then ``/rl/task_state`` when the task has privileged features.
 * one HxWx3 uint8 RGB image per camera from ``/camera/<name>/color/image_raw``.
+* an arm that reports an error on ``/arm/error`` (a Franka's reflex: it stopped and takes no command until
+  recovered) ends the episode at that step, truncated, with ``info["arm_error"]`` naming it; the reset recovers
+  it (``robot_rl.hardware.home_reset``'s ``reset.recovery_service``).
 * reward and success from ``/rl/reward`` / ``/rl/success``; ``/rl/reset`` (std_srvs/SetBool)
   resets the cell, ``data`` saying whether a human demonstration comes next. Before a reset the
   env stops commanding for ``reset_pause`` s, longer than the safety node's command timeout, so
@@ -51,7 +54,7 @@ import gymnasium as gym
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Bool, Float32MultiArray, Float64, Float64MultiArray, UInt32
+from std_msgs.msg import Bool, Float32MultiArray, Float64, Float64MultiArray, String, UInt32
 from std_srvs.srv import SetBool
 
 from ..geometry import delta_target, rotvec_from_matrix
@@ -64,6 +67,7 @@ PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
 POSE = "franka_robot_state_broadcaster/current_pose"
 JOINTS = "joint_states"
 REWARD, SUCCESS, TASK_STATE, VIOLATION = "rl/reward", "rl/success", "rl/task_state", VIOLATION_TOPIC
+ARM_ERROR = "arm/error"  # std_msgs/String, latched: the arm's own error (a Franka's reflex); empty or absent: none
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
 COMMAND_REPEAT = 0.2  # s (wall clock): sim time, the step's command again while the period it started is not over
 MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
@@ -204,6 +208,7 @@ class TopicEnv(gym.Env):
         self.lockstep_inputs: list[str] = []  # sim time: the human's input topics, one message per observation
         self._previous_pose: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float] | None = None  # inbox entry
         self.demo_next = False  # set by the teleop source before a reset
+        self.arm_error = ""  # the arm's own error (ARM_ERROR), until recovered
         self.reference_rot = np.eye(3)
         self._steps, self._last_command = 0, 0.0
         self._obs_stamp = 0.0
@@ -230,6 +235,7 @@ class TopicEnv(gym.Env):
             REWARD: subscribe(Float64, REWARD, self._on_reward, stream),
             SUCCESS: subscribe(Bool, SUCCESS, lambda m: self.inbox.put(SUCCESS, bool(m.data)), stream),
             VIOLATION: subscribe(UInt32, VIOLATION, lambda m: self.inbox.put(VIOLATION, int(m.data)), stream),
+            ARM_ERROR: subscribe(String, ARM_ERROR, self._on_arm_error, qos.LATCHED),
         }
         if self.extra_fields:
             self.subscriptions[TASK_STATE] = subscribe(Float32MultiArray, TASK_STATE, self._on_task_state, stream)
@@ -257,6 +263,9 @@ class TopicEnv(gym.Env):
             angvel = rotvec_from_matrix(rot @ r0.T) / (t - t0)
         self._previous_pose = (pos, rot, linvel, angvel, t)
         self.inbox.put(POSE, self._previous_pose)
+
+    def _on_arm_error(self, msg) -> None:
+        self.arm_error = str(msg.data)[:200]
 
     def _on_joints(self, msg) -> None:
         """Gripper opening as a fraction of ``gripper_max_opening`` (the sum of the finger joints)."""
@@ -342,13 +351,15 @@ class TopicEnv(gym.Env):
         self._steps += 1
         success = bool(values[SUCCESS])
         terminated = success and s.terminate_on_success
-        truncated = self._steps >= s.episode_steps and not terminated
+        truncated = (self._steps >= s.episode_steps or bool(self.arm_error)) and not terminated
         obs = self._observation(values)
         info = {
             "success": success,
             "violation": int(self.inbox.latest.get(VIOLATION, (0, 0))[0]),
             "stamp": self._obs_stamp,  # s, on the node's clock: the sim time of the period's end on sim time
         }
+        if self.arm_error:  # the arm stopped itself: the episode is cut here, and says why
+            info["arm_error"] = self.arm_error
         if self.ticks is not None:
             fast = self._step_ticks()
             if fast is not None:  # a violation within the step counts, as with a MuJoCo task's own fast loop

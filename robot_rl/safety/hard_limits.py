@@ -48,6 +48,8 @@ class Violation(enum.IntFlag):
     #                             a missed deadline, NaN or an error): the hard layer alone applied
     RISK_MODEL_REJECTED = enum.auto()  # set by the safety node: the newest fast-critic weights were refused, it runs on
     #                                   its last good model
+    ARM_ERROR = enum.auto()  # set by the safety node: the arm reports an error (a reflex, a protective stop) on
+    #                         arm/error; it holds the measured pose until the error is recovered
 
 
 @dataclass(frozen=True)
