@@ -44,6 +44,7 @@ late ones of the episode before) are dropped, counted in ``ticks.dropped``.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -179,9 +180,10 @@ class Inbox:
                         return values
                     stale = topics[:1]
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    last = max((self.latest[stale[0]][1] if stale[0] in self.latest else after), after)
-                    raise StreamStalled(self.resolve(stale[0]), time.monotonic() - last)
+                if left <= 0:  # the stream silent the longest is named: the cause (a camera), not what follows
+                    first = min(stale, key=lambda t: self.latest[t][1] if t in self.latest else -math.inf)
+                    last = max((self.latest[first][1] if first in self.latest else after), after)  # from it (a reward)
+                    raise StreamStalled(self.resolve(first), time.monotonic() - last)
                 self.changed.wait(min(left, 0.05))
 
 

@@ -75,3 +75,22 @@ def test_an_evaluation_on_the_cell_pauses_on_a_stalled_stream_and_starts_again_w
     assert tries == [2, 2] and waited == ["/joint_states"]
     assert [(kind, stats["topic"]) for kind, stats in published] == [("paused", "/joint_states")]
     assert result == {"episodes": 2, "success_rate": 1.0}  # the scalars, as the records carry them
+
+
+def test_a_stall_names_the_stream_silent_the_longest_the_cause_not_what_follows_it():
+    """A camera that stops also silences the reward node that reads it: the pause names the camera, whose last frame
+    came first, not the reward, which comes earlier in the actor's list of streams (issue 48)."""
+    require("rclpy")
+    import time
+
+    import pytest
+
+    from robot_rl.ros.topic_env import Inbox, StreamStalled
+
+    inbox = Inbox()
+    inbox.put("camera/front/color/image_raw", "frame")
+    time.sleep(0.01)
+    inbox.put("rl/reward", 0.0)  # the reward of that last frame
+    with pytest.raises(StreamStalled) as stall:
+        inbox.wait_newer(["rl/reward", "camera/front/color/image_raw"], time.monotonic(), timeout=0.05)
+    assert stall.value.topic == "camera/front/color/image_raw"
