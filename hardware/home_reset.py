@@ -99,6 +99,7 @@ class HomeReset:
         if not self.busy.acquire(blocking=False):
             response.success, response.message = False, "a reset is already running"
             return response
+        started = time.monotonic()
         try:
             demo = "; a demonstration comes next, take the SpaceMouse" if request.data else ""
             if self.arm_error:
@@ -108,6 +109,7 @@ class HomeReset:
             if self.settings.get("scene_wait"):
                 self.wait_for_scene(bool(request.data))
             response.success, response.message = True, "home"
+            log.info(f"reset: ready in {time.monotonic() - started:.2f} s")  # the reset's share of the cell's time
         except Exception as error:  # noqa: BLE001 - a failed reset is the caller's answer, not the node's end
             log.error(str(error))
             response.success, response.message = False, str(error)

@@ -12,7 +12,8 @@ scaling and button mapping run:
 * report 3: the button bits (``teleop_device.spacemouse_buttons``): each press is a report with its bit set and
   one with it cleared. The operator presses close / open when the expert's gripper command changes, the take-over
   button at the start and end of a takeover (so a takeover holds while the expert's motion is small, e.g. while
-  closing on the cube) and, in a demonstration, the success button once the task is done.
+  closing on the cube) and, in a demonstration, holds the success button for as long as the task is done (every
+  frame of a success is labelled, as HIL-SERL's operators label a classifier's positives).
 
 A FIFO has no report boundaries, so every report is padded to the 64 bytes the teleop node reads at once: each
 read returns one report, as it does from hidraw.
@@ -130,14 +131,16 @@ class ScriptedOperator:
         self.takeover_on = False  # the teleop node's take-over switch, as the operator's presses left it
         self.closed = False  # the gripper as the operator's presses left it (the node starts open)
         self.moving = False
-        self.next_decision, self.first, self.active, self.success_pressed = 0.0, True, False, False
+        self.next_decision, self.first, self.active = 0.0, True, False
+        self.held = 0  # the button bits held down (the success button, while the task is done)
         self.takeover_steps = 0  # control periods the operator drove
 
     def begin_episode(self, demo: bool) -> None:
         """A new episode's scene is ready: a demonstration (the operator drives every step) or a policy episode."""
         self.human.begin_episode(demo)
-        self.next_decision, self.first, self.active, self.success_pressed = 0.0, True, False, False
+        self.next_decision, self.first, self.active = 0.0, True, False
         self.set_takeover(False)
+        self.hold_success(False)
 
     def tick(self, now: float, progress: float) -> None:
         """``now``: the cell's monotonic time (s); ``progress``: the task's dense reward, what a person judges."""
@@ -163,18 +166,26 @@ class ScriptedOperator:
         if self.active or self.moving:  # a moved puck reports; a released one reports zeros once
             self.device.write(motion_report(twist, self.signs, self.full_scale))
             self.moving = self.active
-        if self.human.demo and not self.success_pressed and self.env.is_success():
-            self.success_pressed = self.press("success")
+        self.hold_success(self.human.demo and self.env.is_success())
 
     def set_takeover(self, on: bool) -> None:
         if on != self.takeover_on and self.press("takeover"):
             self.takeover_on = on
 
+    def hold_success(self, on: bool) -> None:
+        """Hold the success button down (``on``) or let it go."""
+        bit = self.buttons.get("success")
+        if bit is None or bool(self.held >> bit & 1) == on:
+            return
+        held = self.held | 1 << bit if on else self.held & ~(1 << bit)
+        if self.device.write(button_report(held)):
+            self.held = held
+
     def press(self, button: str) -> bool:
-        """Press and release ``button`` (False when unmapped or nobody reads the device)."""
+        """Press and release ``button`` (False when unmapped or nobody reads the device); held buttons stay held."""
         bit = self.buttons.get(button)
         if bit is None:
             return False
-        sent = self.device.write(button_report(1 << bit))
-        self.device.write(button_report(0))
+        sent = self.device.write(button_report(self.held | 1 << bit))
+        self.device.write(button_report(self.held))
         return sent

@@ -60,6 +60,7 @@ class TeleopState:
     def __init__(self):
         self.twist, self.gripper_close, self.takeover = np.zeros(6), False, False
         self.success_until = -np.inf  # monotonic time until which the operator marks success
+        self.success_held = False  # a device's success button held down: success for as long as it is
         self.requests: list[str] = []  # "estop" / "reset" presses not yet published
         self.lock = threading.Lock()
         self.quit = False
@@ -252,7 +253,8 @@ class SpaceMouse(EventDevice):
     Report 1: translation x, y, z as int16 (SpaceMouse Compact / Wireless / Pro: 12 bytes with
     rotation rx, ry, rz after it); report 2: rotation (older models); report 3: button bits, each bit a
     button of ``buttons`` (default bit 0, left: close the gripper; bit 1, right: open it; a SpaceMouse Pro's
-    further buttons can take ``takeover``, ``success``, ``estop``, ``reset``), acting when pressed. Raw values are divided by
+    further buttons can take ``takeover``, ``success``, ``estop``, ``reset``), acting when pressed; success lasts as
+    long as its button is held (at least ``SUCCESS_HOLD`` s), so an operator labels every frame of a success. Raw values are divided by
     ``full_scale`` (350 counts); ``axis_signs`` turns the puck's frame into the robot's base frame.
     Moving the puck is the take-over (the actor's mux watches the twist magnitude).
     """
@@ -303,10 +305,12 @@ class SpaceMouse(EventDevice):
                 self.set_axis(axis, self.signs[axis] * raw / self.full_scale)
         elif report == 3 and payload:
             bits = int.from_bytes(payload[:8], "little")
-            pressed, self.held = bits & ~self.held, bits
+            pressed, released, self.held = bits & ~self.held, self.held & ~bits, bits
             for bit, name in self.buttons.items():
                 if pressed >> bit & 1:
                     self.state.press(name)
+                if name == "success" and (pressed | released) >> bit & 1:
+                    self.state.success_held = bool(pressed >> bit & 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                     joy_pub.publish(joy_msg(twist.tolist(), [int(close), int(not close)], time.time()))
                     switch_pub.publish(Bool(data=bool(takeover)))
                     if device_cfg.publish_success:
-                        success = time.monotonic() < state.success_until
+                        success = state.success_held or time.monotonic() < state.success_until
                         success_pub.publish(Bool(data=success))
                         reward_pub.publish(Float64(data=float(success)))
                     time.sleep(period)

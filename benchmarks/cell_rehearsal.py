@@ -1,0 +1,361 @@
+"""The on-robot session rehearsed on the emulated cell: minutes of cell time to 90% pick_cube success with the reward
+classifier as the only reward, beside the same session on the sim's ground-truth reward (issue 48).
+
+Each run, in a ROS 2 domain of its own, on the wall clock at the task's 10 Hz:
+
+1. ``robot-rl launch cell robot=fr3 task=pick_cube`` (the emulated Franka cell: driver topics, a RealSense's, an
+   object tracker's and the scripted operator's SpaceMouse);
+2. classifier run only: ``collect_demos`` with the SpaceMouse (the operator holds the success button while the cube
+   is up, labelling every success frame), then ``robot-rl classifier`` on them (calibrated on held-out episodes);
+3. ``robot-rl launch real_train`` on that cell: a policy from state (arm + tracker), the reward classifier on the
+   front camera as the only reward (ground-truth run: the cell publishes the sim's reward and success, and the
+   reward node, given no classifier, exits), the operator's demonstrations and takeovers, evaluations on the cell
+   every ``--eval-every`` training episodes.
+
+Cell time is what the session would take on a cell that holds its rate: the env steps of every episode (demos,
+training, evaluations) at the control rate plus each reset's measured time (homing and the scene reset, from
+home_reset's log); the wall time is reported beside it (on 2 loaded cores the graph may not hold 10 Hz).
+``--zero-shot-steps N`` also trains N steps in process (``robot-rl train``), with and without
+``randomization=<--randomization>``, and evaluates each policy on the emulated cell with its non-idealities, nothing
+learned there.
+
+    python -m benchmarks.cell_rehearsal --steps 8000 --rewards classifier ground_truth
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import RESULTS, write_result
+from robot_rl.graph import reserved_ros_domain
+
+CONTROL_RATE = 10.0  # Hz: pick_cube's
+CELL = [
+    "robot=fr3",
+    "task=pick_cube",
+    "cell.state_rate_hz=500",
+    "cell.camera_rate_hz=10",  # a RealSense streams 30 fps; the classifier reads one frame a step
+    "cell.image_size=64",
+]
+SESSION = [
+    "robot=fr3",
+    "task=pick_cube",
+    "teleop_device.kind=spacemouse",
+    "reset.scene_wait=true",
+    "reset.speed=0.25",
+    "ros.startup_timeout=120",
+    "robot.safety=[--rate-hz,500]",  # a tick per state of the cell
+    "robot.limits.state_timeout=0.05",
+]
+STAMP = re.compile(r"\[(\d+\.\d+)\]")
+RESET_DONE = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_home_reset\]: reset: ready in ([\d.]+) s")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=8000, help="online env steps of each real_train session")
+    parser.add_argument("--demos", type=int, default=20, help="operator demonstrations at the session's start")
+    parser.add_argument("--classifier-demos", type=int, default=20, help="SpaceMouse episodes for the classifier")
+    parser.add_argument("--rewards", nargs="+", default=["classifier", "ground_truth"])
+    parser.add_argument("--eval-every", type=int, default=10, help="training episodes between evaluations")
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--zero-shot-steps", type=int, default=0, help="0: no zero-shot runs")
+    parser.add_argument("--randomization", default="state_policy")
+    parser.add_argument("--zero-shot-episodes", type=int, default=20)
+    parser.add_argument("--name", default="cell_rehearsal")
+    parser.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
+    return parser.parse_args(argv)
+
+
+class Domain:
+    """Commands in one reserved ROS 2 domain (localhost discovery)."""
+
+    def __init__(self, domain: int):
+        self.env = {
+            **os.environ,
+            "ROS_DOMAIN_ID": str(domain),
+            "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+            "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+        }
+
+    def start(self, args: list[str], log: Path) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "robot_rl.cli", *args],
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
+
+    def run(self, args: list[str], log: Path, timeout: float) -> str:
+        process = self.start(args, log)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            raise RuntimeError(f"robot-rl {args[0]} {args[1]} timed out after {timeout:.0f} s") from None
+        output = log.read_text()
+        if process.returncode != 0:
+            raise RuntimeError(f"robot-rl {' '.join(args[:2])} exited {process.returncode}: {output[-800:]}")
+        return output
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def actor_records(output: str) -> list[tuple[float, dict[str, Any]]]:
+    """(ROS log stamp s, record) of the actor's episode records in a launch's output."""
+    records = []
+    for line in output.splitlines():
+        if line.startswith("[actor]") and ']: {"kind"' in line:
+            stamp = STAMP.search(line)
+            records.append((float(stamp.group(1)), json.loads(line.split("]: ", 1)[1])))
+    return records
+
+
+def cell_time(output: str) -> dict[str, Any]:
+    """Success against minutes of cell time (module docstring) and the session's totals, from a launch's output."""
+    records = actor_records(output)
+    resets = [(float(m.group(1)), float(m.group(2))) for m in RESET_DONE.finditer(output)]
+    steps_seconds = 0.0
+    curve = []
+    for stamp, record in records:
+        if record["kind"] in ("train", "demo", "eval"):
+            episodes = record.get("episodes", 1) if record["kind"] == "eval" else 1
+            length = record.get("mean_length", 0.0) * episodes if record["kind"] == "eval" else record["length"]
+            steps_seconds += length / CONTROL_RATE
+        reset_seconds = sum(duration for at, duration in resets if at <= stamp)
+        if record["kind"] == "eval":
+            minutes = (steps_seconds + reset_seconds) / 60
+            curve.append({"cell_minutes": round(minutes, 2), "success_rate": record["success_rate"]})
+    first = records[0][0] if records else 0.0
+    wall = (records[-1][0] - first) if records else 0.0
+    reached = next((point["cell_minutes"] for point in curve if point["success_rate"] >= 0.9), None)
+    return {
+        "success_at_minutes": {str(p["cell_minutes"]): p["success_rate"] for p in curve},
+        "minutes_to_90": reached,
+        "intervention_steps": sum(r["interventions"] for _, r in records if r["kind"] in ("train", "demo")),
+        "online_steps": sum(r["length"] for _, r in records if r["kind"] == "train"),
+        "cell_minutes": round((steps_seconds + sum(d for _, d in resets)) / 60, 2),
+        "reset_seconds_median": float(np.median([d for _, d in resets])) if resets else None,
+        "wall_minutes": round(wall / 60, 2),
+        "tracebacks": output.count("Traceback (most recent call last)"),
+    }
+
+
+def cell_report(log: Path) -> dict[str, Any]:
+    text = log.read_text()
+    if "cell report: " not in text:
+        return {}
+    return json.loads(text.split("cell report: ")[-1].splitlines()[0])
+
+
+def start_cell(domain: Domain, folder: Path, ground_truth: bool, seed: int) -> tuple[subprocess.Popen, Path]:
+    fifo = folder / "spacemouse"
+    cell = domain.start(
+        [
+            "launch",
+            "cell",
+            *CELL,
+            f"cell.spacemouse={fifo}",
+            f"cell.publish_reward={str(ground_truth).lower()}",
+            f"seed={seed}",
+        ],
+        folder / "cell.log",
+    )
+    deadline = time.monotonic() + 120
+    while not fifo.exists():
+        if cell.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the cell did not start: {(folder / 'cell.log').read_text()[-800:]}")
+        time.sleep(0.2)
+    return cell, fifo
+
+
+def train_classifier(domain: Domain, folder: Path, fifo: Path, args: argparse.Namespace) -> tuple[Path, dict]:
+    """SpaceMouse episodes labelled by the operator's success button, then the calibrated classifier."""
+    store, out = folder / "classifier_frames.zarr", folder / "reward_classifier.pt"
+    output = domain.run(
+        [
+            "launch",
+            "collect_demos",
+            *SESSION,
+            f"teleop_device.spacemouse_device={fifo}",
+            "task.cameras=[front]",
+            "task.image_size=64",
+            "task.terminate_on_success=false",
+            "task.episode_steps=50",
+            f"train.demo_episodes={args.classifier_demos}",
+            f"ros.recorder.store={store}",
+            f"train.run_dir={folder / 'collect'}",
+            f"seed={args.seed}",
+        ],
+        folder / "collect.log",
+        timeout=3600,
+    )
+    report = json.loads(
+        domain.run(
+            ["classifier", f"classifier.store={store}", "classifier.cameras=[front]", f"classifier.out={out}"],
+            folder / "classifier.log",
+            timeout=3600,
+        )
+    )
+    return out, {"collect": cell_time(output), "classifier": report}
+
+
+def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]:
+    """One rehearsed session (module docstring) on a cell of its own."""
+    folder = work / reward
+    folder.mkdir(parents=True)
+    with reserved_ros_domain() as domain_id:
+        domain = Domain(domain_id)
+        cell, fifo = start_cell(domain, folder, reward == "ground_truth", args.seed)
+        try:
+            extra: dict[str, Any] = {}
+            if reward == "classifier":
+                classifier, extra = train_classifier(domain, folder, fifo, args)
+            else:
+                classifier = folder / "no_classifier.pt"  # the reward node exits: the cell's truth is the reward
+            started = time.monotonic()
+            output = domain.run(
+                [
+                    "launch",
+                    "real_train",
+                    *SESSION,
+                    f"teleop_device.spacemouse_device={fifo}",
+                    "task.cameras=[]",
+                    "classifier.cameras=[front]",
+                    f"classifier.out={classifier}",
+                    f"train.run_dir={folder / 'run'}",
+                    f"train.demo_episodes={args.demos}",
+                    f"train.env_steps={args.steps}",
+                    f"ros.eval_every_episodes={args.eval_every}",
+                    f"ros.eval_episodes={args.eval_episodes}",
+                    f"seed={args.seed}",
+                ],
+                folder / "real_train.log",
+                timeout=6 * 3600,
+            )
+            figures = {**cell_time(output), "wall_minutes_session": round((time.monotonic() - started) / 60, 2)}
+        finally:
+            stop(cell)
+    report = cell_report(folder / "cell.log")
+    return {**figures, **extra, "cell": report}
+
+
+def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[str, Any]:
+    """Train in process (sim), then evaluate on the emulated cell, nothing learned there."""
+    folder = work / f"zero_shot_{'with' if randomized else 'without'}"
+    folder.mkdir(parents=True)
+    with reserved_ros_domain() as domain_id:
+        domain = Domain(domain_id)
+        run = folder / "run"
+        domain.run(
+            [
+                "train",
+                "task=pick_cube",
+                f"train.env_steps={args.zero_shot_steps}",
+                f"train.run_dir={run}",
+                f"seed={args.seed}",
+                *([f"randomization={args.randomization}"] if randomized else []),
+            ],
+            folder / "train.log",
+            timeout=6 * 3600,
+        )
+        cell, fifo = start_cell(domain, folder, True, args.seed + 1)
+        try:
+            output = domain.run(
+                [
+                    "launch",
+                    "real_train",
+                    *SESSION,
+                    f"teleop_device.spacemouse_device={fifo}",
+                    "task.cameras=[]",
+                    f"classifier.out={folder / 'no_classifier.pt'}",
+                    f"train.run_dir={folder / 'eval'}",
+                    "ros.eval_only=true",
+                    f"eval.checkpoint={run / 'checkpoint'}",
+                    f"ros.eval_episodes={args.zero_shot_episodes}",
+                ],
+                folder / "eval.log",
+                timeout=3600,
+            )
+        finally:
+            stop(cell)
+    evals = [record for _, record in actor_records(output) if record["kind"] == "eval"]
+    summary = json.loads((run / "summary.json").read_text())
+    return {"success": evals[-1]["success_rate"], "sim_final_success": summary.get("final_eval_success")}
+
+
+def plot(sessions: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for reward, figures in sessions.items():
+        curve = figures.get("success_at_minutes") or {}
+        ax.plot([float(m) for m in curve], list(curve.values()), marker="o", label=reward.replace("_", " "))
+    ax.axhline(0.9, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("minutes of cell time (env steps at 10 Hz + resets)")
+    ax.set_ylabel("evaluation success")
+    ax.set_title("pick_cube on the emulated Franka cell")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="cell_rehearsal_"))
+    sessions: dict[str, dict[str, Any]] = {}
+    for reward in args.rewards:
+        try:
+            sessions[reward] = session(args, work, reward)
+        except RuntimeError as error:  # a failed session is its result; the others still run
+            sessions[reward] = {"error": str(error)[-1500:]}
+        print(json.dumps({reward: sessions[reward]}, default=str)[:2000], flush=True)
+    figures: dict[str, Any] = {
+        key: {reward: figures.get(key) for reward, figures in sessions.items()}
+        for key in ("success_at_minutes", "minutes_to_90", "intervention_steps", "cell_minutes", "wall_minutes")
+    }
+    classifier = sessions.get("classifier", {})
+    rates = classifier.get("cell", {}).get("classifier", {})
+    figures["classifier_false_positive_rate"] = rates.get("false_positive_rate")
+    figures["classifier_false_negative_rate"] = rates.get("false_negative_rate")
+    figures["classifier_calibration"] = classifier.get("classifier")
+    figures["classifier_data_collection"] = classifier.get("collect")
+    figures["sessions"] = sessions
+    if args.zero_shot_steps:
+        figures["zero_shot_success"] = {
+            "with_randomization": zero_shot(args, work, True),
+            "without": zero_shot(args, work, False),
+        }
+    path = write_result(args.name, figures, settings=vars(args) | {"work": str(work)})
+    plot(sessions, RESULTS / f"{args.name}.png")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
