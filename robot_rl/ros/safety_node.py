@@ -108,7 +108,7 @@ from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscri
 from .sim_clock import CLOCK_TOPIC, ClockError, lockstep_period, sim_time_of, wait_for_clock
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
-DEFAULT_OPERATORS = ("robot_rl_teleop",)
+DEFAULT_OPERATORS = ("robot_rl_teleop", "robot_rl_console")  # the console: its token-guarded release
 MAX_FRAME_ID = 256  # characters of a received header frame id
 MAX_SIM_TICKS = 1000  # sim time: ticks made at one /clock instant at most (a long jump, e.g. a reset's pause)
 MAX_CLOCK_LEAD = 5.0  # s: sim time, a received stamp this far ahead of the clock is no sim time (the sim robot

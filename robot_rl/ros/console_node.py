@@ -1,0 +1,425 @@
+"""The console node: the operator's web page for an on-robot session (``docs/console.md``).
+
+One page served with aiohttp from ``robot_rl/ros/console_static/`` (plain HTML/JS, no build step, nothing from the
+internet), fed over one websocket:
+
+* every camera (``camera/<name>/color/image_raw``: the task's ``task.cameras`` and any other found in the graph),
+  downscaled to at most ``console.image_width`` px and JPEG-encoded, at most ``console.camera_rate_hz`` frames per
+  s per camera; a slow browser gets the newest frame, never a queue;
+* the TCP pose (``franka_robot_state_broadcaster/current_pose``) and the commanded target (``rl/action``) in m; who
+  drives: ``hold`` (the safety node's flags say e-stop, foreign publisher, arm error or inactive), ``operator``
+  (``rl/intervention``) or ``policy``, and the operator's input magnitude (``spacenav/twist``, normalised);
+* the safety node's ``rl/safety_flags`` as :class:`~robot_rl.safety.Violation` names, ``rl/safety_risk`` (the
+  fast-loop critic's risk, 0-1), ``rl/success_probability`` (the reward classifier), ``rl/learner_progress``;
+* the actor's ``rl/episode_stats`` records (train, eval, demo, paused), from which the page draws the success and
+  intervention-rate curves.
+
+Controls are POSTs to ``/api/<action>`` carrying the token in the ``X-Console-Token`` header (the live stream
+carries it as ``?token=``); a bad or missing token gets 403 and publishes nothing. Nothing here commands the arm:
+
+* ``success``: ``rl/operator_label`` (std_msgs/Bool true, once: the operator's label, kept for the recorder and a
+  classifier's retraining) and ``rl/success`` true + ``rl/reward`` 1.0 for ``console.label_hold`` s at 50 Hz, as
+  the teleop node's success key does (the actor ends the episode as a success);
+* ``failure``: ``rl/operator_label`` false (the episode runs on to its step limit);
+* ``hold``: ``rl/estop`` true, the safety node's software e-stop (it holds the arm until an operator resets it);
+* ``release``: ``rl/estop_reset``, obeyed by the safety node because ``robot_rl_console`` is one of its operators.
+
+The page binds ``console.host`` (default 127.0.0.1) on ``console.port``; the address with the token
+(``http://host:port/#token=...``) is printed at start.
+
+    python -m robot_rl.ros.console_node [console.host=0.0.0.0] [console.port=8080] [--ros-args ...]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import secrets
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from aiohttp import WSMsgType, web
+from geometry_msgs.msg import PoseStamped, Twist
+from sensor_msgs.msg import Image
+from std_msgs.msg import Bool, Empty, Float64, String, UInt32
+
+from ..config import ConfigError, integer, positive
+from ..safety import Violation
+from . import qos
+from .guard import InputGuard, MessageError, finite, finite_scalar
+from .messages import image_to_numpy, pose_to_numpy, seconds
+from .node_main import exit_with_error, node_config, ros_node, spinning_in_background, stop_requests
+from .topic_env import POSE, camera_topic
+
+MODULE = "robot_rl.ros.console_node"
+NODE_NAME = "robot_rl_console"
+STATIC = Path(__file__).with_name("console_static")
+TOKEN_HEADER = "X-Console-Token"
+MIN_TOKEN = 16  # characters of a token given in console.token
+HOLDING = Violation.ESTOP | Violation.FOREIGN_PUBLISHER | Violation.ARM_ERROR | Violation.INACTIVE
+TELEMETRY_PERIOD = 0.1  # s between telemetry messages to the page
+DISCOVERY_PERIOD = 1.0  # s between looks for cameras in the graph
+LABEL_RATE_HZ = 50.0  # rl/success messages per s while a success mark lasts
+RECORDS_KEPT = 5000  # episode_stats records the page gets on connecting
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """``console.*`` (configs/config.yaml): host, port, token, frame width (px), frame rate (Hz), JPEG quality,
+    label hold (s)."""
+
+    host: str
+    port: int
+    token: str
+    image_width: int
+    camera_rate_hz: float
+    jpeg_quality: int
+    label_hold: float
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/#token={self.token}"
+
+
+def console_settings(console: Any) -> ConsoleSettings:
+    """Checked settings of the ``console`` config section; a token is drawn when none is given."""
+    host = console.host
+    try:
+        ipaddress.ip_address(str(host))
+    except ValueError:
+        raise ConfigError("console.host", host, "an IP address (127.0.0.1: this machine only; 0.0.0.0: any)") from None
+    port = integer("console.port", console.port)
+    if not 0 <= port <= 65535:
+        raise ConfigError("console.port", port, "a TCP port 0..65535 (0: any free port)")
+    token = console.token
+    if token is None:
+        token = secrets.token_urlsafe(24)
+    elif not isinstance(token, str) or len(token) < MIN_TOKEN or not token.isprintable() or " " in token:
+        raise ConfigError("console.token", "<hidden>", f"null or a string of at least {MIN_TOKEN} characters")
+    quality = integer("console.jpeg_quality", console.jpeg_quality)
+    if not 1 <= quality <= 100:
+        raise ConfigError("console.jpeg_quality", quality, "an integer 1..100")
+    return ConsoleSettings(
+        host=str(host),
+        port=port,
+        token=token,
+        image_width=int(positive("console.image_width", console.image_width, integer=True)),
+        camera_rate_hz=float(positive("console.camera_rate_hz", console.camera_rate_hz)),
+        jpeg_quality=quality,
+        label_hold=float(positive("console.label_hold", console.label_hold)),
+    )
+
+
+def violation_names(flags: int) -> list[str]:
+    """The names of the :class:`Violation` bits set in ``flags`` (bits no name has are left out)."""
+    return [v.name for v in Violation if v and v & flags]
+
+
+def jpeg_frame(msg: Image, width: int, quality: int) -> bytes:
+    """A colour (or mono8) camera image as JPEG bytes, downscaled to at most ``width`` px wide."""
+    image = image_to_numpy(msg)
+    if image.dtype != np.uint8:
+        raise MessageError(f"a {msg.encoding} image; expected a colour or mono8 image")
+    if image.shape[1] > width:
+        height = max(1, round(image.shape[0] * width / image.shape[1]))
+        image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
+    if image.ndim == 3:
+        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+    ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise MessageError("the frame could not be JPEG-encoded")
+    return data.tobytes()
+
+
+def frame_packet(camera: str, stamp: float, jpeg: bytes) -> bytes:
+    """A websocket binary message: 2-byte big-endian header length, the JSON header (camera, its stamp in s, the
+    console's wall-clock send time in s), then the JPEG."""
+    header = json.dumps({"camera": camera, "stamp": stamp, "sent": time.time()}).encode()
+    return struct.pack("!H", len(header)) + header + jpeg
+
+
+class Live:
+    """What the page shows, written by ROS callbacks (executor thread), read by the web server (asyncio thread)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.values: dict[str, Any] = {"flags": 0, "intervention": False, "twist": 0.0}
+        self.records: deque[tuple[int, dict]] = deque(maxlen=RECORDS_KEPT)  # (sequence number, record)
+        self.record_count = 0
+
+    def set(self, **values: Any) -> None:
+        with self.lock:
+            self.values.update(values, updated=time.time())
+
+    def add_record(self, record: dict) -> None:
+        with self.lock:
+            self.record_count += 1
+            self.records.append((self.record_count, record))
+
+    def records_after(self, sequence: int) -> tuple[int, list[dict]]:
+        with self.lock:
+            return self.record_count, [r for n, r in self.records if n > sequence]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The telemetry, with the flags' names and who drives (``hold``, ``operator`` or ``policy``)."""
+        with self.lock:
+            values = dict(self.values)
+        flags = int(values["flags"])
+        values["violations"] = violation_names(flags)
+        values["driver"] = "hold" if flags & HOLDING else "operator" if values["intervention"] else "policy"
+        return values
+
+
+class Hub:
+    """The connected pages: frames and telemetry handed over from the ROS thread, sent newest-first per page."""
+
+    def __init__(self):
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.clients: set[Client] = set()
+
+    def post_frame(self, camera: str, packet: bytes) -> None:
+        """Thread-safe: the newest frame of ``camera`` for every page."""
+        if self.loop is not None and self.clients:
+            self.loop.call_soon_threadsafe(self._frame, camera, packet)
+
+    def _frame(self, camera: str, packet: bytes) -> None:
+        for client in self.clients:
+            client.frames[camera] = packet
+            client.wake.set()
+
+
+class Client:
+    """One page's websocket and what is waiting for it (the newest frame per camera, the newest telemetry)."""
+
+    def __init__(self, ws: web.WebSocketResponse):
+        self.ws, self.wake = ws, asyncio.Event()
+        self.frames: dict[str, bytes] = {}
+        self.telemetry: str | None = None
+
+    async def send_forever(self) -> None:
+        """Send what is waiting whenever something new comes, until the page goes away."""
+        try:
+            while not self.ws.closed:
+                await self.wake.wait()
+                self.wake.clear()
+                telemetry, self.telemetry = self.telemetry, None
+                frames, self.frames = self.frames, {}
+                if telemetry is not None:
+                    await self.ws.send_str(telemetry)
+                for packet in frames.values():
+                    await self.ws.send_bytes(packet)
+        except (ConnectionError, RuntimeError):  # the page closed mid-send: its handler cleans up
+            pass
+
+
+class ConsoleRos:
+    """The console's ROS side: subscriptions into :class:`Live` and the :class:`Hub`, and the control publishers."""
+
+    def __init__(self, node, settings: ConsoleSettings, cameras: list[str], live: Live, hub: Hub):
+        self.node, self.settings, self.live, self.hub = node, settings, live, hub
+        self.guard = InputGuard(node)
+        self.cameras: dict[str, float] = {}  # camera -> wall time of the last frame sent
+        self.estop = node.create_publisher(Bool, "rl/estop", qos.EVENT)
+        self.estop_reset = node.create_publisher(Empty, "rl/estop_reset", qos.EVENT)
+        self.label = node.create_publisher(Bool, "rl/operator_label", qos.EVENT)
+        self.success = node.create_publisher(Bool, "rl/success", qos.STREAM_PUBLISHER)
+        self.reward = node.create_publisher(Float64, "rl/reward", qos.STREAM_PUBLISHER)
+        stream, g = qos.STREAM_SUBSCRIBER, self.guard
+        g.subscribe(PoseStamped, POSE, lambda m: live.set(pose=self._position(m)), stream)
+        g.subscribe(PoseStamped, "rl/action", lambda m: live.set(target=self._position(m)), stream)
+        g.subscribe(Bool, "rl/intervention", lambda m: live.set(intervention=bool(m.data)), stream)
+        g.subscribe(Twist, "spacenav/twist", self._on_twist, stream)
+        g.subscribe(UInt32, "rl/safety_flags", lambda m: live.set(flags=int(m.data)), stream)
+        g.subscribe(Float64, "rl/safety_risk", lambda m: live.set(risk=self._number(m.data)), stream)
+        g.subscribe(Float64, "rl/success_probability", lambda m: live.set(probability=self._number(m.data)), stream)
+        g.subscribe(String, "rl/learner_progress", lambda m: live.set(learner=self._json(m.data)), stream)
+        g.subscribe(String, "rl/episode_stats", lambda m: live.add_record(self._json(m.data)), qos.EPISODE_LOG)
+        for camera in cameras:
+            self.add_camera(camera)
+        node.create_timer(DISCOVERY_PERIOD, self.discover_cameras)
+
+    @staticmethod
+    def _position(msg) -> list[float]:
+        return pose_to_numpy(msg.pose)[0].round(4).tolist()
+
+    @staticmethod
+    def _number(value) -> float | None:
+        value = float(value)
+        return None if np.isnan(value) else finite_scalar("value", value)  # NaN: no estimate (the critic's)
+
+    @staticmethod
+    def _json(text: str) -> dict:
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise MessageError("expected a JSON object")
+        return value
+
+    def _on_twist(self, msg) -> None:
+        twist = finite("twist", [msg.linear.x, msg.linear.y, msg.linear.z, msg.angular.x, msg.angular.y, msg.angular.z])
+        self.live.set(twist=round(float(np.linalg.norm(twist)), 3))
+
+    def add_camera(self, camera: str) -> None:
+        if camera in self.cameras:
+            return
+        self.cameras[camera] = 0.0
+        self.guard.subscribe(Image, camera_topic(camera), lambda m: self._on_frame(camera, m), qos.STREAM_SUBSCRIBER)
+        self.node.get_logger().info(f"camera {camera} on {self.node.resolve_topic_name(camera_topic(camera))}")
+
+    def discover_cameras(self) -> None:
+        """Subscribe to every ``<namespace>/camera/<name>/color/image_raw`` in the graph not yet shown."""
+        prefix = self.node.get_namespace().rstrip("/") + "/camera/"
+        for topic, _ in self.node.get_topic_names_and_types():
+            name, _, rest = topic[len(prefix) :].partition("/")
+            if topic.startswith(prefix) and rest == "color/image_raw" and name:
+                self.add_camera(name)
+
+    def _on_frame(self, camera: str, msg) -> None:
+        now = time.time()
+        if now - self.cameras[camera] < 1.0 / self.settings.camera_rate_hz or not self.hub.clients:
+            return
+        self.cameras[camera] = now
+        jpeg = jpeg_frame(msg, self.settings.image_width, self.settings.jpeg_quality)
+        self.hub.post_frame(camera, frame_packet(camera, seconds(msg.header.stamp), jpeg))
+
+    async def control(self, action: str) -> None:
+        """Carry out an operator's control (module docstring)."""
+        self.node.get_logger().info(f"operator: {action}")
+        if action == "hold":
+            self.estop.publish(Bool(data=True))
+        elif action == "release":
+            self.estop_reset.publish(Empty())
+        elif action in ("success", "failure"):
+            self.label.publish(Bool(data=action == "success"))
+            if action == "success":
+                end = time.monotonic() + self.settings.label_hold
+                while time.monotonic() < end:
+                    self.success.publish(Bool(data=True))
+                    self.reward.publish(Float64(data=1.0))
+                    await asyncio.sleep(1.0 / LABEL_RATE_HZ)
+
+
+ACTIONS = ("success", "failure", "hold", "release")
+
+
+def web_app(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub) -> web.Application:
+    """The page, its static files, the live stream (``/ws``) and the controls (``/api/<action>``)."""
+
+    def authorized(token: str | None) -> bool:
+        return token is not None and hmac.compare_digest(token.encode(), settings.token.encode())
+
+    async def index(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+
+    async def control(request: web.Request) -> web.Response:
+        if not authorized(request.headers.get(TOKEN_HEADER)):
+            raise web.HTTPForbidden(text="bad or missing token\n")
+        action = request.match_info["action"]
+        if action not in ACTIONS:
+            raise web.HTTPNotFound(text=f"no control {action}; expected one of {', '.join(ACTIONS)}\n")
+        if action == "success":
+            request.app["tasks"].add(task := asyncio.create_task(ros.control(action)))
+            task.add_done_callback(request.app["tasks"].discard)
+        else:
+            await ros.control(action)
+        return web.json_response({"action": action})
+
+    async def stream(request: web.Request) -> web.WebSocketResponse:
+        if not authorized(request.query.get("token")):
+            raise web.HTTPForbidden(text="bad or missing token\n")
+        ws = web.WebSocketResponse(heartbeat=10.0)
+        await ws.prepare(request)
+        client = Client(ws)
+        sent, records = live.records_after(0)
+        await ws.send_str(json.dumps({"type": "hello", "violations": [v.name for v in Violation if v]}))
+        client.telemetry = json.dumps({"type": "telemetry", **live.snapshot(), "records": records})
+        client.wake.set()
+        hub.clients.add(client)
+        request.app["pages"][client] = sent
+        sender = asyncio.create_task(client.send_forever())
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.ERROR:
+                    break
+        finally:
+            hub.clients.discard(client)
+            request.app["pages"].pop(client, None)
+            sender.cancel()
+        return ws
+
+    app = web.Application()
+    app["tasks"], app["pages"] = set(), {}
+    app.router.add_get("/", index)
+    app.router.add_static("/static/", STATIC)
+    app.router.add_get("/ws", stream)
+    app.router.add_post("/api/{action}", control)
+    return app
+
+
+async def telemetry_forever(app: web.Application, live: Live, hub: Hub) -> None:
+    """Every ``TELEMETRY_PERIOD`` s, the newest telemetry and the new episode records to every page."""
+    while True:
+        await asyncio.sleep(TELEMETRY_PERIOD)
+        snapshot = live.snapshot()
+        for client, sent in list(app["pages"].items()):
+            app["pages"][client], records = live.records_after(sent)
+            client.telemetry = json.dumps({"type": "telemetry", **snapshot, "records": records})
+            client.wake.set()
+
+
+async def serve(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub, stop: threading.Event) -> None:
+    """Serve the page until ``stop`` is set; prints the page's address with its token once it listens."""
+    hub.loop = asyncio.get_running_loop()
+    app = web_app(settings, ros, live, hub)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, settings.host, settings.port).start()
+    except OSError as error:
+        await runner.cleanup()
+        raise ConfigError("console.port", settings.port, f"a port free on {settings.host} ({error.strerror})") from None
+    port = runner.addresses[0][1]
+    settings = ConsoleSettings(**{**settings.__dict__, "port": port})
+    print(f"{MODULE}: the console is at {settings.url}", flush=True)
+    ticker = asyncio.create_task(telemetry_forever(app, live, hub))
+    try:
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+    finally:
+        ticker.cancel()
+        for client in list(hub.clients):
+            await client.ws.close()
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from omegaconf import OmegaConf
+
+    try:
+        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        settings = console_settings(cfg.console)
+        cameras = [str(c) for c in OmegaConf.to_container(cfg.task, resolve=True).get("cameras") or []]
+    except ConfigError as error:
+        return exit_with_error(MODULE, error)
+    live, hub = Live(), Hub()
+    with ros_node(NODE_NAME, ros_args) as node:
+        ros = ConsoleRos(node, settings, cameras, live, hub)
+        with spinning_in_background(node), stop_requests() as stop:
+            try:
+                asyncio.run(serve(settings, ros, live, hub, stop))
+            except ConfigError as error:
+                return exit_with_error(MODULE, error)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
