@@ -20,6 +20,7 @@ Verbs:
                          (fast_fit.store=PATH fast_fit.out=FILE.npz)
   launch <graph>         start a ROS 2 node graph (configs/graph: sim_train, real_train, collect_demos,
                          learner_only) without ros2 launch; overrides go to every node
+  console                the operator's web page alone, beside a graph in this ROS_DOMAIN_ID (docs/console.md)
   tasks                  list the task configs
   config                 print the composed config
   doctor                 table of what this machine can do and what is missing, with fixes; exit 1 when the
@@ -61,6 +62,7 @@ VERBS = (
     "classifier",
     "fast-critic",
     "launch",
+    "console",
     "tasks",
     "config",
     "doctor",
@@ -78,6 +80,7 @@ VERB_KEYS = {  # the main keys of each verb, listed by ``robot-rl <verb> --help`
     "classifier": ("task", "classifier.store", "classifier.out", "classifier.cameras", "classifier.threshold"),
     "fast-critic": ("fast_fit.store", "fast_fit.out", "fast_fit.horizon", "fast_fit.labels", "fast_fit.updates"),
     "launch": ("task", "agent", "robot", "ros.domain_id", "ros.discovery", "ros.sim_time"),
+    "console": ("console.host", "console.port", "console.token", "task"),
     "tasks": (),
     "config": (),
     "doctor": ("doctor.require",),
@@ -105,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             from .graph import launch
 
             return launch(overrides[0] if overrides else None, overrides[1:])
+        if verb == "console":
+            from .ros.console_node import run
+
+            return run(overrides)
         if verb == "data":
             command = overrides[0] if overrides else None
             if command not in DATA_COMMANDS:

@@ -4,9 +4,10 @@ launch files in ``launch/`` alike (Hydra group ``graph``, ``configs/graph/<name>
 Each node entry: ``name``, ``module`` (run as ``python -m <module>``), ``hydra`` (default true:
 the node gets the launch's Hydra overrides, after its own ``args``), ``args``, ``required`` (the
 graph stops when it exits), ``respawn`` (restarted when it exits), ``only_with_sim`` (true: only
-when ``graph.with_sim``; false: only without). With a robot config (``robot=fr3|panda|ur5e``)
-every node gets the robot's topic remaps (``--ros-args -r``), the safety node the robot's
-arguments (its rate; its limits are ``robot.limits``) and the robot's arm bridge is added (MoveIt Servo for UR), except
+when ``graph.with_sim``; false: only without), ``only_if`` (a graph key, e.g. ``console``: only when
+it is true). With a robot config (``robot=fr3|panda|ur5e``) every node gets the robot's topic remaps
+(``--ros-args -r``), the safety node the robot's arguments (its rate; its limits are ``robot.limits``)
+and the robot's arm bridge is added (MoveIt Servo for UR), except
 in a ``bringup`` graph (the emulated cell, ``configs/graph/cell.yaml``), which stands for the lab's drivers.
 
 ``robot-rl launch <graph> key=value ...`` starts every node as a child process, prefixes their
@@ -62,6 +63,7 @@ class NodeSpec:
     required: bool = False
     respawn: bool = False
     only_with_sim: bool | None = None
+    only_if: str | None = None  # a graph key (console): the node runs only when that key is true
     clock: bool = False
     shared: bool = False  # with fleet.robots: one node for all robots (the learner), not one per robot
     ros_args: list[str] = field(default_factory=list)  # after --ros-args: remaps of a robot config
@@ -99,7 +101,10 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
             )
         entry["args"] = [str(a) for a in entry.get("args", [])]
         node = NodeSpec(**entry)
-        if node.only_with_sim is None or node.only_with_sim == bool(graph.get("with_sim", False)):
+        wanted = graph.get(node.only_if, False) if node.only_if else True
+        if not isinstance(wanted, bool):
+            raise ConfigError(f"graph.{node.only_if}", wanted, "true or false")
+        if wanted and (node.only_with_sim is None or node.only_with_sim == bool(graph.get("with_sim", False))):
             nodes.append(node)
     if not nodes:
         raise ConfigError("graph.nodes", graph.get("nodes"), "at least one node")

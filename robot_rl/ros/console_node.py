@@ -401,24 +401,26 @@ async def serve(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub
         await runner.cleanup()
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str]) -> int:
+    """The console node until Ctrl-C / SIGTERM (``robot-rl console`` calls it); a bad setting raises ConfigError."""
     from omegaconf import OmegaConf
 
-    try:
-        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
-        settings = console_settings(cfg.console)
-        cameras = [str(c) for c in OmegaConf.to_container(cfg.task, resolve=True).get("cameras") or []]
-    except ConfigError as error:
-        return exit_with_error(MODULE, error)
+    cfg, ros_args = node_config(argv)
+    settings = console_settings(cfg.console)
+    cameras = [str(c) for c in OmegaConf.to_container(cfg.task, resolve=True).get("cameras") or []]
     live, hub = Live(), Hub()
     with ros_node(NODE_NAME, ros_args) as node:
         ros = ConsoleRos(node, settings, cameras, live, hub)
         with spinning_in_background(node), stop_requests() as stop:
-            try:
-                asyncio.run(serve(settings, ros, live, hub, stop))
-            except ConfigError as error:
-                return exit_with_error(MODULE, error)
+            asyncio.run(serve(settings, ros, live, hub, stop))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except ConfigError as error:
+        return exit_with_error(MODULE, error)
 
 
 if __name__ == "__main__":
