@@ -17,9 +17,18 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from .config import ConfigError, integer, is_number, non_negative, output_path, positive
+from .config import (
+    ConfigError,
+    check_disk_space,
+    integer,
+    is_number,
+    non_negative,
+    output_path,
+    positive,
+    stops_on_full_disk,
+)
 from .data import EpisodeStore
-from .data.episode_store import EpisodeStoreError
+from .data.episode_store import EpisodeStoreError, bytes_per_step
 from .envs import make_env, make_expert, store_metadata
 from .interrupts import interrupt_requests
 from .robustness import randomized
@@ -81,8 +90,12 @@ def run_episode(
             return summary if randomization is None else {**summary, "randomization": randomization}
 
 
+@stops_on_full_disk(
+    "collect.out", "every finished episode is kept: free space, then collect into the store again (it appends)"
+)
 def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """Record ``collect.episodes`` expert episodes of ``task`` into ``collect.out``."""
+    """Record ``collect.episodes`` expert episodes of ``task`` into ``collect.out``. A full disk stops it with one line
+    (:class:`~robot_rl.config.DiskSpaceError`): the episodes finished so far stay in the store."""
     cfg = OmegaConf.create(cfg) if not isinstance(cfg, DictConfig) else cfg
     episodes = positive("collect.episodes", cfg.collect.episodes, integer=True)
     action_noise = non_negative("collect.action_noise", cfg.collect.get("action_noise", 0.0))
@@ -96,8 +109,16 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     env = randomized(make_env(task), cfg.get("randomization"), seed)
     attach_fast_loop(env, fast_loop_from_config(cfg))  # with safety.fast_critic.sim_rate_hz: ticks recorded too
     expert = make_expert(task, env)
+    metadata = store_metadata(task, env)
+    steps = episodes * int(task.get("episode_steps") or 0)  # at most
     try:
-        store = EpisodeStore.create(out, store_metadata(task, env))
+        need = steps * bytes_per_step(metadata["observation_shapes"], metadata["action_dim"])
+        check_disk_space("collect.out", out, need, OmegaConf.select(cfg, "data.min_free_mb", default=0))
+    except ConfigError:
+        env.close()
+        raise
+    try:
+        store = EpisodeStore.create(out, metadata)
     except EpisodeStoreError as error:
         env.close()
         raise ConfigError(

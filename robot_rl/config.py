@@ -8,10 +8,13 @@ answered with a sentence the user can act on.
 from __future__ import annotations
 
 import copy
+import errno
 import functools
 import inspect
 import math
 import os
+import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING as MISSING_DEFAULT
@@ -102,6 +105,96 @@ def output_path(key: str, value: Any, folder: bool) -> Path:
     if not writable(ancestor):
         raise ConfigError(key, str(path), f"a path where this user can write ({ancestor} is read-only)")
     return path
+
+
+MB = 1_000_000  # bytes in a megabyte, as data.min_free_mb counts them
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # no space left on the device, or the user's disk quota spent
+
+
+class DiskSpaceError(ConfigError):
+    """The disk of an output (config ``key``, ``path``) has too little space: at the start, below
+    ``data.min_free_mb``, or during a run (ENOSPC). One line, exit code 2, like any bad input."""
+
+    def __init__(self, key: str, path: Any, problem: str):
+        self.key, self.value, self.expected = key, str(path), problem
+        ValueError.__init__(self, f"{key}={str(path)!r}: {problem}")
+
+
+def free_bytes(path: Any) -> int:
+    """Bytes this user may still write on the disk of ``path`` (of its nearest existing ancestor when it is not
+    there yet): ``shutil.disk_usage(...).free``."""
+    folder = Path(str(path)).expanduser().absolute()
+    while not folder.exists():
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def check_disk_space(
+    key: str, path: Any, need_bytes: float, min_free_mb: Any, warn: Callable[[str], None] | None = None
+) -> int:
+    """Before a run writes ``need_bytes`` (an estimate) under ``path`` (config ``key``): DiskSpaceError when its disk
+    has less than ``min_free_mb`` MB free (``data.min_free_mb``), a warning line with the numbers (to ``warn``;
+    default stderr) when it has less than the estimate. Returns the free bytes."""
+    floor = non_negative("data.min_free_mb", min_free_mb)
+    free = free_bytes(path)
+    if free < floor * MB:
+        raise DiskSpaceError(
+            key,
+            path,
+            f"{free / MB:.1f} MB free on its disk, below data.min_free_mb={floor:g}; free space there, "
+            f"or write elsewhere (this run would write about {need_bytes / MB:.1f} MB)",
+        )
+    if free < need_bytes:
+        line = (
+            f"{key}={str(path)!r}: this run may write about {need_bytes / MB:.1f} MB and its disk has "
+            f"{free / MB:.1f} MB free; it stops with every finished episode kept when the disk is full"
+        )
+        if warn is None:
+            print(f"robot-rl: warning: {line}", file=sys.stderr)
+        else:
+            warn(line)
+    return free
+
+
+def disk_full(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from or during, is an OSError for a full disk (ENOSPC, EDQUOT)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in FULL_DISK_ERRNOS:
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def full_disk_error(key: str, path: Any, then: str) -> DiskSpaceError:
+    """The one-line error of a run that stopped on a full disk: the output (config ``key``, ``path``), the free space
+    now, and ``then``, what was kept and how to go on."""
+    return DiskSpaceError(
+        key,
+        path,
+        f"no space left on device ({free_bytes(path) / MB:.1f} MB free); {then}",
+    )
+
+
+def stops_on_full_disk(key: str, then: str) -> Callable[[Callable], Callable]:
+    """Decorator of ``run(cfg, ...)`` whose output is config ``key`` (e.g. ``train.run_dir``): a full disk
+    (:func:`disk_full`) out of it becomes :func:`full_disk_error` (one line, exit code 2, no traceback)."""
+
+    def decorate(run: Callable) -> Callable:
+        @functools.wraps(run)
+        def guarded(cfg, *args, **kwargs):
+            try:
+                return run(cfg, *args, **kwargs)
+            except Exception as error:
+                if not disk_full(error):
+                    raise
+                path = functools.reduce(lambda node, name: node[name], key.split("."), cfg)
+                raise full_disk_error(key, path, then) from None
+
+        return guarded
+
+    return decorate
 
 
 def new_file_path(key: str, value: Any, suffix: str) -> Path:

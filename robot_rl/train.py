@@ -12,6 +12,7 @@ counters; ``train.resume=true`` continues from it), ``summary.json``, ``learning
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from functools import partial
@@ -23,8 +24,20 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from .config import ConfigError, integer, output_path, positive, settings_of
-from .data import EpisodeRecorder, EpisodeStore
+from .config import (
+    MB,
+    ConfigError,
+    check_disk_space,
+    disk_full,
+    free_bytes,
+    integer,
+    output_path,
+    positive,
+    settings_of,
+    stops_on_full_disk,
+)
+from .data import EpisodeRecorder, EpisodeStore, ReplayBuffer
+from .data.episode_store import bytes_per_step
 from .env_workers import EnvWorker
 from .envs import make_env, make_expert, observation_shapes, store_metadata
 from .evaluate import EVAL_SEED, evaluate
@@ -39,6 +52,10 @@ from .teleop import InterventionRules, NoHuman, ScriptedHuman
 from .transport import LocalTransport
 
 
+@stops_on_full_disk(
+    "train.run_dir",
+    "every finished episode and the last checkpoint are kept: free space, then run again with train.resume=true",
+)
 def train(cfg: DictConfig) -> dict[str, Any]:
     settings, seed, task, run_dir = run_settings(cfg)
     envs, humans = acting_envs(cfg, settings, task, seed)
@@ -47,6 +64,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     transport = LocalTransport()
     learning = LearnerSession(cfg, shapes, action_dim, transport)
     acting = ActorSession(cfg, shapes, action_dim, humans[0])
+    check_run_disk(cfg, settings, run_dir, learning)
     acting.counters = counters = learning.open(settings.resume)  # every setting is checked by now
     acting.start_from(learning.learner)
     learner = learning.learner
@@ -99,7 +117,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if learning.checkpoint_due(counters.env_steps):
             counters.wall_seconds = time.monotonic() - started
             learner.ingest_everything_sent(transport.sent)
-            learning.save(counters)
+            save_checkpoint(learning, counters)
 
     interrupted = False
     # Ctrl-C: a stop request checked after every step and between episodes, so it never lands inside
@@ -120,6 +138,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             for recorder in recorders:
                 if recorder is not None:
                     recorder.discard()
+        except OSError:  # a full disk (raised as one line by stops_on_full_disk): the open episodes' files go now
+            for recorder in recorders:
+                if recorder is not None:
+                    recorder.discard()
+            raise
         finally:
             learner.close()
             learner.ingest_everything_sent(transport.sent)
@@ -143,11 +166,59 @@ def finish_run(
     curve; returns the summary."""
     counters.wall_seconds = time.monotonic() - started
     with deferred_interrupt():
-        learning.save(counters)
+        save_checkpoint(learning, counters)
     tb.close()
     summary = write_summary(run_dir, counters, task, interrupted, learning.warm_start, **extra)
     plot_learning_curve(run_dir / "learning_curve.png", counters, task.get("name"))
     return summary
+
+
+def checkpoint_bytes(learning: LearnerSession) -> int:
+    """Bytes a checkpoint takes on disk, about: the agent's tensors (networks and optimizer state) and the columns of
+    both replay buffers, saved whole."""
+    learner = learning.learner
+    buffers = sum(
+        ReplayBuffer.nbytes(b.capacity, b.observation_space, b.action_dim) for b in (learner.online, learner.demo)
+    )
+    return buffers + tensor_bytes(learner.agent.state_dict())
+
+
+def tensor_bytes(state: Any) -> int:
+    """Bytes of the tensors in a (nested) state dict."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(tensor_bytes(value) for value in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(tensor_bytes(value) for value in state)
+    return 0
+
+
+def check_run_disk(cfg: DictConfig, settings: TrainSettings, run_dir: Path, learning: LearnerSession) -> None:
+    """Before the run writes anything: refuse a run folder whose disk has less than ``data.min_free_mb`` free, warn
+    when it has less than the run may write (its episodes, :func:`~robot_rl.data.episode_store.bytes_per_step` times
+    the step budget and the demonstrations' steps, and two checkpoints: a new one is written beside the last)."""
+    steps = settings.env_steps + int(cfg.train.get("demo_episodes") or 0) * int(cfg.task.get("episode_steps") or 0)
+    online = learning.learner.online
+    shapes = {key: shape for key, (shape, _) in online.observation_space.items()}
+    episodes = steps * bytes_per_step(shapes, online.action_dim) if settings.record_episodes else 0
+    need = episodes + 2 * checkpoint_bytes(learning)
+    check_disk_space("train.run_dir", run_dir, need, OmegaConf.select(cfg, "data.min_free_mb", default=0))
+
+
+def save_checkpoint(learning: LearnerSession, counters: Counters) -> None:
+    """``learning.save``; a write that failed because the checkpoint does not fit on the disk is raised as ENOSPC
+    (torch.save says only "unexpected pos", numpy's save "N requested and M written"). The last checkpoint stays as
+    it was."""
+    try:
+        learning.save(counters)
+    except (RuntimeError, OSError) as error:
+        need, free = checkpoint_bytes(learning), free_bytes(learning.checkpoint_dir)
+        if disk_full(error) or free >= need + MB:
+            raise
+        raise OSError(
+            errno.ENOSPC, f"a checkpoint of {need / MB:.1f} MB does not fit in {free / MB:.1f} MB free"
+        ) from error
 
 
 def run_settings(cfg: DictConfig) -> tuple[TrainSettings, int, dict[str, Any], Path]:

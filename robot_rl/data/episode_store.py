@@ -93,6 +93,28 @@ STEP_FIELDS = {
 }
 
 
+#: compression assumed for camera frames on disk (blosc-lz4, bit-shuffled) when a run estimates what it will write:
+#: 2x, the low end of the 2-5x rendered and camera frames reach; the other arrays are counted uncompressed
+ASSUMED_FRAME_COMPRESSION = 2.0
+DISK_BLOCK = 4096  # bytes: a file takes whole blocks of its disk, and every camera frame is a chunk file of its own
+
+
+def bytes_per_step(observation_shapes: Mapping[str, tuple[int, ...]], action_dim: int) -> int:
+    """Estimated bytes on disk of one recorded step: its observation (camera frames, uint8 HxWxC, compressed
+    ``ASSUMED_FRAME_COMPRESSION`` times, whole ``DISK_BLOCK`` s each; other keys float32) and the step fields of
+    ``STEP_FIELDS`` (actions of ``action_dim``), uncompressed."""
+    total = 0
+    for shape in observation_shapes.values():
+        size = math.prod(shape)
+        if len(shape) == 3:
+            total += math.ceil(size / ASSUMED_FRAME_COMPRESSION / DISK_BLOCK) * DISK_BLOCK
+        else:
+            total += 4 * size
+    for name, dtype in STEP_FIELDS.items():
+        total += np.dtype(dtype).itemsize * (action_dim if name.endswith("action") else 1)
+    return total
+
+
 class EpisodeStoreError(ValueError):
     """A store, episode or field does not match what was expected; names where."""
 
