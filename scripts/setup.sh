@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-APT_PACKAGES=(libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6 libusb-1.0-0)
+# chromium, chromium-driver: the operator console's browser tests (tests/ros/test_console.py)
+APT_PACKAGES=(libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6 libusb-1.0-0 chromium chromium-driver)
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}   # the CPU wheel on the lab's machines; any torch >= 2.2 works
@@ -20,7 +21,7 @@ if ((${#missing[@]})); then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "robot-rl setup: not root, so these system packages were not installed: ${missing[*]}" >&2
-    echo "robot-rl setup: run 'sudo apt-get install ${missing[*]}' for camera rendering and RealSense" >&2
+    echo "robot-rl setup: run 'sudo apt-get install ${missing[*]}' for camera rendering, RealSense and the console's browser tests" >&2
   fi
 fi
 

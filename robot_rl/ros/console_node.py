@@ -8,7 +8,8 @@ internet), fed over one websocket:
   s per camera; a slow browser gets the newest frame, never a queue;
 * the TCP pose (``franka_robot_state_broadcaster/current_pose``) and the commanded target (``rl/action``) in m; who
   drives: ``hold`` (the safety node's flags say e-stop, foreign publisher, arm error or inactive), ``operator``
-  (``rl/intervention``) or ``policy``, and the operator's input magnitude (``spacenav/twist``, normalised);
+  (``rl/intervention``), ``idle`` (no command) or ``policy``, and the operator's input magnitude (``spacenav/twist``,
+  normalised);
 * the safety node's ``rl/safety_flags`` as :class:`~robot_rl.safety.Violation` names, ``rl/safety_risk`` (the
   fast-loop critic's risk, 0-1), ``rl/success_probability`` (the reward classifier), ``rl/learner_progress``;
 * the actor's ``rl/episode_stats`` records (train, eval, demo, paused), from which the page draws the success and
@@ -171,12 +172,17 @@ class Live:
             return self.record_count, [r for n, r in self.records if n > sequence]
 
     def snapshot(self) -> dict[str, Any]:
-        """The telemetry, with the flags' names and who drives (``hold``, ``operator`` or ``policy``)."""
+        """The telemetry, with the flags' names and who drives: ``hold`` (the safety node holds the arm whatever
+        comes), ``operator`` (a takeover), ``idle`` (no command: the safety node holds the measured pose) or
+        ``policy``."""
         with self.lock:
             values = dict(self.values)
         flags = int(values["flags"])
         values["violations"] = violation_names(flags)
-        values["driver"] = "hold" if flags & HOLDING else "operator" if values["intervention"] else "policy"
+        idle = flags & Violation.STALE_COMMAND
+        values["driver"] = (
+            "hold" if flags & HOLDING else "operator" if values["intervention"] else "idle" if idle else "policy"
+        )
         return values
 
 
