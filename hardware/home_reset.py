@@ -43,6 +43,11 @@ from robot_rl.ros.guard import InputGuard
 from robot_rl.ros.messages import pose_msg, pose_to_numpy
 
 POSE_TOPIC = "franka_robot_state_broadcaster/current_pose"
+MAX_RECOVERIES = 3  # reflexes on the way home before a reset gives up
+
+
+class ArmErrorOnTheWay(RuntimeError):
+    """The arm reported an error while the reset moved it home."""
 
 
 class HomeReset:
@@ -102,10 +107,17 @@ class HomeReset:
         started = time.monotonic()
         try:
             demo = "; a demonstration comes next, take the SpaceMouse" if request.data else ""
-            if self.arm_error:
-                self.recover()
-            log.info(f"reset: moving home{demo}")
-            self.go_home()
+            for attempt in range(MAX_RECOVERIES + 1):
+                if self.arm_error:
+                    self.recover()
+                log.info(f"reset: moving home{demo}")
+                try:
+                    self.go_home()
+                    break
+                except ArmErrorOnTheWay as error:
+                    if attempt == MAX_RECOVERIES:
+                        raise RuntimeError(f"reset: the arm stopped {attempt + 1} times on the way home ({error})")
+                    log.warning(f"reset: the arm stopped on the way home ({error}); recovering")
             if self.settings.get("scene_wait"):
                 self.wait_for_scene(bool(request.data))
             response.success, response.message = True, "home"
@@ -178,6 +190,8 @@ class HomeReset:
             raise InterruptedError("reset: the node is shutting down")
 
     def _command(self, position: np.ndarray, rotation: np.ndarray) -> None:
+        if self.arm_error:  # a reflex on the way home: the arm takes no command until recovered
+            raise ArmErrorOnTheWay(self.arm_error)
         self.action_pub.publish(pose_msg(position, rotation, self.node.get_clock().now().nanoseconds * 1e-9, "base"))
         if self.settings["open_gripper"]:  # otherwise the gripper keeps its last command (e.g. holding a part)
             self.gripper_pub.publish(Float64(data=-1.0))

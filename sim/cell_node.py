@@ -24,7 +24,8 @@ What only an emulator can know goes out on ``cell/report`` (std_msgs/String, JSO
 and at exit) and to the log: the state rate it holds, the reward classifier's true and false positives and
 negatives against the sim's ground truth (the learner never sees it), the operator's takeover steps, reflexes and
 scene resets. Faults for rehearsals and tests come on ``cell/fault`` (std_msgs/String, JSON
-``{"fault": "camera_stop" | "spacemouse_unplug" | "reflex" | "state_gaps", "seconds": s}``).
+``{"fault": "camera_stop" | "spacemouse_unplug" | "reflex" | "state_gaps", "seconds": s}``; a reflex trips
+``EPISODE_SETTLE`` s into the next episode).
 
     python -m robot_rl.sim.cell_node robot=fr3 task=pick_cube cell.spacemouse=/tmp/cell_spacemouse
 """
@@ -54,6 +55,7 @@ from robot_rl.sim.scripted_operator import HidFifo, ScriptedOperator
 
 FINGERS_OPEN = 0.08  # m: the sim gripper's finger joints' sum when open
 FAULTS = ("camera_stop", "spacemouse_unplug", "reflex", "state_gaps")
+EPISODE_SETTLE = 1.5  # s into an episode an injected reflex trips (the actor is stepping; the episode goes on)
 STATE_GAP = 0.005  # s: the gap of the state_gaps fault (a state broadcaster that misses 4 of 5 cycles now and then)
 
 
@@ -181,6 +183,8 @@ class CellEmulator(SimRobot):
         self.commands: list[tuple[float, int, Any, bytes | None]] = []  # delayed arm commands (due, n, msg, gid)
         self.faults: dict[str, float] = {}  # fault -> monotonic time it ends
         self.error = ""  # the arm's reflex, until recovered
+        self.reflex_next_episode = False  # an injected collision waits for the next episode ...
+        self.reflex_at: float | None = None  # ... and comes at this monotonic time, EPISODE_SETTLE s into it
         self.scene_due: tuple[float, bool] | None = None
         self.tally = ClassifierTally()
         self.counts = {"state_messages": 0, "frames": 0, "frames_dropped": 0, "reflexes": 0, "scene_resets": 0}
@@ -234,6 +238,8 @@ class CellEmulator(SimRobot):
         mujoco.mj_forward(env.model, env.data)
         self.episodes += 1
         self.counts["scene_resets"] += 1
+        if self.reflex_next_episode:
+            self.reflex_next_episode, self.reflex_at = False, time.monotonic() + EPISODE_SETTLE
         if self.operator is not None:
             self.operator.begin_episode(demo)
         self.scene_ready_pub.publish(Empty())
@@ -294,8 +300,8 @@ class CellEmulator(SimRobot):
         if fault not in FAULTS or not np.isfinite(duration) or duration < 0:
             raise ValueError(f"fault {msg.data[:80]!r}; expected {{'fault': one of {FAULTS}, 'seconds': >= 0}}")
         self.node.get_logger().warning(f"fault: {fault} for {duration:g} s")
-        if fault == "reflex":
-            self.trip("cartesian_reflex: a collision (injected)")
+        if fault == "reflex":  # a collision early in the next episode
+            self.reflex_next_episode = True
         else:
             self.faults[fault] = time.monotonic() + duration
             if fault == "spacemouse_unplug" and self.operator is not None:
@@ -326,6 +332,9 @@ class CellEmulator(SimRobot):
         super().tick()  # physics to now, then the state (publish_state)
         if not self.error:
             self.check_reflex()
+        if self.reflex_at is not None and now >= self.reflex_at:
+            self.reflex_at = None
+            self.trip("cartesian_reflex: a collision (injected)")
         if self.operator is not None and now >= self.next_operator:
             self.next_operator = now + 1.0 / self.settings.operator_rate_hz
             self.faulty("spacemouse_unplug", now)  # plugged back once the fault is over
