@@ -35,6 +35,10 @@ ENCODINGS = {
     "32FC1": (np.float32, 1),
 }
 MAX_PIXELS = 4096 * 4096  # width * height of the largest image a node reads (a 16 MP camera)
+#: bytes of the largest image a node reads: 32 MiB (a 4K rgb8 frame is 24.9 MB, a 16 MP 16UC1 depth image 32 MiB); a
+#: bigger frame (a 50 MB one) is refused before anything is converted or allocated
+MAX_IMAGE_BYTES = 32 * 2**20
+COLOUR_ENCODINGS = ("rgb8", "bgr8")  # what a camera's colour topic may carry
 MAX_POSITION = 100.0  # m: |coordinate| of a pose; no robot cell is larger, and larger values overflow float32 features
 MIN_QUAT_NORM = 1e-6  # a quaternion shorter than this has no direction (all zeros: an unset orientation)
 MAX_ITEMS = 4096  # entries of a joint state or joystick message
@@ -217,8 +221,10 @@ def image_msg(array: np.ndarray, t: float, frame_id: str, encoding: str | None =
 def image_to_numpy(msg: Image) -> np.ndarray:
     """sensor_msgs/Image -> HxWx3 uint8 RGB (colour encodings) or HxW (single channel); honours row padding.
 
-    Refuses an unknown encoding, an empty image or one of more than ``MAX_PIXELS`` pixels, a ``step`` (bytes per
-    row) shorter than a row of pixels, and ``data`` whose length is not ``height * step``."""
+    Refuses, before converting anything, ``data`` of more than ``MAX_IMAGE_BYTES``, an unknown encoding, an empty
+    image or one of more than ``MAX_PIXELS`` pixels, a ``step`` (bytes per row) shorter than a row of pixels, and
+    ``data`` whose length is not ``height * step``."""
+    bounded("image data", len(msg.data), MAX_IMAGE_BYTES)
     if msg.encoding not in ENCODINGS:
         raise MessageError(
             f"image encoding {msg.encoding[:40]!r} is not supported (expected one of {', '.join(ENCODINGS)})"
@@ -245,10 +251,10 @@ def image_to_numpy(msg: Image) -> np.ndarray:
 
 def colour_image(msg: Image, size: tuple[int, int]) -> np.ndarray:
     """A colour sensor_msgs/Image as the HxWx3 uint8 RGB array of ``size`` (height, width) a policy reads (area
-    interpolation when resized); a single-channel image is refused."""
+    interpolation when resized); another encoding (a single-channel or YUV image) is refused before it is converted."""
+    if msg.encoding not in COLOUR_ENCODINGS:
+        raise MessageError(f"a {msg.encoding[:40]!r} image; expected a colour image ({' or '.join(COLOUR_ENCODINGS)})")
     image = image_to_numpy(msg)
-    if image.ndim != 3:
-        raise MessageError(f"a {msg.encoding} image; expected a colour image (rgb8 or bgr8)")
     height, width = size
     if image.shape[:2] != (height, width):
         image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from ..interrupts import interrupt_on_sigterm
+from .sim_clock import BackwardJumps
 
 
 def exit_with_error(module: str, error: Exception) -> int:
@@ -63,13 +64,61 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
         node = LifecycleNode(name, **settings)
     else:
         node = rclpy.create_node(name, **settings)
+    jumps = BackwardJumps(node) if sim_time else None
     try:
+        taken = name_taken(node)
+        if taken:
+            print(f"{name}: error: {taken}", file=sys.stderr)
+            raise SystemExit(2)
         yield node
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if jumps is not None:
+            jumps.handle.unregister()
         node.destroy_node()
         rclpy.try_shutdown()
+
+
+DISCOVERY_S = 1.0  # s a starting node gives discovery to show it the graph's nodes, at most
+LEASE_S = 25.0  # s a node of the same name may take to leave the graph: a killed process's lingers until its lease ends
+
+
+def name_taken(node, discovery: float = DISCOVERY_S, lease: float = LEASE_S) -> str | None:
+    """Why ``node`` may not run, or None: another node of its fully qualified name in the ROS graph (two safety nodes
+    would both command the arm). Waits up to ``discovery`` s for the graph to show its nodes (less once it shows some
+    and they stay the same for 0.2 s); a namesake found is given ``lease`` s more to go (the lingering entry of a
+    killed process, restarted at once), then named in the answer."""
+    import os
+
+    name = node.get_fully_qualified_name()
+
+    def namesakes() -> tuple[int, int]:
+        """(nodes of this name, nodes) in the graph as this node sees it, itself included."""
+        nodes = node.get_node_names_and_namespaces()
+        return sum(1 for n, ns in nodes if f"{ns.rstrip('/')}/{n}" == name), len(nodes)
+
+    start = time.monotonic()
+    seen, stable_since = 1, start
+    while time.monotonic() - start < discovery:
+        count, total = namesakes()
+        if count > 1:
+            break
+        if total != seen:
+            seen, stable_since = total, time.monotonic()
+        elif total > 1 and time.monotonic() - stable_since >= 0.2:
+            return None
+        time.sleep(0.02)
+    deadline = time.monotonic() + lease
+    while namesakes()[0] > 1:
+        if time.monotonic() > deadline:
+            domain = os.environ.get("ROS_DOMAIN_ID", "0")
+            return (
+                f"a node named {name} already runs in this ROS graph (ROS_DOMAIN_ID={domain}); stop it first, or "
+                "start this one under another name or namespace (--ros-args -r __node:=<name> -r __ns:=/<namespace>)"
+            )
+        time.sleep(0.1)
+    return None
 
 
 @contextmanager

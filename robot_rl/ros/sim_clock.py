@@ -70,6 +70,31 @@ def sim_time_parameters(sim_time: bool) -> list:
     return [Parameter("use_sim_time", Parameter.Type.BOOL, True)]
 
 
+class BackwardJumps:
+    """Counts and logs ``/clock`` going backwards (a second sim publishing, a sim restarted, a replayed bag): the
+    node's ROS clock follows it (rclpy sets it from each message), its timers restart from the new time, and its
+    staleness checks see old stamps as stale until the clock catches up. Each jump is counted in ``count`` and
+    logged with its size (a warning at most every 5 s; the count says how many came meanwhile); nothing raises."""
+
+    def __init__(self, node):
+        from rclpy.clock import JumpThreshold
+        from rclpy.duration import Duration
+
+        self.node, self.count = node, 0
+        threshold = JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1), on_clock_change=False)
+        # rclpy keeps only a weak reference to the handle: it lives as long as this object
+        self.handle = node.get_clock().create_jump_callback(threshold, post_callback=self._jumped)
+
+    def _jumped(self, jump) -> None:
+        self.count += 1
+        seconds_back = -jump.delta.nanoseconds * 1e-9
+        self.node.get_logger().warning(
+            f"{CLOCK_TOPIC} jumped back by {seconds_back:.3f} s ({self.count} backward jumps since start): "
+            f"another node publishing {CLOCK_TOPIC}, or a restarted sim?",
+            throttle_duration_sec=5.0,
+        )
+
+
 def wait_for_clock(node, timeout: float, spinning: bool = False) -> None:
     """Block until the node's clock runs on ``/clock`` (a first message came), at most ``timeout`` wall s; spins
     the node meanwhile unless its executor already runs in another thread (``spinning``). Raises

@@ -1,0 +1,195 @@
+"""Hostile or broken sensors and peers (issue 52 item 3), each against real node processes over DDS: junk camera
+frames (wrong size, wrong encoding, a 50 MB frame) are dropped and counted by the node reading the camera, which
+goes on; a ``/clock`` that jumps backwards is logged and survived; a second node under a name already taken (a second
+safety node: both would command the arm) is refused with one line, exit code 2."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import numpy as np
+
+from tests.conftest import require
+from tests.ros.graph_helpers import Graph, python, stop_processes
+from tests.ros.test_fuzz import CAMERA, train_classifier
+
+
+def wait_for_log(path, pattern: str, timeout: float, spin=lambda: time.sleep(0.05)) -> re.Match:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = re.search(pattern, path.read_text())
+        if found:
+            return found
+        spin()
+    raise AssertionError(f"no {pattern!r} in {path.name} within {timeout} s:\n{path.read_text()[-3000:]}")
+
+
+def test_junk_camera_frames_are_dropped_and_counted_and_the_reader_goes_on(tmp_path):
+    rclpy = require("rclpy")
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Float64
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import image_msg
+
+    classifier = tmp_path / "classifier.pt"
+    train_classifier(classifier)
+    log_path = tmp_path / "reward.log"
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_camera")
+    camera = node.create_publisher(Image, CAMERA, qos.STREAM_PUBLISHER)
+    probabilities = []
+    node.create_subscription(Float64, "/rl/success_probability", lambda m: probabilities.append(m.data), qos.EVENT)
+
+    def spin(seconds: float = 0.1, good: bool = True) -> None:
+        if good:
+            camera.publish(image_msg(np.full((32, 32, 3), 128, np.uint8), 0.0, "front_color_optical_frame"))
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.01)
+
+    def frame(encoding: str, height: int, width: int, step: int, size: int) -> Image:
+        return Image(height=height, width=width, encoding=encoding, step=step, data=bytes(size))
+
+    junk = [
+        frame("rgb8", 32, 32, 96, 32 * 96 - 7),  # height * step != len(data)
+        frame("rgb8", 64, 32, 96, 32 * 96),  # a header of twice the rows the data has
+        frame("yuv422", 32, 32, 64, 32 * 64),  # a camera in the wrong mode
+        frame("16UC1", 32, 32, 64, 32 * 64),  # a depth image on the colour topic
+    ]
+    with open(log_path, "w") as log:
+        reward = subprocess.Popen(
+            [python(), "-m", "robot_rl.ros.reward_node", f"classifier.out={classifier}"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        end = time.monotonic() + 90
+        while not probabilities and time.monotonic() < end:
+            spin()
+        assert probabilities, log_path.read_text()[-3000:]
+        for msg in junk * 3:
+            camera.publish(msg)
+            spin(0.1, good=False)
+        time.sleep(5.5)  # past the warning period: the next drop is reported with the total
+        camera.publish(junk[0])
+        counted = rf"dropped \d+ bad message\(s\) on {CAMERA} \((\d+) in all\)"
+        end = time.monotonic() + 30
+        while max(map(int, re.findall(counted, log_path.read_text())), default=0) < 3 and time.monotonic() < end:
+            spin(good=False)
+        totals = list(map(int, re.findall(counted, log_path.read_text())))
+        assert max(totals, default=0) >= 3, log_path.read_text()[-3000:]  # counted (best effort may lose a few)
+        before = len(probabilities)
+        end = time.monotonic() + 60
+        while len(probabilities) < before + 5 and time.monotonic() < end:
+            spin()
+        assert len(probabilities) >= before + 5 and reward.poll() is None  # the reader goes on
+        reward.send_signal(signal.SIGINT)
+        assert reward.wait(timeout=20) == 0
+        assert "Traceback" not in log_path.read_text()
+    finally:
+        stop_processes([reward])
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_a_50_mb_frame_is_refused_before_it_is_converted():
+    """Best effort (the camera subscriptions' QoS) does not carry a 50 MB frame over Fast DDS at all; one that does
+    arrive (another middleware, a reliable bridge) reaches the guarded reader as here, and is dropped before a byte of
+    it is copied."""
+    import tracemalloc
+
+    rclpy = require("rclpy")
+    from sensor_msgs.msg import Image
+
+    from robot_rl.ros.guard import InputGuard
+    from robot_rl.ros.messages import colour_image
+
+    huge = Image(height=4096, width=4096, encoding="rgb8", step=4096 * 3, data=bytes(4096 * 4096 * 3))
+    assert len(huge.data) > 50_000_000  # 4096 x 4096 pixels: within MAX_PIXELS, over messages.MAX_IMAGE_BYTES
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_huge_frame")
+    try:
+        guard = InputGuard(node)
+        read = guard.wrap(CAMERA, lambda msg: colour_image(msg, (32, 32)))  # as TopicEnv and the reward node do
+        tracemalloc.start()
+        read(huge)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert guard.dropped == {CAMERA: 1} and not guard.accepted
+        assert peak < 1_000_000, f"{peak} bytes allocated for a refused frame"
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_a_clock_that_jumps_back_is_logged_and_survived(tmp_path):
+    rclpy = require("rclpy")
+    from rosgraph_msgs.msg import Clock
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import stamp
+
+    log_path = tmp_path / "recorder.log"
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_clock")
+    clock = node.create_publisher(Clock, "/clock", qos.CLOCK)
+    now = [100.0]
+
+    def tick() -> None:
+        now[0] += 0.05
+        clock.publish(Clock(clock=stamp(now[0])))
+        time.sleep(0.05)
+
+    command = [
+        python(),
+        "-m",
+        "robot_rl.ros.recorder_node",
+        "task=reach",
+        "ros.sim_time=true",
+        f"ros.recorder.store={tmp_path / 'store.zarr'}",
+        "data.min_free_mb=0",
+    ]
+    with open(log_path, "w") as log:
+        recorder = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_log(log_path, "recording episodes to", 90, tick)
+        now[0] -= 50.0  # 50 s back
+        found = wait_for_log(log_path, r"/clock jumped back by (\d+\.\d+) s", 30, tick)
+        assert float(found.group(1)) >= 49.9
+        for _ in range(20):
+            tick()
+        assert recorder.poll() is None
+        recorder.send_signal(signal.SIGINT)
+        assert recorder.wait(timeout=20) == 0
+        assert "Traceback" not in log_path.read_text()
+    finally:
+        stop_processes([recorder])
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
+    require("rclpy")
+    graph = Graph(tmp_path, ["task=reach", "ros.sim_time=false", "ros.startup_timeout=300"])
+    first = graph.start("safety")
+    try:
+        time.sleep(3.0)  # the first is up and in the graph
+        assert first.poll() is None, graph.log("safety")
+        second = subprocess.run(
+            graph.specs["safety"].command(graph.overrides),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **graph.env},
+            check=False,
+        )
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode == 2, second.stderr[-3000:]
+        assert lines[-1].startswith("robot_rl_safety: error: a node named /robot_rl_safety already runs"), lines
+        assert "Traceback" not in second.stderr
+        assert first.poll() is None  # the first one goes on
+    finally:
+        graph.stop()
