@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         elif verb == "data":
             run_data_command(command, cfg.data)
         elif verb in ("train", "pretrain"):
-            summary = learning_run(verb, cfg)
+            summary = learning_run(verb, cfg, overrides)
             print(json.dumps({k: v for k, v in summary.items() if k != "eval_history"}, indent=2))
             return 130 if summary["interrupted"] else 0
         elif verb == "classifier":
@@ -160,14 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def learning_run(verb: str, cfg: DictConfig) -> dict:
+def learning_run(verb: str, cfg: DictConfig, overrides: list[str] = ()) -> dict:
     """``robot-rl train`` (in this process, or with ``fleet=ray`` on a Ray fleet) or ``robot-rl pretrain``; the
-    run's summary."""
+    run's summary. A resumed run (``train.resume=true``) runs with its own config.yaml (``overrides``: the command
+    line, whose run-defining keys must agree with it)."""
     if verb == "pretrain":
         from .pretrain import pretrain
 
         return pretrain(cfg)
     from .fleet_settings import fleet_settings
+    from .run_folder import given_keys
+    from .train import run_config
+
+    cfg = run_config(cfg, given_keys(overrides))
 
     if fleet_settings(cfg).kind == "ray":
         from .fleet import train_fleet

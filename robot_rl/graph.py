@@ -51,6 +51,16 @@ from .safety.robot_limits import workspace_of
 #: ROS 2 domain ids usable on Linux (the others collide with the ephemeral port range)
 DOMAIN_IDS = (*range(102), *range(215, 233))
 SIM_TIME_KEY = "ros.sim_time"
+#: (group, the key whose value names the group's option): a resumed run's options, given to its nodes as options
+GROUP_KEYS = (
+    ("task", "task.name"),
+    ("agent", "agent.name"),
+    ("exploration", "agent.exploration"),
+    ("randomization", "randomization.name"),
+    ("robot", "robot.name"),
+    ("fleet", "fleet.kind"),
+)
+LEARNER_MODULE = "robot_rl.ros.learner_node"  # a graph with this node trains: it has a run folder (train.run_dir)
 DISCOVERY_RANGES = {"localhost": "LOCALHOST", "subnet": "SUBNET"}  # ros.discovery -> ROS_AUTOMATIC_DISCOVERY_RANGE
 
 
@@ -329,11 +339,62 @@ def launch(graph: str, overrides: list[str]) -> int:
         raise ConfigError("graph", graph, "one of " + ", ".join(group_options("graph")))
     cfg = load_config([f"graph={graph}", *overrides])
     nodes, env = graph_nodes(cfg), ros_environment(cfg.ros)
+    node_overrides = [f"graph={graph}", *overrides]
+    if any(node.module == LEARNER_MODULE for node in nodes):  # a graph that trains: its run folder's rule
+        node_overrides += resume_overrides(cfg, overrides)
     previous = signal.signal(signal.SIGTERM, interrupt_on_sigterm)
+    # started in the background by a shell script, this process inherits SIGINT ignored: Ctrl-C (or a SIGINT from
+    # whoever started it) must still stop the graph and its nodes
+    previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return Launcher(nodes, [f"graph={graph}", *overrides], env=env).run()
+        return Launcher(nodes, node_overrides, env=env).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_sigint)
+
+
+def resume_overrides(cfg: DictConfig, overrides: list[str]) -> list[str]:
+    """The run folder rule of a graph with a learner, checked before any node starts (:mod:`robot_rl.run_folder`): a
+    folder that holds anything only with ``train.resume=true``, and then the run's own ``config.yaml`` with the
+    budget and evaluation keys the command line changes (a run-defining key it changes is refused). Returns the
+    overrides that give every node the resumed run's configuration (none for a new run): the run's group options
+    (``task=reach``), then each key where the run differs from what the command line composes."""
+    from .composed_config import group_options, load_config
+    from .run_folder import config_leaves, given_keys, parents, resumed_config, run_folder
+
+    run_folder(cfg.train.run_dir, cfg.train.resume)
+    if not cfg.train.resume:
+        return []
+    wanted, composed = config_leaves(resumed_config(cfg, given_keys(overrides))), config_leaves(cfg)
+    choices = [
+        f"{group}={wanted[key]}"
+        for group, key in GROUP_KEYS
+        if wanted.get(key) != composed.get(key) and wanted.get(key) in group_options(group)
+    ]
+    if choices:
+        composed = config_leaves(load_config([f"graph={cfg.graph.name}", *overrides, *choices]))
+    removed = [
+        f"~{key}" for key in sorted(composed.keys() - wanted.keys()) if not any(p in wanted for p in parents(key))
+    ]
+    changed = [
+        f"++{key}={override_value(value)}" for key, value in sorted(wanted.items()) if composed.get(key) != value
+    ]
+    return [*choices, *removed, *changed]
+
+
+def override_value(value: Any) -> str:
+    """``value`` in Hydra's override grammar (strings quoted, lists and dicts as ``[...]`` and ``{...}``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{override_value(v)}" for k, v in value.items()) + "}"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def launch_description(graph: str) -> Any:

@@ -29,6 +29,7 @@ from .fast_fit import store_ticks
 from .folders import latest, replacing
 from .learner import Learner, TrainSettings, settings_from
 from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
+from .run_folder import record_resume
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel, fast_critic_config
 from .safety.training import RISK_MODEL_KEY, SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
@@ -256,11 +257,13 @@ class LearnerSession:
         return (latest(self.checkpoint_dir) / "counters.json").is_file()
 
     def open(self, resume: bool) -> Counters:
-        """Resume from the run folder's checkpoint, or start the run folder (its ``config.yaml``), warm-started from
-        ``init.checkpoint`` when one is given; the counts."""
+        """Resume from the run folder's checkpoint (the budget and evaluation keys the resume changed are written into
+        its ``config.yaml`` with the date: :func:`~robot_rl.run_folder.record_resume`), or start the run folder (its
+        ``config.yaml``), warm-started from ``init.checkpoint`` when one is given; the counts."""
         counters = Counters()
         if resume:
             counters = restore(self.checkpoint_dir, self.learner, self.cfg)
+            record_resume(self.run_dir, self.cfg)
         else:
             if self.init.checkpoint is not None:  # before the run folder is made: a refused checkpoint leaves none
                 self.warm_start = warm_start(self.learner, self.init, self.definition)

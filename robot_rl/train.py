@@ -41,10 +41,11 @@ from .data.episode_store import bytes_per_step
 from .env_workers import EnvWorker
 from .envs import make_env, make_expert, observation_shapes, store_metadata
 from .evaluate import EVAL_SEED, evaluate
-from .folders import latest
 from .interrupts import deferred_interrupt, interrupt_requests
 from .learner import Learner, TrainSettings, settings_from
 from .robustness import randomized, robustness_sweep, write_sweep
+from .run_folder import resumed_config, run_folder
+from .safety.fast_risk import FastCriticSettings, fast_critic_config
 from .safety.training import SAFETY_COUNTS
 from .session import ActorSession, Counters, LearnerSession, load_checkpoint_agent, make_agent
 from .sim.fast_loop import attach_fast_loop, fast_loop_from_config
@@ -57,6 +58,7 @@ from .transport import LocalTransport
     "every finished episode and the last checkpoint are kept: free space, then run again with train.resume=true",
 )
 def train(cfg: DictConfig) -> dict[str, Any]:
+    cfg = run_config(cfg)  # a resumed run: its own config.yaml
     settings, seed, task, run_dir = run_settings(cfg)
     envs, humans = acting_envs(cfg, settings, task, seed)
     env, eval_env = envs[0], sim_env(cfg, task, seed, randomize=False)  # evaluation stays nominal
@@ -223,22 +225,39 @@ def save_checkpoint(learning: LearnerSession, counters: Counters) -> None:
 
 def run_settings(cfg: DictConfig) -> tuple[TrainSettings, int, dict[str, Any], Path]:
     """(train settings, seed, task, run folder) of a training run, checked: a new run folder, or with
-    ``train.resume`` a run folder with a checkpoint."""
+    ``train.resume`` a run folder with a checkpoint (:func:`~robot_rl.run_folder.run_folder`)."""
     settings = settings_from(cfg.train)
     seed = integer("seed", cfg.seed)
     task = OmegaConf.to_container(cfg.task, resolve=True)
-    run_dir = output_path("train.run_dir", settings.run_dir, folder=True)
-    if run_dir.exists() and any(run_dir.iterdir()) and not settings.resume:
-        raise ConfigError("train.run_dir", str(run_dir), "a new folder (or train.resume=true to continue that run)")
-    if settings.resume and not (
-        (run_dir / "config.yaml").is_file() and (latest(run_dir / "checkpoint") / "counters.json").is_file()
-    ):
-        raise ConfigError(
-            "train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {run_dir} is not one"
-        )
+    run_dir = run_folder(settings.run_dir, settings.resume)
+    fast_critic_needs_a_rate(fast_critic_config(cfg))
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(settings.deterministic)
     return settings, seed, task, run_dir
+
+
+def fast_critic_needs_a_rate(fast: FastCriticSettings) -> None:
+    """In ``robot-rl train`` the fast critic runs in the sim's fast loop, at ``safety.fast_critic.sim_rate_hz``: asked
+    for (``enabled``, ``learn`` or ``probe``) without that rate it would never run, so it is refused (ConfigError), as
+    any setting that cannot take effect (the graph's safety node runs it at its own ``--rate-hz``)."""
+    asked = [key for key, on in (("enabled", fast.enabled), ("learn", fast.learn), ("probe", fast.probe > 0)) if on]
+    if asked and fast.sim_rate_hz is None:
+        raise ConfigError(
+            "safety.fast_critic.sim_rate_hz",
+            None,
+            f"a tick rate in Hz (e.g. 500) with safety.fast_critic.{asked[0]} in robot-rl train: the sim runs the "
+            "fast critic in its control substeps at that rate, and without one it does not run at all",
+        )
+
+
+def run_config(cfg: DictConfig, given: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The configuration a training run runs with: ``cfg``, or with ``train.resume=true`` on a run folder the run's own
+    ``config.yaml`` with the budget and evaluation keys ``cfg`` changes (:func:`~robot_rl.run_folder.resumed_config`;
+    ``given``: the command line's keys). Bad input raises ConfigError."""
+    if cfg.train.get("resume") is not True:
+        return cfg
+    run_folder(cfg.train.run_dir, True)
+    return resumed_config(cfg, given)
 
 
 def sim_env(cfg: DictConfig, task: dict[str, Any], seed: int, randomize: bool):
@@ -331,6 +350,8 @@ def evaluate_and_record(
     evaluates with acting state of its own (:meth:`~robot_rl.policies.base.OffPolicyAgent.evaluating`): the acting
     episodes in progress (N envs stepped together) go on with their gripper commands, action chunks and noise."""
     episodes = settings.final_eval_episodes if finished else settings.eval_episodes
+    if finished:  # the bar is full: say what the run does meanwhile (50 episodes take half a minute)
+        progress.set_postfix_str(f"final evaluation: {episodes} episodes", refresh=True)
     with agent.evaluating():
         result = evaluate(agent, eval_env, episodes, seed=EVAL_SEED)
     record_eval(tb, counters, result, started)

@@ -454,7 +454,7 @@ def test_resume_with_another_task_definition_is_refused_and_changes_nothing(tiny
     code = main(["train", "task=reach", f"train.run_dir={tiny_run}", "train.resume=true", "train.env_steps=80", change])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("robot-rl: error: ") and err.count("\n") == 1, err
-    assert f"{key}=" in err and f"expected {saved} as the checkpoint" in err and "Traceback" not in err, err
+    assert f"{key}=" in err and f"expected {saved} as the run was made" in err and "Traceback" not in err, err
     assert snapshot(tiny_run) == before
 
 

@@ -34,6 +34,7 @@ from ..data.transition import Transition
 from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluate
 from ..learner import updates_due
+from ..run_folder import recorded_counts
 from ..safety.fast_risk import fast_critic_config
 from ..safety.training import safety_settings
 from ..session import ActorSession, load_checkpoint_agent, require_one_env
@@ -89,6 +90,8 @@ class ActorLoop:
         self.session = ActorSession(cfg, shapes, action_dim, human)
         require_one_env(self.session.settings, "in the ROS graph (one env per actor node)")
         self.settings, self.agent, self.counters = self.session.settings, self.session.agent, self.session.counters
+        if cfg.train.resume is True and not cfg.ros.eval_only:
+            self.count_the_run()
         safety = safety_settings(cfg.get("safety"))
         names = cfg.ros.transition_subscribers
         if not (OmegaConf.is_list(names) and all(isinstance(name, str) and name for name in names)):
@@ -122,6 +125,18 @@ class ActorLoop:
         )
         self.stats_pub = node.create_publisher(String, "rl/episode_stats", qos.EPISODE_LOG)
         self.sim_time = sim_time_of(cfg)
+
+    def count_the_run(self) -> None:
+        """A resumed run (``train.resume=true``): the counts go on from the run's finished episodes in the episode
+        stores on this machine (the recorder's ``ros.recorder.store`` and the actor's own ``ros.delivery.actor_store``),
+        so no demonstration is played again and the online step budget continues."""
+        stores = [self.cfg.ros.recorder.store, self.cfg.ros.delivery.actor_store]
+        for key, value in recorded_counts(stores).items():
+            setattr(self.counters, key, value)
+        self.log.info(
+            f"resumed: {self.counters.demo_episodes_done} demonstrations, {self.counters.env_steps} online env steps "
+            f"in {self.counters.episodes} episodes recorded in {', '.join(map(str, stores))}"
+        )
 
     def wait_for_transition_subscribers(self) -> None:
         """Hold the first episode until the nodes of ``ros.transition_subscribers`` (the learner, the

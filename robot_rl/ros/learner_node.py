@@ -9,7 +9,9 @@ weights go out every ``train.weights_every`` updates (latched, so a late or rest
 gets them), and with ``safety.fast_critic.learn=true`` each new fit of the fast-loop critic on
 ``/rl/fast_risk_weights`` for the safety nodes. The run folder is ``train.run_dir``: a checkpoint every
 ``train.checkpoint_every`` online transitions and at shutdown (SIGINT/SIGTERM). A learner started on a run folder with a
-checkpoint resumes from it (agent, buffers, counters) and publishes its weights at once.
+checkpoint resumes from it (agent, buffers, counters) and publishes its weights at once (a node restarted within a launch;
+``robot-rl launch`` continues a run folder only with ``train.resume=true``, which runs the run's own ``config.yaml``:
+:mod:`robot_rl.run_folder`).
 
     python -m robot_rl.ros.learner_node task=reach train.run_dir=runs/graph [--ros-args ...]
 """
@@ -32,6 +34,7 @@ from ..envs import make_env, observation_shapes
 from ..fleet_settings import fleet_settings, robot_path
 from ..folders import write_text_atomically
 from ..learner import Learner, settings_from
+from ..run_folder import given_keys, resumed_config, run_folder
 from ..session import LearnerSession
 from .codec import TransitionSchema
 from .delivery import stored_transitions
@@ -61,7 +64,11 @@ def backfill(learner: Learner, path: Path, log) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
+        argv = list(sys.argv[1:] if argv is None else argv)
+        cfg, ros_args = node_config(argv)
+        if cfg.train.resume is True:  # the run's own config.yaml (robot-rl launch gives it to every node already)
+            run_folder(cfg.train.run_dir, True)
+            cfg = resumed_config(cfg, given_keys(argv[: argv.index("--ros-args") if "--ros-args" in argv else None]))
         settings = settings_from(cfg.train)
         task = OmegaConf.to_container(cfg.task, resolve=True)
         spec_env = make_env(task)
