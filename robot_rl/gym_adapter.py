@@ -46,6 +46,11 @@ from .config import ConfigError
 SUCCESS_KEYS = ("success", "is_success", "goal_achieved", "task_success")
 #: the install command of the suites the ``suites`` extra of pyproject.toml brings
 INSTALL_HINTS = {"gymnasium_robotics": "pip install -e .[suites]", "panda_gym": "pip install -e .[suites]"}
+#: for a missing package robot_rl does not know: a mistyped name is no package to install (a typosquatted one may be)
+UNKNOWN_PACKAGE_HINT = (
+    "check the name; a suite of your own must be installed in this environment by its maintainers' instructions; the "
+    "suites robot_rl installs: " + ", ".join(INSTALL_HINTS) + " (pip install -e .[suites])"
+)
 DISCRETE_SPACES = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 LeafPath = tuple[str | int, ...]  # keys (Dict) and positions (Tuple) from the observation's root to a leaf
 
@@ -93,7 +98,9 @@ def import_package(key: str, package: str) -> None:
         importlib.import_module(package)
     except ImportError as error:
         missing = (error.name or package).split(".")[0]
-        install = INSTALL_HINTS.get(missing, f"pip install {missing.replace('_', '-')}")
+        install = (
+            INSTALL_HINTS.get(missing) or UNKNOWN_PACKAGE_HINT
+        )  # never a pip command for a name that may be a typo
         raise ConfigError(key, package, f"an importable package ({' '.join(str(error).split())}: {install})") from None
 
 

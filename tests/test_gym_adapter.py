@@ -162,15 +162,17 @@ def test_a_missing_package_is_named_with_its_install_command(plugin, monkeypatch
     with pytest.raises(ConfigError) as error:
         gym_env("task.imports=[no_such_suite]")
     assert error.value.key == "task.imports" and "No module named 'no_such_suite'" in str(error.value)
-    assert "pip install no-such-suite" in str(error.value)
+    assert "check the name" in str(error.value) and "pip install no" not in str(
+        error.value
+    )  # a typo: nothing to install
     monkeypatch.setitem(sys.modules, "panda_gym", None)  # as if panda-gym were not installed
     with pytest.raises(ConfigError, match="pip install -e .\\[suites\\]") as error:
         gym_env("task.id=panda_gym:PandaReach-v3")
     assert error.value.key == "task.id"
     broken = plugin("robot_rl_test_plugin_broken", "import robot_rl_test_absent_dependency\n")
-    with pytest.raises(ConfigError, match="pip install robot-rl-test-absent-dependency") as error:
+    with pytest.raises(ConfigError, match="No module named 'robot_rl_test_absent_dependency'") as error:
         gym_env(f"task.imports=[{broken}]")  # the package is there, a dependency of it is not
-    assert error.value.value == broken
+    assert error.value.value == broken and "pip install robot" not in str(error.value)
 
 
 def test_an_unknown_id_names_close_ones():
