@@ -203,7 +203,7 @@ def train_classifier(domain: Domain, folder: Path, fifo: Path, args: argparse.Na
             "task.cameras=[front]",
             "task.image_size=64",
             "task.terminate_on_success=false",
-            "task.episode_steps=50",
+            "task.episode_steps=90",
             f"train.demo_episodes={args.classifier_demos}",
             f"ros.recorder.store={store}",
             f"train.run_dir={folder / 'collect'}",

@@ -301,6 +301,8 @@ def train_reward_classifier(
     train_scores = probabilities(model, {c: images[c][~held_out] for c in config.cameras})
     held_labels = labels[held_out]  # the reset frame of every episode is a negative: never empty
     calibrated = pick_threshold(held_scores, held_labels, config.target_fpr)
+    if not held_labels.any():  # where successes score is unknown: never below the uncalibrated 0.5 (a threshold
+        calibrated = max(calibrated, UNCALIBRATED_THRESHOLD)  # just above the failures calls everything a success)
     rates = error_rates(held_scores, held_labels, calibrated)
     model.calibration = {
         "threshold": calibrated,
@@ -332,6 +334,11 @@ def train_reward_classifier(
         report["calibration_note"] = (
             f"{int((~held_labels).sum())} held-out negative frames cannot resolve a rate of {config.target_fpr}:"
             " the threshold keeps every held-out negative below it (collect more episodes to resolve the rate)"
+        )
+    if not held_labels.any():
+        report["calibration_note"] = (
+            "no success frame among the held-out episodes: the threshold stays at least 0.5; collect more episodes "
+            "that succeed (the success button held while the task is done labels every success frame)"
         )
     if config.threshold is not None:  # an override: its held-out rates beside the calibrated ones
         override = error_rates(held_scores, held_labels, threshold)

@@ -164,3 +164,25 @@ def test_the_threshold_is_calibrated_saved_and_an_uncalibrated_file_falls_back_t
     loaded = RewardClassifier.load(path)
     value, source = loaded.decision_threshold()
     assert value == 0.5 and "no calibration" in source and loaded.calibration is None
+
+
+def test_without_held_out_successes_the_threshold_stays_at_least_one_half():
+    """Held-out episodes with no success frame cannot say where successes score: a threshold just above the
+    failures (2e-5 on a cell rehearsal's 3 episodes) called every live frame a success. It stays >= 0.5."""
+    rng = np.random.default_rng(0)
+    images = {"front": rng.integers(0, 255, (60, 16, 16, 3), dtype=np.uint8)}
+    labels = np.zeros(60, bool)
+    labels[5] = True  # one success frame, in a training episode
+    groups = np.repeat(np.arange(6), 10)
+    config = RewardClassifierConfig(cameras=("front",), updates=2, validation_fraction=0.5)
+    for seed in range(4):
+        held_out_has_it = False
+        try:
+            _, report = train_reward_classifier(images, labels, groups, config, seed=seed)
+        except ConfigError:  # the split put the only success frame in the held-out episodes
+            held_out_has_it = True
+        if not held_out_has_it:
+            assert report["held_out_positive"] == 0
+            assert report["calibrated_threshold"] >= 0.5 and "no success frame" in report["calibration_note"]
+            return
+    raise AssertionError("no seed kept the success frame in training")
