@@ -1,0 +1,45 @@
+"""``robot-rl launch`` of a graph that trains continues a run folder only with ``train.resume=true``, and then goes on
+with the run's counts (issue 50 item 1): before, ``launch sim_train`` on an existing run resumed the learner while the
+actor played its demonstrations again and a whole new step budget (81 online transitions with train.env_steps=60)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import require
+from tests.ros.graph_helpers import launch
+
+TINY_GRAPH = [
+    "task=reach",
+    "train.demo_episodes=1",
+    "task.episode_steps=20",
+    "train.start_training=20",
+    "train.batch_size=32",
+    "ros.eval_every_episodes=0",
+]
+
+
+@pytest.mark.slow
+def test_a_resumed_sim_train_launch_continues_the_actors_budget(tmp_path):
+    require("rclpy")
+    from robot_rl.data import EpisodeStore
+
+    run_dir = tmp_path / "run"
+    first = launch("sim_train", *TINY_GRAPH, f"train.run_dir={run_dir}", "train.env_steps=60", timeout=300)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    again = launch("sim_train", f"train.run_dir={run_dir}", "train.env_steps=100", timeout=120)
+    assert again.returncode == 2 and "train.resume=true" in again.stderr and "[launch] started" not in again.stdout
+    resumed = launch("sim_train", f"train.run_dir={run_dir}", "train.resume=true", "train.env_steps=100", timeout=300)
+    output = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0 and "Traceback" not in output, output[-3000:]
+    assert "resumed: 1 demonstrations, 60 online env steps" in output, output[-3000:]
+    assert "actor done: 100 env steps" in output and '"kind": "demo"' not in output, output[-3000:]
+    counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+    assert counters["online_received"] == 100  # 60 + the 40 the budget had left
+    store = EpisodeStore.open(run_dir / "episodes.zarr")
+    episodes = [store.episode_attrs(name) for name in store.episode_names()]
+    assert [episode["source"] for episode in episodes].count("demo") == 1  # the demonstration was not played again
+    assert sum(episode["length"] for episode in episodes if episode["source"] == "online") == 100
+    assert "train.env_steps 60 -> 100" in (run_dir / "config.yaml").read_text().splitlines()[0]
