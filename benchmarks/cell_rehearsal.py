@@ -133,26 +133,37 @@ def actor_records(output: str) -> list[tuple[float, dict[str, Any]]]:
     return records
 
 
-def cell_time(output: str) -> dict[str, Any]:
-    """Success against minutes of cell time (module docstring) and the session's totals, from a launch's output."""
+def cell_time(output: str, truth: list[int] | None = None) -> dict[str, Any]:
+    """Success against minutes of cell time (module docstring) and the session's totals, from a launch's output.
+    ``truth``: the cell's per-scene true success (``scenes_truly_succeeded``: the first scene is the one before any
+    episode); an evaluation's success is then the truth of its episodes, matched in order (the actor's own success
+    is the reward's word: the classifier's, in the classifier run). A paused episode that starts again uses one
+    scene more than the records say: the match is by order, so a pause shifts it by one episode."""
     records = actor_records(output)
+    scene = 1
     resets = [(float(m.group(1)), float(m.group(2))) for m in RESET_DONE.finditer(output)]
     steps_seconds = 0.0
     curve = []
     for stamp, record in records:
         if record["kind"] in ("train", "demo", "eval"):
             episodes = record.get("episodes", 1) if record["kind"] == "eval" else 1
+            played = truth[scene : scene + episodes] if truth else []
+            scene += episodes
             length = record.get("mean_length", 0.0) * episodes if record["kind"] == "eval" else record["length"]
             steps_seconds += length / CONTROL_RATE
         reset_seconds = sum(duration for at, duration in resets if at <= stamp)
         if record["kind"] == "eval":
             minutes = (steps_seconds + reset_seconds) / 60
-            curve.append({"cell_minutes": round(minutes, 2), "success_rate": record["success_rate"]})
+            success = float(np.mean(played)) if len(played) == episodes else record["success_rate"]
+            curve.append(
+                {"cell_minutes": round(minutes, 2), "success_rate": success, "reward_said": record["success_rate"]}
+            )
     first = records[0][0] if records else 0.0
     wall = (records[-1][0] - first) if records else 0.0
     reached = next((point["cell_minutes"] for point in curve if point["success_rate"] >= 0.9), None)
     return {
         "success_at_minutes": {str(p["cell_minutes"]): p["success_rate"] for p in curve},
+        "reward_said_success_at_minutes": {str(p["cell_minutes"]): p["reward_said"] for p in curve},
         "minutes_to_90": reached,
         "intervention_steps": sum(r["interventions"] for _, r in records if r["kind"] in ("train", "demo")),
         "online_steps": sum(r["length"] for _, r in records if r["kind"] == "train"),
@@ -161,6 +172,15 @@ def cell_time(output: str) -> dict[str, Any]:
         "wall_minutes": round(wall / 60, 2),
         "tracebacks": output.count("Traceback (most recent call last)"),
     }
+
+
+def count_scenes(output: str) -> int:
+    """Scenes a launch's actor played on: its episodes (an evaluation's count each)."""
+    return sum(
+        r.get("episodes", 1) if r["kind"] == "eval" else 1
+        for _, r in actor_records(output)
+        if r["kind"] in ("train", "demo", "eval")
+    )
 
 
 def cell_report(log: Path) -> dict[str, Any]:
@@ -255,10 +275,14 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
                 folder / "real_train.log",
                 timeout=6 * 3600,
             )
-            figures = {**cell_time(output), "wall_minutes_session": round((time.monotonic() - started) / 60, 2)}
+            wall = round((time.monotonic() - started) / 60, 2)
         finally:
             stop(cell)
     report = cell_report(folder / "cell.log")
+    truth = report.get("scenes_truly_succeeded")
+    if extra:  # the classifier's episodes came first on this cell: the session's scenes follow them
+        truth = truth[len(truth) - count_scenes(output) - 1 :] if truth else None
+    figures = {**cell_time(output, truth), "wall_minutes_session": wall}
     return {**figures, **extra, "cell": report}
 
 

@@ -187,6 +187,8 @@ class CellEmulator(SimRobot):
         self.reflex_at: float | None = None  # ... and comes at this monotonic time, EPISODE_SETTLE s into it
         self.scene_due: tuple[float, bool] | None = None
         self.tally = ClassifierTally()
+        self.scene_succeeded = False  # the task was done at some moment on the scene now in place (the sim's truth)
+        self.truth: list[bool] = []  # per scene so far (the first: before any episode), for cell/report
         self.counts = {"state_messages": 0, "frames": 0, "frames_dropped": 0, "reflexes": 0, "scene_resets": 0}
         self.next_tracker = self.next_operator = 0.0
         self.started_at = time.monotonic()
@@ -223,8 +225,13 @@ class CellEmulator(SimRobot):
         self.reset_stamp = self.time()
 
     def _on_scene_reset(self, msg) -> None:
-        """``home_reset`` has the arm home: the person puts the objects back, which takes its time."""
+        """``home_reset`` has the arm home: the person puts the objects back, which takes its time. The episode
+        played on the scene before is over: whether it truly succeeded is logged (``cell: scene N truly ...``)."""
         if self.scene_due is None:
+            self.truth.append(self.scene_succeeded)
+            self.node.get_logger().info(
+                f"cell: scene {len(self.truth) - 1} truly {'succeeded' if self.scene_succeeded else 'failed'}"
+            )
             self.scene_due = (time.monotonic() + self.settings.scene_reset_time, bool(msg.data))
 
     def reset_scene(self, demo: bool) -> None:
@@ -238,6 +245,7 @@ class CellEmulator(SimRobot):
         mujoco.mj_forward(env.model, env.data)
         self.episodes += 1
         self.counts["scene_resets"] += 1
+        self.scene_succeeded = False
         if self.reflex_next_episode:
             self.reflex_next_episode, self.reflex_at = False, time.monotonic() + EPISODE_SETTLE
         if self.operator is not None:
@@ -382,6 +390,7 @@ class CellEmulator(SimRobot):
         """What a cell has instead of the sim's task signals: the object tracker (and, in the ground-truth run, the
         sim's reward and success)."""
         now = time.monotonic()
+        self.scene_succeeded = self.scene_succeeded or bool(self.env.is_success())
         if self.settings.publish_reward:
             success = self.env.is_success()
             self.reward_pub.publish(Float64(data=float(self.env.reward(success))))
@@ -437,6 +446,7 @@ class CellEmulator(SimRobot):
             **self.counts,
             "classifier": {**self.tally.counts, **self.tally.rates()},
             "operator_takeover_steps": operator.takeover_steps if operator else 0,
+            "scenes_truly_succeeded": [int(success) for success in [*self.truth, self.scene_succeeded]],  # + now
             "arm_error": self.error,
             "seconds": now - self.started_at,
         }
