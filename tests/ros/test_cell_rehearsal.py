@@ -44,12 +44,18 @@ SESSION = [
 ]
 
 
+def cell_args(*extra: str) -> list[str]:
+    """CELL with ``extra`` overrides, a robot among them replacing CELL's."""
+    replaced = {arg.split("=", 1)[0] for arg in extra}
+    return [*(arg for arg in CELL if arg.split("=", 1)[0] not in replaced), *extra]
+
+
 def start_cell(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
     """``robot-rl launch cell`` in the background, and the SpaceMouse FIFO it made (once it is there)."""
     fifo = str(tmp_path / "spacemouse")
     log = open(tmp_path / "cell.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "robot_rl.cli", "launch", "cell", *CELL, f"cell.spacemouse={fifo}", *extra],
+        [sys.executable, "-m", "robot_rl.cli", "launch", "cell", *cell_args(*extra), f"cell.spacemouse={fifo}"],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -391,3 +397,40 @@ def test_cell_faults_a_stopped_camera_a_reflex_and_an_e_stop_hold_the_arm_and_tr
     assert "arm error recovered (cartesian_reflex" in cell_log
     graph_log = (tmp_path / "graph.log").read_text()
     assert "calling arm/error_recovery" in graph_log or "calling /arm/error_recovery" in graph_log
+
+
+@pytest.mark.slow
+def test_cell_rehearsal_on_a_ur5e_cell_through_the_servo_bridge(tmp_path):
+    """robot=ur5e in both terminals: the cell takes MoveIt Servo's twists only, which robot_rl's servo bridge makes
+    from the safety node's target; the operator's demonstration and the policy move the arm through it."""
+    require("rclpy")
+    classifier = tmp_path / "reward_classifier.pt"
+    tiny_classifier(classifier)
+    cell, fifo = start_cell(tmp_path, "robot=ur5e")
+    try:
+        ur = [arg.replace("robot=fr3", "robot=ur5e") for arg in SESSION if not arg.startswith("robot.safety")]
+        trained = launch(
+            "real_train",
+            *ur,
+            f"teleop_device.spacemouse_device={fifo}",
+            "task.cameras=[]",
+            "classifier.cameras=[front]",
+            f"classifier.out={classifier}",
+            f"train.run_dir={tmp_path / 'run'}",
+            "train.demo_episodes=1",
+            "train.env_steps=40",
+            "train.start_training=20",
+            "ros.eval_every_episodes=0",
+            timeout=600,
+        )
+        output = trained.stdout + trained.stderr
+        assert trained.returncode == 0, output[-5000:]
+        assert "[bridge]" in output
+        run = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
+        demo = run.read_episode(run.episode_names()[0])
+        tcp_z = demo["obs"]["state"][:, 2]
+        assert run.episode_attrs(run.episode_names()[0])["source"] == "demo"
+        assert tcp_z.max() - tcp_z.min() > 0.1  # the operator's demonstration moved the arm down to the cube
+    finally:
+        stop_cell(cell)
+    assert "cell report: " in (tmp_path / "cell.log").read_text()
