@@ -264,7 +264,16 @@ def tiny_classifier(path) -> None:
     """An untrained reward classifier on the front camera (the fault test needs a reward node, not a good one)."""
     from robot_rl.policies.reward_classifier import RewardClassifier, RewardClassifierConfig
 
-    RewardClassifier({"front": (48, 48, 3)}, RewardClassifierConfig(cameras=["front"])).save(path)
+    model = RewardClassifier({"front": (48, 48, 3)}, RewardClassifierConfig(cameras=["front"]))
+    model.calibration = {  # an untrained model's P(success) is anywhere: it never says success
+        "threshold": 1.0,
+        "target_fpr": 0.0,
+        "false_positive_rate": 0.0,
+        "false_negative_rate": 1.0,
+        "held_out_frames": 1,
+        "held_out_negative": 1,
+    }
+    model.save(path)
 
 
 class FaultWatcher:
