@@ -67,11 +67,12 @@ def start_cell(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
     return process, fifo
 
 
-def stop_cell(process: subprocess.Popen) -> None:
+def stop_launch(process: subprocess.Popen) -> None:
+    """Stop a ``robot-rl launch`` started in a session of its own: SIGINT to its group, SIGKILL after 60 s."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGINT)
         try:
-            process.wait(timeout=30)
+            process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -167,7 +168,7 @@ def test_cell_rehearsal_demos_classifier_real_train_and_evaluation_run_unchanged
         records = [json.loads(line[line.index("{") :]) for line in output.splitlines() if '"kind": "eval"' in line]
         assert records and 0.0 <= records[-1]["success_rate"] <= 1.0, output[-3000:]
     finally:
-        stop_cell(cell)
+        stop_launch(cell)
     log = (tmp_path / "cell.log").read_text()
     # the emulator scored the classifier against the sim's truth, which the learner never saw
     assert "cell report: " in log, log[-3000:]
@@ -392,14 +393,8 @@ def test_cell_faults_a_stopped_camera_a_reflex_and_an_e_stop_hold_the_arm_and_tr
     finally:
         watcher.node.destroy_node()
         rclpy.shutdown()
-        if graph.poll() is None:
-            os.killpg(graph.pid, signal.SIGINT)
-            try:
-                graph.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(graph.pid, signal.SIGKILL)
-                graph.wait()
-        stop_cell(cell)
+        stop_launch(graph)
+        stop_launch(cell)
         print((tmp_path / "graph.log").read_text()[-6000:])
         print((tmp_path / "cell.log").read_text()[-3000:])
     cell_log = (tmp_path / "cell.log").read_text()
@@ -443,5 +438,5 @@ def test_cell_rehearsal_on_a_ur5e_cell_through_the_servo_bridge(tmp_path):
         assert run.episode_attrs(run.episode_names()[0])["source"] == "demo"
         assert tcp_z.max() - tcp_z.min() > 0.1  # the operator's demonstration moved the arm down to the cube
     finally:
-        stop_cell(cell)
+        stop_launch(cell)
     assert "cell report: " in (tmp_path / "cell.log").read_text()
