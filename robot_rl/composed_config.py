@@ -85,4 +85,19 @@ def load_config(overrides: list[str]) -> DictConfig:
         raise ConfigError("overrides", " ".join(overrides), f"valid Hydra overrides ({message})") from None
     finite_everywhere(values)
     integer("seed", values.get("seed"))
+    warm_start_without_demos(cfg, overrides)
     return cfg
+
+
+def given(key: str, overrides: list[str]) -> bool:
+    """Whether the command line sets ``key`` (``key=...``, ``+key=...`` or ``++key=...``)."""
+    return any(override.partition("=")[0].lstrip("+~") == key for override in overrides)
+
+
+def warm_start_without_demos(cfg: DictConfig, overrides: list[str]) -> None:
+    """WSRL keeps no offline data: a warm start (``init.checkpoint``) collects no scripted demonstrations unless the
+    command line asks for them (``train.demo_episodes=N``); a run from scratch keeps ``train.demo_episodes``."""
+    train, init = cfg.get("train"), cfg.get("init")
+    if train is None or init is None or init.get("checkpoint") is None or given("train.demo_episodes", overrides):
+        return
+    train.demo_episodes = 0

@@ -267,6 +267,7 @@ class LearnerSession:
         else:
             if self.init.checkpoint is not None:  # before the run folder is made: a refused checkpoint leaves none
                 self.warm_start = warm_start(self.learner, self.init, self.definition)
+                self.warm_start["demo_episodes"] = int(self.cfg.train.demo_episodes)  # 0 unless asked (WSRL)
             self.run_dir.mkdir(parents=True, exist_ok=True)
             OmegaConf.save(self.cfg, self.run_dir / "config.yaml")
         self.last_checkpoint = self.learner.online_received

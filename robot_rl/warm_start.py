@@ -14,6 +14,9 @@ check a resumed run gets. Then, as WSRL prescribes:
    stores (``init.store``, or by default those the checkpoint was pretrained on) are kept in the demo buffer and
    mixed into every batch at ``train.demo_fraction`` (the offline-retained baseline).
 
+As WSRL keeps no offline data, a warm start also collects no scripted demonstrations: ``train.demo_episodes``
+is 0 unless the command line gives it (:func:`robot_rl.composed_config.warm_start_without_demos`).
+
 The same in ``robot-rl train``, in the learner node of ``robot-rl launch sim_train|real_train`` (it publishes the
 loaded weights before the actor's first step), on a real cell as in the sim. A resumed run (``train.resume``)
 continues from its own checkpoint and loads nothing from ``init.checkpoint``.

@@ -248,3 +248,13 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
         actions, rewards = rows(buffer)
         np.testing.assert_array_equal(actions, online_actions)
         np.testing.assert_array_equal(rewards, online_rewards)
+
+
+def test_a_warm_start_takes_no_demonstrations_unless_the_command_line_asks(tmp_path):
+    """WSRL keeps no offline data: with ``init.checkpoint`` the default 20 scripted demos are not collected (they were
+    mixed 50/50 into every batch); ``train.demo_episodes=N`` on the command line still gets N; from scratch, 20."""
+    checkpoint = f"init.checkpoint={tmp_path / 'pretrained'}"
+    assert load_config([]).train.demo_episodes == 20
+    assert load_config([checkpoint]).train.demo_episodes == 0
+    assert load_config([checkpoint, "train.demo_episodes=5"]).train.demo_episodes == 5
+    assert load_config([checkpoint, "++train.demo_episodes=3"]).train.demo_episodes == 3

@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             start = session.warm_start
             log.info(
                 f"warm start from {start['checkpoint']}: the first {start['warmup_steps']} online steps are the "
-                f"pretrained policy's, {start['retained_episodes']} offline episodes retained"
+                f"pretrained policy's, {start['retained_episodes']} offline episodes retained, "
+                f"{start['demo_episodes']} scripted demonstrations"
             )
         if cfg.ros.delivery.backfill:
             for robot in robots or [None]:
