@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -516,3 +517,107 @@ def test_the_sros2_policy_gives_the_arm_and_its_inputs_to_the_nodes_the_safety_n
     assert publishers["rl/equilibrium_pose"] == publishers["rl/gripper_command"] == {"robot_rl_safety"}
     assert publishers["rl/action"] == publishers["rl/gripper"] == set(DEFAULT_SENDERS)
     assert publishers["rl/estop_reset"] == set(DEFAULT_OPERATORS)
+
+
+class GappyStateStream:
+    """The arm's state broadcaster at 1 kHz in a thread of its own, on absolute deadlines: ``gaps`` s > 0 drops every
+    state in alternate windows of that length (a broadcaster that misses cycles); ``streaming`` False stops it."""
+
+    def __init__(self, node, rate_hz: float = 1000.0):
+        from geometry_msgs.msg import PoseStamped
+
+        self.publisher = node.create_publisher(PoseStamped, "/franka_robot_state_broadcaster/current_pose", 10)
+        self.pose = PoseStamped()
+        self.pose.pose.position.x, self.pose.pose.position.y, self.pose.pose.position.z = HOME
+        self.pose.pose.orientation.x, self.pose.pose.orientation.w = 1.0, 0.0
+        self.period, self.gaps, self.streaming, self.running = 1.0 / rate_hz, 0.0, True, True
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        start = next_at = time.monotonic()
+        while self.running:
+            next_at += self.period
+            time.sleep(max(next_at - time.monotonic(), 0.0))
+            in_gap = self.gaps > 0 and (time.monotonic() - start) % (2 * self.gaps) < self.gaps
+            if self.streaming and not in_gap:
+                self.publisher.publish(self.pose)
+                self.sent += 1
+
+    def close(self):
+        self.running = False
+        self.thread.join(timeout=5)
+
+
+@pytest.mark.slow
+def test_state_with_5_ms_gaps_at_1_khz_keeps_the_arm_moving_and_an_outage_holds_it(tmp_path):
+    """Issue 48 item 6: a Franka's state broadcaster at 1 kHz that misses 5 ms now and then (here every other 5 ms
+    window for 3 s) is not an outage: the safety node at 1 kHz with the Franka's ``state_timeout`` (10 ms) flags
+    STALE_STATE on no more of its ticks than with the gapless stream beside it (the slack is what a loaded machine
+    adds); a real outage (300 ms) holds the arm on nearly every tick. Every tick's flags come from
+    ``/rl/safety_ticks``. A node that took a 5 ms gap for an outage (a timeout under 5 ms) fails the first check;
+    one that ignored stale state, the second."""
+    rclpy = require("rclpy")
+    from std_msgs.msg import Float64MultiArray
+
+    safety = start(
+        [
+            *SAFETY[:3],
+            "--rate-hz",
+            "1000",
+            "robot.limits.state_timeout=0.01",  # robot=fr3's: ten periods of the state broadcaster
+            "safety.fast_critic.record_ticks=true",
+            "--senders",
+            "robot_rl_test_actor",
+        ],
+        tmp_path / "safety.log",
+    )
+    actor = subprocess.Popen([sys.executable, "-c", ACTOR])
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_test_arm")
+    ticks: list[tuple[float, int]] = []  # (tick time on the wall clock s, flags) of every tick
+    node.create_subscription(Float64MultiArray, "/rl/safety_ticks", lambda m: ticks.extend(rows_time_and_flags(m)), 100)
+    stream = GappyStateStream(node)
+
+    def spin(seconds: float) -> tuple[float, float]:
+        begin = time.time()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.01)
+        return begin, time.time()
+
+    def stale_share(window: tuple[float, float]) -> float:
+        inside = [flags for t, flags in ticks if window[0] <= t < window[1]]
+        assert len(inside) > 100, f"{len(inside)} ticks in a {window[1] - window[0]:.1f} s window"
+        return sum(1 for flags in inside if flags & STALE_STATE) / len(inside)
+
+    try:
+        end = time.monotonic() + 60
+        while not ticks or not any(flags == 0 for _, flags in ticks[-50:]):  # the actor's target is obeyed
+            assert time.monotonic() < end, f"no unflagged tick within 60 s; last {ticks[-3:]}"
+            rclpy.spin_once(node, timeout_sec=0.01)
+        steady = spin(3.0)
+        stream.gaps = 0.005
+        gappy = spin(3.0)
+        stream.gaps, stream.streaming = 0.0, False
+        outage = spin(0.3)
+        stream.streaming = True
+        spin(0.5)  # the last batches of ticks
+        steady_share, gap_share = stale_share(steady), stale_share(gappy)
+        outage_share = stale_share((outage[0] + 0.05, outage[1]))  # past the 10 ms timeout and a slow tick
+        print(f"STALE_STATE on {steady_share:.3f} of ticks gapless, {gap_share:.3f} with 5 ms gaps, {outage_share:.3f}")
+        assert gap_share <= steady_share + 0.05
+        assert outage_share > 0.8
+    finally:
+        stream.close()
+        node.destroy_node()
+        rclpy.shutdown()
+        stop_processes([actor, safety])
+
+
+def rows_time_and_flags(msg) -> list[tuple[float, int]]:
+    """(time s, flags) of each tick of an ``/rl/safety_ticks`` message (robot_rl.ros.safety_ticks: time is column 0,
+    the flags the second to last)."""
+    rows = np.asarray(msg.data).reshape(msg.layout.dim[0].size, msg.layout.dim[1].size)
+    return [(float(row[0]), int(row[-2])) for row in rows]
