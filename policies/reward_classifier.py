@@ -184,7 +184,9 @@ def frames_from_store(
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """(images per camera, success labels, episode index) of every observation in an episode store.
 
-    The observation after step t carries step t's ``success`` flag; the reset observation is a negative.
+    The observation after step t carries step t's ``success`` flag; the reset observation is a negative. An episode
+    the operator labelled (its ``operator_label`` attribute, the console's success or failure) has the operator's
+    word instead: false, none of its frames is a success; true, its last frame is one too.
     """
     from robot_rl.data import EpisodeStore
 
@@ -202,7 +204,12 @@ def frames_from_store(
             )
         for c in cameras:
             images[c].append(episode["obs"][c])
-        labels.append(np.concatenate([[False], np.asarray(episode["success"], bool)]))
+        success = np.array(episode["success"], bool)
+        operator_label = episode["attrs"].get("operator_label")
+        if operator_label is not None:
+            success[:] = success & bool(operator_label)
+            success[-1] |= bool(operator_label)
+        labels.append(np.concatenate([[False], success]))
         groups.append(np.full(len(labels[-1]), index))
     return ({c: np.concatenate(v) for c, v in images.items()}, np.concatenate(labels), np.concatenate(groups))
 

@@ -2,7 +2,9 @@
 
 The classifier module comes from ``classifier.entry_point`` (``robot_rl.policies.reward_classifier``);
 frames are every observation of the chosen cameras, labelled by the step's ``success`` flag (in
-sim the task's check, on the robot the operator's key press during teleoperation). The threshold
+sim the task's check, on the robot the operator's key press during teleoperation), or by the operator's label of
+the episode where it has one (``operator_label``, the console's success or failure: false, no frame of it is a
+success; true, its last one is). The threshold
 is calibrated on the held-out episodes for ``classifier.target_fpr`` and saved in the file;
 ``classifier.threshold`` (null by default) overrides it where it is a number.
 """

@@ -12,7 +12,9 @@ stream, resent for a restarted learner) and episodes already in the store are sk
 Every committed episode has the same metadata whoever recorded it: ``source`` (demo or online), ``uid``,
 ``length``, ``success`` (any step), ``return`` (sum of rewards), ``interventions`` (steps the human acted),
 ``filter_interventions`` (steps the safety filter changed) and ``violations`` (steps with constraint flags),
-plus what the driver adds with :meth:`EpisodeRecorder.annotate` (the reset's seed and randomization).
+plus what the driver adds with :meth:`EpisodeRecorder.annotate` (the reset's seed and randomization) and, where the
+operator labelled the episode (the console's success or failure, :meth:`EpisodeRecorder.label`), ``operator_label``
+(true or false; absent: no label), which ``robot-rl classifier`` trains on.
 """
 
 from __future__ import annotations
@@ -64,6 +66,14 @@ class EpisodeRecorder:
     def annotate(self, **attrs: Any) -> None:
         """Metadata for the episode that starts next (or is open), e.g. the reset's seed and randomization."""
         self.attrs.update(attrs)
+
+    def label(self, success: bool) -> bool:
+        """The operator's label of the open episode, kept as its ``operator_label`` attribute (the last label given
+        counts); False when no episode is open (between episodes: the label is not kept)."""
+        if not self.writer.active:
+            return False
+        self.attrs["operator_label"] = bool(success)
+        return True
 
     def add(self, transitions: list[Transition], resent: bool = False) -> list[str]:
         """Take transitions in the order they were made; returns the names of the episodes committed.

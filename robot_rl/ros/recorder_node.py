@@ -6,7 +6,9 @@ actor paused, crashed or was stopped) is dropped, so the store only ever holds f
 Ctrl-C or SIGTERM; one the actor's step budget cut short is committed when the actor says so on
 ``rl/episode_cut``. Each committed episode keeps the actor's episode uid and is acknowledged on
 ``/rl/transitions_ack``: an episode the recorder never confirms (it was down) is recorded by the actor itself.
-Malformed transition messages are dropped and counted.
+Malformed transition messages are dropped and counted. The operator's label (``rl/operator_label``, std_msgs/Bool:
+the console's success or failure) is kept as the open episode's ``operator_label`` attribute (one that comes between
+episodes is logged and not kept).
 With ``ros.recorder.mcap=<folder>`` the raw messages of the cell's topics (cameras, state,
 commands, teleop) are also written to a rosbag2 MCAP there, serialized as received.
 
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
-from std_msgs.msg import String, UInt8MultiArray
+from std_msgs.msg import Bool, String, UInt8MultiArray
 
 from ..config import ConfigError
 from ..data import EpisodeRecorder, EpisodeStore
@@ -136,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             qos.TRANSITIONS,
         )
         guard.subscribe(String, CUT_TOPIC, lambda msg: recorder.cut(*parse_cut(msg.data)), qos.EVENT)
+
+        def on_label(msg) -> None:
+            if not recorder.label(bool(msg.data)):
+                node.get_logger().warning(f"operator label {bool(msg.data)} between episodes: not kept")
+
+        guard.subscribe(Bool, "rl/operator_label", on_label, qos.EVENT)
         # for acks that were missed; on the wall clock, as the actor's record_timeout is
         node.create_timer(
             1.0, lambda: recorder.recent and acknowledge(recorder.recent), clock=Clock(clock_type=ClockType.STEADY_TIME)

@@ -6,6 +6,10 @@ P(success) > the threshold), ``/rl/reward`` (std_msgs/Float64, 1.0 on success el
 sparse reward of HIL-SERL) and ``/rl/success_probability`` (Float64). A frame that is not a
 readable colour image (size, step, encoding) is dropped and counted (``guard.dropped``).
 
+The operator's label (``/rl/operator_label``, std_msgs/Bool: the console's success or failure) overrides the
+classifier for the rest of the episode: ``/rl/success`` and ``/rl/reward`` then say the label (P(success) still goes
+out as computed) until the actor's next ``/rl/episode_stats`` record, which it publishes when an episode ends.
+
 The threshold (a probability) is ``classifier.threshold`` when that is a number, else the one
 ``robot-rl classifier`` calibrated on held-out frames and saved in ``classifier.out`` (0.5 for a
 file saved without one); the node logs it and where it came from at start.
@@ -15,15 +19,16 @@ file saved without one); the node logs it and where it came from at start.
 
 from __future__ import annotations
 
+import json
 import sys
 
 from sensor_msgs.msg import Image
-from std_msgs.msg import Bool, Float64
+from std_msgs.msg import Bool, Float64, String
 
 from ..classifier import load_classifier
 from ..config import ConfigError
 from . import qos
-from .guard import InputGuard
+from .guard import InputGuard, MessageError
 from .messages import colour_image
 from .node_main import exit_with_error, node_config, ros_node, spin
 from .topic_env import camera_topic
@@ -33,7 +38,10 @@ class RewardPublisher:
     def __init__(self, node, classifier, threshold: float):
         self.classifier, self.threshold = classifier, threshold
         self.latest: dict[str, object] = {}
+        self.override: bool | None = None  # the operator's label of the episode in progress (None: the classifier's)
         self.guard = InputGuard(node)
+        self.guard.subscribe(Bool, "rl/operator_label", self._on_label, qos.EVENT)
+        self.guard.subscribe(String, "rl/episode_stats", self._on_episode_end, qos.EPISODE_LOG)
         for camera in classifier.config.cameras:
             self.guard.subscribe(
                 Image, camera_topic(camera), lambda m, c=camera: self._on_image(c, m), qos.STREAM_SUBSCRIBER
@@ -42,11 +50,21 @@ class RewardPublisher:
         self.reward_pub = node.create_publisher(Float64, "rl/reward", qos.STREAM_PUBLISHER)
         self.probability_pub = node.create_publisher(Float64, "rl/success_probability", qos.STREAM_PUBLISHER)
 
+    def _on_label(self, msg) -> None:
+        self.override = bool(msg.data)
+
+    def _on_episode_end(self, msg) -> None:
+        """An actor's episode record (a JSON object with its ``kind``): the episode ended, the label's override too."""
+        record = json.loads(msg.data)
+        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            raise MessageError("expected a JSON object with a kind")
+        self.override = None
+
     def _on_image(self, camera: str, msg) -> None:
         self.latest[camera] = colour_image(msg, self.classifier.image_shapes[camera][:2])
         if camera == self.classifier.config.cameras[0] and len(self.latest) == len(self.classifier.config.cameras):
             probability = self.classifier.probability(self.latest)
-            success = probability > self.threshold
+            success = probability > self.threshold if self.override is None else self.override
             self.success_pub.publish(Bool(data=bool(success)))
             self.reward_pub.publish(Float64(data=float(success)))
             self.probability_pub.publish(Float64(data=probability))

@@ -186,3 +186,33 @@ def test_without_held_out_successes_the_threshold_stays_at_least_one_half():
             assert report["calibrated_threshold"] >= 0.5 and "no success frame" in report["calibration_note"]
             return
     raise AssertionError("no seed kept the success frame in training")
+
+
+def test_the_operators_label_kept_by_the_recorder_overrides_the_success_flags_for_the_classifier(tmp_path):
+    """Issue 51: the console's success / failure reaches the recorder (``EpisodeRecorder.label``) as the episode's
+    ``operator_label``; ``frames_from_store`` trains on it: a failure label clears the episode's success frames, a
+    success label makes its last frame one. An episode without a label keeps its flags; a label between episodes is
+    not kept."""
+    from robot_rl.data import EpisodeRecorder, EpisodeStore
+    from robot_rl.data.transition import Transition
+
+    meta = {"task": "reach", "observation_shapes": {"front": [8, 8, 3]}, "action_dim": 2, "control_rate_hz": 10}
+    store = EpisodeStore.create(tmp_path / "labels.zarr", meta)
+    recorder = EpisodeRecorder(store)
+    assert not recorder.label(True)  # no episode open
+    frame = np.zeros((8, 8, 3), np.uint8)
+    labels = {"none": None, "failure": False, "success": True}
+    for name, label in labels.items():
+        for t in range(3):  # the classifier said success at the last step of the first two episodes only
+            if t == 1 and label is not None:
+                assert recorder.label(not label) and recorder.label(label)  # the last label given counts
+            last = t == 2
+            success = last and name != "success"
+            step = Transition({"front": frame}, np.zeros(2), float(success), {"front": frame}, success, last)
+            step.first, step.success, step.episode = t == 0, success, name
+            recorder.add([step])
+    names = store.episode_names()
+    assert [store.episode_attrs(n).get("operator_label") for n in names] == [None, False, True]
+    _, frame_labels, groups = frames_from_store(store.path, ("front",))
+    per_episode = [frame_labels[groups == index].tolist() for index in range(3)]
+    assert per_episode == [[False, False, False, True], [False] * 4, [False, False, False, True]]

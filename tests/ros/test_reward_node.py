@@ -77,7 +77,7 @@ def test_reward_node_uses_the_files_calibrated_threshold_unless_classifier_thres
 def test_reward_node_publishes_success_from_camera_frames(tmp_path):
     rclpy = require("rclpy")
     from sensor_msgs.msg import Image
-    from std_msgs.msg import Bool, Float64
+    from std_msgs.msg import Bool, Float64, String
 
     from robot_rl.ros import qos
     from robot_rl.ros.messages import image_msg
@@ -100,6 +100,13 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
     watcher = Watcher(rclpy)
     camera = watcher.node.create_publisher(Image, "/camera/front/color/image_raw", qos.STREAM_PUBLISHER)
     received = {"success": [], "reward": []}
+
+    def show(frame, expected) -> bool:
+        """Publish ``frame``; whether the newest success and reward say ``expected``."""
+        camera.publish(image_msg(frame, 0.0, "front"))
+        watcher.spin(0.05)
+        return bool(received["success"]) and received["success"][-1] == expected == bool(received["reward"][-1])
+
     watcher.node.create_subscription(Bool, "/rl/success", lambda m: received["success"].append(m.data), 10)
     watcher.node.create_subscription(Float64, "/rl/reward", lambda m: received["reward"].append(m.data), 10)
     try:
@@ -116,6 +123,24 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
                 )  # 1.0 on success, the sparse reward
 
             watcher.wait_for(seen, 60, f"success={expected} for brightness {value}")
+
+        # the operator's label overrides the classifier until the actor's next episode record (issue 51)
+        label = watcher.node.create_publisher(Bool, "/rl/operator_label", qos.EVENT)
+        records = watcher.node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
+        for brightness, word, expected in ((210, False, False), (30, True, True)):
+            watcher.wait_for(lambda _: label.get_subscription_count() >= 1, 30, "the reward node on the label")
+            label.publish(Bool(data=word))
+            frame = np.full((48, 48, 3), brightness, np.uint8)
+            watcher.wait_for(
+                lambda _, f=frame, e=expected: show(f, e), 30, f"label {word} over brightness {brightness}"
+            )
+            watcher.spin(0.3)
+            assert show(frame, expected)  # it holds while the episode goes on
+            records.publish(String(data="[1, 2]"))  # no record: dropped, counted; the override stands
+            records.publish(String(data=json.dumps({"kind": "train", "episode": 1})))  # the episode ended
+            watcher.wait_for(
+                lambda _, f=frame, e=expected: show(f, not e), 30, "the classifier's word after the episode"
+            )
     finally:
         stop_processes([node])
         watcher.node.destroy_node()
