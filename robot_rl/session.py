@@ -75,7 +75,8 @@ class ActorSession:
 
     The first ``train.demo_episodes`` episodes are demonstrations (the human acts throughout, their steps are
     not counted against ``train.env_steps``); then every step is, and the episode in which the budget is spent
-    ends there.
+    ends there. :attr:`ended` (the operator stopped the run: the console's stop) spends the budget at once: the
+    episode in progress ends at its next step, also a demonstration, recorded as it is.
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class ActorSession:
         self.weights_version: int | None = None  # the learner's update count when it published them
         self.weights_session: str | None = None  # the learner run that published them (graph; None in one process)
         self.fast_model = None  # (FastRiskModel, version) the learner fitted, for the envs' fast loops
+        self.ended = False  # set by the driver: the run ends now, as if its step budget were spent
 
     @property
     def demo_due(self) -> bool:
@@ -104,7 +106,7 @@ class ActorSession:
 
     @property
     def budget_spent(self) -> bool:
-        return self.counters.env_steps >= self.settings.env_steps
+        return self.ended or self.counters.env_steps >= self.settings.env_steps
 
     def start_from(self, learner: Learner) -> None:
         """In one process: the learner publishes its weights as they are (a resumed run's, a warm start's or the
@@ -178,7 +180,7 @@ class ActorSession:
                 set_training_step(env, counters.env_steps)
             if between_steps is not None:
                 between_steps()
-            return not demo and self.budget_spent
+            return self.ended or (not demo and self.budget_spent)
 
         return after_step
 

@@ -5,7 +5,11 @@ the intervention mux (:class:`~robot_rl.ros.teleop_source.TopicTeleop`) and the 
 filter when the learner publishes one, sends every transition to the learner
 (:class:`~robot_rl.ros.transport.RosTransport`) and loads new weights between episodes. Without
 a learner it keeps acting on the weights it has. A stream that goes silent pauses the episode
-(logged with the topic) until it returns. Every ``ros.eval_every_episodes`` training episodes it
+(logged with the topic) until it returns; so does the operator's pause (``/rl/pause`` true, the console's: a
+``paused`` record with reason ``operator``) until ``/rl/pause`` false. The operator's stop (``/rl/stop``,
+std_msgs/Empty) ends the run as a spent step budget does: the episode in progress ends at its next step, recorded as
+it is, its record says ``"stopped": true``, no evaluation follows, and the actor exits 0 (a graph's required node: the
+launch then stops the others, the learner checkpoints). Every ``ros.eval_every_episodes`` training episodes it
 runs ``ros.eval_episodes`` deterministic episodes. With ``ros.demos_only`` it stops after the
 ``train.demo_episodes`` demonstrations (demo collection); with ``ros.eval_only`` it runs
 ``ros.eval_episodes`` deterministic episodes of ``eval.checkpoint`` on the cell and stops. Each episode's stats go out as JSON on
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from omegaconf import OmegaConf
-from std_msgs.msg import String
+from std_msgs.msg import Empty, String
 
 from ..config import ConfigError, non_negative, positive
 from ..data import EpisodeRecorder, EpisodeStore
@@ -44,7 +48,7 @@ from .delivery import Outbox, stored_transitions
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
 from .sim_clock import ClockError, lockstep_teleop, sim_time_of, wait_for_clock
 from .teleop_source import TopicTeleop
-from .topic_env import StreamStalled, TopicEnv, TopicEnvSettings
+from .topic_env import STOP, StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
 
 LEARNER_SILENCE = 5.0  # s (wall clock) without news from the learner before the actor stops waiting for it
@@ -125,6 +129,13 @@ class ActorLoop:
         )
         self.stats_pub = node.create_publisher(String, "rl/episode_stats", qos.EPISODE_LOG)
         self.sim_time = sim_time_of(cfg)
+        self.env.guard.subscribe(Empty, STOP, self._on_stop, qos.EVENT)
+
+    def _on_stop(self, msg) -> None:
+        """The operator's stop: the run ends as if its step budget were spent (module docstring)."""
+        if not self.session.ended:
+            self.log.info(f"stopped by the operator on {self.node.resolve_topic_name(STOP)}: ending the run")
+        self.session.ended = True
 
     def count_the_run(self) -> None:
         """A resumed run (``train.resume=true``): the counts go on from the run's finished episodes in the episode
@@ -279,7 +290,9 @@ class ActorLoop:
                 self.wait_for_streams(stall.topic)
                 continue
             demo = stats.pop("demo")
-            self.publish("demo" if demo else "train", stats)
+            self.publish("demo" if demo else "train", {**stats, **({"stopped": True} if self.session.ended else {})})
+            if self.session.ended:
+                return
             if not demo and ros.eval_every_episodes and self.counters.episodes % ros.eval_every_episodes == 0:
                 self.load_new_weights()
                 self.publish("eval", self.evaluate_on_cell())
@@ -287,9 +300,10 @@ class ActorLoop:
     def wait_for_streams(self, paused_on: str | None = None) -> None:
         """Until every stream the actor reads is live again. A stream that is now the one missing, other than
         ``paused_on`` (the topic the pause named), is published as a pause of its own: the run's log names what the
-        actor waits for (a reset that went unanswered, then a camera that stays silent, is a camera)."""
+        actor waits for (a reset that went unanswered, then a camera that stays silent, is a camera). The operator's
+        pause is one of these waits (the env waits while paused); the operator's stop ends it."""
         reported = paused_on
-        while True:
+        while not self.session.ended:  # the operator's stop ends the wait (and the run)
             try:
                 self.env.wait_for_streams(timeout=5.0)
                 self.log.info("streams are back; resuming")

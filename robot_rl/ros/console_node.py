@@ -6,14 +6,19 @@ internet), fed over one websocket:
 * every camera (``camera/<name>/color/image_raw``: the task's ``task.cameras`` and any other found in the graph),
   downscaled to at most ``console.image_width`` px and JPEG-encoded, at most ``console.camera_rate_hz`` frames per
   s per camera; a slow browser gets the newest frame, never a queue;
-* the TCP pose (``franka_robot_state_broadcaster/current_pose``) and the commanded target (``rl/action``) in m; who
-  drives: ``hold`` (the safety node's flags say e-stop, foreign publisher, arm error or inactive), ``operator``
-  (``rl/intervention``), ``idle`` (no command) or ``policy``, and the operator's input magnitude (``spacenav/twist``,
-  normalised);
-* the safety node's ``rl/safety_flags`` as :class:`~robot_rl.safety.Violation` names, ``rl/safety_risk`` (the
-  fast-loop critic's risk, 0-1), ``rl/success_probability`` (the reward classifier), ``rl/learner_progress``;
+* from the safety node's ``rl/safety_status`` (10 Hz: the console never subscribes to its 500-1000 Hz ticks, flags
+  or the arm's pose stream) the measured TCP position (m), the flags of every tick since the last status as
+  :class:`~robot_rl.safety.Violation` names and the fast-loop critic's risk (0-1); the commanded target
+  (``rl/action``, m); who drives: ``hold`` (the flags say e-stop, foreign publisher, arm error or inactive),
+  ``operator`` (``rl/intervention``), ``idle`` (no command) or ``policy``, and the operator's input magnitude
+  (``spacenav/twist``, normalised);
+* ``rl/success_probability`` (the reward classifier), ``rl/learner_progress``, the operator's pause
+  (``rl/pause``) and the learner's checkpoints (``rl/checkpoint_saved``);
 * the actor's ``rl/episode_stats`` records (train, eval, demo, paused), from which the page draws the success and
-  intervention-rate curves.
+  intervention-rate curves;
+* the episode list of the run's episode store (``ros.recorder.store``, opened read-only on each request): GET
+  ``/api/episodes``, ``/api/episodes/<index>`` (its actions, rewards and takeovers) and
+  ``/api/episodes/<index>/<camera>/<step>`` (one recorded frame as JPEG), each with the token header.
 
 Controls are POSTs to ``/api/<action>`` carrying the token in the ``X-Console-Token`` header (the live stream
 carries it as ``?token=``); a bad or missing token gets 403 and publishes nothing. Nothing here commands the arm:
@@ -21,9 +26,14 @@ carries it as ``?token=``); a bad or missing token gets 403 and publishes nothin
 * ``success``: ``rl/operator_label`` (std_msgs/Bool true, once: the operator's label, kept for the recorder and a
   classifier's retraining) and ``rl/success`` true + ``rl/reward`` 1.0 for ``console.label_hold`` s at 50 Hz, as
   the teleop node's success key does (the actor ends the episode as a success);
-* ``failure``: ``rl/operator_label`` false (the episode runs on to its step limit);
+* ``failure``: ``rl/operator_label`` false (the reward node says no success for the rest of the episode; the
+  recorder keeps the label with the episode);
 * ``hold``: ``rl/estop`` true, the safety node's software e-stop (it holds the arm until an operator resets it);
-* ``release``: ``rl/estop_reset``, obeyed by the safety node because ``robot_rl_console`` is one of its operators.
+* ``release``: ``rl/estop_reset``, obeyed by the safety node because ``robot_rl_console`` is one of its operators;
+* ``pause`` / ``resume``: ``rl/pause`` true / false (latched: an actor that starts later obeys it); paused, the actor
+  sends no command and the safety node holds the arm;
+* ``checkpoint``: ``rl/checkpoint_now``, the learner writes a checkpoint at once (``rl/checkpoint_saved`` says so);
+* ``stop``: ``rl/stop``, the actor ends the run as a spent step budget does (a launch then stops every node).
 
 The page binds ``console.host`` (default 127.0.0.1) on ``console.port``; the address with the token
 (``http://host:port/#token=...``) is printed at start.
@@ -52,15 +62,17 @@ import numpy as np
 from aiohttp import WSMsgType, web
 from geometry_msgs.msg import PoseStamped, Twist
 from sensor_msgs.msg import Image
-from std_msgs.msg import Bool, Empty, Float64, String, UInt32
+from std_msgs.msg import Bool, Empty, Float64, String
 
 from ..config import ConfigError, integer, positive
+from ..data import EpisodeStore
+from ..data.episode_store import EpisodeStoreError
 from ..safety import Violation
 from . import qos
 from .guard import InputGuard, MessageError, finite, finite_scalar
 from .messages import image_to_numpy, pose_to_numpy, seconds
 from .node_main import exit_with_error, node_config, ros_node, spinning_in_background, stop_requests
-from .topic_env import POSE, camera_topic
+from .topic_env import PAUSE, STOP, camera_topic
 
 MODULE = "robot_rl.ros.console_node"
 NODE_NAME = "robot_rl_console"
@@ -72,6 +84,7 @@ TELEMETRY_PERIOD = 0.1  # s between telemetry messages to the page
 DISCOVERY_PERIOD = 1.0  # s between looks for cameras in the graph
 LABEL_RATE_HZ = 50.0  # rl/success messages per s while a success mark lasts
 RECORDS_KEPT = 5000  # episode_stats records the page gets on connecting
+EPISODES_LISTED = 200  # the newest episodes of the store the page lists
 
 
 @dataclass(frozen=True)
@@ -240,15 +253,18 @@ class ConsoleRos:
         self.label = node.create_publisher(Bool, "rl/operator_label", qos.EVENT)
         self.success = node.create_publisher(Bool, "rl/success", qos.STREAM_PUBLISHER)
         self.reward = node.create_publisher(Float64, "rl/reward", qos.STREAM_PUBLISHER)
+        self.pause = node.create_publisher(Bool, PAUSE, qos.LATCHED)
+        self.checkpoint = node.create_publisher(Empty, "rl/checkpoint_now", qos.EVENT)
+        self.stop = node.create_publisher(Empty, STOP, qos.EVENT)
         stream, g = qos.STREAM_SUBSCRIBER, self.guard
-        g.subscribe(PoseStamped, POSE, lambda m: live.set(pose=self._position(m)), stream)
+        g.subscribe(String, "rl/safety_status", self._on_status, stream)
         g.subscribe(PoseStamped, "rl/action", lambda m: live.set(target=self._position(m)), stream)
         g.subscribe(Bool, "rl/intervention", lambda m: live.set(intervention=bool(m.data)), stream)
         g.subscribe(Twist, "spacenav/twist", self._on_twist, stream)
-        g.subscribe(UInt32, "rl/safety_flags", lambda m: live.set(flags=int(m.data)), stream)
-        g.subscribe(Float64, "rl/safety_risk", lambda m: live.set(risk=self._number(m.data)), stream)
         g.subscribe(Float64, "rl/success_probability", lambda m: live.set(probability=self._number(m.data)), stream)
         g.subscribe(String, "rl/learner_progress", lambda m: live.set(learner=self._json(m.data)), stream)
+        g.subscribe(Bool, PAUSE, lambda m: live.set(paused=bool(m.data)), qos.LATCHED)
+        g.subscribe(String, "rl/checkpoint_saved", lambda m: live.set(checkpoint=self._json(m.data)), qos.EPISODE_LOG)
         g.subscribe(String, "rl/episode_stats", lambda m: live.add_record(self._json(m.data)), qos.EPISODE_LOG)
         for camera in cameras:
             self.add_camera(camera)
@@ -269,6 +285,19 @@ class ConsoleRos:
         if not isinstance(value, dict):
             raise MessageError("expected a JSON object")
         return value
+
+    def _on_status(self, msg) -> None:
+        """The safety node's status: flags (a non-negative integer), the TCP position (3 finite m, or null), the
+        fast critic's risk (0-1 or null)."""
+        status = self._json(msg.data)
+        flags, tcp, risk = status.get("flags"), status.get("tcp"), status.get("risk")
+        if not isinstance(flags, int) or isinstance(flags, bool) or not 0 <= flags < 2**32:
+            raise MessageError(f"flags={flags!r}; expected an unsigned 32-bit integer")
+        if tcp is not None and (not isinstance(tcp, list) or len(tcp) != 3):
+            raise MessageError(f"tcp={tcp!r}; expected null or [x, y, z] in m")
+        pose = None if tcp is None else finite("tcp", tcp).round(4).tolist()
+        risk = None if risk is None else finite_scalar("risk", risk)
+        self.live.set(flags=flags, pose=pose, risk=risk)
 
     def _on_twist(self, msg) -> None:
         twist = finite("twist", [msg.linear.x, msg.linear.y, msg.linear.z, msg.angular.x, msg.angular.y, msg.angular.z])
@@ -304,6 +333,12 @@ class ConsoleRos:
             self.estop.publish(Bool(data=True))
         elif action == "release":
             self.estop_reset.publish(Empty())
+        elif action in ("pause", "resume"):
+            self.pause.publish(Bool(data=action == "pause"))
+        elif action == "checkpoint":
+            self.checkpoint.publish(Empty())
+        elif action == "stop":
+            self.stop.publish(Empty())
         elif action in ("success", "failure"):
             self.label.publish(Bool(data=action == "success"))
             if action == "success":
@@ -314,11 +349,79 @@ class ConsoleRos:
                     await asyncio.sleep(1.0 / LABEL_RATE_HZ)
 
 
-ACTIONS = ("success", "failure", "hold", "release")
+ACTIONS = ("success", "failure", "hold", "release", "pause", "resume", "checkpoint", "stop")
 
 
-def web_app(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub) -> web.Application:
-    """The page, its static files, the live stream (``/ws``) and the controls (``/api/<action>``)."""
+class Episodes:
+    """The run's episode store, read only: what the page's episode list, video and curves come from."""
+
+    def __init__(self, path: str, quality: int):
+        self.path, self.quality = Path(path), quality
+
+    def _store(self) -> EpisodeStore:
+        try:
+            return EpisodeStore.open(self.path)
+        except FileNotFoundError:
+            raise web.HTTPNotFound(text=f"no episode store at {self.path} yet\n") from None
+        except EpisodeStoreError as error:
+            raise web.HTTPNotFound(text=f"{error}\n") from None
+
+    def _name(self, store: EpisodeStore, index: str) -> str:
+        names = store.episode_names()
+        if not index.isdigit() or not int(index) < len(names):
+            raise web.HTTPNotFound(text=f"no episode {index} in {self.path} ({len(names)} episodes)\n")
+        return names[int(index)]
+
+    def listing(self) -> dict:
+        """The newest ``EPISODES_LISTED`` episodes: index, name and their attributes (source, length, success, return,
+        interventions, operator_label where an operator labelled it)."""
+        if not (self.path / "zarr.json").exists():
+            return {"store": str(self.path), "episodes": []}
+        store = self._store()
+        names = store.episode_names()
+        keys = ("source", "length", "success", "return", "interventions", "operator_label")
+        rows = []
+        for index in range(max(0, len(names) - EPISODES_LISTED), len(names)):
+            attrs = store.episode_attrs(names[index])
+            rows.append({"index": index, "name": names[index], **{k: attrs[k] for k in keys if k in attrs}})
+        return {"store": str(self.path), "episodes": rows}
+
+    def curves(self, index: str) -> dict:
+        """One episode's actions (per step, each in [-1, 1]), rewards, takeover flags, cameras and control rate (Hz)."""
+        store = self._store()
+        name = self._name(store, index)
+        data = store.read_episode(name, keys={"action", "reward", "intervened"})
+        return {
+            "index": int(index),
+            "name": name,
+            "attrs": {k: v for k, v in data["attrs"].items() if isinstance(v, (bool, int, float, str))},
+            "action": np.asarray(data["action"], float).round(4).tolist(),
+            "reward": np.asarray(data["reward"], float).round(4).tolist(),
+            "intervened": np.asarray(data["intervened"], bool).tolist(),
+            "cameras": store.cameras,
+            "fps": float(store.metadata.get("control_rate_hz") or 10),
+        }
+
+    def frame(self, index: str, camera: str, step: str) -> bytes:
+        """The JPEG of ``camera``'s observation ``step`` (0: the reset's) of episode ``index``."""
+        store = self._store()
+        name = self._name(store, index)
+        if camera not in store.cameras:
+            raise web.HTTPNotFound(text=f"no camera {camera}; the store has {', '.join(store.cameras) or 'none'}\n")
+        frames = store.read_episode(name, keys={f"obs/{camera}"})["obs"][camera]
+        if not step.isdigit() or not int(step) < len(frames):
+            raise web.HTTPNotFound(text=f"no step {step} in episode {index} ({len(frames)} frames)\n")
+        ok, data = cv2.imencode(
+            ".jpg", cv2.cvtColor(frames[int(step)], cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, self.quality]
+        )
+        if not ok:
+            raise web.HTTPInternalServerError(text="the frame could not be JPEG-encoded\n")
+        return data.tobytes()
+
+
+def web_app(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub, episodes: Episodes) -> web.Application:
+    """The page, its static files, the live stream (``/ws``), the controls (``/api/<action>``) and the episode store
+    (``/api/episodes...``)."""
 
     def authorized(token: str | None) -> bool:
         return token is not None and hmac.compare_digest(token.encode(), settings.token.encode())
@@ -338,6 +441,18 @@ def web_app(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub) ->
         else:
             await ros.control(action)
         return web.json_response({"action": action})
+
+    async def episode_data(request: web.Request) -> web.Response:
+        """GET ``/api/episodes[/<index>[/<camera>/<step>]]`` with the token header: read in a worker thread."""
+        if not authorized(request.headers.get(TOKEN_HEADER)):
+            raise web.HTTPForbidden(text="bad or missing token\n")
+        info = request.match_info
+        if "step" in info:
+            jpeg = await asyncio.to_thread(episodes.frame, info["index"], info["camera"], info["step"])
+            return web.Response(body=jpeg, content_type="image/jpeg", headers={"Cache-Control": "no-store"})
+        if "index" in info:
+            return web.json_response(await asyncio.to_thread(episodes.curves, info["index"]))
+        return web.json_response(await asyncio.to_thread(episodes.listing))
 
     async def stream(request: web.Request) -> web.WebSocketResponse:
         if not authorized(request.query.get("token")):
@@ -368,6 +483,9 @@ def web_app(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub) ->
     app.router.add_static("/static/", STATIC)
     app.router.add_get("/ws", stream)
     app.router.add_post("/api/{action}", control)
+    app.router.add_get("/api/episodes", episode_data)
+    app.router.add_get("/api/episodes/{index}", episode_data)
+    app.router.add_get("/api/episodes/{index}/{camera}/{step}", episode_data)
     return app
 
 
@@ -382,10 +500,12 @@ async def telemetry_forever(app: web.Application, live: Live, hub: Hub) -> None:
             client.wake.set()
 
 
-async def serve(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub, stop: threading.Event) -> None:
+async def serve(
+    settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub, episodes: Episodes, stop: threading.Event
+) -> None:
     """Serve the page until ``stop`` is set; prints the page's address with its token once it listens."""
     hub.loop = asyncio.get_running_loop()
-    app = web_app(settings, ros, live, hub)
+    app = web_app(settings, ros, live, hub, episodes)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
@@ -415,10 +535,11 @@ def run(argv: list[str]) -> int:
     settings = console_settings(cfg.console)
     cameras = [str(c) for c in OmegaConf.to_container(cfg.task, resolve=True).get("cameras") or []]
     live, hub = Live(), Hub()
+    episodes = Episodes(str(cfg.ros.recorder.store), settings.jpeg_quality)
     with ros_node(NODE_NAME, ros_args) as node:
         ros = ConsoleRos(node, settings, cameras, live, hub)
         with spinning_in_background(node), stop_requests() as stop:
-            asyncio.run(serve(settings, ros, live, hub, stop))
+            asyncio.run(serve(settings, ros, live, hub, episodes, stop))
     return 0
 
 

@@ -8,7 +8,10 @@ interventions both buffers, policy steps the online buffer; updates start after
 weights go out every ``train.weights_every`` updates (latched, so a late or restarted actor
 gets them), and with ``safety.fast_critic.learn=true`` each new fit of the fast-loop critic on
 ``/rl/fast_risk_weights`` for the safety nodes. The run folder is ``train.run_dir``: a checkpoint every
-``train.checkpoint_every`` online transitions and at shutdown (SIGINT/SIGTERM). A learner started on a run folder with a
+``train.checkpoint_every`` online transitions, at shutdown (SIGINT/SIGTERM) and at once on the operator's word
+(``/rl/checkpoint_now``, std_msgs/Empty: the console's checkpoint control). Each checkpoint is announced on
+``/rl/checkpoint_saved`` (std_msgs/String, JSON: ``reason`` (due, operator or final), ``updates``, ``online``
+transitions, ``dir``) and in the log. A learner started on a run folder with a
 checkpoint resumes from it (agent, buffers, counters) and publishes its weights at once (a node restarted within a launch;
 ``robot-rl launch`` continues a run folder only with ``train.resume=true``, which runs the run's own ``config.yaml``:
 :mod:`robot_rl.run_folder`).
@@ -26,6 +29,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
+from std_msgs.msg import Empty, String
 
 from ..config import ConfigError
 from ..data import EpisodeStore
@@ -36,8 +40,10 @@ from ..folders import write_text_atomically
 from ..learner import Learner, settings_from
 from ..run_folder import given_keys, resumed_config, run_folder
 from ..session import LearnerSession
+from . import qos
 from .codec import TransitionSchema
 from .delivery import stored_transitions
+from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock
 from .transport import RosTransport
@@ -116,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         learner.start()
         started = time.monotonic() - counters.wall_seconds
 
-        def checkpoint_if_due(final: bool = False) -> None:
+        saved = node.create_publisher(String, "rl/checkpoint_saved", qos.EPISODE_LOG)
+
+        def checkpoint_if_due(final: bool = False, reason: str = "due") -> None:
+            """A checkpoint when one is due, or at once with ``final`` (``reason``: final or operator)."""
             if final or session.checkpoint_due(learner.online_received):
                 counters.env_steps = learner.online_received
                 counters.wall_seconds = time.monotonic() - started
@@ -126,9 +135,11 @@ def main(argv: list[str] | None = None) -> int:
                 durable.update(snapshot)
                 acknowledge()
                 log.info(
-                    f"checkpoint: {learner.update_calls} updates, {learner.online_received} online transitions, "
-                    f"{transport.transitions_received} received"
+                    f"checkpoint ({reason}): {learner.update_calls} updates, {learner.online_received} online "
+                    f"transitions, {transport.transitions_received} received"
                 )
+                record = {"reason": reason, "updates": learner.update_calls, "online": learner.online_received}
+                saved.publish(String(data=json.dumps({**record, "dir": str(session.checkpoint_dir)})))
                 if robots:
                     for line in transport.tally.lines():
                         log.info(line)
@@ -143,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
 
         wall = Clock(clock_type=ClockType.STEADY_TIME)  # the delivery protocol's timeouts are on the wall clock
         node.create_timer(1.0, checkpoint_if_due)
+        InputGuard(node).subscribe(
+            Empty, "rl/checkpoint_now", lambda msg: checkpoint_if_due(final=True, reason="operator"), qos.EVENT
+        )
         node.create_timer(0.5, acknowledge, clock=wall)
         try:
             spin(node, until=lambda: learner.error is not None)
@@ -150,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             learner.close()
             if learner.error is not None:
                 log.error(f"the learner failed: {learner.error!r}")
-            checkpoint_if_due(final=True)
+            checkpoint_if_due(final=True, reason="final")
     return 1 if learner.error is not None else 0
 
 

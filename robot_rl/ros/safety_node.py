@@ -65,6 +65,7 @@ Topics (all remappable with ``--ros-args -r``):
 | out | ``/rl/gripper_command`` (std_msgs/Float64), ``/rl/safety_flags`` (std_msgs/UInt32) | |
 | in, fast critic | ``/rl/fast_risk_weights`` | std_msgs/UInt8MultiArray (latched): an ``.npz`` of the risk model |
 | out, fast critic | ``/rl/safety_risk`` (std_msgs/Float64), ``/rl/safety_stats`` (std_msgs/String, JSON) | |
+| out | ``/rl/safety_status`` | std_msgs/String, JSON, every ``STATUS_PERIOD`` s (wall clock): ``flags`` (the bits of every tick since the last status), ``tcp`` (the measured TCP position, m, or null), ``risk`` (the fast critic's last risk, 0-1, or null): a monitor's view (the console) at 10 Hz instead of the ticks' rate |
 | in, critic or ticks | ``/rl/safety_context`` | std_msgs/Float32MultiArray (latched): the task context |
 | in, ticks | ``/sim/violation`` | std_msgs/UInt32: the task's constraint bits (the sim robot; a cell's monitor) |
 | out, ticks | ``/rl/safety_ticks`` | std_msgs/Float64MultiArray: the ticks (:mod:`robot_rl.ros.safety_ticks`) |
@@ -77,6 +78,7 @@ Topics (all remappable with ``--ros-args -r``):
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -115,6 +117,7 @@ MAX_CLOCK_LEAD = 5.0  # s: sim time, a received stamp this far ahead of the cloc
 #                      publishes a state just before the clock instant it belongs to, a reset's pause ahead)
 QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
 TICK_BATCH_S = 0.02  # real time: s of ticks per /rl/safety_ticks message
+STATUS_PERIOD = 0.1  # s (wall clock) between two /rl/safety_status messages
 
 
 class SafetyNode:
@@ -170,6 +173,7 @@ class SafetyNode:
         self.previous: Command | None = None
         self.gripper = -1.0
         self.flags = Violation.NONE
+        self.status_flags = Violation.NONE  # the bits of every tick since the last /rl/safety_status
         self.instant_flags = Violation.NONE  # sim time: the flags of all ticks of the last instant
         self.guard = InputGuard(node)
         # sim time: reliable, as every message of the lockstep matters (the sim robot waits for each answer)
@@ -197,7 +201,8 @@ class SafetyNode:
         self.pose_pub = self._own_publisher(PoseStamped, "rl/equilibrium_pose", own)
         self.gripper_pub = self._own_publisher(Float64, "rl/gripper_command", own)
         self.flags_pub = self._own_publisher(UInt32, "rl/safety_flags", own)
-        self._messages = {"pose": PoseStamped, "float": Float64, "flags": UInt32}
+        self.status_pub = self._own_publisher(String, "rl/safety_status", own)
+        self._messages = {"pose": PoseStamped, "float": Float64, "flags": UInt32, "status": String}
         self.fast = (
             None
             if fast_critic is None
@@ -222,8 +227,23 @@ class SafetyNode:
         )
         self.check_graph()
         node.create_timer(graph_period, self.check_graph, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        node.create_timer(STATUS_PERIOD, self.publish_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
         if tick_timer and not sim_time:
             node.create_timer(1.0 / rate_hz, self.tick)
+
+    def publish_status(self) -> None:
+        """``/rl/safety_status``: the flags of the ticks since the last status, the measured TCP position (m) and the
+        fast critic's last risk (module docstring)."""
+        if not self.publishing:
+            return
+        risk = None if self.fast is None or math.isnan(self.fast.risk) else round(float(self.fast.risk), 4)
+        status = {
+            "flags": int(self.status_flags),
+            "tcp": None if self.arm is None else [round(float(v), 4) for v in self.arm.pos],
+            "risk": risk,
+        }
+        self.status_flags = Violation.NONE
+        self.status_pub.publish(self._messages["status"](data=json.dumps(status)))
 
     def _gids(self, topic: str) -> set[bytes]:
         return {bytes(info.endpoint_gid) for info in self.node.get_publishers_info_by_topic(topic)}
@@ -444,6 +464,7 @@ class SafetyNode:
             self.flags |= Violation.INACTIVE
         if self.arm_error:
             self.flags |= Violation.ARM_ERROR
+        self.status_flags |= self.flags
         if self.ticks is not None:
             self._record_tick(now, command, gripper)
         if publish:

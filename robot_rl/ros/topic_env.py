@@ -31,7 +31,11 @@ command went out. In sim time (``sim_time``) it does not sleep: the sim robot st
 soon as the command is in, and the step waits for the pose stamped one control period after the
 observation it answered (stream timeouts stay on the wall clock, so a dead sim is still noticed).
 A stream that stays silent for ``stream_timeout`` raises
-:class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return.
+:class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return. The operator's pause
+(``/rl/pause``, std_msgs/Bool, latched: true pauses, false resumes; the console's pause and resume) raises
+:class:`OperatorPause`, a stall of its own, at the next reset or step, before any command goes out: the actor takes
+the same path (the episode is dropped, the arm holds on the safety node's stale-command rule) and
+:meth:`TopicEnv.wait_for_streams` waits until the operator resumes.
 
 With ``safety_ticks`` (``safety.fast_critic.record_ticks`` or ``learn``) the env also takes the safety node's ticks
 (``/rl/safety_ticks``, :mod:`robot_rl.ros.safety_ticks`) and gives each step those before its observation as
@@ -68,6 +72,8 @@ PROPRIO = ("tcp_pos", "tcp_rotvec", "tcp_linvel", "tcp_angvel", "gripper")
 POSE = "franka_robot_state_broadcaster/current_pose"
 JOINTS = "joint_states"
 REWARD, SUCCESS, TASK_STATE, VIOLATION = "rl/reward", "rl/success", "rl/task_state", VIOLATION_TOPIC
+PAUSE = "rl/pause"  # std_msgs/Bool, latched: the operator's pause (true) and resume (false)
+STOP = "rl/stop"  # std_msgs/Empty: the operator's stop (the actor node ends the run)
 ARM_ERROR = "arm/error"  # std_msgs/String, latched: the arm's own error (a Franka's reflex); empty or absent: none
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
 COMMAND_REPEAT = 0.2  # s (wall clock): sim time, the step's command again while the period it started is not over
@@ -92,6 +98,14 @@ class StreamStalled(RuntimeError):
 
     def __init__(self, topic: str, silent_for: float):
         super().__init__(f"no message on {topic} for {silent_for:.2f} s")
+        self.topic = topic
+
+
+class OperatorPause(StreamStalled):
+    """The operator paused the actor (``/rl/pause`` true); its text, the pause's reason, is ``operator``."""
+
+    def __init__(self, topic: str):
+        RuntimeError.__init__(self, "operator")
         self.topic = topic
 
 
@@ -222,6 +236,8 @@ class TopicEnv(gym.Env):
         self.reset_client = node.create_client(SetBool, "rl/reset")
         self.ticks = TickInbox() if settings.safety_ticks else None  # the safety node's ticks (safety_ticks)
         self.ticks_late = 0  # sim time: steps whose ticks were not all in after TICKS_WAIT
+        self.paused = False  # the operator's pause (PAUSE)
+        self.guard.subscribe(Bool, PAUSE, self._on_pause, qos.LATCHED)
 
     # ----------------------------------------------------------------- inputs
     def subscribe_streams(self) -> None:
@@ -248,6 +264,15 @@ class TopicEnv(gym.Env):
         for camera in self.settings.cameras:
             topic = camera_topic(camera)
             self.subscriptions[topic] = subscribe(Image, topic, lambda m, t=topic: self._on_image(t, m), stream)
+
+    def _on_pause(self, msg) -> None:
+        self.paused = bool(msg.data)
+        self.node.get_logger().info("paused by the operator" if self.paused else "resumed by the operator")
+
+    def check_pause(self) -> None:
+        """Raise :class:`OperatorPause` while the operator has the actor paused."""
+        if self.paused:
+            raise OperatorPause(self.node.resolve_topic_name(PAUSE))
 
     def _on_pose(self, msg) -> None:
         """TCP pose -> (position m, rotation, linear m/s, angular rad/s, stamp s), velocities by finite differences of
@@ -301,6 +326,7 @@ class TopicEnv(gym.Env):
     # ----------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
+        self.check_pause()
         self.subscribe_streams()
         timeout = self.settings.stream_timeout
         if not self.settings.sim_time:  # the arm holds (in sim time the sim robot's clock makes the pause)
@@ -328,6 +354,7 @@ class TopicEnv(gym.Env):
         return obs, {"success": bool(values[SUCCESS]), "reset": future.result().message}
 
     def step(self, action):
+        self.check_pause()  # before the command: paused, the actor sends nothing and the safety node holds the arm
         action = np.asarray(action, dtype=np.float64)
         if action.shape != (self.settings.action_dim,) or not np.all(np.isfinite(action)):
             raise ValueError(f"action must be {self.settings.action_dim} finite values, got {action.tolist()}")
@@ -420,9 +447,15 @@ class TopicEnv(gym.Env):
             time.sleep(0.01)
 
     def wait_for_streams(self, timeout: float) -> None:
-        """Block until every stream delivers again (after a stall); StreamStalled after ``timeout``. In sim time the
-        sim robot publishes an observation only when asked (a step, a reset), so this returns at once."""
+        """Block until the operator's pause is over and every stream delivers again (after a stall); StreamStalled
+        (:class:`OperatorPause` while paused) after ``timeout``. In sim time the sim robot publishes an observation
+        only when asked (a step, a reset), so the streams' wait returns at once."""
         self.subscribe_streams()
+        deadline = time.monotonic() + timeout
+        while self.paused:
+            if time.monotonic() > deadline:
+                self.check_pause()
+            time.sleep(0.02)
         if not self.settings.sim_time:
             self.inbox.wait_newer(self.streams, time.monotonic(), timeout)
 

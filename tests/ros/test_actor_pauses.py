@@ -25,6 +25,7 @@ def wait(paused_on: str, silent: list[str]) -> list[tuple[str, str]]:
 
     published: list[tuple[str, str]] = []
     loop = SimpleNamespace(
+        session=SimpleNamespace(ended=False),
         env=SimpleNamespace(wait_for_streams=wait_for_streams),
         log=SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None),
         publish=lambda kind, stats: published.append((kind, stats["topic"])),

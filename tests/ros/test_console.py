@@ -65,14 +65,20 @@ class Probe:
     """The test's own ROS node: what arrives on the console's and the safety node's topics, with arrival times."""
 
     def __init__(self, rclpy):
-        from std_msgs.msg import Bool, String, UInt32
+        from std_msgs.msg import Bool, Empty, String, UInt32
 
         from robot_rl.ros import qos
 
         self.rclpy, self.node = rclpy, rclpy.create_node("robot_rl_test_console_probe")
-        self.seen: dict[str, list] = {"/rl/success": [], "/rl/operator_label": [], "/rl/estop": [], "flags": []}
+        self.seen: dict[str, list] = {
+            "/rl/success": [], "/rl/operator_label": [], "/rl/estop": [], "flags": [], "/rl/pause": [],
+            "/rl/checkpoint_now": [], "/rl/stop": [],
+        }  # fmt: skip
         for topic in ("/rl/success", "/rl/operator_label", "/rl/estop"):
             self.node.create_subscription(Bool, topic, lambda m, t=topic: self.seen[t].append(m.data), 50)
+        self.node.create_subscription(Bool, "/rl/pause", lambda m: self.seen["/rl/pause"].append(m.data), qos.LATCHED)
+        for topic in ("/rl/checkpoint_now", "/rl/stop"):
+            self.node.create_subscription(Empty, topic, lambda m, t=topic: self.seen[t].append(True), 50)
         self.node.create_subscription(UInt32, "/rl/safety_flags", lambda m: self.seen["flags"].append(m.data), 50)
         self.records = self.node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
 
@@ -103,14 +109,49 @@ def console_address(graph: Graph, probe: Probe) -> str:
     return found.group(1)
 
 
+def request(url: str, token: str | None, method: str = "POST") -> tuple[int, bytes]:
+    """The HTTP status and body of a request to ``url`` carrying ``token`` (none: no token header)."""
+    headers = {} if token is None else {"X-Console-Token": token}
+    data = b"" if method == "POST" else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data, headers, method=method), timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
 def post(url: str, token: str | None) -> int:
     """The HTTP status of a POST to ``url`` carrying ``token`` (none: no token header)."""
-    headers = {} if token is None else {"X-Console-Token": token}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=b"", headers=headers, method="POST"), timeout=10):
-            return 200
-    except urllib.error.HTTPError as error:
-        return error.code
+    return request(url, token)[0]
+
+
+def recorded_store(path: Path) -> str:
+    """Two recorded episodes of a 16x16 front camera, the second labelled failure by the operator; returns a digest
+    of every file of the store (the console reads it and must change nothing)."""
+
+    import numpy as np
+
+    from robot_rl.data import EpisodeStore
+
+    meta = {"task": "reach", "observation_shapes": {"front": [16, 16, 3]}, "action_dim": 4, "control_rate_hz": 10}
+    store = EpisodeStore.create(path, meta)
+    for episode, label in enumerate((None, False)):
+        writer = store.writer()
+        writer.start({"front": np.zeros((16, 16, 3), np.uint8)})
+        for t in range(5):
+            frame = np.full((16, 16, 3), 40 * t + 20 * episode, np.uint8)
+            writer.add({"front": frame}, np.full(4, 0.2 * t - 0.4), float(t == 4), t == 4, False, intervened=t == 2)
+        writer.commit("online", **({} if label is None else {"operator_label": label}))
+    return files_digest(path)
+
+
+def files_digest(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode() + file.read_bytes())
+    return digest.hexdigest()
 
 
 def page(browser) -> dict:
@@ -122,7 +163,9 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
     rclpy = require("rclpy")
     from selenium.webdriver.common.by import By
 
-    graph = Graph(tmp_path, GRAPH)
+    graph = Graph(tmp_path, [*GRAPH, f"train.run_dir={tmp_path / 'run'}"])
+    store = tmp_path / "run" / "episodes.zarr"  # ros.recorder.store: the run's episode store
+    digest = recorded_store(store)
     rclpy.init()
     probe, browser = Probe(rclpy), None
     try:
@@ -163,8 +206,48 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         browser.find_element(By.CSS_SELECTOR, "button[data-action=success]").click()
         probe.until(lambda: True in probe.seen["/rl/operator_label"], "the operator's label on /rl/operator_label")
         probe.until(lambda: True in probe.seen["/rl/success"], "the success mark on /rl/success")
+
+        # the episode list of the run's store; the chosen episode's recorded frames and its curves
+        rows = probe.until(lambda: browser.find_elements(By.CSS_SELECTOR, "#episode-rows tr"), "the episode list")
+        assert len(rows) == 2 and "operator: failure" in rows[0].text  # newest first
+        blank = browser.execute_script("return document.getElementById('episode-curves').toDataURL()")
+        rows[0].click()
+        probe.until(lambda: page(browser)["episodeFrames"] >= 3, "the chosen episode's frames played on the page")
+        assert browser.execute_script("return document.getElementById('episode-frame').naturalWidth") == 16
+        assert browser.execute_script("return document.getElementById('episode-curves').toDataURL()") != blank
+        assert "episode 1" in browser.find_element(By.ID, "episode-title").text
+        status, body = request(f"{address}/api/episodes/1/front/4", TOKEN, "GET")
+        assert status == 200 and body[:2] == b"\xff\xd8"  # a JPEG
+        assert request(f"{address}/api/episodes/1/front/4", None, "GET")[0] == 403
+        assert request(f"{address}/api/episodes", "wrong-token-wrong-token", "GET")[0] == 403
+        assert request(f"{address}/api/episodes/7", TOKEN, "GET")[0] == 404
+        assert json.loads(request(f"{address}/api/episodes", TOKEN, "GET")[1])["episodes"][1]["operator_label"] is False
         if os.environ.get("ROBOT_RL_SCREENSHOT"):
+            browser.set_window_size(1280, 1000)  # the episode list below the live view
             browser.save_screenshot(os.environ["ROBOT_RL_SCREENSHOT"])
+        assert files_digest(store) == digest  # read only
+
+        # every control has its key, and the page lists them: pause (p) and resume (u) on the latched rl/pause, the
+        # page saying paused; checkpoint (c); stop (shift+q; a lone q does nothing)
+        keys = {li.get_attribute("data-action") for li in browser.find_elements(By.CSS_SELECTOR, "#keys li")}
+        buttons = {
+            b.get_attribute("data-action") for b in browser.find_elements(By.CSS_SELECTOR, "button[data-action]")
+        }
+        assert keys == buttons == {"success", "failure", "hold", "release", "pause", "resume", "checkpoint", "stop"}
+        body = browser.find_element(By.TAG_NAME, "body")
+        body.send_keys("p")
+        probe.until(lambda: probe.seen["/rl/pause"][-1:] == [True], "the pause on /rl/pause")
+        probe.until(lambda: browser.find_element(By.ID, "paused").is_displayed(), "paused on the page")
+        body.send_keys("u")
+        probe.until(lambda: probe.seen["/rl/pause"][-1:] == [False], "the resume on /rl/pause")
+        probe.until(lambda: not browser.find_element(By.ID, "paused").is_displayed(), "no longer paused on the page")
+        body.send_keys("c")
+        probe.until(lambda: probe.seen["/rl/checkpoint_now"], "checkpoint now on /rl/checkpoint_now")
+        body.send_keys("q")
+        probe.spin(1.0)
+        assert probe.seen["/rl/stop"] == []
+        body.send_keys("Q")
+        probe.until(lambda: probe.seen["/rl/stop"], "the stop on /rl/stop")
 
         # hold (key h): the safety node's flags say ESTOP, and the page says who drives: hold
         estop = int(Violation.ESTOP)
@@ -242,3 +325,92 @@ def test_console_settings_and_graphs():
     assert settings.host == "127.0.0.1" and len(settings.token) >= 16  # a random token when none is given
     for bad in ("console.host=localhost", "console.port=70000", "console.token=short", "console.jpeg_quality=0"):
         assert main(["console", bad]) == 2, bad
+
+
+@pytest.mark.slow  # a robot-rl launch of six nodes
+def test_console_pauses_checkpoints_and_stops_a_sim_train_launch(tmp_path):
+    """Through the console's controls, on a live ``robot-rl launch sim_train`` (the wall clock, no learning): pause
+    stops the actor's commands (the safety node holds the arm: STALE_COMMAND) with a ``paused`` record of reason
+    ``operator``, resume brings them back, checkpoint now makes the learner write one at once, and stop ends the run
+    as a spent budget does: the last episode's record says stopped, the launch exits 0 and the final checkpoint is
+    there."""
+    import signal
+    import subprocess
+    import sys
+
+    rclpy = require("rclpy")
+    from geometry_msgs.msg import PoseStamped
+    from std_msgs.msg import String
+
+    from robot_rl.ros import qos
+
+    run_dir = tmp_path / "run"
+    overrides = [
+        *[o for o in GRAPH if not o.startswith("task.")],
+        "ros.eval_every_episodes=0",
+        "task.episode_steps=20",
+        "train.env_steps=100000",
+        "train.start_training=100000",  # no updates: the test's CPU goes to the graph
+        "train.checkpoint_every=100000",
+        f"train.run_dir={run_dir}",
+    ]
+    log = tmp_path / "launch.log"
+    with open(log, "w") as out:
+        launch = subprocess.Popen(
+            [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", *overrides],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    rclpy.init()
+    probe = Probe(rclpy)
+    actions: list[float] = []  # arrival times (monotonic s) of the actor's commands
+    records: list[dict] = []
+    saved: list[dict] = []
+    probe.node.create_subscription(PoseStamped, "/rl/action", lambda m: actions.append(time.monotonic()), 50)
+    probe.node.create_subscription(
+        String, "/rl/episode_stats", lambda m: records.append(json.loads(m.data)), qos.EPISODE_LOG
+    )
+    probe.node.create_subscription(
+        String, "/rl/checkpoint_saved", lambda m: saved.append(json.loads(m.data)), qos.EPISODE_LOG
+    )
+    try:
+        found = probe.until(lambda: re.search(r"the console is at (http://[^/\s]+)/", log.read_text()), "the page")
+        address = found.group(1)
+        probe.until(lambda: len(actions) >= 20, "the actor's commands", timeout=120)
+
+        assert post(f"{address}/api/pause", TOKEN) == 200
+        probe.until(
+            lambda: any(r["kind"] == "paused" and r["reason"] == "operator" for r in records), "the operator's pause"
+        )
+        probe.spin(0.5)  # a command already on its way
+        held_from = time.monotonic()
+        probe.spin(1.5)
+        assert [t for t in actions if t > held_from] == []  # paused: the actor sends nothing
+        assert probe.seen["flags"][-1] & int(Violation.STALE_COMMAND)  # the safety node holds the measured pose
+        assert post(f"{address}/api/resume", TOKEN) == 200
+        probe.until(lambda: [t for t in actions if t > held_from], "the actor's commands after resume")
+
+        assert post(f"{address}/api/checkpoint", TOKEN) == 200
+        probe.until(lambda: any(s["reason"] == "operator" for s in saved), "the learner's checkpoint now")
+        assert (run_dir / "checkpoint" / "counters.json").exists()
+
+        assert post(f"{address}/api/stop", TOKEN) == 200
+        end = time.monotonic() + 120
+        while launch.poll() is None and time.monotonic() < end:
+            probe.spin(0.1)
+        output = log.read_text()
+        assert launch.returncode == 0 and "Traceback" not in output, output[-4000:]
+        trained = [r for r in records if r["kind"] == "train"]
+        assert trained[-1].get("stopped") is True and not any(r.get("stopped") for r in trained[:-1])
+        assert "actor done" in output and "checkpoint (final)" in output, output[-4000:]
+        counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
+        assert counters["online_received"] == trained[-1]["env_steps"]  # the learner holds every step the actor made
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, signal.SIGINT)
+            try:
+                launch.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(launch.pid, signal.SIGKILL)
+                launch.wait()
+        probe.node.destroy_node()
+        rclpy.shutdown()

@@ -4,9 +4,12 @@
 
 const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 const WINDOW = 20; // episodes in the rolling success and intervention rates
-const KEYS = { s: "success", f: "failure", h: "hold", r: "release" };
+// every control's key (the page lists them); Q (shift+q) for stop, so that a stray q does not end the run
+const KEYS = { s: "success", f: "failure", h: "hold", r: "release", p: "pause", u: "resume", c: "checkpoint", Q: "stop" };
 // what tests and the benchmark read: frames drawn per camera, their stamps, camera-to-screen latencies (ms)
-const state = (window.robotRlConsole = { frames: {}, stamps: {}, latencies: [], telemetry: null, records: [] });
+const state = (window.robotRlConsole = {
+  frames: {}, stamps: {}, latencies: [], telemetry: null, records: [], episodes: [], episode: null, episodeFrames: 0,
+});
 
 const $ = (id) => document.getElementById(id);
 const fmt = (v, digits = 3) => (v === null || v === undefined ? "-" : Number(v).toFixed(digits));
@@ -68,6 +71,10 @@ function onTelemetry(t) {
   $("risk").textContent = fmt(t.risk);
   $("probability").textContent = fmt(t.probability);
   $("learner").textContent = t.learner ? `${t.learner.updates} updates, ${t.learner.online} online steps` : "-";
+  $("paused").hidden = !t.paused;
+  $("checkpoint").textContent = t.checkpoint
+    ? `${t.checkpoint.reason}: ${t.checkpoint.online} online steps, ${t.checkpoint.updates} updates`
+    : "-";
   if (t.records && t.records.length) {
     state.records.push(...t.records);
     const last = state.records[state.records.length - 1];
@@ -78,9 +85,118 @@ function onTelemetry(t) {
           (last.kind === "eval"
             ? `success ${fmt(last.success_rate, 2)}`
             : `${last.success ? "success" : "no success"}, return ${fmt(last.return, 2)}, ` +
-              `${last.length} steps, ${last.interventions} taken over`);
+              `${last.length} steps, ${last.interventions} taken over` + (last.stopped ? " (stopped)" : ""));
     drawCurves();
+    if (t.records.some((r) => r.kind === "train" || r.kind === "demo")) loadEpisodes();
   }
+}
+
+// ---------------------------------------------------------------- the episode store: list, video, curves
+async function get(path) {
+  const response = await fetch(path, { headers: { "X-Console-Token": TOKEN } });
+  if (!response.ok) throw new Error(`${path}: ${response.status} ${(await response.text()).trim()}`);
+  return response;
+}
+
+async function loadEpisodes() {
+  try {
+    const listing = await (await get("/api/episodes")).json();
+    state.episodes = listing.episodes;
+    const rows = listing.episodes.slice().reverse().map((e) => {
+      const row = document.createElement("tr");
+      row.className = "episode-row";
+      row.dataset.index = e.index;
+      const label = e.operator_label === undefined ? "" : e.operator_label ? "operator: success" : "operator: failure";
+      [e.index, e.source, e.length, e.success ? "yes" : "no", fmt(e.return, 2), e.interventions, label].forEach(
+        (v) => row.insertCell().append(String(v ?? "-")),
+      );
+      row.onclick = () => showEpisode(e.index);
+      return row;
+    });
+    $("episode-rows").replaceChildren(...rows);
+    $("episode-store").textContent = `${listing.store}: ${listing.episodes.length} episodes`;
+  } catch (error) {
+    $("episode-store").textContent = String(error);
+  }
+}
+
+async function showEpisode(index) {
+  const episode = await (await get(`/api/episodes/${index}`)).json();
+  state.episode = episode;
+  state.episodeFrames = 0;
+  document.querySelectorAll(".episode-row").forEach((r) => r.classList.toggle("chosen", r.dataset.index == index));
+  $("episode-title").textContent =
+    `episode ${episode.index} (${episode.name}): ${episode.action.length} steps, ` + (episode.cameras[0] || "no camera");
+  drawEpisode(episode, 0);
+  const slider = $("episode-step");
+  slider.max = episode.action.length;
+  slider.value = 0;
+  slider.oninput = () => showStep(episode, Number(slider.value));
+  await showStep(episode, 0);
+  playEpisode(episode);
+}
+
+async function showStep(episode, step) {
+  drawEpisode(episode, step);
+  if (!episode.cameras.length) return;
+  const blob = await (await get(`/api/episodes/${episode.index}/${episode.cameras[0]}/${step}`)).blob();
+  if (state.episode !== episode) return; // another episode was chosen meanwhile
+  const img = $("episode-frame");
+  const old = img.src;
+  img.onload = () => {
+    state.episodeFrames += 1;
+    if (old.startsWith("blob:")) URL.revokeObjectURL(old);
+  };
+  img.src = URL.createObjectURL(blob);
+}
+
+async function playEpisode(episode) {
+  // the recorded frames once through at the control rate; the slider scrubs
+  for (let step = 1; step <= episode.action.length && state.episode === episode; step++) {
+    await new Promise((resolve) => setTimeout(resolve, 1000 / episode.fps));
+    if (state.episode !== episode) return;
+    $("episode-step").value = step;
+    await showStep(episode, step);
+  }
+}
+
+function drawEpisode(episode, cursor) {
+  // actions (each dimension, -1..1) above, reward below, takeover steps shaded, the shown step as a line
+  const canvas = $("episode-curves");
+  const ctx = canvas.getContext("2d");
+  const w = canvas.width, h = canvas.height, pad = 24, half = (h - 3 * pad) / 2;
+  const steps = Math.max(1, episode.action.length);
+  const x = (t) => pad + ((w - 2 * pad) * t) / steps;
+  ctx.clearRect(0, 0, w, h);
+  ctx.fillStyle = "rgba(255, 167, 38, 0.25)";
+  episode.intervened.forEach((on, t) => on && ctx.fillRect(x(t), pad, x(t + 1) - x(t), h - 2 * pad));
+  const rmax = Math.max(1e-6, ...episode.reward.map(Math.abs));
+  const panels = [
+    [pad, (v) => v, episode.action[0] ? episode.action[0].map((_, d) => episode.action.map((a) => a[d])) : []],
+    [2 * pad + half, (v) => v / rmax, [episode.reward]],
+  ];
+  const colours = ["#64b5f6", "#81c784", "#e57373", "#ffd54f", "#ba68c8", "#4dd0e1", "#f06292", "#eeeeee"];
+  ctx.font = "11px sans-serif";
+  panels.forEach(([top, scale, lines], p) => {
+    ctx.strokeStyle = "#555";
+    ctx.strokeRect(pad, top, w - 2 * pad, half);
+    ctx.fillStyle = "#aaa";
+    ctx.fillText(p ? `reward (max ${fmt(rmax, 2)})` : "actions", pad + 4, top + 12);
+    lines.forEach((values, i) => {
+      ctx.strokeStyle = p ? "#eeeeee" : colours[i % colours.length];
+      ctx.beginPath();
+      values.forEach((v, t) => {
+        const px = x(t + 0.5), py = top + half / 2 - (half / 2) * scale(v);
+        t ? ctx.lineTo(px, py) : ctx.moveTo(px, py);
+      });
+      ctx.stroke();
+    });
+  });
+  ctx.strokeStyle = "#fff";
+  ctx.beginPath();
+  ctx.moveTo(x(cursor), pad);
+  ctx.lineTo(x(cursor), h - pad);
+  ctx.stroke();
 }
 
 function rolling(records, value) {
@@ -151,9 +267,17 @@ async function control(action) {
 }
 
 document.querySelectorAll("button[data-action]").forEach((b) => (b.onclick = () => control(b.dataset.action)));
+$("keys").replaceChildren(
+  ...Object.entries(KEYS).map(([key, action]) => {
+    const item = document.createElement("li");
+    item.dataset.action = action;
+    item.innerHTML = `<kbd>${key === key.toUpperCase() ? "shift+" + key.toLowerCase() : key}</kbd> ${action}`;
+    return item;
+  }),
+);
 document.addEventListener("keydown", (event) => {
-  if (event.ctrlKey || event.altKey || event.metaKey || event.repeat) return;
-  const action = KEYS[event.key.toLowerCase()];
+  if (event.ctrlKey || event.altKey || event.metaKey || event.repeat || event.target.tagName === "INPUT") return;
+  const action = event.key === "Q" ? KEYS.Q : KEYS[event.key.toLowerCase()]; // a lone q is nothing
   if (action) {
     event.preventDefault();
     control(action);
@@ -161,3 +285,4 @@ document.addEventListener("keydown", (event) => {
 });
 drawCurves();
 connect();
+loadEpisodes();
