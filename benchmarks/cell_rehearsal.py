@@ -19,7 +19,7 @@ home_reset's log); the wall time is reported beside it (on 2 loaded cores the gr
 ``randomization=<--randomization>``, and evaluates each policy on the emulated cell with its non-idealities, nothing
 learned there.
 
-    python -m benchmarks.cell_rehearsal --steps 8000 --rewards classifier ground_truth
+    python -m benchmarks.cell_rehearsal --steps 8000 --rewards classifier ground_truth [agent=cqn_as ...]
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import RESULTS, write_result
+from benchmarks.common import RESULTS, actor_records, stop_launch, write_result
 from robot_rl.graph import reserved_ros_domain
 
 CONTROL_RATE = 10.0  # Hz: pick_cube's
@@ -59,7 +58,6 @@ SESSION = [
     "robot.safety=[--rate-hz,500]",  # a tick per state of the cell
     "robot.limits.state_timeout=0.05",
 ]
-STAMP = re.compile(r"\[(\d+\.\d+)\]")
 RESET_DONE = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_home_reset\]: reset: ready in ([\d.]+) s")
 
 
@@ -77,6 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--zero-shot-episodes", type=int, default=20)
     parser.add_argument("--name", default="cell_rehearsal")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
+    parser.add_argument("overrides", nargs="*", help="of every training and evaluation, e.g. agent=cqn_as")
     return parser.parse_args(argv)
 
 
@@ -105,32 +104,12 @@ class Domain:
         try:
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop(process)
+            stop_launch(process)
             raise RuntimeError(f"robot-rl {args[0]} {args[1]} timed out after {timeout:.0f} s") from None
         output = log.read_text()
         if process.returncode != 0:
             raise RuntimeError(f"robot-rl {' '.join(args[:2])} exited {process.returncode}: {output[-800:]}")
         return output
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def actor_records(output: str) -> list[tuple[float, dict[str, Any]]]:
-    """(ROS log stamp s, record) of the actor's episode records in a launch's output."""
-    records = []
-    for line in output.splitlines():
-        if line.startswith("[actor]") and ']: {"kind"' in line:
-            stamp = STAMP.search(line)
-            records.append((float(stamp.group(1)), json.loads(line.split("]: ", 1)[1])))
-    return records
 
 
 def cell_time(output: str, truth: list[int] | None = None) -> dict[str, Any]:
@@ -271,13 +250,14 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
                     f"ros.eval_every_episodes={args.eval_every}",
                     f"ros.eval_episodes={args.eval_episodes}",
                     f"seed={args.seed}",
+                    *args.overrides,
                 ],
                 folder / "real_train.log",
                 timeout=6 * 3600,
             )
             wall = round((time.monotonic() - started) / 60, 2)
         finally:
-            stop(cell)
+            stop_launch(cell)
     report = cell_report(folder / "cell.log")
     truth = report.get("scenes_truly_succeeded")
     if extra:  # the classifier's episodes came first on this cell: the session's scenes follow them
@@ -301,6 +281,7 @@ def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[st
                 f"train.run_dir={run}",
                 f"seed={args.seed}",
                 *([f"randomization={args.randomization}"] if randomized else []),
+                *args.overrides,
             ],
             folder / "train.log",
             timeout=6 * 3600,
@@ -319,12 +300,13 @@ def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[st
                     "ros.eval_only=true",
                     f"eval.checkpoint={run / 'checkpoint'}",
                     f"ros.eval_episodes={args.zero_shot_episodes}",
+                    *args.overrides,
                 ],
                 folder / "eval.log",
                 timeout=3600,
             )
         finally:
-            stop(cell)
+            stop_launch(cell)
     evals = [record for _, record in actor_records(output) if record["kind"] == "eval"]
     summary = json.loads((run / "summary.json").read_text())
     return {"success": evals[-1]["success_rate"], "sim_final_success": summary.get("final_eval_success")}

@@ -6,7 +6,9 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+LOG_STAMP = re.compile(r"\[(\d+\.\d+)\]")  # a ROS log line's stamp: wall-clock s
 
 
 def machine() -> dict[str, Any]:
@@ -118,3 +121,26 @@ def save_figure(figure, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
     plt.close(figure)
+
+
+def actor_records(output: str) -> list[tuple[float, dict[str, Any]]]:
+    """(log stamp: wall-clock s, record) of the actor's per-episode JSON records in a launch's output (lines
+    ``[actor] [INFO] [<stamp>] [...]: {"kind": ...}``)."""
+    records = []
+    for line in output.splitlines():
+        if line.startswith("[actor]") and ']: {"kind"' in line:
+            stamp = LOG_STAMP.search(line)
+            records.append((float(stamp.group(1)), json.loads(line.split("]: ", 1)[1])))
+    return records
+
+
+def stop_launch(process: subprocess.Popen, grace: float = 60.0) -> None:
+    """Stop a ``robot-rl launch`` started in a session of its own (``start_new_session=True``): SIGINT to its process
+    group, as Ctrl-C would, then SIGKILL after ``grace`` s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import RESULTS, save_figure, style_success_axis, write_result
+from benchmarks.common import RESULTS, actor_records, save_figure, style_success_axis, write_result
 from robot_rl.data.episode_store import EpisodeStore
 from robot_rl.graph import reserved_ros_domain
 
@@ -170,18 +170,9 @@ def in_process(run_dir: Path, seed: int, steps: int, timeout: float) -> dict[str
     }
 
 
-def actor_records(output: str) -> list[dict[str, Any]]:
-    """The actor's per-episode JSON records in a launch's output (lines ``[actor] [INFO] [...] [...]: {...}``)."""
-    return [
-        json.loads(line.split("]: ", 1)[1])
-        for line in output.splitlines()
-        if line.startswith("[actor]") and ']: {"kind"' in line
-    ]
-
-
 def graph_figures(output: str) -> dict[str, Any]:
     """Success by steps, takeover steps, online steps and seconds of a ``sim_train`` launch, from its output."""
-    records = actor_records(output)
+    records = [record for _, record in actor_records(output)]
     done = ACTOR_DONE.search(output)
     if done is None:
         raise RuntimeError(f"no 'actor done' line in the launch's output: {output.strip()[-600:]}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
+from benchmarks.common import stop_launch
 from robot_rl.data import EpisodeStore
 from tests.conftest import require
 from tests.ros.graph_helpers import launch, run_python
@@ -65,17 +65,6 @@ def start_cell(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
         assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "cell.log").read_text()[-3000:]
         time.sleep(0.1)
     return process, fifo
-
-
-def stop_launch(process: subprocess.Popen) -> None:
-    """Stop a ``robot-rl launch`` started in a session of its own: SIGINT to its group, SIGKILL after 60 s."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @pytest.mark.slow
