@@ -7,14 +7,16 @@ freed the run goes on (``train.resume=true``; collect appends to its store)."""
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from benchmarks.common import stop_launch
 from robot_rl.cli import main
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.data.episode_store import verify
-from tests.conftest import missing_capability
+from tests.conftest import missing_capability, require
 
 # two 32x32 cameras: each frame is a chunk file of its own, a 4 KB page of the tmpfs, so 8 MB fill in ~1,000 steps
 PIXELS = ["task=reach", "task.cameras=[front,wrist]", "task.image_size=32", "task.episode_steps=20"]
@@ -120,3 +122,82 @@ def test_train_stops_on_a_full_disk_keeps_the_checkpoint_and_resumes(small_disk)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["env_steps"] == budget
     assert assert_sound(run / "episodes.zarr") > kept
+
+
+def wait_for_line(log: Path, text: str, timeout: float, after: int = 0) -> int:
+    """Until ``text`` is in ``log`` past character ``after``; where it ends."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        output = log.read_text()
+        found = output.find(text, after)
+        if found >= 0:
+            return found + len(text)
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} not in the launch's output within {timeout} s:\n{log.read_text()[-4000:]}")
+
+
+@pytest.mark.slow
+def test_the_graph_holds_on_the_recorders_full_disk_and_records_again_once_space_is_freed(small_disk, tmp_path):
+    """The node graph (issue 52 item 1): the recorder warns at start that its store's disk is smaller than the run;
+    when it fills, one line names the store and the free space, a ``disk_full`` record goes out on
+    /rl/episode_stats and the actor holds (a ``paused`` record naming the full disk) instead of training on data
+    nobody keeps; once space is freed the recorder says so, the actor goes on and new episodes are recorded. Every
+    episode in the store reads back whole."""
+    require("rclpy")
+    store = small_disk / "episodes.zarr"
+    log = tmp_path / "launch.log"
+    launch = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "robot_rl.cli",
+            "launch",
+            "sim_train",
+            *PIXELS,
+            f"ros.recorder.store={store}",
+            f"train.run_dir={tmp_path / 'run'}",  # the checkpoints and the actor's own store: not on the small disk
+            "data.min_free_mb=1",
+            "train.env_steps=100000",
+            "train.demo_episodes=0",
+            "human.enabled=false",
+            "train.start_training=100000",  # no updates: the test is about the disk
+            "ros.eval_every_episodes=0",
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_line(log, "ros.recorder.store=", 120)  # the start's warning: the run may write more than 8 MB
+        full = wait_for_line(log, "no space left on device", 400)
+        wait_for_line(log, "the recorder's disk is full", 60, after=full - 2000)  # the actor's paused record
+        records_before = log.read_text().count('"kind": "train"')
+        mount_tmpfs(small_disk, "64m", remount=True)  # space freed
+        again = wait_for_line(log, "recording again", 60, after=full)
+        wait_for_line(log, "(online)", 120, after=again)  # an episode recorded after the space came back
+        assert log.read_text().count('"kind": "train"') > records_before
+    finally:
+        stop_launch(launch)
+    output = log.read_text()
+    assert "warning: ros.recorder.store=" in output and "MB free" in output, output[-3000:]
+    line = next(x for x in output.splitlines() if "no space left on device" in x)
+    assert f"ros.recorder.store='{store}'" in line and " MB free" in line, line
+    assert "Traceback" not in output, output[-3000:]
+    assert assert_sound(store) > 0
+
+
+def test_the_recorder_node_below_the_floor_refuses_with_one_line(small_disk):
+    """The recorder node as ``train`` and ``collect``: an 8 MB disk below data.min_free_mb (200 MB) is refused before
+    ROS starts or the store is made: one line, exit code 2."""
+    store = small_disk / "episodes.zarr"
+    result = subprocess.run(
+        [sys.executable, "-m", "robot_rl.ros.recorder_node", "task=reach", f"ros.recorder.store={store}"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"ros.recorder.store='{store}'" in lines[0] and "data.min_free_mb=200" in lines[0]
+    assert not any(small_disk.iterdir())

@@ -48,7 +48,7 @@ from .delivery import Outbox, stored_transitions
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
 from .sim_clock import ClockError, lockstep_teleop, sim_time_of, wait_for_clock
 from .teleop_source import TopicTeleop
-from .topic_env import STOP, StreamStalled, TopicEnv, TopicEnvSettings
+from .topic_env import EPISODE_STATS, STOP, OperatorPause, StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
 
 LEARNER_SILENCE = 5.0  # s (wall clock) without news from the learner before the actor stops waiting for it
@@ -127,7 +127,7 @@ class ActorLoop:
             outbox=outbox,
             guard=self.env.guard,
         )
-        self.stats_pub = node.create_publisher(String, "rl/episode_stats", qos.EPISODE_LOG)
+        self.stats_pub = node.create_publisher(String, EPISODE_STATS, qos.EPISODE_LOG)
         self.sim_time = sim_time_of(cfg)
         self.env.guard.subscribe(Empty, STOP, self._on_stop, qos.EVENT)
 
@@ -283,9 +283,12 @@ class ActorLoop:
             try:
                 stats = self.session.play(self.env, self.transport, None, None, self.between_steps)
             except StreamStalled as stall:
-                self.log.warning(
-                    f"episode {self.counters.episodes} paused: {stall}; waiting for {stall.topic} to return"
+                awaited = (
+                    f"the word to go on ({stall.topic})"
+                    if isinstance(stall, OperatorPause)
+                    else f"{stall.topic} to return"
                 )
+                self.log.warning(f"episode {self.counters.episodes} paused: {stall}; waiting for {awaited}")
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
                 self.wait_for_streams(stall.topic)
                 continue

@@ -12,6 +12,13 @@ episodes is logged and not kept).
 With ``ros.recorder.mcap=<folder>`` the raw messages of the cell's topics (cameras, state,
 commands, teleop) are also written to a rosbag2 MCAP there, serialized as received.
 
+Disk space: at start the node estimates what the run will write (``train.env_steps`` and the demonstrations' steps
+times the bytes of a recorded step) and warns with the numbers when the store's disk has less; below
+``data.min_free_mb`` it refuses with one line (exit code 2). When the disk fills mid-run (ENOSPC) the open episode is
+dropped (every committed one stays whole), one line names the store and the free space, and a ``disk_full`` record
+goes out on ``/rl/episode_stats``: the actor holds the arm until the recorder's ``disk_space`` record says there is
+``data.min_free_mb`` free again (``ros.recorder.hold_on_full_disk``); until then transitions are not recorded.
+
     python -m robot_rl.ros.recorder_node task=pick_cube ros.recorder.store=data/demos.zarr
 """
 
@@ -26,9 +33,9 @@ from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
 from std_msgs.msg import Bool, String, UInt8MultiArray
 
-from ..config import ConfigError
+from ..config import MB, ConfigError, check_disk_space, disk_full, free_bytes, non_negative
 from ..data import EpisodeRecorder, EpisodeStore
-from ..data.episode_store import EpisodeStoreError
+from ..data.episode_store import EpisodeStoreError, bytes_per_step
 from ..envs import make_env, store_metadata
 from . import qos
 from .codec import TransitionSchema, decode_transitions
@@ -36,9 +43,11 @@ from .delivery import ACK_TOPIC, CUT_TOPIC, parse_cut
 from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock
+from .topic_env import EPISODE_STATS
 from .transport import TRANSITIONS_TOPIC
 
 #: topics recorded to MCAP (name -> type) besides each camera's image and camera_info
+MODULE = "robot_rl.ros.recorder_node"
 MCAP_TOPICS = {
     "joint_states": "sensor_msgs/msg/JointState",
     "franka_robot_state_broadcaster/current_pose": "geometry_msgs/msg/PoseStamped",
@@ -90,6 +99,71 @@ def _message_class(kind: str):
     return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
+DISK_CHECK_PERIOD = 2.0  # s between looks at the free space while the disk is full
+
+
+class DiskWatch:
+    """The store's disk while recording: on a full disk (:meth:`full`) the open episode is dropped, one line is
+    logged and a ``disk_full`` record published; every ``DISK_CHECK_PERIOD`` s (:meth:`check`) the free space is
+    looked at, and at ``data.min_free_mb`` again a ``disk_space`` record says so."""
+
+    def __init__(self, node, recorder: EpisodeRecorder, path: Path, floor_mb: float):
+        self.node, self.recorder, self.path, self.floor_mb = node, recorder, path, floor_mb
+        self.records = node.create_publisher(String, EPISODE_STATS, qos.EPISODE_LOG)
+        self.is_full = False
+
+    def _publish(self, kind: str, free: int) -> None:
+        record = {"kind": kind, "node": "recorder", "path": str(self.path), "free_mb": round(free / MB, 1)}
+        self.records.publish(String(data=json.dumps(record)))
+
+    def full(self) -> None:
+        self.recorder.discard()
+        free = free_bytes(self.path)
+        if not self.is_full:
+            self.node.get_logger().error(
+                f"ros.recorder.store='{self.path}': no space left on device ({free / MB:.1f} MB free); every "
+                f"episode recorded so far is kept; recording again at data.min_free_mb={self.floor_mb:g} free"
+            )
+            self._publish("disk_full", free)
+        self.is_full = True
+
+    def check(self) -> None:
+        if not self.is_full:
+            return
+        free = free_bytes(self.path)
+        if free >= max(self.floor_mb * MB, 1):
+            self.is_full = False
+            self.node.get_logger().info(f"{free / MB:.1f} MB free on the store's disk: recording again")
+            self._publish("disk_space", free)
+
+    def guarded(self, handle):
+        """``handle(msg)`` that turns a full disk into :meth:`full` (and drops messages while full); other errors
+        reach the node's input guard, which drops and counts them."""
+
+        def call(msg) -> None:
+            if self.is_full:
+                return
+            try:
+                handle(msg)
+            except Exception as error:
+                if not disk_full(error):
+                    raise
+                self.full()
+
+        return call
+
+
+def check_store_disk(cfg, path: Path, metadata: dict, warn) -> float:
+    """Refuse a store whose disk is below ``data.min_free_mb`` (DiskSpaceError), warn when it has less than the run
+    may write: ``train.env_steps`` and the demonstrations' steps, each :func:`bytes_per_step`. The floor, MB."""
+    floor = non_negative("data.min_free_mb", OmegaConf.select(cfg, "data.min_free_mb", default=0))
+    steps = int(cfg.train.env_steps) + int(cfg.train.demo_episodes or 0) * int(cfg.task.get("episode_steps") or 0)
+    shapes = {key: tuple(shape) for key, shape in metadata["observation_shapes"].items()}
+    need = steps * bytes_per_step(shapes, int(metadata["action_dim"]))
+    check_disk_space("ros.recorder.store", path, need, floor, warn=warn)
+    return floor
+
+
 def drain(node, recorder: EpisodeRecorder, quiet: float, cap: float) -> None:
     """Take what already arrived (an actor that just finished flushed its last episode to us)
     until no transition came for ``quiet`` s, at most ``cap`` s: committing an episode can take
@@ -110,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         metadata = store_metadata(task, spec_env)
         spec_env.close()
         sim_time = sim_time_of(cfg)
+        store_path = Path(str(cfg.ros.recorder.store))
+        floor_mb = check_store_disk(cfg, store_path, metadata, warn=lambda line: print(f"{MODULE}: warning: {line}"))
     except ConfigError as error:
-        return exit_with_error("robot_rl.ros.recorder_node", error)
+        return exit_with_error(MODULE, error)
     with ros_node("robot_rl_recorder", ros_args, sim_time) as node:
         try:
             if sim_time:  # before the store is made: a graph without a sim clock leaves nothing behind
@@ -121,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 {**metadata, "source": "robot_rl.ros.recorder_node", "clock": "sim" if sim_time else "wall"},
             )
         except (ClockError, EpisodeStoreError) as error:
-            return exit_with_error("robot_rl.ros.recorder_node", error)
+            return exit_with_error(MODULE, error)
         acks = node.create_publisher(String, ACK_TOPIC, qos.EVENT)
 
         def acknowledge(uids: list[str]) -> None:
@@ -131,13 +207,15 @@ def main(argv: list[str] | None = None) -> int:
         recorder = EpisodeRecorder(store, node.get_logger(), acknowledge, clock)
         schema = TransitionSchema(store.observation_shapes, int(store.metadata["action_dim"]))
         guard = InputGuard(node)
+        disk = DiskWatch(node, recorder, store_path, floor_mb)
         guard.subscribe(
             UInt8MultiArray,
             TRANSITIONS_TOPIC,
-            lambda msg: recorder.add(decode_transitions(msg.data, schema)[0]),
+            disk.guarded(lambda msg: recorder.add(decode_transitions(msg.data, schema)[0])),
             qos.TRANSITIONS,
         )
-        guard.subscribe(String, CUT_TOPIC, lambda msg: recorder.cut(*parse_cut(msg.data)), qos.EVENT)
+        guard.subscribe(String, CUT_TOPIC, disk.guarded(lambda msg: recorder.cut(*parse_cut(msg.data))), qos.EVENT)
+        node.create_timer(DISK_CHECK_PERIOD, disk.check, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
         def on_label(msg) -> None:
             if not recorder.label(bool(msg.data)):

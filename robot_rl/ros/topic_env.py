@@ -35,7 +35,9 @@ A stream that stays silent for ``stream_timeout`` raises
 (``/rl/pause``, std_msgs/Bool, latched: true pauses, false resumes; the console's pause and resume) raises
 :class:`OperatorPause`, a stall of its own, at the next reset or step, before any command goes out: the actor takes
 the same path (the episode is dropped, the arm holds on the safety node's stale-command rule) and
-:meth:`TopicEnv.wait_for_streams` waits until the operator resumes.
+:meth:`TopicEnv.wait_for_streams` waits until the operator resumes. The recorder's ``disk_full`` record on
+``/rl/episode_stats`` holds the actor the same way until its ``disk_space`` record (``ros.recorder.hold_on_full_disk``):
+a session does not train on what nobody keeps.
 
 With ``safety_ticks`` (``safety.fast_critic.record_ticks`` or ``learn``) the env also takes the safety node's ticks
 (``/rl/safety_ticks``, :mod:`robot_rl.ros.safety_ticks`) and gives each step those before its observation as
@@ -48,6 +50,7 @@ late ones of the episode before) are dropped, counted in ``ticks.dropped``.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -73,6 +76,7 @@ POSE = "franka_robot_state_broadcaster/current_pose"
 JOINTS = "joint_states"
 REWARD, SUCCESS, TASK_STATE, VIOLATION = "rl/reward", "rl/success", "rl/task_state", VIOLATION_TOPIC
 PAUSE = "rl/pause"  # std_msgs/Bool, latched: the operator's pause (true) and resume (false)
+EPISODE_STATS = "rl/episode_stats"  # std_msgs/String JSON records: the actor's episodes; the recorder's disk_full
 STOP = "rl/stop"  # std_msgs/Empty: the operator's stop (the actor node ends the run)
 ARM_ERROR = "arm/error"  # std_msgs/String, latched: the arm's own error (a Franka's reflex); empty or absent: none
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
@@ -102,10 +106,11 @@ class StreamStalled(RuntimeError):
 
 
 class OperatorPause(StreamStalled):
-    """The operator paused the actor (``/rl/pause`` true); its text, the pause's reason, is ``operator``."""
+    """The actor is held by a word on ``topic``: the operator's pause (``/rl/pause`` true; its text, the pause's
+    reason, is ``operator``) or the recorder's full disk (``/rl/episode_stats``); the text is the reason."""
 
-    def __init__(self, topic: str):
-        RuntimeError.__init__(self, "operator")
+    def __init__(self, topic: str, reason: str = "operator"):
+        RuntimeError.__init__(self, reason)
         self.topic = topic
 
 
@@ -127,6 +132,7 @@ class TopicEnvSettings:
     gripper_max_opening: float = 0.08  # m, sum of the finger joints when fully open
     sim_time: bool = False  # the sim robot node steps in lockstep with this env (robot_rl.ros.sim_clock)
     safety_ticks: bool = False  # take the safety node's ticks, each step's as info["fast_loop"]
+    hold_on_full_disk: bool = True  # hold while the recorder's disk is full (its disk_full record, until disk_space)
     state_rate_hz: float = 100.0  # sim time: the sim robot's arm states per s (the instants the safety node ticks)
 
     @classmethod
@@ -158,6 +164,7 @@ class TopicEnvSettings:
             sim_time=bool(ros.get("sim_time")),
             safety_ticks=safety_ticks,
             state_rate_hz=float(ros.get("state_rate_hz", 100.0)),
+            hold_on_full_disk=bool((ros.get("recorder") or {}).get("hold_on_full_disk", True)),
         )
 
 
@@ -236,8 +243,10 @@ class TopicEnv(gym.Env):
         self.reset_client = node.create_client(SetBool, "rl/reset")
         self.ticks = TickInbox() if settings.safety_ticks else None  # the safety node's ticks (safety_ticks)
         self.ticks_late = 0  # sim time: steps whose ticks were not all in after TICKS_WAIT
-        self.paused = False  # the operator's pause (PAUSE)
+        self.holds: dict[str, str] = {}  # topic -> why the actor is held: the operator's pause, the recorder's disk
         self.guard.subscribe(Bool, PAUSE, self._on_pause, qos.LATCHED)
+        if settings.hold_on_full_disk:
+            self.guard.subscribe(String, EPISODE_STATS, self._on_record, qos.EPISODE_LOG)
 
     # ----------------------------------------------------------------- inputs
     def subscribe_streams(self) -> None:
@@ -265,14 +274,41 @@ class TopicEnv(gym.Env):
             topic = camera_topic(camera)
             self.subscriptions[topic] = subscribe(Image, topic, lambda m, t=topic: self._on_image(t, m), stream)
 
+    @property
+    def paused(self) -> bool:
+        """Whether the actor is held: the operator paused it, or the recorder's disk is full."""
+        return bool(self.holds)
+
+    def _hold(self, topic: str, reason: str | None) -> None:
+        if reason is None:
+            self.holds.pop(topic, None)
+        else:
+            self.holds[topic] = reason
+
     def _on_pause(self, msg) -> None:
-        self.paused = bool(msg.data)
-        self.node.get_logger().info("paused by the operator" if self.paused else "resumed by the operator")
+        self._hold(PAUSE, "operator" if msg.data else None)
+        self.node.get_logger().info("paused by the operator" if msg.data else "resumed by the operator")
+
+    def _on_record(self, msg) -> None:
+        """The recorder's word on its disk (``disk_full`` holds the actor, ``disk_space`` releases it); the actor's
+        own records pass by."""
+        record = json.loads(msg.data)
+        if not isinstance(record, dict) or record.get("node") != "recorder":
+            return
+        if record.get("kind") == "disk_full":
+            free = finite_scalar("free_mb", record.get("free_mb"))
+            self._hold(
+                EPISODE_STATS, f"the recorder's disk is full ({str(record.get('path'))[:200]}, {free:g} MB free)"
+            )
+            self.node.get_logger().error(f"holding: {self.holds[EPISODE_STATS]}; nothing would record what it does")
+        elif record.get("kind") == "disk_space":
+            self._hold(EPISODE_STATS, None)
+            self.node.get_logger().info("the recorder's disk has space again")
 
     def check_pause(self) -> None:
-        """Raise :class:`OperatorPause` while the operator has the actor paused."""
-        if self.paused:
-            raise OperatorPause(self.node.resolve_topic_name(PAUSE))
+        """Raise :class:`OperatorPause` while the actor is held (the operator's pause first)."""
+        for topic in sorted(self.holds, key=lambda t: t != PAUSE):
+            raise OperatorPause(self.node.resolve_topic_name(topic), self.holds[topic])
 
     def _on_pose(self, msg) -> None:
         """TCP pose -> (position m, rotation, linear m/s, angular rad/s, stamp s), velocities by finite differences of
