@@ -102,7 +102,8 @@ from ..safety.tick import safety_tick
 from . import qos
 from .fast_critic import CONTEXT_TOPIC, FastCritic, task_context
 from .guard import InputGuard, MessageError, bounded, finite_scalar
-from .messages import STAMP_TOLERANCE_NS, numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
+from .lockstep import Lockstep
+from .messages import numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
 from .messages import seconds as stamp_seconds
 from .node_main import exit_with_error, is_override, node_config, ros_node, spin, spin_at_rate
 from .safety_ticks import TICKS_TOPIC, VIOLATION_TOPIC, TickLog
@@ -112,7 +113,6 @@ from .sim_clock import CLOCK_TOPIC, ClockError, lockstep_period, sim_time_of, wa
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
 DEFAULT_OPERATORS = ("robot_rl_teleop", "robot_rl_console")  # the console: its token-guarded release
 MAX_FRAME_ID = 256  # characters of a received header frame id
-MAX_SIM_TICKS = 1000  # sim time: ticks made at one /clock instant at most (a long jump, e.g. a reset's pause)
 MAX_CLOCK_LEAD = 5.0  # s: sim time, a received stamp this far ahead of the clock is no sim time (the sim robot
 #                      publishes a state just before the clock instant it belongs to, a reset's pause ahead)
 QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
@@ -159,13 +159,7 @@ class SafetyNode:
         self.node, self.limits, self.frame_id = node, limits, frame_id
         self.rate_hz, self.sim_time = rate_hz, sim_time
         self.active, self.publishing = active, True
-        self.ticked_ns = 0  # sim time: the instant of the last tick
-        self.clock_ns = 0  # sim time: the last /clock instant heard
-        self.period_ns = round(control_period * 1e9)  # sim time: the control period
-        self.period_end_ns = 0  # sim time: the end of the newest actor command's period (its next observation)
-        self.pending: set[int] = set()  # sim time: instants to tick, each once the arm state of it is in
-        self.queued: list[tuple[int, Command]] = []  # sim time: the actor's commands, each obeyed from its instant on
-        self.next_gripper = -1.0  # sim time: the actor's newest gripper command, sent just before its arm command
+        self.lockstep = Lockstep(rate_hz, control_period)  # sim time: the instants to tick (robot_rl.ros.lockstep)
         self.operators = frozenset(operators)
         self.latch = EStopLatch()
         self.arm: ArmState | None = None
@@ -289,10 +283,9 @@ class SafetyNode:
             return
         pos, rot = self._pose(msg)
         if self.sim_time:  # the command for the observation of its stamp: the sim robot steps on once it is obeyed
-            instant = stamp_ns(msg.header.stamp)
-            self.queued.append((instant, Command(pos, rot, self.next_gripper, self._received(msg))))
-            self.queued.sort(key=lambda queued: queued[0])
-            self._tick_at(instant)
+            command = Command(pos, rot, self.lockstep.next_gripper, self._received(msg))
+            self.lockstep.queue(stamp_ns(msg.header.stamp), command)
+            self._tick_when_due()
             return
         self.command = Command(pos, rot, self.gripper, self._received(msg))
 
@@ -303,7 +296,7 @@ class SafetyNode:
         if not -1.0 <= gripper <= 1.0:
             raise MessageError(f"gripper={gripper} is outside [-1 (open), 1 (closed)]")
         if self.sim_time:  # it goes with the arm command that follows, from that command's instant on
-            self.next_gripper = gripper
+            self.lockstep.next_gripper = gripper
             return
         self.gripper = gripper
         if self.command is not None:
@@ -332,53 +325,30 @@ class SafetyNode:
         """Sim time: tick at each new ``/clock`` instant once the arm state of it is in; when the clock stands (the
         sim robot asks again: an answer was lost or came before it listened) the newest command and the flags of
         its instant go out again (for a monitor that joined after the tick)."""
-        now_ns = stamp_ns(msg.clock)
-        if now_ns == self.clock_ns:
-            if self.publishing and self.previous is not None and not self.pending:
-                self._publish(self.ticked_ns * 1e-9)
+        if not self.lockstep.add_clock(stamp_ns(msg.clock)):
+            if self.publishing and self.previous is not None and not self.lockstep.pending:
+                self._publish(self.lockstep.ticked_ns * 1e-9)
                 self.flags_pub.publish(self._messages["flags"](data=int(self.instant_flags)))
             return
-        self.clock_ns = now_ns
-        self._tick_at(now_ns)
-
-    def _tick_at(self, instant_ns: int) -> None:
-        """Sim time: tick at ``instant_ns`` (a /clock instant, or the stamp of the actor's command: the sim robot
-        starts a control period at the observation's instant only once the command answering it is obeyed, so the
-        node ticks that instant on the command, never on the clock before the command is in)."""
-        if instant_ns > self.ticked_ns + STAMP_TOLERANCE_NS:
-            self.pending.add(instant_ns)
-            self._tick_when_due()
+        self._tick_when_due()
 
     def _tick_arm_state(self) -> None:
-        """Sim time: an arm state inside the newest actor command's control period is an instant of the lockstep
-        (the sim robot sends one per state period and steps on once it has the answer); the state at the period's
-        end is the next observation, ticked on the actor's command for it."""
-        measured = self._measured_ns()
-        if self.ticked_ns + STAMP_TOLERANCE_NS < measured < self.period_end_ns - STAMP_TOLERANCE_NS:
-            self.pending.add(measured)
+        """Sim time: an arm state inside the newest command's period is an instant of the lockstep."""
+        self.lockstep.add_arm_state(self._measured_ns())
         self._tick_when_due()
 
     def _tick_when_due(self) -> None:
-        """Sim time: tick every pending instant the newest arm state covers, oldest first."""
-        while self.pending and self._measured_ns() >= min(self.pending) - STAMP_TOLERANCE_NS:
-            now_ns = min(self.pending)
-            self.pending.remove(now_ns)
-            if now_ns <= self.ticked_ns + STAMP_TOLERANCE_NS:
-                continue  # the same instant by another message (a command's stamp is float seconds: within 1 us)
-            while self.queued and self.queued[0][0] <= now_ns + STAMP_TOLERANCE_NS:  # a command that came early waits
-                instant, self.command = self.queued.pop(0)  # for its instant (an earlier one, a reset's pause, holds)
-                self.gripper, self.period_end_ns = self.command.gripper, instant + self.period_ns
-            # the ticks the node would have made at rate_hz since the last one, all on this arm state
-            ticks = (
-                1
-                if self.ticked_ns == 0
-                else min(max(round((now_ns - self.ticked_ns) * 1e-9 * self.rate_hz), 1), MAX_SIM_TICKS)
-            )
+        """Sim time: tick every instant the newest arm state covers (:meth:`Lockstep.due`), oldest first, with the
+        ticks the node would have made at ``rate_hz`` since the last one, all on this arm state."""
+        for instant in self.lockstep.due(self._measured_ns()):
+            if instant.command is not None:
+                self.command, self.gripper = instant.command, instant.command.gripper
             flags = Violation.NONE
-            for index in range(ticks, 0, -1):
-                self.tick(now=(now_ns - (index - 1) * 1e9 / self.rate_hz) * 1e-9, publish=index == 1)
+            times = instant.tick_times(self.rate_hz)
+            for index, now in enumerate(times):
+                self.tick(now=now, publish=index == len(times) - 1)
                 flags |= self.flags
-            self.ticked_ns, self.instant_flags = now_ns, flags
+            self.instant_flags = flags
             if self.publishing:
                 self.flags_pub.publish(self._messages["flags"](data=int(flags)))
 
