@@ -357,6 +357,7 @@ class Episodes:
 
     def __init__(self, path: str, quality: int):
         self.path, self.quality = Path(path), quality
+        self.frames: tuple[tuple[str, str], np.ndarray] | None = None  # ((episode, camera), its frames): the one played
 
     def _store(self) -> EpisodeStore:
         try:
@@ -408,7 +409,9 @@ class Episodes:
         name = self._name(store, index)
         if camera not in store.cameras:
             raise web.HTTPNotFound(text=f"no camera {camera}; the store has {', '.join(store.cameras) or 'none'}\n")
-        frames = store.read_episode(name, keys={f"obs/{camera}"})["obs"][camera]
+        if self.frames is None or self.frames[0] != (name, camera):  # a committed episode never changes
+            self.frames = (name, camera), store.read_episode(name, keys={f"obs/{camera}"})["obs"][camera]
+        frames = self.frames[1]
         if not step.isdigit() or not int(step) < len(frames):
             raise web.HTTPNotFound(text=f"no step {step} in episode {index} ({len(frames)} frames)\n")
         ok, data = cv2.imencode(

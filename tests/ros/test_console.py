@@ -223,7 +223,8 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         assert request(f"{address}/api/episodes/7", TOKEN, "GET")[0] == 404
         assert json.loads(request(f"{address}/api/episodes", TOKEN, "GET")[1])["episodes"][1]["operator_label"] is False
         if os.environ.get("ROBOT_RL_SCREENSHOT"):
-            browser.set_window_size(1280, 1000)  # the episode list below the live view
+            browser.set_window_size(1280, 1400)  # the episode list below the live view, the page from its top
+            browser.execute_script("window.scrollTo(0, 0)")
             browser.save_screenshot(os.environ["ROBOT_RL_SCREENSHOT"])
         assert files_digest(store) == digest  # read only
 
