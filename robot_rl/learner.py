@@ -11,21 +11,24 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from .checkpoint import load_agent, load_tensors
 from .config import is_integer, is_number, positive, require_all, settings_of, yaml_defaults
 from .data import MixedSampler, ReplayBuffer
 from .data.streams import StreamWriter
 from .data.transition import Transition
-from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings
+from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel
 from .safety.training import SafetySettings
 from .transport import DeliveryLedger, Transport
 
 VECTORIZATIONS = ("sync", "async")  # train.vectorization
+FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
 
 
 @yaml_defaults("config.yaml", "train")
@@ -194,6 +197,48 @@ class Learner:
         self.online, self.demo = online, demo
         self.sampler.online, self.sampler.demo = online, demo
         self.online_streams, self.demo_streams = StreamWriter(online), StreamWriter(demo)
+
+    def save(self, folder: Path) -> dict[str, Any]:
+        """Write the learner into ``folder`` (a checkpoint's, being made): the agent (``agent.pt``), the safety critic
+        and the online fast-risk learner with the model it published, when there are, and both buffers with every
+        transition received; returns its plain state (counts, the sampler's RNG, the delivery ledger) for the
+        checkpoint's ``counters.json``. The caller holds :attr:`lock`."""
+        torch.save(self.agent.state_dict(), folder / "agent.pt")
+        if self.safety is not None:
+            torch.save(self.safety.critic.state_dict(), folder / "safety_critic.pt")
+        if self.fast_risk is not None:  # the fast-loop critic learned online, and the model it published
+            torch.save(self.fast_risk.state_dict(), folder / "fast_risk_learner.pt")
+            if self.fast_published is not None:
+                self.fast_published[0].save(folder / FAST_RISK_FILE, self.fast_published[1])
+        self.flush_streams()  # every transition received is in the checkpoint
+        self.online.save(folder / "online_buffer")
+        self.demo.save(folder / "demo_buffer")
+        return {
+            "online_received": self.online_received,
+            "update_calls": self.update_calls,
+            "sampler_rng": self.sampler.rng.bit_generator.state,
+            "delivery": self.ledger.state(),
+            "fast_fitted_at": self.fast_fitted_at,
+        }
+
+    def load(self, folder: Path, state: dict[str, Any], key: str = "train.resume") -> None:
+        """What :meth:`save` wrote into ``folder`` and returned (``state``); a file that is no robot_rl file of
+        tensors is refused naming config ``key``."""
+        load_agent(key, self.agent, folder / "agent.pt")
+        if self.safety is not None and (folder / "safety_critic.pt").exists():
+            self.safety.critic.load_state_dict(load_tensors(key, folder / "safety_critic.pt"))
+        if self.fast_risk is not None and (folder / "fast_risk_learner.pt").exists():
+            self.fast_risk.load_state_dict(load_tensors(key, folder / "fast_risk_learner.pt"))
+            if (folder / FAST_RISK_FILE).exists():
+                self.fast_published = FastRiskModel.load(folder / FAST_RISK_FILE)
+            self.fast_fitted_at = state.get("fast_fitted_at", 0)
+        self.use_buffers(
+            ReplayBuffer.load(folder / "online_buffer", self.online.device),
+            ReplayBuffer.load(folder / "demo_buffer", self.demo.device),
+        )
+        self.sampler.rng.bit_generator.state = state["sampler_rng"]
+        self.online_received, self.update_calls = state["online_received"], state["update_calls"]
+        self.ledger.load(state.get("delivery", {}))
 
     def flush_streams(self) -> None:
         """Write the transitions of other actors' open episodes that wait for their turn (before a checkpoint)."""

@@ -21,21 +21,19 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from .actor import run_envs, run_episode, set_training_step
-from .checkpoint import check_task_definition, load_agent, load_tensors, task_definition, write_task_definition
+from .checkpoint import check_task_definition, load_agent, task_definition, write_task_definition
 from .config import ConfigError, settings_of
-from .data import EpisodeRecorder, ReplayBuffer
+from .data import EpisodeRecorder
 from .envs import load_entry_point
 from .fast_fit import store_ticks
 from .folders import latest, replacing
 from .learner import Learner, TrainSettings, settings_from
 from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
 from .run_folder import record_resume
-from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel, fast_critic_config
+from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_config
 from .safety.training import RISK_MODEL_KEY, SafetyActor, make_safety_learner, safety_settings
 from .transport import Transport
 from .warm_start import init_settings, warm_settings, warm_start
-
-FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
 
 
 @dataclass
@@ -316,24 +314,7 @@ def save_checkpoint(
         if definition is not None:
             write_task_definition(tmp, definition)
         with learner.lock:
-            torch.save(learner.agent.state_dict(), tmp / "agent.pt")
-            if learner.safety is not None:
-                torch.save(learner.safety.critic.state_dict(), tmp / "safety_critic.pt")
-            if learner.fast_risk is not None:  # the fast-loop critic learned online, and the model it published
-                torch.save(learner.fast_risk.state_dict(), tmp / "fast_risk_learner.pt")
-                if learner.fast_published is not None:
-                    learner.fast_published[0].save(tmp / FAST_RISK_FILE, learner.fast_published[1])
-            learner.flush_streams()  # every transition received is in the checkpoint
-            learner.online.save(tmp / "online_buffer")
-            learner.demo.save(tmp / "demo_buffer")
-            state = {
-                "counters": asdict(counters),
-                "online_received": learner.online_received,
-                "update_calls": learner.update_calls,
-                "sampler_rng": learner.sampler.rng.bit_generator.state,
-                "delivery": learner.ledger.state(),
-                "fast_fitted_at": learner.fast_fitted_at,
-            }
+            state = {"counters": asdict(counters), **learner.save(tmp)}
         (tmp / "counters.json").write_text(json.dumps(state))
 
 
@@ -343,21 +324,7 @@ def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
     folder = latest(folder)
     check_task_definition(folder, task_definition(cfg, learner.agent))
     state = json.loads((folder / "counters.json").read_text())
-    load_agent("train.resume", learner.agent, folder / "agent.pt")
-    if learner.safety is not None and (folder / "safety_critic.pt").exists():
-        learner.safety.critic.load_state_dict(load_tensors("train.resume", folder / "safety_critic.pt"))
-    if learner.fast_risk is not None and (folder / "fast_risk_learner.pt").exists():
-        learner.fast_risk.load_state_dict(load_tensors("train.resume", folder / "fast_risk_learner.pt"))
-        if (folder / FAST_RISK_FILE).exists():
-            learner.fast_published = FastRiskModel.load(folder / FAST_RISK_FILE)
-        learner.fast_fitted_at = state.get("fast_fitted_at", 0)
-    learner.use_buffers(
-        ReplayBuffer.load(folder / "online_buffer", learner.online.device),
-        ReplayBuffer.load(folder / "demo_buffer", learner.demo.device),
-    )
-    learner.sampler.rng.bit_generator.state = state["sampler_rng"]
-    learner.online_received, learner.update_calls = state["online_received"], state["update_calls"]
-    learner.ledger.load(state.get("delivery", {}))
+    learner.load(folder, state)
     return Counters(**state["counters"])
 
 
