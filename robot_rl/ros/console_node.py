@@ -4,8 +4,11 @@ One page served with aiohttp from ``robot_rl/ros/console_static/`` (plain HTML/J
 internet), fed over one websocket:
 
 * every camera (``camera/<name>/color/image_raw``: the task's ``task.cameras`` and any other found in the graph),
-  downscaled to at most ``console.image_width`` px and JPEG-encoded, at most ``console.camera_rate_hz`` frames per
-  s per camera; a slow browser gets the newest frame, never a queue;
+  as it sends (downscaled to at most ``console.image_width`` px, JPEG-encoded) and, for the task's cameras, as the
+  policy sees it: the actor's own preprocessing (:func:`~robot_rl.ros.messages.colour_image`, resized to
+  ``task.image_size``), PNG-encoded so no pixel changes, which the page upscales with nearest-neighbour; at most
+  ``console.camera_rate_hz`` frames per s per camera, only while a page is connected; a slow browser gets the newest
+  frame, never a queue;
 * from the safety node's ``rl/safety_status`` (10 Hz: the console never subscribes to its 500-1000 Hz ticks, flags
   or the arm's pose stream) the measured TCP position (m), the flags of every tick since the last status as
   :class:`~robot_rl.safety.Violation` names and the fast-loop critic's risk (0-1); the commanded target
@@ -16,6 +19,9 @@ internet), fed over one websocket:
   (``rl/pause``) and the learner's checkpoints (``rl/checkpoint_saved``);
 * the actor's ``rl/episode_stats`` records (train, eval, demo, paused), from which the page draws the success and
   intervention-rate curves;
+* the run: the learner's updates/s and the actor's env steps/s (each count's growth, sampled as it stands every
+  ``TELEMETRY_PERIOD`` s, over the last ``RATE_WINDOW`` s: 0 when nothing moves), the replay buffers' sizes
+  (``rl/learner_progress``) and the weights version the actor last played (its records' ``weights``);
 * the episode list of the run's episode store (``ros.recorder.store``, opened read-only on each request): GET
   ``/api/episodes``, ``/api/episodes/<index>`` (its actions, rewards and takeovers) and
   ``/api/episodes/<index>/<camera>/<step>`` (one recorded frame as JPEG), each with the token header.
@@ -64,15 +70,16 @@ from geometry_msgs.msg import PoseStamped, Twist
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Empty, Float64, String
 
-from ..config import ConfigError, integer, positive
+from ..config import ConfigError, image_size, integer, positive
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
 from ..safety import Violation
 from . import qos
 from .guard import InputGuard, MessageError, finite, finite_scalar
-from .messages import image_to_numpy, pose_to_numpy, seconds
+from .messages import colour_image, image_to_numpy, pose_to_numpy, seconds
 from .node_main import exit_with_error, node_config, ros_node, spinning_in_background, stop_requests
 from .topic_env import PAUSE, STOP, camera_topic
+from .transport import parse_progress
 
 MODULE = "robot_rl.ros.console_node"
 NODE_NAME = "robot_rl_console"
@@ -85,6 +92,7 @@ DISCOVERY_PERIOD = 1.0  # s between looks for cameras in the graph
 LABEL_RATE_HZ = 50.0  # rl/success messages per s while a success mark lasts
 RECORDS_KEPT = 5000  # episode_stats records the page gets on connecting
 EPISODES_LISTED = 200  # the newest episodes of the store the page lists
+RATE_WINDOW = 30.0  # s over which updates/s and env steps/s are measured
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,16 @@ def violation_names(flags: int) -> list[str]:
     return [v.name for v in Violation if v and v & flags]
 
 
+def encoded(image: np.ndarray, extension: str, params: list[int]) -> bytes:
+    """An RGB (or mono) uint8 image encoded as ``extension`` (``.jpg``, ``.png``) with OpenCV's ``params``."""
+    if image.ndim == 3:
+        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+    ok, data = cv2.imencode(extension, image, params)
+    if not ok:
+        raise MessageError(f"the frame could not be encoded as {extension}")
+    return data.tobytes()
+
+
 def jpeg_frame(msg: Image, width: int, quality: int) -> bytes:
     """A colour (or mono8) camera image as JPEG bytes, downscaled to at most ``width`` px wide."""
     image = image_to_numpy(msg)
@@ -147,19 +165,45 @@ def jpeg_frame(msg: Image, width: int, quality: int) -> bytes:
     if image.shape[1] > width:
         height = max(1, round(image.shape[0] * width / image.shape[1]))
         image = cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
-    if image.ndim == 3:
-        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
-    ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
-    if not ok:
-        raise MessageError("the frame could not be JPEG-encoded")
-    return data.tobytes()
+    return encoded(image, ".jpg", [cv2.IMWRITE_JPEG_QUALITY, quality])
 
 
-def frame_packet(camera: str, stamp: float, jpeg: bytes) -> bytes:
+def policy_frame(msg: Image, size: tuple[int, int]) -> bytes:
+    """A colour camera image as the actor's observation has it (:func:`colour_image`: ``size`` (height, width) px),
+    as PNG bytes: lossless, every pixel the policy reads."""
+    return encoded(colour_image(msg, size), ".png", [cv2.IMWRITE_PNG_COMPRESSION, 1])
+
+
+def frame_packet(camera: str, stamp: float, image: bytes, view: str = "raw") -> bytes:
     """A websocket binary message: 2-byte big-endian header length, the JSON header (camera, its stamp in s, the
-    console's wall-clock send time in s), then the JPEG."""
-    header = json.dumps({"camera": camera, "stamp": stamp, "sent": time.time()}).encode()
-    return struct.pack("!H", len(header)) + header + jpeg
+    console's wall-clock send time in s, the view: ``raw`` (a JPEG as the camera sends) or ``policy`` (a PNG as the
+    policy sees)), then the image."""
+    header = json.dumps({"camera": camera, "stamp": stamp, "sent": time.time(), "view": view}).encode()
+    return struct.pack("!H", len(header)) + header + image
+
+
+class Rate:
+    """How fast a count grows, per s: its growth over the last ``window`` s of samples (time in s, count), which
+    the owner takes at a steady period, so a count that stops growing reads 0 once its growth leaves the window. A
+    count that goes down (a learner restarted from an older checkpoint) starts the measure again."""
+
+    def __init__(self, window: float):
+        self.window = window
+        self.samples: deque[tuple[float, int]] = deque()
+
+    def add(self, t: float, count: int) -> None:
+        if self.samples and count < self.samples[-1][1]:
+            self.samples.clear()
+        self.samples.append((t, count))
+        while len(self.samples) > 1 and self.samples[1][0] <= t - self.window:
+            self.samples.popleft()
+
+    def per_second(self) -> float | None:
+        """The count's growth per s; None before two samples."""
+        if len(self.samples) < 2:
+            return None
+        (t0, c0), (t1, c1) = self.samples[0], self.samples[-1]
+        return (c1 - c0) / max(t1 - t0, 1e-9)
 
 
 class Live:
@@ -170,6 +214,9 @@ class Live:
         self.values: dict[str, Any] = {"flags": 0, "intervention": False, "twist": 0.0}
         self.records: deque[tuple[int, dict]] = deque(maxlen=RECORDS_KEPT)  # (sequence number, record)
         self.record_count = 0
+        self.env_steps: int | None = None  # the newest record's env_steps
+        self.weights: int | None = None  # the weights version the newest record was played with
+        self.updates, self.env_steps_rate = Rate(RATE_WINDOW), Rate(RATE_WINDOW)
 
     def set(self, **values: Any) -> None:
         with self.lock:
@@ -179,6 +226,10 @@ class Live:
         with self.lock:
             self.record_count += 1
             self.records.append((self.record_count, record))
+            if "env_steps" in record:
+                self.env_steps = record["env_steps"]
+            if "weights" in record:
+                self.weights = record["weights"]
 
     def records_after(self, sequence: int) -> tuple[int, list[dict]]:
         with self.lock:
@@ -190,6 +241,7 @@ class Live:
         ``policy``."""
         with self.lock:
             values = dict(self.values)
+            values["run"] = self._run()
         flags = int(values["flags"])
         values["violations"] = violation_names(flags)
         idle = flags & Violation.STALE_COMMAND
@@ -197,6 +249,22 @@ class Live:
             "hold" if flags & HOLDING else "operator" if values["intervention"] else "idle" if idle else "policy"
         )
         return values
+
+    def _run(self) -> dict[str, Any]:
+        """Samples the learner's update count and the actor's env steps now (the caller holds the lock): updates/s,
+        env steps/s, the replay buffers' sizes (transitions) and the weights version last played."""
+        now, learner = time.monotonic(), self.values.get("learner") or {}
+        if "updates" in learner:
+            self.updates.add(now, learner["updates"])
+        if self.env_steps is not None:
+            self.env_steps_rate.add(now, self.env_steps)
+        return {
+            "updates_per_s": self.updates.per_second(),
+            "env_steps_per_s": self.env_steps_rate.per_second(),
+            "online_size": learner.get("online_size"),
+            "demo_size": learner.get("demo_size"),
+            "weights": self.weights,
+        }
 
 
 class Hub:
@@ -244,8 +312,12 @@ class Client:
 class ConsoleRos:
     """The console's ROS side: subscriptions into :class:`Live` and the :class:`Hub`, and the control publishers."""
 
-    def __init__(self, node, settings: ConsoleSettings, cameras: list[str], live: Live, hub: Hub):
+    def __init__(
+        self, node, settings: ConsoleSettings, cameras: list[str], policy_size: tuple[int, int], live: Live, hub: Hub
+    ):
+        """``cameras``: the task's (the policy's, shown also as it sees them, ``policy_size`` (height, width) px)."""
         self.node, self.settings, self.live, self.hub = node, settings, live, hub
+        self.policy_cameras, self.policy_size = set(cameras), policy_size
         self.guard = InputGuard(node)
         self.cameras: dict[str, float] = {}  # camera -> wall time of the last frame sent
         self.estop = node.create_publisher(Bool, "rl/estop", qos.EVENT)
@@ -262,10 +334,10 @@ class ConsoleRos:
         g.subscribe(Bool, "rl/intervention", lambda m: live.set(intervention=bool(m.data)), stream)
         g.subscribe(Twist, "spacenav/twist", self._on_twist, stream)
         g.subscribe(Float64, "rl/success_probability", lambda m: live.set(probability=self._number(m.data)), stream)
-        g.subscribe(String, "rl/learner_progress", lambda m: live.set(learner=self._json(m.data)), stream)
+        g.subscribe(String, "rl/learner_progress", lambda m: live.set(learner=parse_progress(m.data)), stream)
         g.subscribe(Bool, PAUSE, lambda m: live.set(paused=bool(m.data)), qos.LATCHED)
         g.subscribe(String, "rl/checkpoint_saved", lambda m: live.set(checkpoint=self._json(m.data)), qos.EPISODE_LOG)
-        g.subscribe(String, "rl/episode_stats", lambda m: live.add_record(self._json(m.data)), qos.EPISODE_LOG)
+        g.subscribe(String, "rl/episode_stats", self._on_record, qos.EPISODE_LOG)
         for camera in cameras:
             self.add_camera(camera)
         node.create_timer(DISCOVERY_PERIOD, self.discover_cameras)
@@ -299,6 +371,17 @@ class ConsoleRos:
         risk = None if risk is None else finite_scalar("risk", risk)
         self.live.set(flags=flags, pose=pose, risk=risk)
 
+    def _on_record(self, msg) -> None:
+        """An actor's episode record: a JSON object whose ``env_steps`` (when given) is an integer >= 0 and whose
+        ``weights`` (when given) is one or null (no weights from a learner yet)."""
+        record = self._json(msg.data)
+        steps, weights = record.get("env_steps", 0), record.get("weights")
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+            raise MessageError(f"env_steps={steps!r}; expected an integer >= 0")
+        if weights is not None and (not isinstance(weights, int) or isinstance(weights, bool) or weights < 0):
+            raise MessageError(f"weights={weights!r}; expected null or an integer >= 0")
+        self.live.add_record(record)
+
     def _on_twist(self, msg) -> None:
         twist = finite("twist", [msg.linear.x, msg.linear.y, msg.linear.z, msg.angular.x, msg.angular.y, msg.angular.z])
         self.live.set(twist=round(float(np.linalg.norm(twist)), 3))
@@ -323,8 +406,13 @@ class ConsoleRos:
         if now - self.cameras[camera] < 1.0 / self.settings.camera_rate_hz or not self.hub.clients:
             return
         self.cameras[camera] = now
+        stamp = seconds(msg.header.stamp)
         jpeg = jpeg_frame(msg, self.settings.image_width, self.settings.jpeg_quality)
-        self.hub.post_frame(camera, frame_packet(camera, seconds(msg.header.stamp), jpeg))
+        self.hub.post_frame(camera, frame_packet(camera, stamp, jpeg))
+        if camera in self.policy_cameras:  # after the raw view: a frame the actor refuses is shown as it comes
+            self.hub.post_frame(
+                f"{camera}:policy", frame_packet(camera, stamp, policy_frame(msg, self.policy_size), "policy")
+            )
 
     async def control(self, action: str) -> None:
         """Carry out an operator's control (module docstring)."""
@@ -414,12 +502,7 @@ class Episodes:
         frames = self.frames[1]
         if not step.isdigit() or not int(step) < len(frames):
             raise web.HTTPNotFound(text=f"no step {step} in episode {index} ({len(frames)} frames)\n")
-        ok, data = cv2.imencode(
-            ".jpg", cv2.cvtColor(frames[int(step)], cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, self.quality]
-        )
-        if not ok:
-            raise web.HTTPInternalServerError(text="the frame could not be JPEG-encoded\n")
-        return data.tobytes()
+        return encoded(frames[int(step)], ".jpg", [cv2.IMWRITE_JPEG_QUALITY, self.quality])
 
 
 def web_app(settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub, episodes: Episodes) -> web.Application:
@@ -536,11 +619,13 @@ def run(argv: list[str]) -> int:
 
     cfg, ros_args = node_config(argv)
     settings = console_settings(cfg.console)
-    cameras = [str(c) for c in OmegaConf.to_container(cfg.task, resolve=True).get("cameras") or []]
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    cameras = [str(c) for c in task.get("cameras") or []]
+    policy_size = image_size("task.image_size", task["image_size"])
     live, hub = Live(), Hub()
     episodes = Episodes(str(cfg.ros.recorder.store), settings.jpeg_quality)
     with ros_node(NODE_NAME, ros_args) as node:
-        ros = ConsoleRos(node, settings, cameras, live, hub)
+        ros = ConsoleRos(node, settings, cameras, policy_size, live, hub)
         with spinning_in_background(node), stop_requests() as stop:
             asyncio.run(serve(settings, ros, live, hub, episodes, stop))
     return 0

@@ -11,7 +11,10 @@ gets them), and with ``safety.fast_critic.learn=true`` each new fit of the fast-
 ``train.checkpoint_every`` online transitions, at shutdown (SIGINT/SIGTERM) and at once on the operator's word
 (``/rl/checkpoint_now``, std_msgs/Empty: the console's checkpoint control). Each checkpoint is announced on
 ``/rl/checkpoint_saved`` (std_msgs/String, JSON: ``reason`` (due, operator or final), ``updates``, ``online``
-transitions, ``dir``) and in the log. A learner started on a run folder with a
+transitions, ``dir``) and in the log. Its progress goes out on ``/rl/learner_progress`` (std_msgs/String, JSON)
+whenever it changes: ``online`` (online transitions ingested), ``updates`` (update calls made), ``received`` (per
+actor the highest ``seq`` ingested), ``online_size`` and ``demo_size`` (transitions in the online and demo replay
+buffers); the actors keep the update-to-data ratio by it, the console shows it. A learner started on a run folder with a
 checkpoint resumes from it (agent, buffers, counters) and publishes its weights at once (a node restarted within a launch;
 ``robot-rl launch`` continues a run folder only with ``train.resume=true``, which runs the run's own ``config.yaml``:
 :mod:`robot_rl.run_folder`).
@@ -98,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigError, ClockError) as error:
             return exit_with_error("robot_rl.ros.learner_node", error)
         learner = session.learner
+        transport.replay_sizes = lambda: {"online_size": len(learner.online), "demo_size": len(learner.demo)}
         if resumed:
             log.info(
                 f"resumed from {session.checkpoint_dir}: {learner.update_calls} updates, "

@@ -13,8 +13,9 @@ finite values) inside an :class:`~robot_rl.ros.guard.InputGuard`; a bad one is d
 Delivery survives a learner or recorder that is down for a while (:mod:`robot_rl.ros.delivery`):
 the actor keeps what the learner has not checkpointed and sends it again to a restarted learner;
 the learner acknowledges on each robot's ``rl/transitions_ack``. The learner's progress (``/rl/learner_progress``,
-JSON: online transitions ingested, updates made, the last ``seq`` ingested per actor) lets each actor keep the
-update-to-data ratio in sim time, also when several actors feed the learner.
+JSON: online transitions ingested, updates made, the last ``seq`` ingested per actor, the transitions in the online
+and demo replay buffers) lets each actor keep the update-to-data ratio in sim time, also when several actors feed the
+learner, and the console show how learning goes.
 """
 
 from __future__ import annotations
@@ -43,7 +44,30 @@ from .robot_tally import RobotTally
 
 TRANSITIONS_TOPIC = "rl/transitions"  # relative: each robot's own, under its namespace
 WEIGHTS_TOPIC = "/rl/policy_weights"
-PROGRESS_TOPIC = "/rl/learner_progress"  # std_msgs/String, JSON {"online", "updates", "received": {actor: seq}}
+PROGRESS_TOPIC = "/rl/learner_progress"  # std_msgs/String, JSON: parse_progress
+
+
+def parse_progress(text: str) -> dict[str, Any]:
+    """A learner progress message, checked (it comes from the network): ``online`` (online transitions ingested),
+    ``updates`` (update calls made), ``received`` ({actor: the highest ``seq`` ingested}) and, from a learner node
+    that says them, ``online_size`` and ``demo_size`` (transitions in its online and demo replay buffers), each an
+    integer >= 0."""
+    progress = parse_control(text, "learner progress")
+    if not isinstance(progress, dict):
+        raise MessageError("learner progress is not a JSON object")
+    counts = [progress.get(key) for key in ("online", "updates")]
+    counts += [progress[key] for key in ("online_size", "demo_size") if key in progress]
+    received = progress.get("received")
+    if not (
+        all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+        and isinstance(received, dict)
+        and all(isinstance(seq, int) and seq >= 0 for seq in received.values())
+    ):
+        raise MessageError(
+            "learner progress needs online, updates (and any online_size, demo_size) counts >= 0 and received "
+            "{actor: seq >= 0}"
+        )
+    return progress
 
 
 def robot_topic(robot: str | None, topic: str) -> str:
@@ -100,6 +124,8 @@ class RosTransport(Transport):
         self.resend_requested = False
         self.current_episode: str | None = None
         self.learner_progress = LearnerProgress()
+        # the learner's replay buffer sizes ({"online_size": n, "demo_size": n}) for its progress: its node sets it
+        self.replay_sizes: Callable[[], dict[str, int]] | None = None
         if role == "actor":
             if expected_weights is None or outbox is None:
                 raise ValueError("the actor's transport needs expected_weights and an outbox")
@@ -176,16 +202,10 @@ class RosTransport(Transport):
                 self.resend_requested = True
 
     def _on_progress(self, msg) -> None:
-        progress = parse_control(msg.data, "learner progress")
-        counts = [progress.get(key) for key in ("online", "updates")] if isinstance(progress, dict) else [None]
-        received = progress.get("received") if isinstance(progress, dict) else None
-        if not (
-            all(isinstance(c, int) and c >= 0 for c in counts)
-            and isinstance(received, dict)
-            and all(isinstance(seq, int) and seq >= 0 for seq in received.values())
-        ):
-            raise MessageError("learner progress needs online and updates counts >= 0 and received {actor: seq >= 0}")
-        self.learner_progress = LearnerProgress(counts[0], counts[1], received, time.monotonic())
+        progress = parse_progress(msg.data)
+        self.learner_progress = LearnerProgress(
+            progress["online"], progress["updates"], progress["received"], time.monotonic()
+        )
 
     def service(self, read_spilled: Callable[[list[str]], list[list[Transition]]]) -> None:
         """The actor thread's housekeeping between steps: resend what a restarted learner lacks
@@ -262,6 +282,8 @@ class RosTransport(Transport):
         """What this learner has ingested and made of it, for actors that keep the update-to-data ratio."""
         self._require("learner")
         progress = {"online": int(online_received), "updates": int(update_calls), "received": received}
+        if self.replay_sizes is not None:
+            progress.update(self.replay_sizes())
         self._progress.publish(String(data=json.dumps(progress)))
 
     def _on_transitions(self, msg, robot: str | None = None) -> None:

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from robot_rl.safety import Violation
@@ -65,9 +66,11 @@ class Probe:
     """The test's own ROS node: what arrives on the console's and the safety node's topics, with arrival times."""
 
     def __init__(self, rclpy):
+        from sensor_msgs.msg import Image
         from std_msgs.msg import Bool, Empty, String, UInt32
 
         from robot_rl.ros import qos
+        from robot_rl.ros.messages import seconds
 
         self.rclpy, self.node = rclpy, rclpy.create_node("robot_rl_test_console_probe")
         self.seen: dict[str, list] = {
@@ -81,6 +84,15 @@ class Probe:
             self.node.create_subscription(Empty, topic, lambda m, t=topic: self.seen[t].append(True), 50)
         self.node.create_subscription(UInt32, "/rl/safety_flags", lambda m: self.seen["flags"].append(m.data), 50)
         self.records = self.node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
+        self.progress = self.node.create_publisher(String, "/rl/learner_progress", qos.EVENT)
+        self.frames: dict[float, Image] = {}  # the camera's newest frames by stamp (s)
+
+        def keep(msg):
+            self.frames[seconds(msg.header.stamp)] = msg
+            while len(self.frames) > 300:
+                del self.frames[next(iter(self.frames))]
+
+        self.node.create_subscription(Image, "/camera/front/color/image_raw", keep, qos.STREAM_SUBSCRIBER)
 
     def until(self, condition, what: str, timeout: float = WAIT):
         """Spin until ``condition()`` is truthy; returns it, else fails naming ``what``."""
@@ -158,10 +170,43 @@ def page(browser) -> dict:
     return browser.execute_script("return window.robotRlConsole")
 
 
+POLICY_PIXELS = """
+const done = arguments[arguments.length - 1];
+const img = document.getElementById("pol-front"), stamp = window.robotRlConsole.policyStamps.front;
+const copy = new Image();
+copy.onload = () => {
+  const canvas = document.createElement("canvas");
+  canvas.width = copy.naturalWidth;
+  canvas.height = copy.naturalHeight;
+  const ctx = canvas.getContext("2d");
+  ctx.drawImage(copy, 0, 0);
+  done({stamp, width: canvas.width, height: canvas.height,
+        rgba: Array.from(ctx.getImageData(0, 0, canvas.width, canvas.height).data)});
+};
+copy.onerror = () => done(null);  // the next frame revoked this one's address meanwhile: try again
+copy.src = img.dataset.url;
+"""
+
+
+def policy_view(browser, probe: Probe) -> tuple:
+    """(the policy's view as the page drew it: HxWx3 RGB, the camera message it came from), once the probe has
+    that message."""
+
+    def drawn():
+        shown = browser.execute_async_script(POLICY_PIXELS)
+        if shown is None or shown["stamp"] not in probe.frames:
+            return None
+        rgba = np.asarray(shown["rgba"], np.uint8).reshape(shown["height"], shown["width"], 4)
+        return rgba[..., :3], probe.frames[shown["stamp"]]
+
+    return probe.until(drawn, "the policy's view of a frame the probe has")
+
+
 @pytest.mark.slow  # a graph of three node processes and a browser
 def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_holds_the_arm(tmp_path):
     rclpy = require("rclpy")
     from selenium.webdriver.common.by import By
+    from std_msgs.msg import String
 
     graph = Graph(tmp_path, [*GRAPH, f"train.run_dir={tmp_path / 'run'}"])
     store = tmp_path / "run" / "episodes.zarr"  # ros.recorder.store: the run's episode store
@@ -169,7 +214,8 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
     rclpy.init()
     probe, browser = Probe(rclpy), None
     try:
-        for name in ("sim_robot", "safety", "console"):
+        graph.start("sim_robot", "task.image_size=[48,80]")  # the camera sends 80x48; the policy sees 64x64
+        for name in ("safety", "console"):
             graph.start(name)
         address = console_address(graph, probe)
         browser = chromium(tmp_path / "chromium")
@@ -187,6 +233,20 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         )
         probe.until(lambda: (page(browser)["telemetry"] or {}).get("pose"), "the TCP pose on the page")
 
+        # the policy's view beside it: the actor's own preprocessing (task.image_size 64x64), every pixel as the
+        # actor's observation has it, upscaled on the page with nearest-neighbour
+        from robot_rl.ros.messages import colour_image
+
+        probe.until(lambda: page(browser)["policyFrames"].get("front", 0) >= 2, "the policy's view drawn on the page")
+        size = "return [arguments[0].naturalWidth, arguments[0].naturalHeight, arguments[0].clientWidth]"
+        assert browser.execute_script(size, browser.find_element(By.ID, "cam-front"))[:2] == [80, 48]
+        assert browser.execute_script(size, browser.find_element(By.ID, "pol-front")) == [64, 64, 192]
+        rendering = "return getComputedStyle(document.getElementById('pol-front')).imageRendering"
+        assert browser.execute_script(rendering) == "pixelated"
+        assert "as the policy sees it 64x64" in browser.find_element(By.ID, "polcap-front").text
+        shown, msg = policy_view(browser, probe)
+        assert (msg.width, msg.height) == (80, 48) and np.array_equal(shown, colour_image(msg, (64, 64)))
+
         # the curves: episode records as the actor sends them, then an evaluation redraws the curve
         for episode in range(1, 31):
             probe.publish_record(
@@ -198,6 +258,29 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         probe.publish_record(kind="eval", episode=30, env_steps=1200, success_rate=0.8)
         probe.until(lambda: any(r["kind"] == "eval" for r in page(browser)["records"]), "the evaluation on the page")
         assert browser.execute_script("return document.getElementById('curves').toDataURL()") != before
+
+        # the run: the learner's updates/s and replay sizes (rl/learner_progress), env steps/s and the weights
+        # version from the actor's records
+        probe.until(lambda: probe.node.count_subscribers("/rl/learner_progress") >= 1, "the console on progress")
+        probe.spin(1.0)  # matched both ways
+        for updates, online in ((10, 100), (40, 160)):
+            progress = {"online": online, "updates": updates, "received": {}, "online_size": online, "demo_size": 50}
+            probe.progress.publish(String(data=json.dumps(progress)))
+            probe.spin(2.0)
+        probe.publish_record(
+            kind="train", episode=31, env_steps=1240, success=True, length=40, interventions=0, weights=7,
+            **{"return": 1.0},
+        )  # fmt: skip
+        run = probe.until(
+            lambda: (r := page(browser)["telemetry"]["run"])["weights"] == 7 and r["updates_per_s"] and r,
+            "the run's figures on the page",
+        )
+        assert 1.0 < run["updates_per_s"] < 100.0 and run["env_steps_per_s"] > 0
+        assert (run["online_size"], run["demo_size"]) == (160, 50)
+        assert browser.find_element(By.ID, "replay").text == "160 online, 50 demo"
+        assert browser.find_element(By.ID, "weights").text == "7"
+        assert float(browser.find_element(By.ID, "updates-rate").text) > 1.0
+        assert float(browser.find_element(By.ID, "env-rate").text) > 0
 
         # success: the button's label and the success mark reach their topics
         probe.until(lambda: probe.node.count_publishers("/rl/operator_label") >= 1, "the console's label publisher")
@@ -319,9 +402,25 @@ def test_console_settings_and_graphs():
         names("graph=sim_train", "graph.console=yes")
     require("rclpy")
     from robot_rl.cli import main
-    from robot_rl.ros.console_node import console_settings, violation_names
+    from robot_rl.ros.console_node import Rate, console_settings, violation_names
+    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.transport import parse_progress
 
     assert violation_names(int(Violation.ESTOP | Violation.STALE_COMMAND)) == ["STALE_COMMAND", "ESTOP"]
+    rate = Rate(30.0)  # updates/s and env steps/s: growth over the window, 0 once the count stops, again after a drop
+    assert rate.per_second() is None
+    for t, count in ((0.0, 10), (2.0, 50), (4.0, 90)):
+        rate.add(t, count)
+    assert rate.per_second() == 20.0
+    rate.add(40.0, 90)
+    assert rate.per_second() == 0.0
+    rate.add(41.0, 5)
+    assert rate.per_second() is None
+    good = {"online": 3, "updates": 1, "received": {"a": 3}, "online_size": 3, "demo_size": 0}
+    assert parse_progress(json.dumps(good)) == good
+    for bad in ({**good, "demo_size": -1}, {**good, "online_size": True}, {"online": 3, "updates": 1}, [good]):
+        with pytest.raises(MessageError):
+            parse_progress(json.dumps(bad))
     settings = console_settings(load_config([]).console)
     assert settings.host == "127.0.0.1" and len(settings.token) >= 16  # a random token when none is given
     for bad in ("console.host=localhost", "console.port=70000", "console.token=short", "console.jpeg_quality=0"):
@@ -344,6 +443,7 @@ def test_console_pauses_checkpoints_and_stops_a_sim_train_launch(tmp_path):
     from std_msgs.msg import String
 
     from robot_rl.ros import qos
+    from robot_rl.ros.transport import parse_progress
 
     run_dir = tmp_path / "run"
     overrides = [
@@ -366,6 +466,10 @@ def test_console_pauses_checkpoints_and_stops_a_sim_train_launch(tmp_path):
     actions: list[float] = []  # arrival times (monotonic s) of the actor's commands
     records: list[dict] = []
     saved: list[dict] = []
+    progress: list[dict] = []  # the learner's progress, as the console gets it
+    probe.node.create_subscription(
+        String, "/rl/learner_progress", lambda m: progress.append(parse_progress(m.data)), qos.EVENT
+    )
     probe.node.create_subscription(PoseStamped, "/rl/action", lambda m: actions.append(time.monotonic()), 50)
     probe.node.create_subscription(
         String, "/rl/episode_stats", lambda m: records.append(json.loads(m.data)), qos.EPISODE_LOG
@@ -374,9 +478,14 @@ def test_console_pauses_checkpoints_and_stops_a_sim_train_launch(tmp_path):
         String, "/rl/checkpoint_saved", lambda m: saved.append(json.loads(m.data)), qos.EPISODE_LOG
     )
     try:
-        found = probe.until(lambda: re.search(r"the console is at (http://[^/\s]+)/", log.read_text()), "the page")
+        found = probe.until(
+            lambda: re.search(r"the console is at (http://[^/\s]+)/", log.read_text()), "the page", timeout=120
+        )
         address = found.group(1)
         probe.until(lambda: len(actions) >= 20, "the actor's commands", timeout=120)
+        # the learner says its replay buffers' sizes: the online steps it ingested, no demonstrations
+        probe.until(lambda: progress and progress[-1]["online_size"] > 0, "the online buffer's size", timeout=120)
+        assert all(p["demo_size"] == 0 and p["online_size"] == p["online"] for p in progress)
 
         assert post(f"{address}/api/pause", TOKEN) == 200
         probe.until(

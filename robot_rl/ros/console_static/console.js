@@ -6,9 +6,11 @@ const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 const WINDOW = 20; // episodes in the rolling success and intervention rates
 // every control's key (the page lists them); Q (shift+q) for stop, so that a stray q does not end the run
 const KEYS = { s: "success", f: "failure", h: "hold", r: "release", p: "pause", u: "resume", c: "checkpoint", Q: "stop" };
-// what tests and the benchmark read: frames drawn per camera, their stamps, camera-to-screen latencies (ms)
+// what tests and the benchmark read: frames drawn per camera, their stamps, camera-to-screen latencies (ms); the
+// policy's view: frames drawn per camera, their stamps
 const state = (window.robotRlConsole = {
   frames: {}, stamps: {}, latencies: [], telemetry: null, records: [], episodes: [], episode: null, episodeFrames: 0,
+  policyFrames: {}, policyStamps: {},
 });
 
 const $ = (id) => document.getElementById(id);
@@ -19,31 +21,51 @@ function say(text, error = false) {
   $("message").className = error ? "error" : "";
 }
 
-function cameraFigure(name) {
-  let img = $("cam-" + name);
+function cameraFigure(name, view) {
+  // one figure per camera: the raw view (cam-<name>) and, beside it, the policy's (pol-<name>, nearest-neighbour)
+  const id = (view === "policy" ? "pol-" : "cam-") + name;
+  let img = $(id);
   if (img) return img;
   const noCameras = $("no-cameras");
   if (noCameras) noCameras.remove();
-  const figure = document.createElement("figure");
+  let figure = $("fig-" + name);
+  if (!figure) {
+    figure = document.createElement("figure");
+    figure.id = "fig-" + name;
+    $("cameras").append(figure);
+  }
+  const part = document.createElement("div");
+  part.className = "view " + view;
   img = document.createElement("img");
-  img.id = "cam-" + name;
-  img.alt = name;
-  const caption = document.createElement("figcaption");
-  caption.id = "cap-" + name;
-  figure.append(img, caption);
-  $("cameras").append(figure);
+  img.id = id;
+  img.alt = `${name}, ${view === "policy" ? "as the policy sees it" : "as the camera sends it"}`;
+  const caption = document.createElement("div");
+  caption.className = "caption";
+  caption.id = (view === "policy" ? "polcap-" : "cap-") + name;
+  part.append(img, caption);
+  if (view === "policy") figure.append(part);
+  else figure.prepend(part);
   return img;
 }
 
 function onFrame(buffer) {
   const length = new DataView(buffer).getUint16(0);
   const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 2, length)));
-  const img = cameraFigure(header.camera);
-  const url = URL.createObjectURL(new Blob([new Uint8Array(buffer, 2 + length)], { type: "image/jpeg" }));
+  const policy = header.view === "policy";
+  const img = cameraFigure(header.camera, header.view);
+  const type = policy ? "image/png" : "image/jpeg";
+  const url = URL.createObjectURL(new Blob([new Uint8Array(buffer, 2 + length)], { type }));
   img.onload = () => {
     const old = img.dataset.url;
     img.dataset.url = url;
     if (old) URL.revokeObjectURL(old);
+    if (policy) {
+      state.policyFrames[header.camera] = (state.policyFrames[header.camera] || 0) + 1;
+      state.policyStamps[header.camera] = header.stamp;
+      $("polcap-" + header.camera).textContent =
+        `as the policy sees it  ${img.naturalWidth}x${img.naturalHeight}  stamp ${header.stamp.toFixed(3)} s`;
+      return;
+    }
     const now = Date.now() / 1000;
     const age = now - header.stamp; // wall-clock stamps only: in sim time the stamp is the sim's clock
     state.frames[header.camera] = (state.frames[header.camera] || 0) + 1;
@@ -71,6 +93,12 @@ function onTelemetry(t) {
   $("risk").textContent = fmt(t.risk);
   $("probability").textContent = fmt(t.probability);
   $("learner").textContent = t.learner ? `${t.learner.updates} updates, ${t.learner.online} online steps` : "-";
+  const run = t.run;
+  $("updates-rate").textContent = fmt(run.updates_per_s, 1);
+  $("env-rate").textContent = fmt(run.env_steps_per_s, 1);
+  $("replay").textContent =
+    run.online_size === null || run.online_size === undefined ? "-" : `${run.online_size} online, ${run.demo_size} demo`;
+  $("weights").textContent = run.weights === null || run.weights === undefined ? "-" : String(run.weights);
   $("paused").hidden = !t.paused;
   $("checkpoint").textContent = t.checkpoint
     ? `${t.checkpoint.reason}: ${t.checkpoint.online} online steps, ${t.checkpoint.updates} updates`
