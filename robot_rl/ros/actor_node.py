@@ -187,11 +187,14 @@ class ActorLoop:
         last one (``ros.eval_only``'s result) reaches them although the actor exits right after publishing it.
         First wait up to ``monitor_timeout`` s until discovery has matched one: an evaluation can end before a
         monitor is matched (one already running on a loaded machine, or one started after the result), and the
-        result, kept TRANSIENT_LOCAL, reaches it only while the actor lives."""
+        result, kept TRANSIENT_LOCAL, reaches it only while the actor lives. The actor's own subscription (the
+        recorder's disk records, :class:`TopicEnv`) is no monitor: it is matched at once."""
         from rclpy.duration import Duration
 
+        topic = self.stats_pub.topic_name
+        own = sum(1 for subscription in self.node.subscriptions if subscription.topic_name == topic)
         deadline = time.monotonic() + monitor_timeout
-        while self.stats_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+        while self.stats_pub.get_subscription_count() <= own and time.monotonic() < deadline:
             time.sleep(0.05)
         return self.stats_pub.wait_for_all_acked(Duration(seconds=timeout))
 
