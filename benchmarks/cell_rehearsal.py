@@ -58,6 +58,7 @@ SESSION = [
     "robot.safety=[--rate-hz,500]",  # a tick per state of the cell
     "robot.limits.state_timeout=0.05",
 ]
+SCENE_TRUTH = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_cell\]: cell: scene \d+ truly (succeeded|failed)")
 RESET_DONE = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_home_reset\]: reset: ready in ([\d.]+) s")
 
 
@@ -75,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--zero-shot-episodes", type=int, default=20)
     parser.add_argument("--name", default="cell_rehearsal")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
+    parser.add_argument("--rescore", action="store_true", help="score results/<--name>.json's logs again, run nothing")
     parser.add_argument("overrides", nargs="*", help="of every training and evaluation, e.g. agent=cqn_as")
     return parser.parse_args(argv)
 
@@ -112,28 +114,42 @@ class Domain:
         return output
 
 
-def cell_time(output: str, truth: list[int] | None = None) -> dict[str, Any]:
+def scene_truths(cell_log: str) -> list[tuple[float, bool]]:
+    """(log stamp s, truly succeeded) of each scene the cell's helper cleared away, in order: the line
+    ``cell: scene N truly succeeded|failed`` comes when the scene is reset, right after the episode played on it."""
+    return [(float(m.group(1)), m.group(2) == "succeeded") for m in SCENE_TRUTH.finditer(cell_log)]
+
+
+def episodes_truth(truths: list[tuple[float, bool]], stamp: float, episodes: int) -> list[bool]:
+    """The truth of the ``episodes`` episodes that ended by an actor record at ``stamp``: the scene reset first after
+    it is its last episode's, the ones before it the earlier episodes'. By time, so an evaluation that a stall
+    restarted (its abandoned episodes' scenes are reset too) is matched to the episodes it counted; [] when the cell
+    has not reported them."""
+    after = next((index for index, (at, _) in enumerate(truths) if at > stamp), None)
+    if after is None or after + 1 < episodes:
+        return []
+    return [ok for _, ok in truths[after + 1 - episodes : after + 1]]
+
+
+def cell_time(output: str, truths: list[tuple[float, bool]] | None = None) -> dict[str, Any]:
     """Success against minutes of cell time (module docstring) and the session's totals, from a launch's output.
-    ``truth``: the cell's per-scene true success (``scenes_truly_succeeded``: the first scene is the one before any
-    episode); an evaluation's success is then the truth of its episodes, matched in order (the actor's own success
-    is the reward's word: the classifier's, in the classifier run). A paused episode that starts again uses one
-    scene more than the records say: the match is by order, so a pause shifts it by one episode."""
+    ``truths``: the cell's scenes (:func:`scene_truths`); an evaluation's success is then the truth of its episodes
+    (:func:`episodes_truth`); without, the actor's own success, the reward's word (the classifier's, in the
+    classifier run), which is reported beside it either way."""
     records = actor_records(output)
-    scene = 1
     resets = [(float(m.group(1)), float(m.group(2))) for m in RESET_DONE.finditer(output)]
     steps_seconds = 0.0
     curve = []
     for stamp, record in records:
         if record["kind"] in ("train", "demo", "eval"):
             episodes = record.get("episodes", 1) if record["kind"] == "eval" else 1
-            played = truth[scene : scene + episodes] if truth else []
-            scene += episodes
             length = record.get("mean_length", 0.0) * episodes if record["kind"] == "eval" else record["length"]
             steps_seconds += length / CONTROL_RATE
         reset_seconds = sum(duration for at, duration in resets if at <= stamp)
         if record["kind"] == "eval":
             minutes = (steps_seconds + reset_seconds) / 60
-            success = float(np.mean(played)) if len(played) == episodes else record["success_rate"]
+            played = episodes_truth(truths or [], stamp, episodes)
+            success = float(np.mean(played)) if played else record["success_rate"]
             curve.append(
                 {"cell_minutes": round(minutes, 2), "success_rate": success, "reward_said": record["success_rate"]}
             )
@@ -151,15 +167,6 @@ def cell_time(output: str, truth: list[int] | None = None) -> dict[str, Any]:
         "wall_minutes": round(wall / 60, 2),
         "tracebacks": output.count("Traceback (most recent call last)"),
     }
-
-
-def count_scenes(output: str) -> int:
-    """Scenes a launch's actor played on: its episodes (an evaluation's count each)."""
-    return sum(
-        r.get("episodes", 1) if r["kind"] == "eval" else 1
-        for _, r in actor_records(output)
-        if r["kind"] in ("train", "demo", "eval")
-    )
 
 
 def cell_report(log: Path) -> dict[str, Any]:
@@ -235,7 +242,7 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
             else:
                 classifier = folder / "no_classifier.pt"  # the reward node exits: the cell's truth is the reward
             started = time.monotonic()
-            output = domain.run(
+            domain.run(
                 [
                     "launch",
                     "real_train",
@@ -258,12 +265,13 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
             wall = round((time.monotonic() - started) / 60, 2)
         finally:
             stop_launch(cell)
-    report = cell_report(folder / "cell.log")
-    truth = report.get("scenes_truly_succeeded")
-    if extra:  # the classifier's episodes came first on this cell: the session's scenes follow them
-        truth = truth[len(truth) - count_scenes(output) - 1 :] if truth else None
-    figures = {**cell_time(output, truth), "wall_minutes_session": wall}
-    return {**figures, **extra, "cell": report}
+    figures = {**session_figures(folder), "wall_minutes_session": wall}
+    return {**figures, **extra, "cell": cell_report(folder / "cell.log")}
+
+
+def session_figures(folder: Path) -> dict[str, Any]:
+    """A session's figures from its logs (``real_train.log``, and ``cell.log`` for the truth)."""
+    return cell_time((folder / "real_train.log").read_text(), scene_truths((folder / "cell.log").read_text()))
 
 
 def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[str, Any]:
@@ -331,8 +339,35 @@ def plot(sessions: dict[str, dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def rescore(name: str) -> Path:
+    """Score ``results/<name>.json``'s sessions again from the logs its run left in its work folder (the scoring
+    changed, the run stands); the record keeps its settings and notes this command."""
+    record = json.loads((RESULTS / f"{name}.json").read_text())
+    work = Path(record["settings"]["work"])
+    sessions = record["figures"]["sessions"]
+    for reward, figures in sessions.items():
+        if (work / reward / "real_train.log").exists():
+            figures.update(session_figures(work / reward))
+    figures = {**record["figures"], **keyed(sessions)}
+    settings = {**record["settings"], "run_by": record["command"], "run_on": record["date"]}
+    path = write_result(name, figures, settings=settings)
+    plot(sessions, RESULTS / f"{name}.png")
+    return path
+
+
+def keyed(sessions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The issue's figures, each keyed by session (``classifier``, ``ground_truth``)."""
+    return {
+        key: {reward: figures.get(key) for reward, figures in sessions.items()}
+        for key in ("success_at_minutes", "minutes_to_90", "intervention_steps", "cell_minutes", "wall_minutes")
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.rescore:
+        print(f"wrote {rescore(args.name)}")
+        return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="cell_rehearsal_"))
     sessions: dict[str, dict[str, Any]] = {}
     for reward in args.rewards:
@@ -341,10 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as error:  # a failed session is its result; the others still run
             sessions[reward] = {"error": str(error)[-1500:]}
         print(json.dumps({reward: sessions[reward]}, default=str)[:2000], flush=True)
-    figures: dict[str, Any] = {
-        key: {reward: figures.get(key) for reward, figures in sessions.items()}
-        for key in ("success_at_minutes", "minutes_to_90", "intervention_steps", "cell_minutes", "wall_minutes")
-    }
+    figures: dict[str, Any] = keyed(sessions)
     classifier = sessions.get("classifier", {})
     rates = classifier.get("cell", {}).get("classifier", {})
     figures["classifier_false_positive_rate"] = rates.get("false_positive_rate")

@@ -429,3 +429,32 @@ def test_cell_rehearsal_on_a_ur5e_cell_through_the_servo_bridge(tmp_path):
     finally:
         stop_launch(cell)
     assert "cell report: " in (tmp_path / "cell.log").read_text()
+
+
+def test_the_benchmark_scores_an_evaluation_by_the_scenes_reset_after_its_episodes():
+    """benchmarks.cell_rehearsal matches evaluations to the cell's scene truths by time: a stall that restarted an
+    evaluation (its abandoned episode's scene was reset too) shifts nothing; the old match by order was off by one
+    episode per restart."""
+    from benchmarks.cell_rehearsal import cell_time, scene_truths
+
+    def actor(stamp: float, record: dict) -> str:
+        return f"[actor] [INFO] [{stamp:.3f}] [robot_rl_actor]: {json.dumps(record)}"
+
+    def scene(stamp: float, index: int, ok: bool) -> str:
+        return (
+            f"[cell] [INFO] [{stamp:.3f}] [robot_rl_cell]: cell: scene {index} truly {'succeeded' if ok else 'failed'}"
+        )
+
+    train = {"kind": "train", "length": 10, "interventions": 0}
+    cell_log = [scene(1.0, 0, False), scene(11.0, 1, True)]  # before any episode; the training episode's scene
+    cell_log += [scene(21.0, 2, False)]  # the evaluation's first try, abandoned at a stall (its scene reset too)
+    cell_log += [scene(31.0, 3, True), scene(41.0, 4, True)]  # the evaluation's two episodes
+    output = [
+        actor(10.5, train),
+        actor(20.5, {"kind": "paused", "reason": "no message on /rl/reward"}),
+        actor(40.5, {"kind": "eval", "episodes": 2, "success_rate": 0.5, "mean_length": 10}),
+    ]
+    figures = cell_time("\n".join(output), scene_truths("\n".join(cell_log)))
+    assert list(figures["success_at_minutes"].values()) == [1.0]  # the truth of scenes 3 and 4 (by order: 2 and 3)
+    assert list(figures["reward_said_success_at_minutes"].values()) == [0.5]  # the classifier's word
+    assert list(cell_time("\n".join(output), scene_truths(cell_log[0]))["success_at_minutes"].values()) == [0.5]
