@@ -148,8 +148,11 @@ def cell_time(output: str, truths: list[tuple[float, bool]] | None = None) -> di
         reset_seconds = sum(duration for at, duration in resets if at <= stamp)
         if record["kind"] == "eval":
             minutes = (steps_seconds + reset_seconds) / 60
-            played = episodes_truth(truths or [], stamp, episodes)
-            success = float(np.mean(played)) if played else record["success_rate"]
+            if record.get("episode_ends"):  # each counted episode's end: the scene reset first after it is its own
+                played = [ok for end in record["episode_ends"] for ok in episodes_truth(truths or [], end, 1)]
+            else:  # an actor that does not say: the episodes that ended just before the record
+                played = episodes_truth(truths or [], stamp, episodes)
+            success = float(np.mean(played)) if len(played) == episodes else record["success_rate"]
             curve.append(
                 {"cell_minutes": round(minutes, 2), "success_rate": success, "reward_said": record["success_rate"]}
             )

@@ -31,34 +31,44 @@ def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = No
     """
     if video is not None:
         video = new_file_path("eval.video", video, ".mp4")
-    frames: list[np.ndarray] = []
-    successes, lengths, returns, continuity = [], [], [], []
-    for index in range(episodes):
-        obs, info = env.reset(seed=seed + index)
-        agent.begin_episode()
-        actions, ret = [], 0.0
-        while True:
-            action = agent.act(obs, explore=False)
-            obs, reward, terminated, truncated, info = env.step(action)
-            actions.append(action)
-            ret += reward
-            if video is not None:
-                frames.append(env.render())
-            if terminated or truncated:
-                break
-        successes.append(bool(info["success"]))
-        lengths.append(len(actions))
-        returns.append(ret)
-        continuity.append(continuity_cost(np.asarray(actions)))
+    frames: list[np.ndarray] | None = [] if video is not None else None
+    played = [evaluation_episode(agent, env, seed + index, frames) for index in range(episodes)]
     if video is not None:
         write_video(video, frames, fps=10)
+    return {**evaluation_summary(played), **({"video": str(video)} if video is not None else {})}
+
+
+def evaluation_episode(agent, env, seed: int, frames: list[np.ndarray] | None = None) -> dict[str, float]:
+    """One episode with the policy's mode from ``env.reset(seed=seed)``: its success, length (steps), return and
+    continuity cost; each rendered frame appended to ``frames`` when given."""
+    obs, info = env.reset(seed=seed)
+    agent.begin_episode()
+    actions, ret = [], 0.0
+    while True:
+        action = agent.act(obs, explore=False)
+        obs, reward, terminated, truncated, info = env.step(action)
+        actions.append(action)
+        ret += reward
+        if frames is not None:
+            frames.append(env.render())
+        if terminated or truncated:
+            break
     return {
-        "episodes": episodes,
-        "success_rate": float(np.mean(successes)),
-        "mean_length": float(np.mean(lengths)),
-        "mean_return": float(np.mean(returns)),
-        "continuity_cost": float(np.mean(continuity)),
-        **({"video": str(video)} if video is not None else {}),
+        "success": bool(info["success"]),
+        "length": len(actions),
+        "return": ret,
+        "continuity_cost": continuity_cost(np.asarray(actions)),
+    }
+
+
+def evaluation_summary(played: list[dict[str, float]]) -> dict[str, Any]:
+    """The evaluation's figures from its episodes (:func:`evaluation_episode`)."""
+    return {
+        "episodes": len(played),
+        "success_rate": float(np.mean([e["success"] for e in played])),
+        "mean_length": float(np.mean([e["length"] for e in played])),
+        "mean_return": float(np.mean([e["return"] for e in played])),
+        "continuity_cost": float(np.mean([e["continuity_cost"] for e in played])),
     }
 
 

@@ -27,7 +27,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from omegaconf import OmegaConf
 from std_msgs.msg import Empty, String
@@ -36,7 +35,7 @@ from ..config import ConfigError, non_negative, positive
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.transition import Transition
 from ..envs import make_env, observation_shapes, store_metadata
-from ..evaluate import evaluate
+from ..evaluate import evaluation_episode, evaluation_summary
 from ..learner import updates_due
 from ..run_folder import recorded_counts
 from ..safety.fast_risk import fast_critic_config
@@ -257,16 +256,23 @@ class ActorLoop:
         ]
 
     def evaluate_on_cell(self) -> dict:
-        """``ros.eval_episodes`` deterministic episodes (the cell picks its resets). A stream that stalls pauses
-        the evaluation until it returns, then the evaluation starts again: its episodes are whole ones."""
-        while True:
+        """``ros.eval_episodes`` deterministic episodes (the cell picks its resets). A stream that stalls pauses the
+        evaluation until it returns; the interrupted episode is played again (same seed), the finished ones stand,
+        so a camera's hiccup costs one episode of cell time, not the whole evaluation. ``episode_ends``: the wall
+        clock (s) at which each counted episode ended, for matching them with what the cell saw."""
+        played: list[dict] = []
+        ends: list[float] = []
+        while len(played) < int(self.cfg.ros.eval_episodes):
             try:
-                result = evaluate(self.agent, self.env, int(self.cfg.ros.eval_episodes), seed=0)
-                return {k: v for k, v in result.items() if np.isscalar(v)}
+                played.append(evaluation_episode(self.agent, self.env, seed=len(played)))
+                ends.append(round(time.time(), 3))
             except StreamStalled as stall:
-                self.log.warning(f"evaluation paused: {stall}; it starts again when {stall.topic} returns")
+                self.log.warning(
+                    f"evaluation paused: {stall}; episode {len(played) + 1} starts again when {stall.topic} returns"
+                )
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
                 self.wait_for_streams(stall.topic)
+        return {**evaluation_summary(played), "episode_ends": ends}
 
     def evaluate_checkpoint(self) -> None:
         """``ros.eval_only``: ``ros.eval_episodes`` deterministic episodes with ``eval.checkpoint`` on the cell."""

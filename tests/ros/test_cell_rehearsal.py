@@ -458,3 +458,13 @@ def test_the_benchmark_scores_an_evaluation_by_the_scenes_reset_after_its_episod
     assert list(figures["success_at_minutes"].values()) == [1.0]  # the truth of scenes 3 and 4 (by order: 2 and 3)
     assert list(figures["reward_said_success_at_minutes"].values()) == [0.5]  # the classifier's word
     assert list(cell_time("\n".join(output), scene_truths(cell_log[0]))["success_at_minutes"].values()) == [0.5]
+    # an actor that says when each counted episode ended: a stall between them (a scene reset for the episode it
+    # cut, played again) is matched too
+    cell_log += [scene(51.0, 5, False), scene(61.0, 6, True)]  # an episode cut by a stall; its replay
+    output.append(
+        actor(
+            60.5, {"kind": "eval", "episodes": 2, "success_rate": 1.0, "mean_length": 10, "episode_ends": [40.8, 60.5]}
+        )
+    )
+    figures = cell_time("\n".join(output), scene_truths("\n".join(cell_log)))
+    assert list(figures["success_at_minutes"].values()) == [1.0, 1.0]  # scenes 4 and 6, not 5
