@@ -77,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--name", default="cell_rehearsal")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs (default: a temporary one)")
     parser.add_argument("--rescore", action="store_true", help="score results/<--name>.json's logs again, run nothing")
+    parser.add_argument(
+        "--assemble",
+        action="store_true",
+        help="write the record of a stopped run from --work's logs (a trained "
+        "zero-shot policy not yet evaluated is evaluated on the cell)",
+    )
     parser.add_argument("overrides", nargs="*", help="of every training and evaluation, e.g. agent=cqn_as")
     return parser.parse_args(argv)
 
@@ -282,14 +288,12 @@ def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[st
     folder = work / f"zero_shot_{'with' if randomized else 'without'}"
     folder.mkdir(parents=True)
     with reserved_ros_domain() as domain_id:
-        domain = Domain(domain_id)
-        run = folder / "run"
-        domain.run(
+        Domain(domain_id).run(
             [
                 "train",
                 "task=pick_cube",
                 f"train.env_steps={args.zero_shot_steps}",
-                f"train.run_dir={run}",
+                f"train.run_dir={folder / 'run'}",
                 f"seed={args.seed}",
                 *([f"randomization={args.randomization}"] if randomized else []),
                 *args.overrides,
@@ -297,9 +301,17 @@ def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[st
             folder / "train.log",
             timeout=6 * 3600,
         )
+    zero_shot_on_cell(args, folder)
+    return zero_shot_figures(folder)
+
+
+def zero_shot_on_cell(args: argparse.Namespace, folder: Path) -> None:
+    """Evaluate ``folder``'s trained checkpoint on a cell of its own with its non-idealities (``eval.log``)."""
+    with reserved_ros_domain() as domain_id:
+        domain = Domain(domain_id)
         cell, fifo = start_cell(domain, folder, True, args.seed + 1)
         try:
-            output = domain.run(
+            domain.run(
                 [
                     "launch",
                     "real_train",
@@ -309,7 +321,7 @@ def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[st
                     f"classifier.out={folder / 'no_classifier.pt'}",
                     f"train.run_dir={folder / 'eval'}",
                     "ros.eval_only=true",
-                    f"eval.checkpoint={run / 'checkpoint'}",
+                    f"eval.checkpoint={folder / 'run' / 'checkpoint'}",
                     f"ros.eval_episodes={args.zero_shot_episodes}",
                     *args.overrides,
                 ],
@@ -318,8 +330,12 @@ def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[st
             )
         finally:
             stop_launch(cell)
-    evals = [record for _, record in actor_records(output) if record["kind"] == "eval"]
-    summary = json.loads((run / "summary.json").read_text())
+
+
+def zero_shot_figures(folder: Path) -> dict[str, Any]:
+    """A zero-shot run's success on the cell and its final success in the sim, from its logs."""
+    evals = [record for _, record in actor_records((folder / "eval.log").read_text()) if record["kind"] == "eval"]
+    summary = json.loads((folder / "run" / "summary.json").read_text())
     return {"success": evals[-1]["success_rate"], "sim_final_success": summary.get("final_eval_success")}
 
 
@@ -371,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rescore:
         print(f"wrote {rescore(args.name)}")
         return 0
+    if args.assemble:
+        print(f"wrote {assemble(args)}")
+        return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="cell_rehearsal_"))
     sessions: dict[str, dict[str, Any]] = {}
     for reward in args.rewards:
@@ -379,6 +398,18 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as error:  # a failed session is its result; the others still run
             sessions[reward] = {"error": str(error)[-1500:]}
         print(json.dumps({reward: sessions[reward]}, default=str)[:2000], flush=True)
+    zero_shots = {}
+    if args.zero_shot_steps:
+        zero_shots = {"with_randomization": zero_shot(args, work, True), "without": zero_shot(args, work, False)}
+    path = write_result(args.name, figures_of(sessions, zero_shots), settings=vars(args) | {"work": str(work)})
+    plot(sessions, RESULTS / f"{args.name}.png")
+    print(f"wrote {path}")
+    return 0
+
+
+def figures_of(sessions: dict[str, dict[str, Any]], zero_shots: dict[str, Any]) -> dict[str, Any]:
+    """The record's figures: the issue's keys by session, the classifier's rates on the cell, every session's
+    figures, and the zero-shot successes when there are."""
     figures: dict[str, Any] = keyed(sessions)
     classifier = sessions.get("classifier", {})
     rates = classifier.get("cell", {}).get("classifier", {})
@@ -387,15 +418,34 @@ def main(argv: list[str] | None = None) -> int:
     figures["classifier_calibration"] = classifier.get("classifier")
     figures["classifier_data_collection"] = classifier.get("collect")
     figures["sessions"] = sessions
-    if args.zero_shot_steps:
-        figures["zero_shot_success"] = {
-            "with_randomization": zero_shot(args, work, True),
-            "without": zero_shot(args, work, False),
-        }
-    path = write_result(args.name, figures, settings=vars(args) | {"work": str(work)})
+    if zero_shots:
+        figures["zero_shot_success"] = zero_shots
+    return figures
+
+
+def assemble(args: argparse.Namespace) -> Path:
+    """The record of a run that stopped before writing it, from the logs in ``--work``: its sessions, and its
+    zero-shot runs (a trained one not yet evaluated on the cell is evaluated now)."""
+    work = args.work
+    sessions: dict[str, dict[str, Any]] = {}
+    for reward in args.rewards:
+        folder = work / reward
+        if not (folder / "real_train.log").exists():
+            continue
+        sessions[reward] = {**session_figures(folder), "cell": cell_report(folder / "cell.log")}
+        if (folder / "classifier.log").exists():
+            sessions[reward]["classifier"] = json.loads((folder / "classifier.log").read_text())
+            sessions[reward]["collect"] = cell_time((folder / "collect.log").read_text())
+    zero_shots = {}
+    for key, name in (("with_randomization", "zero_shot_with"), ("without", "zero_shot_without")):
+        folder = work / name
+        if (folder / "run" / "summary.json").exists():
+            if not (folder / "eval.log").exists():
+                zero_shot_on_cell(args, folder)
+            zero_shots[key] = zero_shot_figures(folder)
+    path = write_result(args.name, figures_of(sessions, zero_shots), settings=vars(args) | {"work": str(work)})
     plot(sessions, RESULTS / f"{args.name}.png")
-    print(f"wrote {path}")
-    return 0
+    return path
 
 
 if __name__ == "__main__":
