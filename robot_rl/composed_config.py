@@ -101,3 +101,9 @@ def warm_start_without_demos(cfg: DictConfig, overrides: list[str]) -> None:
     if train is None or init is None or init.get("checkpoint") is None or given("train.demo_episodes", overrides):
         return
     train.demo_episodes = 0
+
+
+def steps_to_record(cfg: DictConfig) -> int:
+    """Steps a run records at most: ``train.env_steps`` online and the demonstrations' (``train.demo_episodes``
+    episodes of ``task.episode_steps``), for estimating what it writes."""
+    return int(cfg.train.env_steps) + int(cfg.train.get("demo_episodes") or 0) * int(cfg.task.get("episode_steps") or 0)

@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from .composed_config import steps_to_record
 from .config import (
     MB,
     ConfigError,
@@ -200,7 +201,7 @@ def check_run_disk(cfg: DictConfig, settings: TrainSettings, run_dir: Path, lear
     """Before the run writes anything: refuse a run folder whose disk has less than ``data.min_free_mb`` free, warn
     when it has less than the run may write (its episodes, :func:`~robot_rl.data.episode_store.bytes_per_step` times
     the step budget and the demonstrations' steps, and two checkpoints: a new one is written beside the last)."""
-    steps = settings.env_steps + int(cfg.train.get("demo_episodes") or 0) * int(cfg.task.get("episode_steps") or 0)
+    steps = steps_to_record(cfg)
     online = learning.learner.online
     shapes = {key: shape for key, (shape, _) in online.observation_space.items()}
     episodes = steps * bytes_per_step(shapes, online.action_dim) if settings.record_episodes else 0

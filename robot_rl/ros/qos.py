@@ -1,4 +1,4 @@
-"""QoS profiles of the robot_rl topic contract (``../shared/reference/ros2.md``).
+"""QoS profiles of the robot_rl topic contract (the topics and their QoS are listed in docs/ros_graph.md).
 
 Publishers are RELIABLE so that both reliable and best-effort subscribers can match them;
 subscribers to sensor streams are BEST_EFFORT with depth 1 (only the newest message matters), except in sim

@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
 from std_msgs.msg import Bool, String, UInt8MultiArray
 
+from ..composed_config import steps_to_record
 from ..config import MB, ConfigError, check_disk_space, disk_full, free_bytes, non_negative
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.episode_store import EpisodeStoreError, bytes_per_step
@@ -157,7 +158,7 @@ def check_store_disk(cfg, path: Path, metadata: dict, warn) -> float:
     """Refuse a store whose disk is below ``data.min_free_mb`` (DiskSpaceError), warn when it has less than the run
     may write: ``train.env_steps`` and the demonstrations' steps, each :func:`bytes_per_step`. The floor, MB."""
     floor = non_negative("data.min_free_mb", OmegaConf.select(cfg, "data.min_free_mb", default=0))
-    steps = int(cfg.train.env_steps) + int(cfg.train.demo_episodes or 0) * int(cfg.task.get("episode_steps") or 0)
+    steps = steps_to_record(cfg)
     shapes = {key: tuple(shape) for key, shape in metadata["observation_shapes"].items()}
     need = steps * bytes_per_step(shapes, int(metadata["action_dim"]))
     check_disk_space("ros.recorder.store", path, need, floor, warn=warn)
