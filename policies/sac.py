@@ -61,6 +61,7 @@ class SACConfig(AgentConfig):
     grasp_penalty: float
     gripper_epsilon: float  # random gripper class while exploring
     gripper_initial_command: float  # the command an episode starts with (-1 open)
+    bc_weight: float  # pull of the policy's mode towards the demo/intervention rows' actions, relative to |Q|
 
     def validate(self) -> None:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
@@ -98,6 +99,7 @@ class SACConfig(AgentConfig):
                 "-1 (once per episode) or a positive number of steps",
             ),
             "sde_log_std_init": (is_number(self.sde_log_std_init), "a finite number (log sigma)"),
+            "bc_weight": (is_number(self.bc_weight) and self.bc_weight >= 0, "a number >= 0 (0: no behaviour cloning)"),
             "grasp_penalty": (is_number(self.grasp_penalty) and self.grasp_penalty >= 0, "a number >= 0"),
             "gripper_epsilon": (
                 is_number(self.gripper_epsilon) and 0.0 <= self.gripper_epsilon <= 1.0,
@@ -255,7 +257,7 @@ class SACAgent(OffPolicyAgent):
 
     def _critic_and_actor_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         metrics, features, obs = self._update_critic(batch)
-        return {**metrics, **self._update_actor(features, obs, batch["action"])}
+        return {**metrics, **self._update_actor(features, obs, batch["action"], batch.get("is_demo"))}
 
     def _update_critic(
         self, batch: dict[str, Any]
@@ -325,10 +327,12 @@ class SACAgent(OffPolicyAgent):
         return metrics, features.detach(), obs
 
     def _update_actor(
-        self, features: torch.Tensor, obs: dict[str, torch.Tensor], data_action: Any = None
+        self, features: torch.Tensor, obs: dict[str, torch.Tensor], data_action: Any = None, is_demo: Any = None
     ) -> dict[str, torch.Tensor]:
         """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen); offline
-        with ``conservative.bc_weight``, the policy's mode is also pulled towards the data's actions."""
+        with ``conservative.bc_weight``, the policy's mode is also pulled towards the data's actions. Online with
+        ``bc_weight``, the mode is pulled towards the actions of the batch's demo and intervention rows (``is_demo``),
+        the pull scaled by the batch's mean |Q| (TD3+BC), so the weight does not depend on the reward's scale."""
         with self.autocast():
             action, log_prob = self.actor.sample(features, generator=self.generator)
             log_prob = log_prob.float()
@@ -341,6 +345,12 @@ class SACAgent(OffPolicyAgent):
                 actor_loss = actor_loss + self.conservative.bc_weight * behaviour_cloning(
                     self.actor.mode(features), data
                 )
+            if self.config.bc_weight and data_action is not None and is_demo is not None:
+                demo = torch.as_tensor(is_demo, device=self.device).float()  # a mask: fixed shapes (CUDA graphs)
+                data = torch.as_tensor(data_action, device=self.device)[:, : self.continuous_dim]
+                squared = ((self.actor.mode(features) - data.to(features.dtype)) ** 2).sum(-1).float()
+                pull = (squared * demo).sum() / demo.sum().clamp(min=1.0)
+                actor_loss = actor_loss + self.config.bc_weight * q.detach().abs().mean().float() * pull
             anchored = self.anchor is not None and not self.anchor.done
             if anchored:
                 anchor_weight = self.anchor.current_weight
