@@ -31,7 +31,7 @@ from robot_rl.config import is_integer, is_number, require_all, settings_of, yam
 from robot_rl.safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT, FastRiskModel
 
 
-@yaml_defaults("config.yaml", "fast_fit", frozen=True)
+@yaml_defaults("settings/tools.yaml", "fast_fit", frozen=True)
 class FastFitConfig:
     """How to fit the fast-loop risk model (``fast_fit`` in the config)."""
 

@@ -31,7 +31,7 @@ from robot_rl.policies.base import soft_update
 from robot_rl.policies.networks import CriticEnsemble
 
 
-@yaml_defaults("config.yaml", "safety.critic")
+@yaml_defaults("settings/safety.yaml", "safety.critic")
 class SafetyCriticConfig:
     hidden: list[int]  # small: it runs in the 1 kHz filter loop
     discount: float  # gamma_risk: how far ahead a violation counts

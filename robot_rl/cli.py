@@ -185,7 +185,7 @@ def learning_run(verb: str, cfg: DictConfig, overrides: list[str] = ()) -> dict:
 
 def verb_help(verb: str, overrides: list[str]) -> str:
     """``robot-rl <verb> --help``: the verb's entries of this module's docstring, then its main keys with the values
-    they take with ``overrides`` (the defaults without) and the comments of ``configs/config.yaml``."""
+    they take with ``overrides`` (the defaults without) and the comments of the root config (``configs/config.yaml`` and ``configs/settings/``)."""
     from .composed_config import config_groups, group_options, key_comments
 
     cfg = load_config(overrides)
@@ -210,7 +210,7 @@ def verb_help(verb: str, overrides: list[str]) -> str:
     lines += [
         "",
         "Every key and its value: robot-rl config [KEY=VALUE ...] (the composed config; each key is explained in",
-        "configs/config.yaml and docs/configuration.md). All verbs: robot-rl --help",
+        "configs/settings/ and docs/configuration.md). All verbs: robot-rl --help",
     ]
     return "\n".join(lines)
 

@@ -1,6 +1,6 @@
-"""The composed config: ``configs/config.yaml`` with its groups (task, agent, exploration, randomization, graph, fleet,
-robot) and the command line's
-Hydra overrides, checked before anything runs. Every verb of ``robot-rl`` and every node composes its config here."""
+"""The composed config: ``configs/config.yaml`` with its parts (``configs/settings/``: train, data, safety, ros, tools),
+its groups (task, agent, exploration, randomization, graph, fleet, robot) and the command line's Hydra overrides,
+checked before anything runs. Every verb of ``robot-rl`` and every node composes its config here."""
 
 from __future__ import annotations
 
@@ -15,11 +15,20 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .config import ConfigError, finite_everywhere, integer
 
+SETTINGS = "settings"  # configs/settings/: the root config's parts (train, data, safety, ros, tools), always all in
+
 
 def config_groups() -> list[str]:
-    """The Hydra groups: the folders of ``configs/`` that hold options (``task``, ``agent``, ``randomization``, ...)."""
-    folders = [p.name for p in resources.files("robot_rl.configs").iterdir() if p.is_dir()]
+    """The Hydra groups: the folders of ``configs/`` that hold options (``task``, ``agent``, ``randomization``, ...);
+    not ``settings/``, whose files are parts of the root config, each always in."""
+    folders = [p.name for p in resources.files("robot_rl.configs").iterdir() if p.is_dir() and p.name != SETTINGS]
     return sorted(name for name in folders if group_options(name))
+
+
+def root_config_files() -> list[str]:
+    """The root config's files under ``configs/``: ``config.yaml`` and its parts in ``settings/``."""
+    parts = resources.files("robot_rl.configs") / SETTINGS
+    return ["config.yaml", *sorted(f"{SETTINGS}/{p.name}" for p in parts.iterdir() if p.name.endswith(".yaml"))]
 
 
 def group_options(group: str) -> list[str]:
@@ -29,10 +38,18 @@ def group_options(group: str) -> list[str]:
 
 
 @functools.cache
-def key_comments(file: str = "config.yaml") -> dict[str, str]:
-    """Dotted key -> the comment written on its line of the packaged ``configs/<file>`` (``train.env_steps`` ->
-    ``online env steps (demos not counted)``), with the comment-only lines below it that continue it; keys without a
-    comment are absent."""
+def key_comments() -> dict[str, str]:
+    """Dotted key -> the comment written on its line of the root config's files (``train.env_steps`` -> ``online env
+    steps (demos not counted)``), with the comment-only lines below it that continue it; keys without a comment are
+    absent."""
+    comments: dict[str, str] = {}
+    for file in root_config_files():
+        comments.update(file_comments(file))
+    return comments
+
+
+def file_comments(file: str) -> dict[str, str]:
+    """:func:`key_comments` of one packaged file ``configs/<file>``."""
     comments: dict[str, str] = {}
     path: list[tuple[int, str]] = []  # (indent, key) of the line and its parents
     commented = None  # the key whose comment the next comment-only line (indented deeper) continues

@@ -31,9 +31,9 @@ VECTORIZATIONS = ("sync", "async")  # train.vectorization
 FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
 
 
-@yaml_defaults("config.yaml", "train")
+@yaml_defaults("settings/train.yaml", "train")
 class TrainSettings:
-    """``train:`` of ``configs/config.yaml`` (the defaults and what each setting means are written there)."""
+    """``train:`` of ``configs/settings/train.yaml`` (the defaults and what each setting means are written there)."""
 
     run_dir: str = "runs/default"  # the YAML's is built from the task and seed
     resume: bool

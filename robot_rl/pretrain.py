@@ -39,7 +39,7 @@ from .safety.training import safety_settings
 from .session import make_agent
 
 
-@yaml_defaults("config.yaml", "pretrain")
+@yaml_defaults("settings/train.yaml", "pretrain")
 class PretrainSettings:
     store: Any = None  # an episode store or a list of them (pretrain_settings: a list of Paths)
     weights: list[float] | None  # per store; null: equal

@@ -24,7 +24,7 @@ class TeleopSource(Protocol):
     def observe(self, progress: float) -> None: ...
 
 
-@yaml_defaults("config.yaml", "human")
+@yaml_defaults("settings/train.yaml", "human")
 class InterventionRules:
     """When the scripted human takes over from the policy.
 

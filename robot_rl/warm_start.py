@@ -38,7 +38,7 @@ from .learner import Learner
 from .offline_data import add_offline, store_paths
 
 
-@yaml_defaults("config.yaml", "init")
+@yaml_defaults("settings/train.yaml", "init")
 class InitSettings:
     checkpoint: str | None  # null: random weights (no warm start)
     warmup_steps: int  # online steps of the frozen pretrained policy before the first update

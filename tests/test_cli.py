@@ -56,6 +56,28 @@ def test_every_config_folder_with_options_is_a_checked_group():
     assert load_config(["~robot"]).task.name == "pick_cube"  # removing a group's default is no typo
 
 
+def test_the_root_config_is_short_and_its_parts_are_always_in():
+    """Issue 53: configs/config.yaml holds the defaults list and the seed; each part of the stack's keys lives in
+    configs/settings/<part>.yaml, always composed in (no group: ``settings=...`` is no option) and commented."""
+    from importlib import resources
+
+    from robot_rl.composed_config import key_comments, root_config_files
+
+    configs = resources.files("robot_rl.configs")
+    assert len((configs / "config.yaml").read_text().splitlines()) <= 120
+    assert root_config_files() == [
+        "config.yaml",
+        *(f"settings/{part}.yaml" for part in ("data", "ros", "safety", "tools", "train")),
+    ]
+    cfg = load_config([])
+    for key in ("train", "init", "collect", "data", "safety", "robot", "ros", "console", "classifier", "cell", "eval"):
+        assert key in cfg, key
+    comments = key_comments()
+    assert comments["train.env_steps"].startswith("online env steps")
+    assert comments["robot.limits.max_force"].startswith("N of external force")
+    assert load_config(["train.env_steps=123"]).train.env_steps == 123
+
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_every_verb_has_a_help_listing_its_main_keys(flag, capsys):
     """Old code: ``robot-rl train --help`` was a Hydra lexer error (exit 2)."""

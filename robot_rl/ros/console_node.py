@@ -97,7 +97,7 @@ RATE_WINDOW = 30.0  # s over which updates/s and env steps/s are measured
 
 @dataclass(frozen=True)
 class ConsoleSettings:
-    """``console.*`` (configs/config.yaml): host, port, token, frame width (px), frame rate (Hz), JPEG quality,
+    """``console.*`` (configs/settings/ros.yaml): host, port, token, frame width (px), frame rate (Hz), JPEG quality,
     label hold (s)."""
 
     host: str

@@ -429,7 +429,7 @@ def check_layers(layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: st
 
 
 # ----------------------------------------------------------------------------- settings
-@yaml_defaults("config.yaml", "safety.fast_critic", frozen=True)
+@yaml_defaults("settings/safety.yaml", "safety.fast_critic", frozen=True)
 class FastCriticSettings:
     """``safety.fast_critic`` of the config: the safety node's learned fast-loop filter."""
 

@@ -51,7 +51,7 @@ RiskFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RecoveryBuilder = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (state, action) -> (1 + E, A) candidate rows
 
 
-@yaml_defaults("config.yaml", "safety.filter", frozen=True)
+@yaml_defaults("settings/safety.yaml", "safety.filter", frozen=True)
 class FilterSettings:
     threshold_on: float  # engage above this risk
     threshold_off: float  # release below this risk ...

@@ -1,6 +1,6 @@
 """``robot.limits`` of the config: the hard layer's limits of one arm, in units of the arm, not of a tick.
 
-Every robot config (``configs/robot/<arm>.yaml``) and the sim's default (``configs/config.yaml``) carry them; the
+Every robot config (``configs/robot/<arm>.yaml``) and the sim's default (``configs/settings/safety.yaml``) carry them; the
 safety node turns them into the per-tick :class:`~robot_rl.safety.hard_limits.SafetyLimits` of its rate, and the sim
 robot node holds its arm's targets inside the same workspace. Base frame, metres, radians, seconds:
 

@@ -40,7 +40,7 @@ SAFETY_COUNTS = (  # per episode, in SafetyActor.stats(): steps, or fast-loop ti
 )
 
 
-@yaml_defaults("config.yaml", "safety")
+@yaml_defaults("settings/safety.yaml", "safety")
 class SafetySettings:
     enabled: bool
     penalty: float  # reward penalty on the policy's steps a learned safety layer changed (filter or fast-loop critic)
