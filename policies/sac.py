@@ -13,6 +13,9 @@
 - ``exploration: gsde``: state-dependent exploration (:mod:`robot_rl.policies.gsde`), noise held for
   ``sde_sample_freq`` steps (default 8; -1: one draw per episode), also during warm-up; the
   actor loss adds the gSDE mean penalty (|mu| beyond 2)
+- ``exploration: bang_bang``: a Bernoulli policy over each dimension's extremes (:mod:`robot_rl.policies.bang_bang`),
+  its target entropy a quarter of A ln 2 unless ``target_entropy`` says otherwise
+- ``bc_weight``: the actor's loss also pulls the policy's mode towards the demo and intervention rows' actions
 - ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
   {open, stay, close} with a grasp penalty (:mod:`robot_rl.policies.gripper`)
 
@@ -32,6 +35,7 @@ import torch.nn.functional as F
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.anchor import PolicyAnchor
+from robot_rl.policies.bang_bang import BernoulliActor, default_target_entropy
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states, soft_update
 from robot_rl.policies.conservative import behaviour_cloning, continuous_penalty
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
@@ -52,7 +56,7 @@ class SACConfig(AgentConfig):
     backup_entropy: bool
     utd: int
     critic_actor_ratio: int
-    exploration: str  # gaussian | gsde
+    exploration: str  # gaussian | gsde | bang_bang
     sde_sample_freq: int  # gSDE: env steps per noise draw, -1 = once per episode
     sde_log_std_init: float  # gSDE: initial std of the action noise ~0.18 at 256 features
     sde_full_std: bool
@@ -64,7 +68,7 @@ class SACConfig(AgentConfig):
     bc_weight: float  # pull of the policy's mode towards the demo/intervention rows' actions, relative to |Q|
 
     def validate(self) -> None:
-        choice("agent.exploration", self.exploration, ("gaussian", "gsde"))
+        choice("agent.exploration", self.exploration, ("gaussian", "gsde", "bang_bang"))
         checks = {
             **self.shared_checks(),
             "hidden": (
@@ -117,6 +121,7 @@ class SACAgent(OffPolicyAgent):
     """act(obs, explore) -> action; update(batch) -> metrics; weights and full state in/out."""
 
     name = "sac"
+    config_class: type[SACConfig] = SACConfig  # the settings a config of None means
     optimizers = ("critic_optimizer", "actor_optimizer", "alpha_optimizer")
     acting_slots = ("_noise_schedules", "_gripper_policies")
 
@@ -127,7 +132,7 @@ class SACAgent(OffPolicyAgent):
         config: SACConfig | None = None,
         seed: int = 0,
     ):
-        super().__init__(observation_shapes, action_dim, config or SACConfig(), seed)
+        super().__init__(observation_shapes, action_dim, config or self.config_class(), seed)
         cfg = self.config
         if cfg.gripper_critic and action_dim < 2:
             raise ConfigError("agent.gripper_critic", True, "an action with arm dimensions before the gripper")
@@ -143,6 +148,8 @@ class SACAgent(OffPolicyAgent):
             self.actor = GSDEActor(
                 features, self.continuous_dim, cfg.hidden, cfg.sde_log_std_init, cfg.sde_full_std, cfg.sde_use_expln
             ).to(self.device)
+        elif cfg.exploration == "bang_bang":
+            self.actor = BernoulliActor(features, self.continuous_dim, cfg.hidden).to(self.device)
         else:
             self.actor = TanhGaussianActor(features, self.continuous_dim, cfg.hidden).to(self.device)
         self._noise_schedules: list[NoiseSchedule] = []  # per acting slot (gsde)
@@ -150,7 +157,10 @@ class SACAgent(OffPolicyAgent):
         self.target_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(np.log(cfg.init_temperature), device=self.device, requires_grad=True)
-        self.target_entropy = -self.continuous_dim / 2 if cfg.target_entropy is None else cfg.target_entropy
+        default_target = (
+            default_target_entropy(self.continuous_dim) if cfg.exploration == "bang_bang" else -self.continuous_dim / 2
+        )
+        self.target_entropy = default_target if cfg.target_entropy is None else cfg.target_entropy
 
         critic_parameters = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
         self.modules = ("encoder", "critic", "actor", "target_encoder", "target_critic")
@@ -166,6 +176,7 @@ class SACAgent(OffPolicyAgent):
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr, **options)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=cfg.lr, **options)
         self.anchor: PolicyAnchor | None = None  # a warm start's pull towards the pretrained policy
+        self.add_modules()
         self.compile_networks(*self.modules)
 
     def anchor_policy(self, weight: float, env_steps: int, tau: float = 0.0) -> None:
@@ -345,6 +356,9 @@ class SACAgent(OffPolicyAgent):
                 actor_loss = actor_loss + self.conservative.bc_weight * behaviour_cloning(
                     self.actor.mode(features), data
                 )
+            penalty = self.constraint_penalty(features, obs, action)
+            if penalty is not None:
+                actor_loss = actor_loss + penalty
             if self.config.bc_weight and data_action is not None and is_demo is not None:
                 demo = torch.as_tensor(is_demo, device=self.device).float()  # a mask: fixed shapes (CUDA graphs)
                 data = torch.as_tensor(data_action, device=self.device)[:, : self.continuous_dim]
@@ -373,6 +387,15 @@ class SACAgent(OffPolicyAgent):
         if anchored:
             metrics["anchor_weight"] = torch.tensor(anchor_weight)
         return metrics
+
+    def add_modules(self) -> None:
+        """A subclass's own networks and optimizers, made at the end of ``__init__`` (listed in ``modules``)."""
+
+    def constraint_penalty(
+        self, features: torch.Tensor, obs: dict[str, torch.Tensor], action: torch.Tensor
+    ) -> torch.Tensor | None:
+        """A term added to the actor's loss for the policy's ``action`` (a constrained subclass's cost); None: none."""
+        return None
 
     # ----------------------------------------------------------------- state
     def identity(self) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def test_overrides_reach_the_task_config():
         (["collect.episodes=0"], "collect.episodes=0 is not allowed: expected a positive integer"),
         (["agent=ppo"], "agent='ppo' is not allowed: expected one of cqn, cqn_as, sac"),
         # every group lists its options (old code: raw Hydra text, "Could not find 'exploration/gsd'")
-        (["exploration=gsd"], "exploration='gsd' is not allowed: expected one of gaussian, gsde"),
+        (["exploration=gsd"], "exploration='gsd' is not allowed: expected one of bang_bang, gaussian, gsde"),
         (["randomization=heldot"], "randomization='heldot' is not allowed: expected one of actuation, compliance"),
         (["fleet=rey"], "fleet='rey' is not allowed: expected one of local, ray"),
     ],

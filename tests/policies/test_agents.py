@@ -32,6 +32,8 @@ EASY_REACH = [
         (["agent=cqn"], 1000, 128, 0.7),
         (["agent=cqn_as"], 1000, 128, 0.7),
         (["exploration=gsde", "agent.utd=2"], 3000, 256, 0.5),  # gSDE learns more slowly and less evenly
+        (["exploration=bang_bang"], 1000, 128, 0.7),  # every step a full +-4 cm per axis: within 3.5 cm of any goal
+        (["agent=sac_lagrangian"], 1000, 128, 0.7),  # reach has no hazard: no cost, it learns as SAC does
     ],
 )
 def test_learning_on_reach_with_a_tiny_budget(tmp_path, agent, steps, batch, bar):
