@@ -16,6 +16,7 @@
 - ``exploration: bang_bang``: a Bernoulli policy over each dimension's extremes (:mod:`robot_rl.policies.bang_bang`),
   its target entropy a quarter of A ln 2 unless ``target_entropy`` says otherwise
 - ``bc_weight``: the actor's loss also pulls the policy's mode towards the demo and intervention rows' actions
+- ``ssl: latent``: a latent-prediction loss on the camera encoder (:mod:`robot_rl.policies.latent_prediction`)
 - ``gripper_critic``: the last action dimension is chosen by a discrete DQN critic over
   {open, stay, close} with a grasp penalty (:mod:`robot_rl.policies.gripper`)
 
@@ -40,6 +41,7 @@ from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states, sof
 from robot_rl.policies.conservative import behaviour_cloning, continuous_penalty
 from robot_rl.policies.gripper import GripperCritic, GripperPolicy, gripper_loss
 from robot_rl.policies.gsde import GSDEActor, NoiseSchedule
+from robot_rl.policies.latent_prediction import LatentPredictor, latent_prediction_loss
 from robot_rl.policies.networks import CriticEnsemble, TanhGaussianActor
 
 
@@ -66,9 +68,13 @@ class SACConfig(AgentConfig):
     gripper_epsilon: float  # random gripper class while exploring
     gripper_initial_command: float  # the command an episode starts with (-1 open)
     bc_weight: float  # pull of the policy's mode towards the demo/intervention rows' actions, relative to |Q|
+    ssl: str | None  # null | latent: a self-supervised loss on the camera encoder (policies/latent_prediction.py)
+    ssl_weight: float
 
     def validate(self) -> None:
         choice("agent.exploration", self.exploration, ("gaussian", "gsde", "bang_bang"))
+        if self.ssl is not None:
+            choice("agent.ssl", self.ssl, ("latent",))
         checks = {
             **self.shared_checks(),
             "hidden": (
@@ -103,6 +109,7 @@ class SACConfig(AgentConfig):
                 "-1 (once per episode) or a positive number of steps",
             ),
             "sde_log_std_init": (is_number(self.sde_log_std_init), "a finite number (log sigma)"),
+            "ssl_weight": (is_number(self.ssl_weight) and self.ssl_weight >= 0, "a number >= 0"),
             "bc_weight": (is_number(self.bc_weight) and self.bc_weight >= 0, "a number >= 0 (0: no behaviour cloning)"),
             "grasp_penalty": (is_number(self.grasp_penalty) and self.grasp_penalty >= 0, "a number >= 0"),
             "gripper_epsilon": (
@@ -165,6 +172,12 @@ class SACAgent(OffPolicyAgent):
         critic_parameters = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
         self.modules = ("encoder", "critic", "actor", "target_encoder", "target_critic")
         self.policy_modules = ("encoder", "actor")
+        if cfg.ssl is not None:
+            if not self.encoder_trains:
+                raise ConfigError("agent.ssl", cfg.ssl, "null without a camera (no encoder trains on state alone)")
+            self.ssl_predictor = LatentPredictor(features, self.continuous_dim).to(self.device)
+            critic_parameters += list(self.ssl_predictor.parameters())
+            self.modules += ("ssl_predictor",)
         if cfg.gripper_critic:
             self.gripper_critic = GripperCritic(features, cfg.hidden).to(self.device)
             self.target_gripper_critic = copy.deepcopy(self.gripper_critic).requires_grad_(False)
@@ -311,6 +324,13 @@ class SACAgent(OffPolicyAgent):
                 )
             loss = loss + penalty
             metrics.update(conservative_metrics)
+        if cfg.ssl is not None:
+            with self.autocast():
+                ssl_loss = latent_prediction_loss(
+                    self.ssl_predictor, features, action[:, : self.continuous_dim], target_next_features
+                )
+            loss = loss + cfg.ssl_weight * ssl_loss
+            metrics["ssl_loss"] = ssl_loss.detach()
         if cfg.gripper_critic:
             has_previous = torch.as_tensor(batch["has_previous"], device=self.device)
             previous_action = torch.as_tensor(batch["previous_action"], device=self.device)

@@ -52,7 +52,7 @@ def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides,
 def test_every_config_folder_with_options_is_a_checked_group():
     from robot_rl.composed_config import config_groups
 
-    assert config_groups() == ["agent", "exploration", "fleet", "graph", "randomization", "robot", "task"]
+    assert config_groups() == ["agent", "exploration", "fleet", "graph", "randomization", "robot", "ssl", "task"]
     assert load_config(["~robot"]).task.name == "pick_cube"  # removing a group's default is no typo
 
 

@@ -34,6 +34,7 @@ EASY_REACH = [
         (["exploration=gsde", "agent.utd=2"], 3000, 256, 0.5),  # gSDE learns more slowly and less evenly
         (["exploration=bang_bang"], 1000, 128, 0.7),  # every step a full +-4 cm per axis: within 3.5 cm of any goal
         (["agent=sac_lagrangian"], 1000, 128, 0.7),  # reach has no hazard: no cost, it learns as SAC does
+        (["ssl=latent", "task.cameras=[front]", "task.image_size=32"], 600, 64, 0.7),  # state and a camera
     ],
 )
 def test_learning_on_reach_with_a_tiny_budget(tmp_path, agent, steps, batch, bar):
