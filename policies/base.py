@@ -171,6 +171,10 @@ class OffPolicyAgent:
     def begin_episode(self, slot: int = 0) -> None:
         """Called by the actor before the first action of every episode on ``slot`` (stateless agents: nothing)."""
 
+    def observe(self, transition) -> None:
+        """Called by the learner with every online transition it ingests, in order (agents that learn from whole
+        episodes, as the open-loop search does; replay-based agents: nothing)."""
+
     def act(self, obs: dict[str, np.ndarray], explore: bool = True) -> np.ndarray:
         """Action in [-1, 1]^A for one observation (slot 0): sampled if ``explore``, else the policy's mode."""
         return self.act_batch({key: np.asarray(value)[None] for key, value in obs.items()}, explore)[0]

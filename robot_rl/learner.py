@@ -266,6 +266,7 @@ class Learner:
             return
         self.online_streams.add(stream, *args)
         self.online_received += 1
+        self.agent.observe(t)
         before = self.last_step.get(t.actor)
         follows = (
             before is not None

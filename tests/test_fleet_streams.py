@@ -14,6 +14,9 @@ class _Agent:
     class config:
         discount = 0.9
 
+    def observe(self, transition) -> None:  # the learner's hook for episode-wise agents (open_loop)
+        pass
+
 
 def learner() -> Learner:
     return Learner(_Agent(), TrainSettings(buffer_capacity=2_000), {"state": (2,)}, 2, LocalTransport(), seed=0)

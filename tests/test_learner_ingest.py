@@ -14,6 +14,9 @@ class _Agent:
     class config:
         discount = 0.9
 
+    def observe(self, transition) -> None:  # the learner's hook for episode-wise agents (open_loop)
+        pass
+
 
 def learner(safety: SafetySettings | None = None, fast: FastCriticSettings | None = None) -> Learner:
     return Learner(

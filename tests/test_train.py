@@ -39,6 +39,9 @@ class _Agent:
     class config:
         discount = 0.9
 
+    def observe(self, transition) -> None:  # the learner's hook for episode-wise agents (open_loop)
+        pass
+
 
 def test_interventions_go_to_both_buffers_policy_steps_only_online():
     learner = Learner(_Agent(), TrainSettings(buffer_capacity=100), {"state": (3,)}, 2, LocalTransport(), seed=0)
