@@ -209,15 +209,29 @@ class TickCounts:
 def collect_garbage_between_ticks() -> int | None:
     """Run Python's cyclic garbage collector now, between two ticks, once the youngest generation holds half of its
     threshold: left to itself the collector starts whenever an allocation crosses the threshold, which on a loop
-    that allocates every tick means inside a tick. Collects the oldest generation whose count has reached its
-    threshold, as the automatic collector would (which stays on, for a tick that allocates a lot). Returns the
-    generation collected, or None (also while the process has the collector disabled)."""
+    that allocates every tick means inside a tick (:func:`spin_at_rate` pauses it during ticks). Collects the oldest
+    generation whose count has reached its threshold, as the automatic collector would. Returns the generation
+    collected, or None (also while the process has the collector disabled)."""
     counts, thresholds = gc.get_count(), gc.get_threshold()
     if not gc.isenabled() or counts[0] < thresholds[0] // 2:
         return None
     generation = 2 if counts[2] >= thresholds[2] else 1 if counts[1] >= thresholds[1] else 0
     gc.collect(generation)
     return generation
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The automatic garbage collector off for the block (a tick), on again after it when it was on: the cycles a tick
+    leaves are collected between ticks (:func:`collect_garbage_between_ticks`), also by a loop that runs late and never
+    waits (a loaded machine), instead of whenever an allocation inside the tick crosses the threshold."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 1) -> TickCounts:
@@ -229,8 +243,9 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
     reads the newest command and state). When the loop ends up more than ``max_lag`` periods behind (a stall), the
     missed deadlines are dropped, counted in ``skipped`` and logged (a warning at most every 5 s): ticks are never
     made back to back to catch up. The objects made before the loop are frozen out of garbage collection
-    (``gc.freeze``), and the collector runs while the loop waits (:func:`collect_garbage_between_ticks`), not in a
-    tick: with the safety node's fast critic, the critic's p99 fell from 81-85 to 66-75 us and the tick's from
+    (``gc.freeze``), and the collector runs while the loop waits (:func:`collect_garbage_between_ticks`), never in a
+    tick (paused during each, :func:`collector_paused`: what a tick leaves is collected after it, also by a loop that
+    runs late and never waits): with the safety node's fast critic, the critic's p99 fell from 81-85 to 66-75 us and the tick's from
     0.31-0.37 to 0.28-0.29 ms (``benchmarks/safety_loop.py --quick``, runs back to back).
 
     Measured with ``benchmarks/safety_loop.py --quick`` (1 kHz setting, the arm's pose and wrench at 1 kHz each, 2
@@ -252,7 +267,8 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
                 if now < deadline:
                     executor.spin_once(timeout_sec=deadline - now)
                     continue
-                tick()
+                with collector_paused():
+                    tick()
                 counts.ticks += 1
                 deadline += period
                 behind = int((time.monotonic() - deadline) / period)

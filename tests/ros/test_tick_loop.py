@@ -99,9 +99,9 @@ def test_the_loops_shut_their_executor_down_before_the_context_goes():
         gc.enable()
 
 
-def test_garbage_is_collected_between_the_ticks_not_inside_them():
-    """Each tick leaves 400 objects in reference cycles: the automatic collector (threshold 700) would start inside
-    about every other tick; the loop collects while it waits instead."""
+def collections_inside_and_between(late: bool) -> tuple[list[int], list[int], int]:
+    """Each tick leaves 400 objects in reference cycles (and with ``late`` takes longer than the period, so the loop
+    never waits: a loaded machine): the generations collected inside the ticks and between them, and the ticks."""
     in_tick, inside, between = [False], [], []
 
     def on_collection(phase: str, info: dict) -> None:
@@ -113,6 +113,8 @@ def test_garbage_is_collected_between_the_ticks_not_inside_them():
         for _ in range(400):
             cycle: list = []
             cycle.append(cycle)
+        if late:
+            time.sleep(1.5 * PERIOD)
         in_tick[0] = False
 
     assert gc.isenabled() and gc.get_threshold()[0] == 700
@@ -121,7 +123,23 @@ def test_garbage_is_collected_between_the_ticks_not_inside_them():
         _, _, counts = run_loop(body, ticks=100)
     finally:
         gc.callbacks.remove(on_collection)
-    assert counts.ticks == 100
+    assert gc.get_freeze_count() == 0  # what the loop froze is collectable again once it ends
+    return inside, between, counts.ticks
+
+
+def test_garbage_is_collected_between_the_ticks_not_inside_them():
+    """The automatic collector (threshold 700) would start inside about every other tick; the loop collects while
+    it waits instead."""
+    inside, between, ticks = collections_inside_and_between(late=False)
+    assert ticks == 100
     assert inside == [], f"{len(inside)} collections inside a tick (generations {inside})"
     assert len(between) >= 50  # 40,000 objects in cycles, collected from 350 on
-    assert gc.get_freeze_count() == 0  # what the loop froze is collectable again once it ends
+
+
+def test_garbage_is_collected_between_the_ticks_also_when_every_tick_is_late():
+    """A loop that never waits (each tick longer than the period, as on a loaded machine) still collects before a
+    tick, never inside one (before, it collected only while waiting: the collector ran inside the ticks)."""
+    inside, between, ticks = collections_inside_and_between(late=True)
+    assert ticks == 100
+    assert inside == [], f"{len(inside)} collections inside a tick (generations {inside})"
+    assert len(between) >= 50
