@@ -157,13 +157,13 @@ def test_a_clock_that_jumps_back_is_logged_and_survived(tmp_path):
     try:
         wait_for_log(log_path, "recording episodes to", 90, tick)
         now[0] -= 50.0  # 50 s back
-        found = wait_for_log(log_path, r"/clock jumped back by (\d+\.\d+) s", 30, tick)
+        found = wait_for_log(log_path, r"/clock jumped back by (\d+\.\d+) s", 90, tick)  # generous: a loaded machine
         assert float(found.group(1)) >= 49.9
         for _ in range(20):
             tick()
         assert recorder.poll() is None
         recorder.send_signal(signal.SIGINT)
-        assert recorder.wait(timeout=20) == 0
+        assert recorder.wait(timeout=60) == 0
         assert "Traceback" not in log_path.read_text()
     finally:
         stop_processes([recorder])

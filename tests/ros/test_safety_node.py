@@ -429,8 +429,10 @@ def test_the_node_stops_cleanly_on_a_signal(signum, tmp_path):
         arm.wait_for(lambda x, flags: True, timeout=30)  # ticking
         sent = time.monotonic()
         safety.send_signal(signum)
-        safety.wait(timeout=10)
-        assert time.monotonic() - sent < 3.0
+        safety.wait(timeout=30)
+        # it stops promptly, not after a launch's grace runs out (60 s); generous for a loaded 2-core machine, where
+        # the old 3 s bound failed now and then (the node's own stop takes well under a second alone)
+        assert time.monotonic() - sent < 15.0
         assert safety.returncode == 0, log.read_text()[-2000:]
         assert "Traceback" not in log.read_text() and "terminate called" not in log.read_text()
     finally:
