@@ -157,3 +157,19 @@ def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:
     stop_processes(processes)
     node.destroy_node()
     rclpy.shutdown()
+
+
+def recorded_episodes(run_dir: Path) -> list[dict]:
+    """The attributes of every episode a graph's run kept, in the recorder's store and in the actor's own
+    (``actor_episodes.zarr``: the episodes a loaded recorder did not confirm within ``ros.delivery.record_timeout``),
+    each episode once (by uid), the recorder's first."""
+    from robot_rl.data import EpisodeStore
+
+    episodes: dict = {}
+    for path in (run_dir / "episodes.zarr", run_dir / "actor_episodes.zarr"):
+        if (path / "zarr.json").exists():
+            store = EpisodeStore.open(path)
+            for name in store.episode_names():
+                attrs = store.episode_attrs(name)
+                episodes.setdefault(attrs.get("uid") or (str(path), name), attrs)
+    return list(episodes.values())

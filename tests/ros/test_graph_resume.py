@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import launch
+from tests.ros.graph_helpers import launch, recorded_episodes
 
 TINY_GRAPH = [
     "task=reach",
@@ -24,7 +24,6 @@ TINY_GRAPH = [
 @pytest.mark.slow
 def test_a_resumed_sim_train_launch_continues_the_actors_budget(tmp_path):
     require("rclpy")
-    from robot_rl.data import EpisodeStore
 
     run_dir = tmp_path / "run"
     first = launch("sim_train", *TINY_GRAPH, f"train.run_dir={run_dir}", "train.env_steps=60", timeout=300)
@@ -38,16 +37,8 @@ def test_a_resumed_sim_train_launch_continues_the_actors_budget(tmp_path):
     assert "actor done: 100 env steps" in output and '"kind": "demo"' not in output, output[-3000:]
     counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert counters["online_received"] == 100  # 60 + the 40 the budget had left
-    # the recorder's store and the actor's own (an episode the loaded recorder did not confirm within
-    # ros.delivery.record_timeout is written there): each episode once, by uid
-    episodes = {}
-    for path in (run_dir / "episodes.zarr", run_dir / "actor_episodes.zarr"):
-        if (path / "zarr.json").exists():
-            store = EpisodeStore.open(path)
-            for name in store.episode_names():
-                attrs = store.episode_attrs(name)
-                episodes[attrs.get("uid") or (path, name)] = attrs
-    sources = [episode["source"] for episode in episodes.values()]
+    episodes = recorded_episodes(run_dir)  # a loaded recorder leaves some to the actor's own store
+    sources = [episode["source"] for episode in episodes]
     assert sources.count("demo") == 1  # the demonstration was not played again
-    assert sum(episode["length"] for episode in episodes.values() if episode["source"] == "online") == 100
+    assert sum(episode["length"] for episode in episodes if episode["source"] == "online") == 100
     assert "train.env_steps 60 -> 100" in (run_dir / "config.yaml").read_text().splitlines()[0]
