@@ -34,7 +34,7 @@ def test_overrides_reach_the_task_config():
         (["task.control_rate_hz=0"], "task.control_rate_hz=0 is not allowed: expected a positive number"),
         (["task.control_rate_hz=-5"], "task.control_rate_hz=-5 is not allowed: expected a positive number"),
         (["collect.episodes=0"], "collect.episodes=0 is not allowed: expected a positive integer"),
-        (["agent=ppo"], "agent='ppo' is not allowed: expected one of cqn, cqn_as, sac"),
+        (["agent=ppo"], "agent='ppo' is not allowed: expected one of cqn, cqn_as, open_loop, sac, sac_lagrangian"),
         # every group lists its options (old code: raw Hydra text, "Could not find 'exploration/gsd'")
         (["exploration=gsd"], "exploration='gsd' is not allowed: expected one of bang_bang, gaussian, gsde"),
         (["randomization=heldot"], "randomization='heldot' is not allowed: expected one of actuation, compliance"),

@@ -223,6 +223,9 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
         class config:
             discount = 0.9
 
+        def observe(self, transition) -> None:  # the learner's hook for episode-wise agents (open_loop)
+            pass
+
     learner = Learner(
         Agent(),
         TrainSettings(buffer_capacity=20),
