@@ -121,9 +121,13 @@ def discrete_penalty(
     return config.alpha * gap, {"cql_gap": gap.detach()}
 
 
-def behaviour_cloning(mode: torch.Tensor, data_action: torch.Tensor) -> torch.Tensor:
-    """Mean squared distance between the policy's mode and the data's actions, both in [-1, 1]^A, (B, A)."""
-    return ((mode - data_action.to(mode.dtype)) ** 2).sum(-1).mean()
+def behaviour_cloning(mode: torch.Tensor, data_action: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean squared distance between the policy's mode and the data's actions, both in [-1, 1]^A, (B, A); over the
+    rows a (B,) 0/1 mask ``rows`` marks when given (a mask, not an index: shapes stay fixed for CUDA graphs)."""
+    squared = ((mode - data_action.to(mode.dtype)) ** 2).sum(-1)
+    if rows is None:
+        return squared.mean()
+    return (squared.float() * rows).sum() / rows.sum().clamp(min=1.0)
 
 
 def _returns(mc_return, like: torch.Tensor) -> torch.Tensor:

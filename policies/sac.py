@@ -147,8 +147,9 @@ class SACAgent(OffPolicyAgent):
         self.encoder = self.make_encoder()
         features = self.encoder.output_dim
         self.privileged = PRIVILEGED_KEY in self.observation_shapes
-        critic_inputs = features + (self.observation_shapes[PRIVILEGED_KEY][0] if self.privileged else 0)
-        self.critic = CriticEnsemble(critic_inputs, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(
+        # what the critics read (critic_input): the features and the privileged state when there is one
+        self.critic_inputs = features + (self.observation_shapes[PRIVILEGED_KEY][0] if self.privileged else 0)
+        self.critic = CriticEnsemble(self.critic_inputs, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(
             self.device
         )
         if cfg.exploration == "gsde":
@@ -380,10 +381,9 @@ class SACAgent(OffPolicyAgent):
             if penalty is not None:
                 actor_loss = actor_loss + penalty
             if self.config.bc_weight and data_action is not None and is_demo is not None:
-                demo = torch.as_tensor(is_demo, device=self.device).float()  # a mask: fixed shapes (CUDA graphs)
+                demo = torch.as_tensor(is_demo, device=self.device).float()
                 data = torch.as_tensor(data_action, device=self.device)[:, : self.continuous_dim]
-                squared = ((self.actor.mode(features) - data.to(features.dtype)) ** 2).sum(-1).float()
-                pull = (squared * demo).sum() / demo.sum().clamp(min=1.0)
+                pull = behaviour_cloning(self.actor.mode(features), data, rows=demo)
                 actor_loss = actor_loss + self.config.bc_weight * q.detach().abs().mean().float() * pull
             anchored = self.anchor is not None and not self.anchor.done
             if anchored:

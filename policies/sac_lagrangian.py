@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
-from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import soft_update
 from robot_rl.policies.networks import CriticEnsemble
 from robot_rl.policies.sac import SACAgent, SACConfig
@@ -63,8 +62,9 @@ class SACLagrangianAgent(SACAgent):
     def add_modules(self) -> None:
         """The cost critic, its target and optimizer, and the multiplier."""
         cfg = self.config
-        inputs = self.encoder.output_dim + (self.observation_shapes[PRIVILEGED_KEY][0] if self.privileged else 0)
-        self.cost_critic = CriticEnsemble(inputs, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(self.device)
+        self.cost_critic = CriticEnsemble(self.critic_inputs, self.continuous_dim, cfg.hidden, cfg.critic_ensemble).to(
+            self.device
+        )
         self.target_cost_critic = copy.deepcopy(self.cost_critic).requires_grad_(False)
         self.log_multiplier = torch.tensor(
             float(np.log(cfg.init_multiplier)), dtype=torch.float32, device=self.device, requires_grad=True
