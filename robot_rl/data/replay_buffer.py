@@ -36,6 +36,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,8 @@ import torch
 from ..folders import latest, replacing
 from .batches import batch_to
 
-BUFFER_FORMAT = "robot_rl.replay"
+BUFFER_FORMAT = "robot_rl.replay/2"  # columns hold the written rows only; "robot_rl.replay" saved every row
+_READABLE_FORMATS = (BUFFER_FORMAT, "robot_rl.replay")
 _STEP_ARRAYS = ("action", "reward", "cost", "terminated", "truncated", "intervened", "has_transition", "episode")
 _SEGMENT_ARRAYS = ("learned_action", "opening_action", "has_opening_action")  # absent in buffers saved before them
 _GPU_SHARE = 4  # a buffer goes on the GPU when it takes at most 1 / _GPU_SHARE of the GPU's memory
@@ -480,12 +482,14 @@ class ReplayBuffer:
 
     # ----------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write the buffer to a directory (replaced atomically if it exists)."""
+        """Write the buffer to a directory (replaced atomically if it exists): the slots written so far
+        (``filled`` rows of each column, all of them once the buffer has wrapped), not the empty rest."""
+        rows = slice(0, self.filled)
         with replacing(path) as tmp:
             for key, column in self.obs.items():
-                np.save(tmp / f"obs.{key}.npy", column.cpu().numpy())
+                np.save(tmp / f"obs.{key}.npy", column[rows].cpu().numpy())
             for name in _STEP_ARRAYS + _SEGMENT_ARRAYS:
-                np.save(tmp / f"{name}.npy", getattr(self, name).cpu().numpy())
+                np.save(tmp / f"{name}.npy", getattr(self, name)[rows].cpu().numpy())
             meta = {
                 "format": BUFFER_FORMAT,
                 "capacity": self.capacity,
@@ -506,18 +510,18 @@ class ReplayBuffer:
         """A buffer written by :meth:`save`, for a learner on ``device`` (default the CPU)."""
         path = latest(path)
         meta = json.loads((path / "meta.json").read_text())
-        if meta.get("format") != BUFFER_FORMAT:
+        if meta.get("format") not in _READABLE_FORMATS:
             raise ValueError(f"{path}: not a robot_rl replay buffer")
         space = {key: (tuple(shape), np.dtype(dtype)) for key, (shape, dtype) in meta["observation_space"].items()}
         buffer = cls(meta["capacity"], space, meta["action_dim"], device)
-        for key in buffer.obs:
-            buffer.obs[key] = buffer._column(np.load(path / f"obs.{key}.npy"))
+        for key, column in buffer.obs.items():
+            buffer._fill_column(column, path / f"obs.{key}.npy")
         for name in _STEP_ARRAYS:
-            setattr(buffer, name, buffer._column(np.load(path / f"{name}.npy")))
+            buffer._fill_column(getattr(buffer, name), path / f"{name}.npy")
         buffer.learned_action = buffer.action.clone()  # a buffer saved before relabelling learned the executed actions
         for name in _SEGMENT_ARRAYS:
             if (path / f"{name}.npy").exists():
-                setattr(buffer, name, buffer._column(np.load(path / f"{name}.npy")))
+                buffer._fill_column(getattr(buffer, name), path / f"{name}.npy")
         buffer.cursor, buffer.filled = meta["cursor"], meta["filled"]
         buffer.episodes_started = meta["episodes_started"]
         buffer._episode_open, buffer._episode_length = meta["episode_open"], meta["episode_length"]
@@ -528,8 +532,17 @@ class ReplayBuffer:
         buffer._valid_slots = buffer._mirror(buffer._valid_host)
         return buffer
 
-    def _column(self, array: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(array).to(self.storage_device)
+    def _fill_column(self, column: torch.Tensor, file: Path) -> None:
+        """Copy a saved column into the first rows of ``column``: buffers save their written rows only
+        (older ones saved every row)."""
+        array = np.load(file, mmap_mode="r")  # no pickle: np.load refuses object arrays
+        same_dtype = array.dtype.kind != "O" and torch.from_numpy(np.zeros(0, array.dtype)).dtype == column.dtype
+        if not same_dtype or array.shape[1:] != column.shape[1:] or len(array) > len(column):
+            raise ValueError(
+                f"{file}: shape {array.shape} {array.dtype}; expected at most {len(column)} rows of "
+                f"{tuple(column.shape[1:])} {column.dtype}"
+            )
+        column[: len(array)] = torch.from_numpy(np.ascontiguousarray(array))
 
 
 class MixedSampler:

@@ -171,6 +171,55 @@ def test_save_and_restore_round_trip_exactly(tmp_path):
     assert ReplayBuffer.load(tmp_path / "buffer").cursor == original.cursor
 
 
+def test_a_save_writes_the_slots_written_so_far_not_the_whole_capacity(tmp_path):
+    space = {"state": ((3,), np.float32), "front": ((32, 32, 3), np.uint8)}
+    original = ReplayBuffer(10_000, space, action_dim=2)  # ~31 MB of frames at full capacity
+    frame = np.full((32, 32, 3), 7, np.uint8)
+    for t in range(3):
+        original.add(
+            {"state": [t, 0, 0], "front": frame},
+            [0.1, 0.2],
+            1.0,
+            {"state": [t + 1, 0, 0], "front": frame},
+            terminated=t == 2,
+            truncated=False,
+        )
+    original.save(tmp_path / "buffer")
+    assert np.load(tmp_path / "buffer" / "obs.front.npy").shape == (original.filled, 32, 32, 3) == (4, 32, 32, 3)
+    assert sum(f.stat().st_size for f in (tmp_path / "buffer").iterdir()) < 100_000
+    restored = ReplayBuffer.load(tmp_path / "buffer")
+    assert restored.capacity == 10_000 and len(restored) == len(original) == 3
+    for column in ("state", "front"):
+        np.testing.assert_array_equal(restored.obs[column], original.obs[column])
+    np.testing.assert_array_equal(restored.episode, original.episode)  # -1 in every slot not written
+    np.testing.assert_array_equal(restored.valid_indices(), original.valid_indices())
+
+
+def test_a_wrapped_buffer_and_a_buffer_saved_with_every_row_load_exactly(tmp_path):
+    original = ReplayBuffer(6, SPACE, action_dim=1)
+    fill(original, [1.0, 2.0, 3.0], True, False, start_marker=0)
+    fill(original, [10.0, 20.0, 30.0], True, False, start_marker=100)  # wraps: every slot written
+    original.save(tmp_path / "wrapped")
+    restored = ReplayBuffer.load(tmp_path / "wrapped")
+    np.testing.assert_array_equal(restored.obs["state"], original.obs["state"])
+    np.testing.assert_array_equal(restored.valid_indices(), original.valid_indices())
+    partial = ReplayBuffer(20, SPACE, action_dim=1)
+    fill(partial, [1.0, 2.0], True, False, start_marker=0)
+    partial.save(tmp_path / "old")
+    for name in ("obs.state", "action", "reward", "episode", "has_transition"):  # as saves before this change wrote
+        column = partial.obs["state"] if name == "obs.state" else getattr(partial, name)
+        np.save(tmp_path / "old" / f"{name}.npy", column.numpy())
+    old = ReplayBuffer.load(tmp_path / "old")
+    np.testing.assert_array_equal(old.obs["state"], partial.obs["state"])
+    np.testing.assert_array_equal(old.episode, partial.episode)
+    np.save(tmp_path / "old" / "reward.npy", np.zeros(21, np.float32))  # more rows than the capacity
+    with pytest.raises(ValueError, match="reward.npy"):
+        ReplayBuffer.load(tmp_path / "old")
+    np.save(tmp_path / "old" / "reward.npy", np.zeros(20, np.float64))  # another dtype
+    with pytest.raises(ValueError, match="reward.npy"):
+        ReplayBuffer.load(tmp_path / "old")
+
+
 def test_random_shift_is_a_replicate_padded_integer_crop():
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 255, (16, 3, 12, 10), dtype=torch.uint8)
