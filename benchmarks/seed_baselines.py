@@ -67,9 +67,9 @@ SECTIONS: dict[str, tuple[int, dict[str, list[str]], dict[str, list[str]], str]]
         "Bernoulli bang-bang actor vs Gaussian and gSDE exploration (SAC, demos and takeovers)",
     ),
     "open_loop": (
-        4000,
+        16000,  # 160 or more episodes: ten generations of 16 (no updates: a run takes minutes)
         {"reach": ["task=reach"], "pick_cube": ["task=pick_cube"]},
-        {"open_loop": ["agent=open_loop", *NO_HUMAN]},
+        {"open_loop": ["agent=open_loop", *NO_HUMAN, "train.eval_every=2000"]},
         "the best open-loop action sequence the cross-entropy method finds, no observation, no human",
     ),
     "ssl": (
