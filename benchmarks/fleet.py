@@ -122,7 +122,7 @@ def replay_integrity(count: int, seed: int = 0) -> dict:
         actor = int(rng.choice([k for k in range(count) if cursors[k] < len(all_streams[k])]))
         interleaved.ingest([all_streams[actor][cursors[actor]]])
         cursors[actor] += 1
-    interleaved.flush_streams()
+    interleaved.router.flush()
     expected, got = stored_tuples(sequential.online), stored_tuples(interleaved.online)
     mismatched = len(set(expected) ^ set(got)) + abs(len(expected) - len(got))
     return {

@@ -1,6 +1,6 @@
 """Offline data for ``robot-rl pretrain`` and warm starts: episode stores checked against a run, loaded into replay.
 
-Offline steps are learned as online ones are (:class:`~robot_rl.learner.SafetyRelabel`): a step the safety filter
+Offline steps are learned as online ones are (:class:`~robot_rl.replay_router.SafetyRelabel`): a step the safety filter
 changed costs ``safety.penalty`` and, with ``safety.relabel=proposed``, teaches the action the policy proposed.
 
 Any episode store works (teleop demos, past runs' ``episodes.zarr``, sim runs under randomization, ``robot-rl collect``
@@ -20,7 +20,7 @@ import torch
 from .config import ConfigError
 from .data import EpisodeStore, ReplayBuffer
 from .data.episode_store import EpisodeStoreError
-from .learner import SafetyRelabel
+from .replay_router import SafetyRelabel
 from .ros.delivery import stored_transitions
 
 

@@ -31,9 +31,9 @@ from .envs import make_env, observation_shapes
 from .evaluate import EVAL_SEED, evaluate
 from .folders import replacing
 from .interrupts import deferred_interrupt, interrupt_requests
-from .learner import SafetyRelabel
 from .offline_data import load_offline, store_paths, store_weights
 from .policies.conservative import ConservativeConfig
+from .replay_router import SafetyRelabel
 from .safety.fast_risk import fast_critic_config
 from .safety.training import safety_settings
 from .session import make_agent

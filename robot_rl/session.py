@@ -21,6 +21,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from .actor import run_envs, run_episode, set_training_step
+from .auxiliary_learners import AuxiliaryLearner, FastCriticLearning, SafetyCriticLearning
 from .checkpoint import check_task_definition, load_agent, task_definition, write_task_definition
 from .config import ConfigError, settings_of
 from .data import EpisodeRecorder
@@ -29,9 +30,10 @@ from .fast_fit import store_ticks
 from .folders import latest, replacing
 from .learner import Learner, TrainSettings, settings_from
 from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
+from .replay_router import SafetyRelabel
 from .run_folder import record_resume
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_config
-from .safety.training import RISK_MODEL_KEY, SafetyActor, make_safety_learner, safety_settings
+from .safety.training import RISK_MODEL_KEY, SafetyActor, SafetySettings, make_safety_learner, safety_settings
 from .transport import Transport
 from .warm_start import init_settings, warm_settings, warm_start
 
@@ -234,6 +236,7 @@ class LearnerSession:
         seed = int(cfg.seed)
         safety = safety_settings(cfg.get("safety"))
         self.agent = make_agent(cfg, shapes, action_dim, seed)
+        fast = fast_critic_config(cfg)
         self.learner = Learner(
             self.agent,
             self.settings,
@@ -241,9 +244,8 @@ class LearnerSession:
             action_dim,
             transport,
             seed,
-            make_safety_learner(safety, shapes, action_dim, seed),
-            safety,
-            *fast_risk_learning(cfg, seed),
+            SafetyRelabel.of(safety, fast),
+            auxiliary_learners(cfg, safety, fast, shapes, action_dim, seed),
         )
         self.definition = task_definition(cfg, self.agent)
         self.init = init_settings(cfg)  # a warm start from a pretrained checkpoint (WSRL), checked now
@@ -283,17 +285,34 @@ class LearnerSession:
         save_checkpoint(self.checkpoint_dir, self.learner, counters, self.definition)
 
 
-def fast_risk_learning(cfg: DictConfig, seed: int) -> tuple[Any, FastCriticSettings]:
-    """(the fast critic's online learner or None, its settings) of ``safety.fast_critic.learn`` and ``fast_fit``."""
-    settings = fast_critic_config(cfg)
-    if not settings.learn:
-        return None, settings
-    config = fast_fit_config(OmegaConf.to_container(cfg.fast_fit, resolve=True))
-    learner = FastRiskLearner(config, seed=seed)
-    if settings.pretrain_store is not None:
+def auxiliary_learners(
+    cfg: DictConfig,
+    safety: SafetySettings,
+    fast: FastCriticSettings,
+    shapes: dict[str, tuple[int, ...]],
+    action_dim: int,
+    seed: int,
+) -> dict[str, AuxiliaryLearner]:
+    """What the learner trains beside the agent: the safety critic (``safety.enabled``, pretrained on
+    ``safety.pretrain_store`` if given) and the fast-loop critic learned online (``safety.fast_critic.learn``,
+    ``fast_fit.*``, started from ``safety.fast_critic.pretrain_store`` if given)."""
+    auxiliaries: dict[str, AuxiliaryLearner] = {}
+    critic = make_safety_learner(safety, shapes, action_dim, seed)
+    if critic is not None:
+        auxiliaries["safety_critic"] = SafetyCriticLearning(critic)
+    if fast.learn:
+        auxiliaries["fast_critic"] = FastCriticLearning(online_fast_critic(cfg, fast, seed), fast)
+    return auxiliaries
+
+
+def online_fast_critic(cfg: DictConfig, fast: FastCriticSettings, seed: int) -> FastRiskLearner:
+    """The fast-loop critic's online learner (``fast_fit.*``), started from ``safety.fast_critic.pretrain_store``'s
+    ticks when one is given."""
+    learner = FastRiskLearner(fast_fit_config(OmegaConf.to_container(cfg.fast_fit, resolve=True)), seed=seed)
+    if fast.pretrain_store is not None:
         torch.set_num_threads(settings_from(cfg.train).torch_threads)  # as the learner's own updates will run
-        start_from_store(learner, settings.pretrain_store)
-    return learner, settings
+        start_from_store(learner, fast.pretrain_store)
+    return learner
 
 
 def start_from_store(learner: FastRiskLearner, store: str) -> None:

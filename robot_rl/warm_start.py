@@ -100,7 +100,9 @@ def warm_start(learner: Learner, settings: InitSettings, definition: dict[str, A
     check_task_definition(folder, definition, key="init.checkpoint")
     load_agent("init.checkpoint", learner.agent, folder / "agent.pt")
     retained = (
-        add_offline("init.store", settings.store, learner.demo, learner.relabel) if settings.retain_offline else 0
+        add_offline("init.store", settings.store, learner.demo, learner.router.relabel)
+        if settings.retain_offline
+        else 0
     )
     anchor_policy = getattr(learner.agent, "anchor_policy", None)  # CQN's policy is its critic's argmax: no actor
     if anchor_policy is not None:  # it decides whether weight and steps make an anchor at all

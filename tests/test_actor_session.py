@@ -57,22 +57,23 @@ def test_a_resumed_learner_keeps_the_fast_critic_it_learned_and_published(tmp_pa
     session = LearnerSession(cfg, {"state": (3,)}, 2, LocalTransport())
     session.open(resume=False)
     learner = session.learner
+    fast = learner.auxiliaries["fast_critic"]
     rng = np.random.default_rng(0)
-    learner.fast_risk.add_episode(rng.normal(size=(400, INPUT_WIDTH)).astype(np.float32), rng.random(400) < 0.1)
-    learner.online_received = cfg.safety.fast_critic.learn_every
-    assert learner.fit_fast_risk_when_due()  # fitted and published: version 1
-    model, version = learner.fast_published
+    fast.learner.add_episode(rng.normal(size=(400, INPUT_WIDTH)).astype(np.float32), rng.random(400) < 0.1)
+    assert fast.update(learner.online, cfg.safety.fast_critic.learn_every)  # fitted and published: version 1
+    model, version = fast.published
     save_checkpoint(session.checkpoint_dir, learner, Counters(), session.definition)
 
     again = LearnerSession(load_config([*overrides, "train.resume=true"]), {"state": (3,)}, 2, LocalTransport())
     restore(again.checkpoint_dir, again.learner, again.cfg)
-    restored, restored_version = again.learner.fast_published
+    again_fast = again.learner.auxiliaries["fast_critic"]
+    restored, restored_version = again_fast.published
     assert restored_version == version
     for (w, b), (w2, b2) in zip(model.layers, restored.layers):
         np.testing.assert_array_equal(w, w2)
         np.testing.assert_array_equal(b, b2)
-    assert again.learner.fast_risk.size == 400 and again.learner.fast_fitted_at == learner.fast_fitted_at
-    np.testing.assert_array_equal(again.learner.fast_risk.model().layers[0][0], model.layers[0][0])
+    assert again_fast.learner.size == 400 and again_fast.fitted_at == fast.fitted_at
+    np.testing.assert_array_equal(again_fast.learner.model().layers[0][0], model.layers[0][0])
 
 
 def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_goes_on(tmp_path):
@@ -116,7 +117,8 @@ def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_go
 
     learner.ingest(steps("left", INPUT_WIDTH + 9))
     learner.ingest(steps("right", INPUT_WIDTH))
-    assert learner.fast_risk.size == 15 and learner.fast_ticks_refused == 15
+    fast = learner.auxiliaries["fast_critic"]
+    assert fast.learner.size == 15 and fast.refused_ticks == 15
     assert learner.online_received == 6  # both robots' steps learned by the policy all the same
 
 

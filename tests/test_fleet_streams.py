@@ -69,8 +69,8 @@ def test_any_interleaving_of_streams_stores_what_feeding_them_one_after_another_
     for position, transition in enumerate(order):
         interleaved.ingest([transition])
         if position == len(order) // 2:
-            interleaved.flush_streams()  # a checkpoint in the middle: waiting episodes are written as segments
-    interleaved.flush_streams()
+            interleaved.router.flush()  # a checkpoint in the middle: waiting episodes are written as segments
+    interleaved.router.flush()
     expected_online = stored_tuples(one_after_another.online)
     assert len(expected_online) == sum(map(len, streams))
     assert stored_tuples(interleaved.online) == expected_online

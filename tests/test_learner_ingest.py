@@ -5,6 +5,7 @@ import pytest
 
 from robot_rl.data.transition import Transition
 from robot_rl.learner import Learner, TrainSettings
+from robot_rl.replay_router import SafetyRelabel
 from robot_rl.safety.fast_risk import FastCriticSettings
 from robot_rl.safety.training import SafetySettings
 from robot_rl.transport import LocalTransport
@@ -26,8 +27,7 @@ def learner(safety: SafetySettings | None = None, fast: FastCriticSettings | Non
         2,
         LocalTransport(),
         seed=0,
-        safety_settings=safety,
-        fast_settings=fast,
+        relabel=SafetyRelabel.of(safety, fast),
     )
 
 

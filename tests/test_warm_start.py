@@ -190,6 +190,7 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
     from robot_rl.data.transition import Transition
     from robot_rl.learner import Learner, TrainSettings
     from robot_rl.offline_data import add_offline, load_offline
+    from robot_rl.replay_router import SafetyRelabel
     from robot_rl.safety.training import safety_settings
     from robot_rl.transport import LocalTransport
 
@@ -233,12 +234,13 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
         2,
         LocalTransport(),
         0,
-        None,
-        safety_settings(cfg.safety),
+        SafetyRelabel.of(safety_settings(cfg.safety)),
     )
     learner.ingest(steps)  # online
-    assert add_offline("init.store", [store], learner.demo, learner.relabel) == 1  # WSRL's retained data
-    (pretraining,) = load_offline("pretrain.store", [store], {"state": (3,)}, 2, torch.device("cpu"), learner.relabel)
+    assert add_offline("init.store", [store], learner.demo, learner.router.relabel) == 1  # WSRL's retained data
+    (pretraining,) = load_offline(
+        "pretrain.store", [store], {"state": (3,)}, 2, torch.device("cpu"), learner.router.relabel
+    )
 
     def rows(buffer) -> tuple[np.ndarray, np.ndarray]:
         index = np.sort(np.asarray(buffer.valid_indices()))

@@ -542,7 +542,11 @@ class ReplayBuffer:
                 f"{file}: shape {array.shape} {array.dtype}; expected at most {len(column)} rows of "
                 f"{tuple(column.shape[1:])} {column.dtype}"
             )
-        column[: len(array)] = torch.from_numpy(np.ascontiguousarray(array))
+        rows = column[: len(array)]
+        if rows.device.type == "cpu":
+            rows.numpy()[...] = array  # straight from the file's pages into the column
+        else:
+            rows.copy_(torch.from_numpy(np.array(array)))
 
 
 class MixedSampler:

@@ -12,10 +12,17 @@ from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore
 from robot_rl.envs import make_env
 from robot_rl.safety import ArmState, Command, Violation
-from robot_rl.safety.fast_risk import STATE_WIDTH, FastCriticSettings, FastRiskFilter, FastRiskModel, command_delta
+from robot_rl.safety.fast_risk import (
+    STATE_WIDTH,
+    FastCriticSettings,
+    FastRiskFilter,
+    FastRiskModel,
+    command_delta,
+    fast_critic_config,
+)
 from robot_rl.safety.robot_limits import safety_limits
 from robot_rl.safety.training import SafetyActor, safety_settings
-from robot_rl.session import fast_risk_learning
+from robot_rl.session import online_fast_critic
 from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
 from robot_rl.train import train
 from robot_rl.transport import LocalTransport
@@ -324,6 +331,10 @@ def test_probing_sends_a_random_candidate_of_the_critic_for_whole_policy_steps_a
         assert error.value.key == bad.split("=")[0]
 
 
+def learned_online(cfg):
+    return online_fast_critic(cfg, fast_critic_config(cfg), seed=0)
+
+
 def test_the_online_fast_critic_learner_starts_from_a_stores_ticks_and_keeps_them(tmp_path):
     out = tmp_path / "probe.zarr"
     assert main(["collect", "task=pick_cube", "collect.episodes=1", f"collect.out={out}", "seed=0",
@@ -332,15 +343,15 @@ def test_the_online_fast_critic_learner_starts_from_a_stores_ticks_and_keeps_the
     ticks = store.read_episode(store.episode_names()[0])["streams"]["fast_violation"]["data"].shape[0]
     learning = ["safety.fast_critic.learn=true", "fast_fit.updates=5", "fast_fit.hidden=[16]"]
     torch.set_num_threads(2)
-    learner, _ = fast_risk_learning(config(*learning, f"safety.fast_critic.pretrain_store={out}"), seed=0)
+    learner = learned_online(config(*learning, f"safety.fast_critic.pretrain_store={out}"))
     assert learner.size == ticks and np.isfinite(learner.loss)  # fitted before the run: a network to go on from
     assert torch.get_num_threads() == 1  # train.torch_threads: two runs side by side on 2 cores do not oversubscribe
     assert learner.model().hidden == [16]
-    fresh, _ = fast_risk_learning(config(*learning), seed=0)
+    fresh = learned_online(config(*learning))
     assert fresh.size == 0
     demos = tmp_path / "demos.zarr"  # an episode store without ticks
     assert main(["collect", "task=pick_cube", "collect.episodes=1", f"collect.out={demos}", "seed=0"]) == 0
     for store_path in (tmp_path / "absent.zarr", demos):
         with pytest.raises(ConfigError) as error:
-            fast_risk_learning(config(*learning, f"safety.fast_critic.pretrain_store={store_path}"), seed=0)
+            learned_online(config(*learning, f"safety.fast_critic.pretrain_store={store_path}"))
         assert error.value.key == "safety.fast_critic.pretrain_store"
