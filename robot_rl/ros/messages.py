@@ -14,6 +14,7 @@ guarded callback drops the message (:class:`~robot_rl.ros.guard.InputGuard`) ins
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import cv2
@@ -41,6 +42,8 @@ MAX_IMAGE_BYTES = 32 * 2**20
 COLOUR_ENCODINGS = ("rgb8", "bgr8")  # what a camera's colour topic may carry
 MAX_POSITION = 100.0  # m: |coordinate| of a pose; no robot cell is larger, and larger values overflow float32 features
 MIN_QUAT_NORM = 1e-6  # a quaternion shorter than this has no direction (all zeros: an unset orientation)
+MAX_FRAME_ID = 256  # characters of a received header frame id
+QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a pose to obey or to act on
 MAX_ITEMS = 4096  # entries of a joint state or joystick message
 
 
@@ -84,6 +87,20 @@ def pose_to_numpy(pose) -> tuple[np.ndarray, np.ndarray]:
     if np.linalg.norm(quat) < MIN_QUAT_NORM:
         raise MessageError(f"pose orientation {quat.tolist()} (w, x, y, z) has no length; expected a unit quaternion")
     return position, matrix_from_quat(quat)
+
+
+def command_pose(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
+    """(position m, rotation) of a PoseStamped an arm is to follow or reports: :func:`pose_to_numpy`'s checks, a
+    frame id of at most ``MAX_FRAME_ID`` characters and a quaternion within ``QUATERNION_TOLERANCE`` of unit length
+    (a command is not to be guessed from a far-off one)."""
+    bounded("header.frame_id", len(msg.header.frame_id), MAX_FRAME_ID)
+    q = msg.pose.orientation
+    norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)
+    if not abs(norm - 1.0) <= QUATERNION_TOLERANCE:  # also NaN
+        raise MessageError(
+            f"orientation has norm {norm:.4g}; expected a unit quaternion (1 +- {QUATERNION_TOLERANCE:g})"
+        )
+    return pose_to_numpy(msg.pose)
 
 
 def numpy_to_pose(pose, position: np.ndarray, rotation: np.ndarray):

@@ -78,8 +78,6 @@ Topics (all remappable with ``--ros-args -r``):
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -89,48 +87,40 @@ from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from ..config import ConfigError
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
-from ..safety.fast_risk import (
-    FastRiskFilter,
-    TcpMotion,
-    fast_critic_config,
-    fast_risk_filter,
-    fast_state,
-    tick_features,
-)
+from ..safety.fast_risk import FastRiskFilter, TcpMotion, fast_critic_config, fast_risk_filter
 from ..safety.robot_limits import safety_limits
 from ..safety.tick import safety_tick
 from . import qos
-from .fast_critic import CONTEXT_TOPIC, FastCritic, task_context
-from .guard import InputGuard, MessageError, bounded, finite_scalar
+from .fast_critic import CONTEXT_TOPIC, FastCritic
+from .guard import InputGuard, MessageError, finite_scalar
 from .lockstep import Lockstep
-from .messages import numpy_to_pose, pose_to_numpy, stamp_ns, wrench_to_numpy
+from .messages import command_pose, stamp_ns, wrench_to_numpy
 from .messages import seconds as stamp_seconds
 from .node_main import exit_with_error, is_override, node_config, ros_node, spin, spin_at_rate
-from .safety_ticks import TICKS_TOPIC, VIOLATION_TOPIC, TickLog
-from .senders import PublisherWatch, describe, endpoint_node, is_one_of, subscribe_with_sender
+from .safety_outputs import STATUS_PERIOD, SafetyOutputs
+from .safety_ticks import TICKS_TOPIC, VIOLATION_TOPIC, TickRecorder
+from .senders import CommandGate, subscribe_with_sender
 from .sim_clock import CLOCK_TOPIC, ClockError, lockstep_period, sim_time_of, wait_for_clock
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
 DEFAULT_OPERATORS = ("robot_rl_teleop", "robot_rl_console")  # the console: its token-guarded release
-MAX_FRAME_ID = 256  # characters of a received header frame id
-MAX_CLOCK_LEAD = 5.0  # s: sim time, a received stamp this far ahead of the clock is no sim time (the sim robot
-#                      publishes a state just before the clock instant it belongs to, a reset's pause ahead)
-QUATERNION_TOLERANCE = 0.1  # | |q| - 1 | allowed in a received orientation
-TICK_BATCH_S = 0.02  # real time: s of ticks per /rl/safety_ticks message
-STATUS_PERIOD = 0.1  # s (wall clock) between two /rl/safety_status messages
+MAX_CLOCK_LEAD = 5.0  # s: a received stamp this far ahead of the clock is no sim time (the sim robot publishes a
+#                      state just before the clock instant it belongs to, a reset's pause ahead)
 
 
 class SafetyNode:
-    """Owns the subscriptions, the timers, the publisher watch and the hard-layer state of one arm.
+    """Owns the subscriptions, the timers, the publisher watch and the hard-layer state of one arm, ticking in real
+    time (:class:`LockstepSafetyNode` ticks in sim time).
 
     ``active``: obey the actor's commands; inactive, the node holds the measured pose (flag ``INACTIVE``) as
     ros2_control's deactivated controllers do; ``publishing`` false: it sends nothing (unconfigured).
     ``fast_critic``: the learned fast-loop filter run every tick before the hard layer (None: hard layer only);
-    ``fast_source`` names where its starting model came from, for the log. ``control_period``: s between two
-    actor commands (sim time: the arm states inside the newest command's period are instants to tick).
+    ``fast_source`` names where its starting model came from, for the log.
     ``tick_timer``: real time, tick on an rclpy timer of ``node`` (a node embedded in a test's process); the node's
     own process passes False and calls :meth:`tick` from :func:`~robot_rl.ros.node_main.spin_at_rate` instead.
     ``record_ticks``: publish every tick on ``/rl/safety_ticks`` (:mod:`robot_rl.ros.safety_ticks`)."""
+
+    sim_time = False
 
     def __init__(
         self,
@@ -142,8 +132,6 @@ class SafetyNode:
         operators: Iterable[str] = DEFAULT_OPERATORS,
         graph_period: float = 0.1,
         discovery_grace: float = 5.0,
-        sim_time: bool = False,
-        control_period: float = 0.0,
         active: bool = True,
         fast_critic: FastRiskFilter | None = None,
         fast_source: str | None = None,
@@ -153,34 +141,33 @@ class SafetyNode:
         from geometry_msgs.msg import PoseStamped, WrenchStamped
         from rclpy.clock import Clock, ClockType
         from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from rosgraph_msgs.msg import Clock as ClockMessage
         from std_msgs.msg import Bool, Empty, Float32MultiArray, Float64, Float64MultiArray, String, UInt32
 
         self.node, self.limits, self.frame_id = node, limits, frame_id
-        self.rate_hz, self.sim_time = rate_hz, sim_time
-        self.active, self.publishing = active, True
-        self.lockstep = Lockstep(rate_hz, control_period)  # sim time: the instants to tick (robot_rl.ros.lockstep)
-        self.operators = frozenset(operators)
+        self.rate_hz, self.active, self.publishing = rate_hz, active, True
         self.latch = EStopLatch()
+        self.gate = CommandGate(node, self.latch, frozenset(operators))  # who may move the arm
         self.arm: ArmState | None = None
         self.command: Command | None = None
         self.previous: Command | None = None
         self.gripper = -1.0
         self.flags = Violation.NONE
         self.status_flags = Violation.NONE  # the bits of every tick since the last /rl/safety_status
-        self.instant_flags = Violation.NONE  # sim time: the flags of all ticks of the last instant
         self.guard = InputGuard(node)
         # sim time: reliable, as every message of the lockstep matters (the sim robot waits for each answer)
-        stream = QoSProfile(
-            depth=1, reliability=ReliabilityPolicy.RELIABLE if sim_time else ReliabilityPolicy.BEST_EFFORT
-        )
+        reliability = ReliabilityPolicy.RELIABLE if self.sim_time else ReliabilityPolicy.BEST_EFFORT
+        stream = QoSProfile(depth=1, reliability=reliability)
         # an executor serves the subscriptions that are ready together in the order they were made: in sim time the
         # clock before the arm state (a reset's pause instant is ticked before the next instant's state covers it),
         # the actor's gripper before its action (it publishes them in that order; the action ticks the instant)
-        if sim_time:
-            node.create_subscription(ClockMessage, CLOCK_TOPIC, self._on_clock, qos.CLOCK)
+        self._subscribe_first()
+        # the ticks on /rl/safety_ticks, with the TCP's motion features (the fast critic's, or the node's own)
+        motion = fast_critic.motion if fast_critic is not None else TcpMotion()
+        publisher = self.gate.own_publisher(Float64MultiArray, TICKS_TOPIC, qos.TICKS) if record_ticks else None
+        self.ticks = TickRecorder(publisher, rate_hz, self.sim_time, motion) if record_ticks else None
+        self.motion = motion if fast_critic is not None or record_ticks else None
         if record_ticks:  # before the arm state: the sim robot sends an instant's constraint bits before its pose
-            self.guard.subscribe(UInt32, VIOLATION_TOPIC, self._on_violation, stream)
+            self.guard.subscribe(UInt32, VIOLATION_TOPIC, self.ticks.on_violation, stream)
         self.gripper_topic = subscribe_with_sender(node, self.guard, Float64, "rl/gripper", self._on_gripper, stream)
         self.action_topic = subscribe_with_sender(node, self.guard, PoseStamped, "rl/action", self._on_action, stream)
         self.reset_topic = subscribe_with_sender(node, self.guard, Empty, "rl/estop_reset", self._on_reset, 10)
@@ -191,173 +178,65 @@ class SafetyNode:
         self.guard.subscribe(Bool, "rl/estop", self._on_estop, 10)
         self.arm_error = ""  # the arm's own error (arm/error): it takes no command until recovered, so hold
         self.guard.subscribe(String, "arm/error", self._on_arm_error, qos.LATCHED)
-        own: dict[str, frozenset[bytes]] = {}
-        self.pose_pub = self._own_publisher(PoseStamped, "rl/equilibrium_pose", own)
-        self.gripper_pub = self._own_publisher(Float64, "rl/gripper_command", own)
-        self.flags_pub = self._own_publisher(UInt32, "rl/safety_flags", own)
-        self.status_pub = self._own_publisher(String, "rl/safety_status", own)
-        self._messages = {"pose": PoseStamped, "float": Float64, "flags": UInt32, "status": String}
-        self.fast = (
-            None
-            if fast_critic is None
-            else FastCritic(
-                node, self.guard, fast_critic, lambda kind, topic: self._own_publisher(kind, topic, own), fast_source
-            )
-        )
-        # the TCP's motion features (the fast critic's, or the node's own when it records ticks without one)
-        self.motion = fast_critic.motion if fast_critic is not None else TcpMotion() if record_ticks else None
-        self.context = np.zeros(0, np.float32)  # ticks without a critic: the newest task context
-        self.ticks: TickLog | None = None
-        if record_ticks:
-            publisher = self._own_publisher(Float64MultiArray, TICKS_TOPIC, own, qos.TICKS)
-            self.ticks = TickLog(publisher.publish, round(TICK_BATCH_S * rate_hz), settle_on_tick=not sim_time)
-            if fast_critic is None:
-                self.guard.subscribe(Float32MultiArray, CONTEXT_TOPIC, self._on_context, qos.LATCHED)
+        own = self.gate.own_publisher
+        self.out = SafetyOutputs(own, frame_id, node.get_clock())
+        self.fast = None if fast_critic is None else FastCritic(node, self.guard, fast_critic, own, fast_source)
+        if record_ticks and fast_critic is None:
+            self.guard.subscribe(Float32MultiArray, CONTEXT_TOPIC, self.ticks.on_context, qos.LATCHED)
         self._force, self._torque = np.zeros(3), np.zeros(3)
         self.wrench_stamp = 0.0  # s: when the newest wrench counts as received (sim time: its stamp)
         senders = frozenset(senders)
-        self.watch = PublisherWatch(
-            node, own, {self.action_topic: senders, self.gripper_topic: senders}, discovery_grace
-        )
-        self.check_graph()
-        node.create_timer(graph_period, self.check_graph, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.gate.watch_inputs({self.action_topic: senders, self.gripper_topic: senders}, discovery_grace)
+        node.create_timer(graph_period, self.gate.check, clock=Clock(clock_type=ClockType.STEADY_TIME))
         node.create_timer(STATUS_PERIOD, self.publish_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        if tick_timer and not sim_time:
+        if tick_timer and not self.sim_time:
             node.create_timer(1.0 / rate_hz, self.tick)
+
+    def _subscribe_first(self) -> None:
+        """Subscriptions served before all others (sim time: the clock)."""
 
     def publish_status(self) -> None:
         """``/rl/safety_status``: the flags of the ticks since the last status, the measured TCP position (m) and the
         fast critic's last risk (module docstring)."""
-        if not self.publishing:
-            return
-        risk = None if self.fast is None or math.isnan(self.fast.risk) else round(float(self.fast.risk), 4)
-        status = {
-            "flags": int(self.status_flags),
-            "tcp": None if self.arm is None else [round(float(v), 4) for v in self.arm.pos],
-            "risk": risk,
-        }
-        self.status_flags = Violation.NONE
-        self.status_pub.publish(self._messages["status"](data=json.dumps(status)))
-
-    def _gids(self, topic: str) -> set[bytes]:
-        return {bytes(info.endpoint_gid) for info in self.node.get_publishers_info_by_topic(topic)}
-
-    def _own_publisher(self, msg_type, topic: str, own: dict[str, frozenset[bytes]], profile=1):
-        """A publisher on ``topic`` (QoS ``profile``: default depth 1); its GID goes to ``own[resolved topic]`` (a
-        local endpoint is in the graph at once, so it is the one that was not there before)."""
-        before = self._gids(self.node.resolve_topic_name(topic))
-        publisher = self.node.create_publisher(msg_type, topic, profile)
-        own[publisher.topic_name] = frozenset(self._gids(publisher.topic_name) - before)
-        return publisher
-
-    # ----------------------------------------------------------------- who publishes
-    def check_graph(self) -> None:
-        """Latch the hold while the graph shows a foreign publisher; log each one by name when it appears."""
-        for publisher in self.watch.check(time.monotonic()):
-            self.node.get_logger().error(
-                f"foreign publisher: {publisher} is not allowed there; holding the arm, "
-                f"latched until an e-stop reset by {', '.join(sorted(self.operators))}"
-            )
-        if self.watch.foreign:
-            self.latch.trigger()
-
-    def _from_sender(self, topic: str, gid: bytes | None) -> bool:
-        """:meth:`PublisherWatch.admits`, refreshing through :meth:`check_graph` (which latches on a foreigner)."""
-        return self.watch.admits(topic, gid, self.check_graph)
+        if self.publishing:
+            self.out.status(self.status_flags, self.arm, None if self.fast is None else self.fast.risk)
+            self.status_flags = Violation.NONE
 
     # ----------------------------------------------------------------- inputs
-    @staticmethod
-    def _pose(msg) -> tuple[np.ndarray, np.ndarray]:
-        """(position m, rotation) of a PoseStamped; refused unless finite, in range, with a unit quaternion."""
-        bounded("header.frame_id", len(msg.header.frame_id), MAX_FRAME_ID)
-        q = msg.pose.orientation
-        norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)
-        if not abs(norm - 1.0) <= QUATERNION_TOLERANCE:  # also NaN
-            raise MessageError(
-                f"orientation has norm {norm:.4g}; expected a unit quaternion (1 +- {QUATERNION_TOLERANCE:g})"
-            )
-        return pose_to_numpy(msg.pose)
-
     def _on_action(self, msg, gid: bytes | None) -> None:
-        if not self._from_sender(self.action_topic, gid):
-            return
-        pos, rot = self._pose(msg)
-        if self.sim_time:  # the command for the observation of its stamp: the sim robot steps on once it is obeyed
-            command = Command(pos, rot, self.lockstep.next_gripper, self._received(msg))
-            self.lockstep.queue(stamp_ns(msg.header.stamp), command)
-            self._tick_when_due()
-            return
-        self.command = Command(pos, rot, self.gripper, self._received(msg))
+        if self.gate.admits(self.action_topic, gid):
+            self._obey(*command_pose(msg), stamp_ns(msg.header.stamp), self._received(msg))
+
+    def _obey(self, pos: np.ndarray, rot: np.ndarray, stamp_ns: int, received: float) -> None:
+        """A new command from the actor: the target of the ticks from now on."""
+        self.command = Command(pos, rot, self.gripper, received)
 
     def _on_gripper(self, msg, gid: bytes | None) -> None:
-        if not self._from_sender(self.gripper_topic, gid):
+        if not self.gate.admits(self.gripper_topic, gid):
             return
         gripper = finite_scalar("gripper", msg.data)
         if not -1.0 <= gripper <= 1.0:
             raise MessageError(f"gripper={gripper} is outside [-1 (open), 1 (closed)]")
-        if self.sim_time:  # it goes with the arm command that follows, from that command's instant on
-            self.lockstep.next_gripper = gripper
-            return
+        self._set_gripper(gripper)
+
+    def _set_gripper(self, gripper: float) -> None:
         self.gripper = gripper
         if self.command is not None:
             self.command.gripper = gripper
 
     def _on_pose(self, msg) -> None:
-        pos, rot = self._pose(msg)
+        pos, rot = command_pose(msg)
         self.arm = ArmState(pos, rot, self._received(msg), self._force, self._torque)
         if self.motion is not None:  # the twist by finite difference: on the arm's stamps when it sends them
             self.motion.update(pos, rot, stamp_seconds(msg.header.stamp) or self.arm.stamp)
-        if self.sim_time:
-            self._tick_arm_state()
+        self._measured()
 
     def _received(self, msg) -> float:
-        """When a command or a state counts as received, s: in sim time its stamp (the sim robot's instant; a stamp
-        more than ``MAX_CLOCK_LEAD`` ahead of the clock is refused), else the monotonic clock now."""
-        if not self.sim_time:
-            return time.monotonic()
-        stamp = stamp_seconds(msg.header.stamp)
-        ahead = stamp - self.node.get_clock().now().nanoseconds * 1e-9
-        if ahead > MAX_CLOCK_LEAD:
-            raise MessageError(f"stamp {stamp:.3f} s is {ahead:.3f} s ahead of the sim clock; expected sim time")
-        return stamp
+        """When a command or a state counts as received, s: the monotonic clock now."""
+        return time.monotonic()
 
-    def _on_clock(self, msg) -> None:
-        """Sim time: tick at each new ``/clock`` instant once the arm state of it is in; when the clock stands (the
-        sim robot asks again: an answer was lost or came before it listened) the newest command and the flags of
-        its instant go out again (for a monitor that joined after the tick)."""
-        if not self.lockstep.add_clock(stamp_ns(msg.clock)):
-            if self.publishing and self.previous is not None and not self.lockstep.pending:
-                self._publish(self.lockstep.ticked_ns * 1e-9)
-                self.flags_pub.publish(self._messages["flags"](data=int(self.instant_flags)))
-            return
-        self._tick_when_due()
-
-    def _tick_arm_state(self) -> None:
-        """Sim time: an arm state inside the newest command's period is an instant of the lockstep."""
-        self.lockstep.add_arm_state(self._measured_ns())
-        self._tick_when_due()
-
-    def _tick_when_due(self) -> None:
-        """Sim time: tick every instant the newest arm state covers (:meth:`Lockstep.due`), oldest first, with the
-        ticks the node would have made at ``rate_hz`` since the last one, all on this arm state."""
-        for instant in self.lockstep.due(self._measured_ns()):
-            if instant.command is not None:
-                self.command, self.gripper = instant.command, instant.command.gripper
-            flags = Violation.NONE
-            times = instant.tick_times(self.rate_hz)
-            for index, now in enumerate(times):
-                self.tick(now=now, publish=index == len(times) - 1)
-                flags |= self.flags
-            self.instant_flags = flags
-            if self.publishing:
-                self.flags_pub.publish(self._messages["flags"](data=int(flags)))
-
-    def _measured_ns(self) -> int:
-        """Sim time: the instant the arm state is measured up to, ns: its pose and its wrench (they travel on two
-        topics, and a tick must not read the wrench of the instant before)."""
-        if self.arm is None:
-            return 0
-        return round(min(self.arm.stamp, self.wrench_stamp) * 1e9)
+    def _measured(self) -> None:
+        """A new arm pose or wrench is in."""
 
     def _on_wrench(self, msg) -> None:
         wrench = wrench_to_numpy(msg.wrench)
@@ -365,14 +244,7 @@ class SafetyNode:
         self.wrench_stamp = self._received(msg)
         if self.arm is not None:
             self.arm.force, self.arm.torque = self._force, self._torque
-        if self.sim_time:
-            self._tick_arm_state()
-
-    def _on_violation(self, msg) -> None:
-        self.ticks.on_violation(msg.data)
-
-    def _on_context(self, msg) -> None:
-        self.context = task_context(msg)
+        self._measured()
 
     def _on_arm_error(self, msg) -> None:
         error = str(msg.data)[:200]
@@ -389,27 +261,12 @@ class SafetyNode:
             self.latch.trigger()
 
     def _on_reset(self, msg, gid: bytes | None) -> None:
-        """Clear the latch if an operator node sent the reset, only operator nodes publish on its topic and no
-        foreign publisher remains; otherwise refuse it (the guard counts and reports the refusal)."""
-        publishers = self.node.get_publishers_info_by_topic(self.reset_topic)
-        operators = ", ".join(sorted(self.operators))
-        others = sorted({endpoint_node(info) for info in publishers if not is_one_of(info, self.operators)})
-        if others:
-            raise MessageError(
-                f"e-stop reset refused: {', '.join(others)} also publish on {self.reset_topic}, "
-                f"where only {operators} may"
-            )
-        sender = next((info for info in publishers if bytes(info.endpoint_gid) == gid), None)
-        if sender is None:
-            raise MessageError(f"e-stop reset refused: its sender (gid {describe(gid)}) is not known as {operators}")
-        self.check_graph()
-        if self.watch.foreign:
-            raise MessageError(
-                "e-stop reset refused: foreign publisher(s) still present: " + "; ".join(self.watch.foreign.values())
-            )
+        """Clear the latch if :meth:`CommandGate.reset_sender` allows it (a refusal raises: the guard counts and
+        reports it)."""
+        sender = self.gate.reset_sender(self.reset_topic, gid)
         if self.latch.latched:
             self.latch.reset()
-            self.node.get_logger().info(f"e-stop reset by {endpoint_node(sender)}")
+            self.node.get_logger().info(f"e-stop reset by {sender}")
 
     # ----------------------------------------------------------------- the loop
     def tick(self, now: float | None = None, publish: bool = True) -> None:
@@ -428,7 +285,7 @@ class SafetyNode:
         critic = None if self.fast is None else self.fast.step
         gripper = self.previous.gripper  # the gripper command last sent, before this tick
         self.previous, self.flags = safety_tick(self.limits, self.latch, self.arm, command, self.previous, now, critic)
-        if self.watch.foreign:
+        if self.gate.watch.foreign:
             self.flags |= Violation.FOREIGN_PUBLISHER
         if not self.active:
             self.flags |= Violation.INACTIVE
@@ -436,7 +293,7 @@ class SafetyNode:
             self.flags |= Violation.ARM_ERROR
         self.status_flags |= self.flags
         if self.ticks is not None:
-            self._record_tick(now, command, gripper)
+            self.ticks.record(now, self.arm, command, gripper, int(self.flags), self.fast)
         if publish:
             self._publish(now)
         if self.fast is not None:
@@ -444,28 +301,85 @@ class SafetyNode:
                 self.fast.publish_risk()
             self.fast.tick_time.add(time.perf_counter() - started)
 
-    def _record_tick(self, now: float, command: Command, gripper: float) -> None:
-        """The tick's row on ``/rl/safety_ticks``: the critic's input of the command the hard layer was handed (the
-        actor's, or the critic's choice), at ``now`` in sim time, else on the wall clock (the arm's stamps' clock)."""
-        arm, fast = self.arm, self.fast
-        handed, risk, context = (command, math.nan, self.context) if fast is None else fast.last_tick
-        state = fast_state(self.motion.features, arm.force, arm.torque, gripper)
-        features = tick_features(state, arm, handed, gripper, context)
-        self.ticks.add(now if self.sim_time else time.time(), features, risk, int(self.flags))
+    def _publish(self, now: float) -> None:
+        """The last command sent and the tick's flags (real time)."""
+        self.out.command(self.previous)
+        self.out.flags(self.flags)
+
+
+class LockstepSafetyNode(SafetyNode):
+    """:class:`~robot_rl.ros.safety_node.SafetyNode` in sim time; ``control_period``: s between two actor commands
+    (the arm states inside the newest command's period are instants to tick). The flags of all ticks of one instant
+    go out together."""
+
+    sim_time = True
+
+    def __init__(self, node, limits, rate_hz: float, *args, control_period: float = 0.0, **kwargs):
+        self.lockstep = Lockstep(rate_hz, control_period)  # the instants to tick
+        self.instant_flags = Violation.NONE  # the flags of all ticks of the last instant
+        super().__init__(node, limits, rate_hz, *args, **kwargs)
+
+    def _subscribe_first(self) -> None:
+        from rosgraph_msgs.msg import Clock
+
+        self.node.create_subscription(Clock, CLOCK_TOPIC, self._on_clock, qos.CLOCK)
+
+    def _obey(self, pos: np.ndarray, rot: np.ndarray, stamp_ns: int, received: float) -> None:
+        """The command for the observation of its stamp: the sim robot steps on once it is obeyed."""
+        self.lockstep.queue(stamp_ns, Command(pos, rot, self.lockstep.next_gripper, received))
+        self._tick_when_due()
+
+    def _set_gripper(self, gripper: float) -> None:
+        self.lockstep.next_gripper = gripper  # it goes with the arm command that follows, from its instant on
 
     def _publish(self, now: float) -> None:
-        """The last command sent (arm pose and gripper), stamped ``now``; the flags too in real time."""
-        pose = self._messages["pose"]()
-        if self.sim_time:
-            pose.header.stamp.sec, pose.header.stamp.nanosec = divmod(round(now * 1e9), 1_000_000_000)
-        else:
-            pose.header.stamp = self.node.get_clock().now().to_msg()
-        pose.header.frame_id = self.frame_id
-        numpy_to_pose(pose.pose, self.previous.pos, self.previous.rot)
-        self.gripper_pub.publish(self._messages["float"](data=float(self.previous.gripper)))
-        self.pose_pub.publish(pose)  # last: in sim time, the stamped sign that this instant's commands are out
-        if not self.sim_time:
-            self.flags_pub.publish(self._messages["flags"](data=int(self.flags)))
+        """The last command sent, stamped ``now`` (sim time); the flags go out per instant."""
+        self.out.command(self.previous, now)
+
+    def _received(self, msg) -> float:
+        stamp = stamp_seconds(msg.header.stamp)
+        ahead = stamp - self.node.get_clock().now().nanoseconds * 1e-9
+        if ahead > MAX_CLOCK_LEAD:
+            raise MessageError(f"stamp {stamp:.3f} s is {ahead:.3f} s ahead of the sim clock; expected sim time")
+        return stamp
+
+    def _measured(self) -> None:
+        """An arm state inside the newest command's period is an instant of the lockstep."""
+        self.lockstep.add_arm_state(self._measured_ns())
+        self._tick_when_due()
+
+    def _on_clock(self, msg) -> None:
+        """Tick at each new ``/clock`` instant once the arm state of it is in; when the clock stands (the
+        sim robot asks again: an answer was lost or came before it listened) the newest command and the flags of
+        its instant go out again (for a monitor that joined after the tick)."""
+        if not self.lockstep.add_clock(stamp_ns(msg.clock)):
+            if self.publishing and self.previous is not None and not self.lockstep.pending:
+                self._publish(self.lockstep.ticked_ns * 1e-9)
+                self.out.flags(self.instant_flags)
+            return
+        self._tick_when_due()
+
+    def _tick_when_due(self) -> None:
+        """Tick every instant the newest arm state covers (:meth:`Lockstep.due`), oldest first, with the
+        ticks the node would have made at ``rate_hz`` since the last one, all on this arm state."""
+        for instant in self.lockstep.due(self._measured_ns()):
+            if instant.command is not None:
+                self.command, self.gripper = instant.command, instant.command.gripper
+            flags = Violation.NONE
+            times = instant.tick_times(self.rate_hz)
+            for index, now in enumerate(times):
+                self.tick(now=now, publish=index == len(times) - 1)
+                flags |= self.flags
+            self.instant_flags = flags
+            if self.publishing:
+                self.out.flags(flags)
+
+    def _measured_ns(self) -> int:
+        """The instant the arm state is measured up to, ns: its pose and its wrench (they travel on two
+        topics, and a tick must not read the wrench of the instant before)."""
+        if self.arm is None:
+            return 0
+        return round(min(self.arm.stamp, self.wrench_stamp) * 1e9)
 
 
 class SafetyLifecycle(ManagedEntity):
@@ -555,12 +469,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config([*overrides, *argv[end:]])
         limits, sim_time = safety_limits(cfg.robot.limits, args.rate_hz), sim_time_of(cfg)
-        period = lockstep_period(cfg) if sim_time else 0.0
         fast = fast_critic_config(cfg)
+        timing = {"control_period": lockstep_period(cfg)} if sim_time else {}
         with ros_node("robot_rl_safety", ros_args, sim_time, lifecycle=True) as node:
 
             def build() -> SafetyNode:
-                return SafetyNode(
+                return (LockstepSafetyNode if sim_time else SafetyNode)(
                     node,
                     limits,
                     args.rate_hz,
@@ -569,13 +483,12 @@ def main(argv: list[str] | None = None) -> int:
                     args.operators,
                     args.graph_period,
                     args.discovery_grace,
-                    sim_time,
-                    period,
                     active=False,
                     fast_critic=fast_risk_filter(fast, args.rate_hz, limits.state_timeout),
                     fast_source=fast.weights,
                     tick_timer=False,
                     record_ticks=fast.records_ticks,
+                    **timing,
                 )
 
             lifecycle = SafetyLifecycle(node, build)

@@ -24,14 +24,18 @@ as the episode's streams and the learner fits the fast critic on them, as in ``r
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from array import array
 from collections import deque
 
 import numpy as np
 
-from ..safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT
+from ..safety import ArmState, Command
+from ..safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT, fast_state, tick_features
 from ..sim.fast_loop import FastStream
+from .fast_critic import task_context
 from .guard import MessageError
 
 TICKS_TOPIC = "rl/safety_ticks"
@@ -40,6 +44,7 @@ EXTRA_COLUMNS = 4  # time, risk, flags, violation around the features
 MAX_TICKS = 5_000  # per message
 MAX_HELD = 200_000  # ticks the actor holds before it drops the oldest (about 3 min at 1 kHz)
 MAX_BITS = 2**32 - 1
+TICK_BATCH_S = 0.02  # real time: s of ticks per message
 
 
 class TickLog:
@@ -96,6 +101,32 @@ class TickLog:
             msg.data = array("d", [value for row in rows for value in row])
             self.publish(msg)
             self.sent += len(rows)
+
+
+class TickRecorder:
+    """The safety node's ticks into a :class:`TickLog` on ``publisher``: each tick's critic input row of the command
+    the hard layer was handed (the actor's, or the fast critic's choice), its risk and its flags. ``motion``: the
+    TCP's motion features (the fast critic's, or the node's own); without a critic the task context is the newest on
+    ``/rl/safety_context`` (:meth:`on_context`). Rows are stamped in sim time, else on the wall clock (the arm's)."""
+
+    def __init__(self, publisher, rate_hz: float, sim_time: bool, motion):
+        self.log = TickLog(publisher.publish, round(TICK_BATCH_S * rate_hz), settle_on_tick=not sim_time)
+        self.sim_time, self.motion = sim_time, motion
+        self.context = np.zeros(0, np.float32)
+
+    def on_violation(self, msg) -> None:
+        self.log.on_violation(msg.data)
+
+    def on_context(self, msg) -> None:
+        self.context = task_context(msg)
+
+    def record(self, now: float, arm: ArmState, command: Command, gripper: float, flags: int, fast) -> None:
+        """The tick at ``now`` s: ``command`` handed to it, ``gripper`` the command last sent before it, ``fast`` the
+        node's :class:`~robot_rl.ros.fast_critic.FastCritic` or None."""
+        handed, risk, context = (command, math.nan, self.context) if fast is None else fast.last_tick
+        state = fast_state(self.motion.features, arm.force, arm.torque, gripper)
+        features = tick_features(state, arm, handed, gripper, context)
+        self.log.add(now if self.sim_time else time.time(), features, risk, flags)
 
 
 def checked_ticks(msg) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

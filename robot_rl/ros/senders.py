@@ -103,3 +103,65 @@ def subscribe_with_sender(node, guard: InputGuard, msg_type, topic: str, callbac
     guarded = guard.wrap(topic, lambda received: callback(*received))
     subscription = node.create_subscription(msg_type, topic, lambda msg, info: guarded((msg, sender_gid(info))), qos)
     return subscription.topic_name
+
+
+class CommandGate:
+    """Who may move the arm, for the safety node (its module docstring has the rules): its own publishers are the
+    only ones on its outputs (:meth:`own_publisher`), the ``senders`` the only ones on its command inputs
+    (:meth:`watch_inputs`, :meth:`admits`), a foreign publisher latches ``latch`` (:meth:`check`), and only the
+    ``operators`` release it (:meth:`reset_sender`)."""
+
+    def __init__(self, node, latch, operators: frozenset[str]):
+        self.node, self.latch, self.operators = node, latch, operators
+        self.own: dict[str, frozenset[bytes]] = {}  # output topic -> GIDs of the node's own publishers there
+        self.watch: PublisherWatch | None = None
+
+    def own_publisher(self, msg_type, topic: str, profile=1):
+        """A publisher on ``topic`` (QoS ``profile``: default depth 1), its GID kept as the node's own there (a local
+        endpoint is in the graph at once, so it is the one that was not there before)."""
+        before = self._gids(self.node.resolve_topic_name(topic))
+        publisher = self.node.create_publisher(msg_type, topic, profile)
+        self.own[publisher.topic_name] = frozenset(self._gids(publisher.topic_name) - before)
+        return publisher
+
+    def _gids(self, topic: str) -> set[bytes]:
+        return {bytes(info.endpoint_gid) for info in self.node.get_publishers_info_by_topic(topic)}
+
+    def watch_inputs(self, inputs: dict[str, frozenset[str]], discovery_grace: float) -> None:
+        """Watch the own outputs made so far and the ``inputs`` (topic -> nodes allowed to publish there)."""
+        self.watch = PublisherWatch(self.node, self.own, inputs, discovery_grace)
+        self.check()
+
+    def check(self) -> None:
+        """Latch the hold while the graph shows a foreign publisher; log each one by name when it appears."""
+        for publisher in self.watch.check(time.monotonic()):
+            self.node.get_logger().error(
+                f"foreign publisher: {publisher} is not allowed there; holding the arm, "
+                f"latched until an e-stop reset by {', '.join(sorted(self.operators))}"
+            )
+        if self.watch.foreign:
+            self.latch.trigger()
+
+    def admits(self, topic: str, gid: bytes | None) -> bool:
+        """:meth:`PublisherWatch.admits`, refreshing through :meth:`check` (which latches on a foreigner)."""
+        return self.watch.admits(topic, gid, self.check)
+
+    def reset_sender(self, topic: str, gid: bytes | None) -> str:
+        """The operator node that sent a reset on ``topic``, if the reset may be obeyed: its sender is an operator,
+        only operators publish on the topic and no foreign publisher remains; :class:`MessageError` otherwise."""
+        publishers = self.node.get_publishers_info_by_topic(topic)
+        operators = ", ".join(sorted(self.operators))
+        others = sorted({endpoint_node(info) for info in publishers if not is_one_of(info, self.operators)})
+        if others:
+            raise MessageError(
+                f"e-stop reset refused: {', '.join(others)} also publish on {topic}, where only {operators} may"
+            )
+        sender = next((info for info in publishers if bytes(info.endpoint_gid) == gid), None)
+        if sender is None:
+            raise MessageError(f"e-stop reset refused: its sender (gid {describe(gid)}) is not known as {operators}")
+        self.check()
+        if self.watch.foreign:
+            raise MessageError(
+                "e-stop reset refused: foreign publisher(s) still present: " + "; ".join(self.watch.foreign.values())
+            )
+        return endpoint_node(sender)

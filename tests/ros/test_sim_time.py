@@ -319,7 +319,7 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
 
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg, stamp_ns, wrench_msg
-    from robot_rl.ros.safety_node import SafetyNode
+    from robot_rl.ros.safety_node import LockstepSafetyNode
     from robot_rl.ros.sim_clock import sim_time_parameters
     from robot_rl.safety import SafetyLimits, Violation
 
@@ -334,8 +334,8 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
     answers: list[tuple[int, float]] = []  # (instant ns, commanded x m)
     flags: list[int] = []
     try:
-        safety = SafetyNode(
-            safety_ros, SafetyLimits(), 500.0, senders=("robot_rl_test_actor",), sim_time=True, control_period=0.1
+        safety = LockstepSafetyNode(
+            safety_ros, SafetyLimits(), 500.0, senders=("robot_rl_test_actor",), control_period=0.1
         )
         action_pub = actor.create_publisher(PoseStamped, "/rl/action", qos.COMMAND)
         gripper_pub = actor.create_publisher(Float64, "/rl/gripper", qos.COMMAND)
@@ -377,8 +377,8 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
 
         def actor_trusted() -> bool:
             """Whether the safety node knows the actor's publishers by now (it drops a command from one it does not)."""
-            safety.check_graph()
-            return all(safety.watch.trusted[topic] for topic in (safety.action_topic, safety.gripper_topic))
+            safety.gate.check()
+            return all(safety.gate.watch.trusted[topic] for topic in (safety.action_topic, safety.gripper_topic))
 
         def command(instant: int, x: float) -> None:
             gripper_pub.publish(Float64(data=-1.0))
@@ -427,7 +427,7 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
         monitor = rclpy.create_node("robot_rl_test_monitor")
         executor.add_node(monitor)
         monitor.create_subscription(UInt32, "/rl/safety_flags", lambda m: late.append(m.data), 10)
-        spin_until(lambda: safety.flags_pub.get_subscription_count() >= 2, "the monitor's discovery")
+        spin_until(lambda: safety.out.flags_pub.get_subscription_count() >= 2, "the monitor's discovery")
         clock(d)
         spin_until(lambda: late, "the flags of the standing instant")
         assert late[-1] == flags[-1], (late, flags[-1])
