@@ -111,7 +111,7 @@ def camera_to_command(rclpy, seconds: float) -> dict:
         "task.episode_steps=50",
     ]
     processes = [
-        node("robot_rl.sim.robot_node", *overrides),
+        node("robot_rl.ros.sim_robot_node", *overrides),
         node("robot_rl.ros.safety_node", "--rate-hz", "500", "robot.limits.state_timeout=0.05"),
         node("robot_rl.ros.actor_node", *overrides),
     ]

@@ -4,8 +4,8 @@ modules import each other round in a circle.
 * ground: data, the safety node's hard layer, geometry, configuration, transport contracts (in ``robot_rl``);
 * middle: ``robot_rl.sim``, ``robot_rl.policies``, ``robot_rl.hardware`` (simulation, learning algorithms, device
   drivers; the folders ``sim/``, ``policies/``, ``hardware/`` of the checkout);
-* top, the drivers: the rest of ``robot_rl`` (training, the ROS nodes, the CLI, the graph launcher) and the ROS
-  nodes that live beside the device or sim code they serve (``DRIVERS_ELSEWHERE``).
+* top, the drivers: the rest of ``robot_rl`` (training, the ROS nodes in ``robot_rl.ros``, every one of them, the CLI,
+  the graph launcher).
 """
 
 from __future__ import annotations
@@ -42,15 +42,6 @@ GROUND = (
     "robot_rl.transport",
 )
 MIDDLE = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware")
-DRIVERS_ELSEWHERE = (
-    "robot_rl.sim.robot_node",
-    "robot_rl.sim.scripted_teleop",
-    "robot_rl.sim.cell_node",
-    "robot_rl.sim.scripted_operator",
-    "robot_rl.hardware.home_reset",
-    "robot_rl.hardware.realsense_node",
-    "robot_rl.hardware.servo_bridge",
-)
 LAYER_NAMES = ("ground", "middle", "top")
 
 
@@ -70,8 +61,6 @@ def layer(module: str) -> int:
     def within(prefixes, exact=False):
         return any(module == p or (not exact and module.startswith(p + ".")) for p in prefixes)
 
-    if within(DRIVERS_ELSEWHERE):
-        return 2
     if within(GROUND, exact=True) or within(("robot_rl.data",)):
         return 0
     return 1 if within(MIDDLE) else 2
@@ -159,5 +148,5 @@ def test_the_checks_see_what_they_guard():
     assert "robot_rl.ros.qos" in edges["robot_rl.ros.topic_env"]  # `from . import qos`
     assert "robot_rl.sim.controller" in edges["robot_rl.sim.panda_env"]  # inside a mapped folder
     assert layer("robot_rl.data.episode_store") == 0 and layer("robot_rl.policies.sac") == 1
-    assert layer("robot_rl.sim.robot_node") == 2
+    assert layer("robot_rl.ros.sim_robot_node") == 2
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -12,7 +12,7 @@ per-second rates there, per-tick steps of ``rate_hz`` here. In sim time (``ros.s
 in the order of their instants, at the stamp of each actor command (the observation it answers), at each arm
 state the sim robot sends inside that command's control period (``control_period``, the task's) and at each new
 ``/clock`` instant (a reset's pause), once the arm state of that instant is in, with all the ticks ``rate_hz`` makes
-since the last instant (:mod:`robot_rl.sim.robot_node` says why the command, not the clock, starts a control period,
+since the last instant (:mod:`robot_rl.ros.sim_robot_node` says why the command, not the clock, starts a control period,
 and why the clock moves only once per period).
 
 A managed node (:class:`SafetyLifecycle`): inactive it holds the measured pose, active it obeys the actor;

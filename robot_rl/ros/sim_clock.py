@@ -110,6 +110,6 @@ def wait_for_clock(node, timeout: float, spinning: bool = False) -> None:
         if time.monotonic() > deadline:
             raise ClockError(
                 f"ros.sim_time=true: no {CLOCK_TOPIC} within {timeout:g} s; {node.get_name()} expected "
-                "the sim robot node (robot_rl.sim.robot_node) to publish it. Start the graph with its sim node, "
+                "the sim robot node (robot_rl.ros.sim_robot_node) to publish it. Start the graph with its sim node, "
                 "or set ros.sim_time=false on a real cell"
             )

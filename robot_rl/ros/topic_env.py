@@ -15,7 +15,7 @@ between ``robot-rl train`` and the node graph unchanged:
 * one HxWx3 uint8 RGB image per camera from ``/camera/<name>/color/image_raw``.
 * an arm that reports an error on ``/arm/error`` (a Franka's reflex: it stopped and takes no command until
   recovered) ends the episode at that step, truncated, with ``info["arm_error"]`` naming it; the reset recovers
-  it (``robot_rl.hardware.home_reset``'s ``reset.recovery_service``).
+  it (``robot_rl.ros.home_reset_node``'s ``reset.recovery_service``).
 * reward and success from ``/rl/reward`` / ``/rl/success``; ``/rl/reset`` (std_srvs/SetBool)
   resets the cell, ``data`` saying whether a human demonstration comes next. Before a reset the
   env stops commanding for ``reset_pause`` s, longer than the safety node's command timeout, so

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from robot_rl.geometry import matrix_from_rotvec
-from robot_rl.hardware.servo_bridge import servo_twist
+from robot_rl.ros.servo_bridge_node import servo_twist
 from tests.conftest import require
 from tests.ros.graph_helpers import sim_robot, tear_down
 
@@ -51,7 +51,7 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
                 "robot_rl_test_servo_actor",
             ]
         ),
-        subprocess.Popen([sys.executable, "-m", "robot_rl.hardware.servo_bridge", "--rate-hz", "100"]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.servo_bridge_node", "--rate-hz", "100"]),
     ]
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_servo_actor")

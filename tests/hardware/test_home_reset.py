@@ -21,7 +21,7 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
 
     common = ["task=reach", "human.enabled=false", "ros.sim_reset_service=false"]
     processes = [
-        subprocess.Popen([sys.executable, "-m", "robot_rl.sim.robot_node", *common]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.sim_robot_node", *common]),
         subprocess.Popen(
             [sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "robot.limits.state_timeout=0.05"]
         ),
@@ -29,7 +29,7 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
             [
                 sys.executable,
                 "-m",
-                "robot_rl.hardware.home_reset",
+                "robot_rl.ros.home_reset_node",
                 *common,
                 "reset.position=[0.55,0.1,0.15]",
                 "reset.speed=0.2",
@@ -63,7 +63,7 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
 
 def test_bad_reset_settings_are_named():
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.hardware.home_reset", "reset.speed=0"],
+        [sys.executable, "-m", "robot_rl.ros.home_reset_node", "reset.speed=0"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -34,7 +34,7 @@ def sim_robot(*args: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "robot_rl.sim.robot_node",
+        "robot_rl.ros.sim_robot_node",
         "task=reach",
         "human.enabled=false",
         "train.demo_episodes=0",

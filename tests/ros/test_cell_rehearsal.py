@@ -174,8 +174,8 @@ def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser
     import numpy as np
 
     from robot_rl.composed_config import load_config
+    from robot_rl.ros.scripted_operator import REPORT_SIZE, button_report, motion_report
     from robot_rl.ros.teleop_node import SpaceMouse, TeleopState
-    from robot_rl.sim.scripted_operator import REPORT_SIZE, button_report, motion_report
 
     teleop = load_config([]).teleop_device
     signs = np.array([float(teleop.spacemouse_signs[a]) for a in ("x", "y", "z", "rx", "ry", "rz")])

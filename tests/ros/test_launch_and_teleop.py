@@ -375,7 +375,7 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
 
     assert group_options("robot") == ["fr3", "panda", "ur5e"]
     nodes = {n.name: n for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
-    assert nodes["bridge"].module == "robot_rl.hardware.servo_bridge" and nodes["bridge"].respawn
+    assert nodes["bridge"].module == "robot_rl.ros.servo_bridge_node" and nodes["bridge"].respawn
     actor = nodes["actor"].command(["task=pick_cube"])
     assert actor[actor.index("--ros-args") + 1 :][:2] == [
         "-r",
@@ -405,10 +405,10 @@ def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, s
             stderr=subprocess.STDOUT,
         ),
         "bridge": subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.hardware.servo_bridge"], stdout=logs["bridge"], stderr=subprocess.STDOUT
+            [sys.executable, "-m", "robot_rl.ros.servo_bridge_node"], stdout=logs["bridge"], stderr=subprocess.STDOUT
         ),
         "reset": subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.hardware.home_reset", "reset.timeout=60"],
+            [sys.executable, "-m", "robot_rl.ros.home_reset_node", "reset.timeout=60"],
             stdout=logs["reset"],
             stderr=subprocess.STDOUT,
         ),

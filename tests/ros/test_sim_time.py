@@ -189,7 +189,7 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
     from robot_rl.envs import make_env
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg
-    from robot_rl.sim.robot_node import SimRobot
+    from robot_rl.ros.sim_robot_node import SimRobot
 
     cfg = load_config(["task=pick_cube"])
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped
@@ -251,7 +251,7 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg, stamp_ns
     from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.sim.robot_node import SimRobot
+    from robot_rl.ros.sim_robot_node import SimRobot
 
     cfg = load_config(["task=reach"])
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped

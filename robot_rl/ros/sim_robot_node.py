@@ -3,7 +3,7 @@
 It publishes what a Franka under ros2_control and RealSense cameras would, takes the command
 topics of a Cartesian impedance controller, and adds the task's reward/success signals (on the
 real robot the reward classifier publishes those) and a reset service. The scripted human
-(:mod:`robot_rl.sim.scripted_teleop`) runs here too, since it reads privileged sim state, and publishes
+(:mod:`robot_rl.ros.scripted_teleop`) runs here too, since it reads privileged sim state, and publishes
 what an operator's SpaceMouse would. The same actor, learner and safety nodes therefore run
 unchanged against this node and against the real cell.
 
@@ -21,7 +21,7 @@ unchanged against this node and against the real cell.
 | in | ``/rl/equilibrium_pose`` (PoseStamped), ``/rl/gripper_command`` (std_msgs/Float64) | from the safety node |
 | in | ``/rl/action`` | PoseStamped from the actor: sim time only, the stamp of the observation it answers |
 | in | ``/servo_node/delta_twist_cmds`` | TwistStamped, base frame: MoveIt Servo's input (UR bridge), integrated into the target |
-| srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration (unless ``ros.sim_reset_service=false``: then ``robot_rl.hardware.home_reset`` serves it, as on the real cell) |
+| srv | ``/rl/reset`` | std_srvs/SetBool: reset the task; ``data`` = the next episode is a demonstration (unless ``ros.sim_reset_service=false``: then ``robot_rl.ros.home_reset_node`` serves it, as on the real cell) |
 
 Every command goes through the node's :class:`~robot_rl.ros.guard.InputGuard` (``guard.dropped``):
 a pose with NaN / inf or a zero quaternion, a non-finite twist or gripper command is dropped and
@@ -46,7 +46,7 @@ Two clocks (:mod:`robot_rl.ros.sim_clock`):
   sees the actor's last command go stale and holds the measured pose, as on the cell. While it waits,
   the clock and the stamped pose and wrench go out again every 0.1 s for nodes that join late.
 
-    python -m robot_rl.sim.robot_node task=pick_cube ros.camera_rate_hz=10 [ros.sim_time=true] [--ros-args ...]
+    python -m robot_rl.ros.sim_robot_node task=pick_cube ros.camera_rate_hz=10 [ros.sim_time=true] [--ros-args ...]
 """
 
 from __future__ import annotations
@@ -63,11 +63,12 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, Float32MultiArray, Float64, MultiArrayDimension, UInt32
 from std_srvs.srv import SetBool
 
-from robot_rl.geometry import matrix_from_rotvec
-from robot_rl.ros import qos
-from robot_rl.ros.fast_critic import CONTEXT_TOPIC
-from robot_rl.ros.guard import InputGuard, MessageError, finite_scalar
-from robot_rl.ros.messages import (
+from ..geometry import matrix_from_rotvec
+from ..sim.panda_env import PandaTaskEnv
+from . import qos
+from .fast_critic import CONTEXT_TOPIC
+from .guard import InputGuard, MessageError, finite_scalar
+from .messages import (
     STAMP_TOLERANCE_NS,
     camera_info_msg,
     image_msg,
@@ -80,11 +81,10 @@ from robot_rl.ros.messages import (
     twist_to_numpy,
     wrench_msg,
 )
-from robot_rl.ros.senders import PublisherWatch, subscribe_with_sender
-from robot_rl.ros.sim_clock import CLOCK_TOPIC
-from robot_rl.ros.topic_env import camera_topic
-from robot_rl.sim.panda_env import PandaTaskEnv
-from robot_rl.sim.scripted_teleop import ScriptedTeleop
+from .scripted_teleop import ScriptedTeleop
+from .senders import PublisherWatch, subscribe_with_sender
+from .sim_clock import CLOCK_TOPIC
+from .topic_env import camera_topic
 
 STATE_TOPICS = {
     "joint_states": "joint_states",
@@ -100,7 +100,7 @@ CLOCK_REPEAT = 0.1  # s (wall clock) between two /clock messages while the sim w
 def lockstep_chunks(physics_dt: float, state_rate_hz: float, control_rate_hz: float) -> tuple[int, int]:
     """(physics steps per state period, state periods per control period) of sim time; the state period is
     rounded to whole physics steps and must divide the control period."""
-    from robot_rl.config import ConfigError
+    from ..config import ConfigError
 
     steps = max(round(1.0 / (state_rate_hz * physics_dt)), 1)
     per_period = 1.0 / (control_rate_hz * physics_dt * steps)
@@ -327,7 +327,7 @@ class SimRobot:
         """Sim time: one control period per command of the actor, until ``stop`` or shutdown."""
         import rclpy
 
-        from robot_rl.ros.node_main import executor_of, release
+        from .node_main import executor_of, release
 
         self.executor = executor_of(self.node)
         repeat_at = 0.0
@@ -468,13 +468,13 @@ class SimRobot:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from robot_rl.config import ConfigError, settings_of
-    from robot_rl.envs import make_env, make_expert
-    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin, stop_requests
-    from robot_rl.ros.sim_clock import sim_time_of
-    from robot_rl.safety.fast_risk import fast_critic_config
-    from robot_rl.safety.robot_limits import workspace_of
-    from robot_rl.teleop import InterventionRules, ScriptedHuman
+    from ..config import ConfigError, settings_of
+    from ..envs import make_env, make_expert
+    from ..safety.fast_risk import fast_critic_config
+    from ..safety.robot_limits import workspace_of
+    from ..teleop import InterventionRules, ScriptedHuman
+    from .node_main import exit_with_error, node_config, ros_node, spin, stop_requests
+    from .sim_clock import sim_time_of
 
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
@@ -488,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         violation_every_state = fast_critic_config(cfg).records_ticks  # they label the safety node's ticks
         lockstep_chunks(float(env.model.opt.timestep), float(cfg.ros.state_rate_hz), env.control_rate_hz)
     except ConfigError as error:
-        return exit_with_error("robot_rl.sim.robot_node", error)
+        return exit_with_error("robot_rl.ros.sim_robot_node", error)
     with ros_node("robot_rl_sim_robot", ros_args) as node:
         robot = SimRobot(
             node,

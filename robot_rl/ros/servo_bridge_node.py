@@ -15,7 +15,7 @@ stops the arm by itself after its own 0.1 s timeout. The gripper command is pass
 only follows what the safety node let through. A pose with NaN / inf or a zero quaternion on either
 input is dropped and counted (``guard.dropped``); the last good one stays (and ages out).
 
-    python -m robot_rl.hardware.servo_bridge --rate-hz 100 --ros-args -r /franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose
+    python -m robot_rl.ros.servo_bridge_node --rate-hz 100 --ros-args -r /franka_robot_state_broadcaster/current_pose:=/tcp_pose_broadcaster/pose
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import time
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
 
-from robot_rl.geometry import rotvec_from_matrix
-from robot_rl.ros import qos
-from robot_rl.ros.guard import InputGuard
-from robot_rl.ros.messages import pose_to_numpy, twist_msg
+from ..geometry import rotvec_from_matrix
+from . import qos
+from .guard import InputGuard
+from .messages import pose_to_numpy, twist_msg
 
 SERVO_TOPIC = "servo_node/delta_twist_cmds"
 
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("rate_hz", "kp_linear", "kp_angular", "max_linear", "max_angular", "command_timeout", "state_timeout"):
         if not getattr(args, name) > 0:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    from robot_rl.ros.node_main import ros_node, spin
+    from .node_main import ros_node, spin
 
     with ros_node("robot_rl_servo_bridge", ["robot_rl", *ros_args]) as node:
         ServoBridge(node, args)

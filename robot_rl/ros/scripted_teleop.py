@@ -18,10 +18,10 @@ from geometry_msgs.msg import Twist
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool
 
-from robot_rl.ros import qos
-from robot_rl.ros.messages import joy_msg
-from robot_rl.sim.panda_env import PandaTaskEnv
-from robot_rl.teleop import ScriptedHuman
+from ..sim.panda_env import PandaTaskEnv
+from ..teleop import ScriptedHuman
+from . import qos
+from .messages import joy_msg
 
 
 class ScriptedTeleop:

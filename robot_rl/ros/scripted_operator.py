@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.config import ConfigError
-from robot_rl.sim.panda_env import PandaTaskEnv
-from robot_rl.teleop import ScriptedHuman
+from ..config import ConfigError
+from ..sim.panda_env import PandaTaskEnv
+from ..teleop import ScriptedHuman
 
 REPORT_SIZE = 64  # bytes the teleop node reads per report
 AXES = ("x", "y", "z", "rx", "ry", "rz")

@@ -5,7 +5,7 @@ size, stamped from the hardware clock), ``/camera/<name>/color/camera_info`` (th
 the published image) and with ``camera.depth`` ``/camera/<name>/aligned_depth_to_color/image_raw``
 (16UC1, millimetres, aligned to the colour image). A camera that stops delivering is reconnected with a log line, never a hang.
 
-    python -m robot_rl.hardware.realsense_node camera.serial=123456789 camera.name=front camera.output_size=[128,128]
+    python -m robot_rl.ros.realsense_node camera.serial=123456789 camera.name=front camera.output_size=[128,128]
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import sys
 
 from sensor_msgs.msg import CameraInfo, Image
 
-from robot_rl.config import ConfigError
-from robot_rl.hardware.realsense import FrameTimeout, RealSenseCamera, RealSenseSettings
-from robot_rl.ros import qos
-from robot_rl.ros.messages import camera_info_msg, image_msg
-from robot_rl.ros.topic_env import camera_topic
+from ..config import ConfigError
+from ..hardware.realsense import FrameTimeout, RealSenseCamera, RealSenseSettings
+from . import qos
+from .messages import camera_info_msg, image_msg
+from .topic_env import camera_topic
 
 
 class CameraPublisher:
@@ -54,7 +54,7 @@ class CameraPublisher:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node
+    from .node_main import exit_with_error, node_config, ros_node
 
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 camera.close()
     except (ConfigError, FrameTimeout) as error:
-        return exit_with_error("robot_rl.hardware.realsense_node", error)
+        return exit_with_error("robot_rl.ros.realsense_node", error)
     return 0
 
 

@@ -21,7 +21,7 @@ Two steps a cell may need around the homing:
   next) and answer only when ``rl/scene_ready`` (std_msgs/Empty) comes from whoever puts the objects back (the
   operator, a scripted helper, the emulated cell's person), at most ``reset.scene_timeout`` s.
 
-    python -m robot_rl.hardware.home_reset robot=fr3 reset.position=[0.45,0.0,0.25]
+    python -m robot_rl.ros.home_reset_node robot=fr3 reset.position=[0.45,0.0,0.25]
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from geometry_msgs.msg import PoseStamped
 from std_msgs.msg import Bool, Empty, Float64, String
 from std_srvs.srv import SetBool, Trigger
 
-from robot_rl.config import ConfigError, require_all
-from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
-from robot_rl.ros import qos
-from robot_rl.ros.guard import InputGuard
-from robot_rl.ros.messages import pose_msg, pose_to_numpy
+from ..config import ConfigError, require_all
+from ..geometry import matrix_from_rotvec, rotvec_from_matrix
+from . import qos
+from .guard import InputGuard
+from .messages import pose_msg, pose_to_numpy
 
 POSE_TOPIC = "franka_robot_state_broadcaster/current_pose"
 MAX_RECOVERIES = 3  # reflexes on the way home before a reset gives up
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
     from rclpy.executors import MultiThreadedExecutor
 
-    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node
+    from .node_main import exit_with_error, node_config, ros_node
 
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 reset.stopping.set()  # a reset in flight stops streaming targets
                 executor.shutdown(timeout_sec=5.0)
     except ConfigError as error:
-        return exit_with_error("robot_rl.hardware.home_reset", error)
+        return exit_with_error("robot_rl.ros.home_reset_node", error)
     return 0
 
 

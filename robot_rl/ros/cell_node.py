@@ -10,7 +10,7 @@ the arm. It speaks what the drivers speak (names after a robot config's remaps, 
 | Franka + a Cartesian impedance controller (CRISP-style) | in ``cartesian_impedance_controller/equilibrium_pose`` (PoseStamped); out ``franka/joint_states``, ``franka_robot_state_broadcaster/current_pose``, ``.../external_wrench_in_base_frame`` at ``cell.state_rate_hz`` | the arm tracks the target through the sim's impedance controller, with its lag |
 | UR ROS 2 driver + MoveIt Servo | in ``servo_node/delta_twist_cmds`` (TwistStamped, base frame); out ``joint_states``, ``tcp_pose_broadcaster/pose``, ``force_torque_sensor_broadcaster/wrench`` | |
 | realsense2_camera | ``camera/<name>/color/image_raw`` (rgb8) + ``camera_info`` at ``cell.camera_rate_hz`` | stamped by the camera's clock |
-| SpaceMouse (hidraw) | the FIFO ``cell.spacemouse``, opened by the teleop node as its device | :mod:`robot_rl.sim.scripted_operator` |
+| SpaceMouse (hidraw) | the FIFO ``cell.spacemouse``, opened by the teleop node as its device | :mod:`robot_rl.ros.scripted_operator` |
 | object tracker (vrpn_mocap, AprilTag) | ``vrpn_mocap/<object>/pose`` (PoseStamped, base frame) at ``cell.tracker.rate_hz`` | for policies that act from state |
 | the person who resets the scene | in ``rl/scene_reset`` (std_msgs/Bool: a demonstration comes next), out ``rl/scene_ready`` (std_msgs/Empty) after ``cell.scene_reset_time`` s | ``home_reset`` with ``reset.scene_wait=true`` asks once the arm is home |
 | the arm's error state (libfranka's reflexes) | out ``arm/error`` (std_msgs/String, latched, empty: no error); service ``arm/error_recovery`` (std_srvs/Trigger) | a contact force or TCP speed above ``cell.reflex`` stops the arm until recovered |
@@ -27,7 +27,7 @@ scene resets. Faults for rehearsals and tests come on ``cell/fault`` (std_msgs/S
 ``{"fault": "camera_stop" | "spacemouse_unplug" | "reflex" | "state_gaps", "seconds": s}``; a reflex trips
 ``EPISODE_SETTLE`` s into the next episode).
 
-    python -m robot_rl.sim.cell_node robot=fr3 task=pick_cube cell.spacemouse=/tmp/cell_spacemouse
+    python -m robot_rl.ros.cell_node robot=fr3 task=pick_cube cell.spacemouse=/tmp/cell_spacemouse
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ from geometry_msgs.msg import PoseStamped
 from std_msgs.msg import Bool, Empty, Float64, String
 from std_srvs.srv import Trigger
 
-from robot_rl.config import ConfigError, non_negative, positive
-from robot_rl.geometry import matrix_from_rotvec
-from robot_rl.ros import qos
-from robot_rl.ros.messages import camera_info_msg, image_msg, pinhole_matrix, pose_msg
-from robot_rl.sim.panda_env import PandaTaskEnv
-from robot_rl.sim.robot_node import SimRobot
-from robot_rl.sim.scripted_operator import HidFifo, ScriptedOperator
+from ..config import ConfigError, non_negative, positive
+from ..geometry import matrix_from_rotvec
+from ..sim.panda_env import PandaTaskEnv
+from . import qos
+from .messages import camera_info_msg, image_msg, pinhole_matrix, pose_msg
+from .scripted_operator import HidFifo, ScriptedOperator
+from .sim_robot_node import SimRobot
 
 FINGERS_OPEN = 0.08  # m: the sim gripper's finger joints' sum when open
 FAULTS = ("camera_stop", "spacemouse_unplug", "reflex", "state_gaps")
@@ -486,11 +486,11 @@ def robot_joints(cfg) -> tuple[list[str], list[str], float] | None:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from robot_rl.config import settings_of
-    from robot_rl.envs import make_env, make_expert
-    from robot_rl.ros.node_main import exit_with_error, node_config, ros_node, spin
-    from robot_rl.safety.robot_limits import workspace_of
-    from robot_rl.teleop import InterventionRules, ScriptedHuman
+    from ..config import settings_of
+    from ..envs import make_env, make_expert
+    from ..safety.robot_limits import workspace_of
+    from ..teleop import InterventionRules, ScriptedHuman
+    from .node_main import exit_with_error, node_config, ros_node, spin
 
     device = None
     try:
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         human = ScriptedHuman(make_expert(task, env), rules) if task.get("expert") and settings.spacemouse else None
         device = HidFifo(settings.spacemouse) if human is not None else None
     except ConfigError as error:
-        return exit_with_error("robot_rl.sim.cell_node", error)
+        return exit_with_error("robot_rl.ros.cell_node", error)
     try:
         with ros_node("robot_rl_cell", ros_args) as node:
             try:
@@ -520,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
                     robot_joints(cfg),
                 )
             except ConfigError as error:
-                return exit_with_error("robot_rl.sim.cell_node", error)
+                return exit_with_error("robot_rl.ros.cell_node", error)
             operator = None
             if device is not None:
                 operator = ScriptedOperator(
