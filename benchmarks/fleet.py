@@ -227,9 +227,9 @@ def driver_take_in(episodes: int, streams: int = 8) -> dict:
     from omegaconf import OmegaConf
     from torch.utils.tensorboard import SummaryWriter
 
+    from robot_rl.data.wire import TransitionSchema, encode_weights
     from robot_rl.envs import observation_shapes
     from robot_rl.fleet import SimActor, actor_config, count_episode, decode_hand_in
-    from robot_rl.ros.codec import TransitionSchema, encode_weights
     from robot_rl.session import LearnerSession
 
     with tempfile.TemporaryDirectory() as folder:
@@ -280,9 +280,9 @@ def recording_speed(streams: int, episodes_per_stream: int, steps: int = 40) -> 
     from omegaconf import OmegaConf
 
     from robot_rl.data import StreamRecorders
+    from robot_rl.data.wire import TransitionSchema, encode_transitions
     from robot_rl.envs import observation_shapes
     from robot_rl.fleet import decode_hand_in
-    from robot_rl.ros.codec import TransitionSchema, encode_transitions
     from robot_rl.train import episode_store, sim_env
 
     cfg = load_config(["task=pick_cube"])

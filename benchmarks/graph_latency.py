@@ -54,7 +54,7 @@ WEIGHTS_RECEIVER = textwrap.dedent(
     import json, time, rclpy
     from std_msgs.msg import String, UInt8MultiArray
     from robot_rl.ros import qos
-    from robot_rl.ros.codec import decode_weights
+    from robot_rl.data.wire import decode_weights
     from robot_rl.composed_config import load_config
     from robot_rl.envs import make_env, observation_shapes
     from robot_rl.session import make_agent
@@ -201,9 +201,9 @@ def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
     from std_msgs.msg import String, UInt8MultiArray
 
     from robot_rl.composed_config import load_config
+    from robot_rl.data.wire import encode_weights
     from robot_rl.envs import make_env, observation_shapes
     from robot_rl.ros import qos
-    from robot_rl.ros.codec import encode_weights
     from robot_rl.ros.transport import WEIGHTS_TOPIC
     from robot_rl.session import make_agent
 

@@ -43,10 +43,7 @@ from tqdm import tqdm
 from .config import ConfigError
 from .data import StreamRecorders
 from .data.transition import Transition
-from .envs import observation_shapes
-from .fleet_settings import FleetSettings, fleet_settings, member_seed, share
-from .interrupts import deferred_interrupt, interrupt_requests
-from .ros.codec import (
+from .data.wire import (
     TransitionSchema,
     decode_transitions,
     decode_weights,
@@ -54,6 +51,9 @@ from .ros.codec import (
     encode_weights,
     weight_shapes,
 )
+from .envs import observation_shapes
+from .fleet_settings import FleetSettings, fleet_settings, member_seed, share
+from .interrupts import deferred_interrupt, interrupt_requests
 from .session import ActorSession, LearnerSession, make_agent, require_one_env
 from .train import (
     EvalSchedule,

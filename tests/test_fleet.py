@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,30 @@ def test_an_actor_killed_with_a_play_queued_is_restarted_once_and_plays_on(tmp_p
     assert summary["env_steps"] >= 6000 and not summary["interrupted"]
 
 
+def descendants(root: int) -> list[int]:
+    """The processes below ``root`` (children, theirs, ...), from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def run_killing_one_actor(command: list[str], run_dir, after_episodes: int) -> tuple[dict, str]:
     """Run ``command`` (a two-actor Ray fleet), SIGKILL one actor process once ``after_episodes`` episodes are
     recorded; check that the run ends well, counts one crash, and that both actors play to the end; (summary,
@@ -78,10 +103,9 @@ def run_killing_one_actor(command: list[str], run_dir, after_episodes: int) -> t
     while killed is None and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
         if len(list((run_dir / "episodes.zarr").glob("episodes/*"))) >= after_episodes:
-            found = subprocess.run(["pgrep", "-f", "ray::SimActor"], capture_output=True, text=True, check=False)
-            workers = found.stdout.split()
-            if workers:
-                killed = int(workers[0])
+            workers = [pid for pid in descendants(process.pid) if "ray::SimActor" in command_line(pid)]
+            if workers:  # this run's actors only: a run beside it on the machine (CI, a benchmark) is not touched
+                killed = workers[0]
                 os.kill(killed, signal.SIGKILL)
     _, err = process.communicate(timeout=900)
     assert killed is not None, err[-3000:]
@@ -180,8 +204,8 @@ def test_a_fleet_actors_curriculum_follows_the_runs_online_steps():
     import torch
     from omegaconf import OmegaConf
 
+    from robot_rl.data.wire import encode_weights
     from robot_rl.fleet import SimActor
-    from robot_rl.ros.codec import encode_weights
 
     cfg = load_config(["task=reach", "task.episode_steps=5", "randomization=compliance", "train.demo_episodes=0"])
     threads = torch.get_num_threads()

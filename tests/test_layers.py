@@ -37,6 +37,7 @@ GROUND = (
     "robot_rl.safety.fast_risk",
     "robot_rl.safety.filter",
     "robot_rl.safety.hard_limits",
+    "robot_rl.safety.risk_model",
     "robot_rl.safety.robot_limits",
     "robot_rl.safety.tick",
     "robot_rl.transport",

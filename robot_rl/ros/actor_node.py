@@ -34,6 +34,7 @@ from std_msgs.msg import Empty, String
 from ..config import ConfigError, non_negative, positive
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.transition import Transition
+from ..data.wire import weight_shapes
 from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluation_episode, evaluation_summary
 from ..learner import updates_due
@@ -42,7 +43,6 @@ from ..safety.fast_risk import fast_critic_config
 from ..safety.training import safety_settings
 from ..session import ActorSession, load_checkpoint_agent, require_one_env
 from . import qos
-from .codec import weight_shapes
 from .delivery import Outbox, stored_transitions
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
 from .sim_clock import ClockError, lockstep_teleop, sim_time_of, wait_for_clock

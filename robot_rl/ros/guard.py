@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-
-class MessageError(ValueError):
-    """A received message is malformed or not allowed; the text says what was expected."""
+from ..data.wire import MessageError  # the wire format's: a node's inputs are checked alike
 
 
 def finite(name: str, values: Any) -> np.ndarray:
@@ -39,12 +37,6 @@ def finite_scalar(name: str, value: Any) -> float:
     if not math.isfinite(value):
         raise MessageError(f"{name}={value} is not finite")
     return value
-
-
-def bounded(name: str, size: int, limit: int) -> None:
-    """Raise when a payload of ``size`` bytes (or items) is over ``limit``."""
-    if size > limit:
-        raise MessageError(f"{name} has {size} bytes, more than the limit of {limit}")
 
 
 class InputGuard:

@@ -37,6 +37,7 @@ from std_msgs.msg import Empty, String
 from ..config import ConfigError
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
+from ..data.wire import TransitionSchema
 from ..envs import make_env, observation_shapes
 from ..fleet_settings import fleet_settings, robot_path
 from ..folders import write_text_atomically
@@ -44,7 +45,6 @@ from ..learner import Learner, settings_from
 from ..run_folder import given_keys, resumed_config, run_folder
 from ..session import LearnerSession
 from . import qos
-from .codec import TransitionSchema
 from .delivery import stored_transitions
 from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin

@@ -37,9 +37,9 @@ from ..composed_config import steps_to_record
 from ..config import MB, ConfigError, check_disk_space, disk_full, free_bytes, non_negative
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.episode_store import EpisodeStoreError, bytes_per_step
+from ..data.wire import TransitionSchema, decode_transitions
 from ..envs import make_env, store_metadata
 from . import qos
-from .codec import TransitionSchema, decode_transitions
 from .delivery import ACK_TOPIC, CUT_TOPIC, parse_cut
 from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin

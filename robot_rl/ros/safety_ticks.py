@@ -18,7 +18,7 @@ the control period reaches the actor.
 The actor's :class:`TickInbox` checks every message (layout, sizes, finite values, a risk in [0, 1] or NaN,
 integer flags, times that never go back) and hands each step the ticks before its observation as a
 :class:`~robot_rl.sim.fast_loop.FastStream` (the env's ``info["fast_loop"]``, as a MuJoCo task's own fast loop
-gives it): they travel with the transition (:mod:`robot_rl.ros.codec`), so the recorder's episode store keeps them
+gives it): they travel with the transition (:mod:`robot_rl.data.wire`), so the recorder's episode store keeps them
 as the episode's streams and the learner fits the fast critic on them, as in ``robot-rl train``.
 """
 

@@ -3,12 +3,12 @@
 Transitions go actor -> learner on ``rl/transitions`` (in the actor's namespace: ``/rl/transitions``, or
 ``/<robot>/rl/transitions`` for each robot of a fleet, all of which the one learner subscribes) and weights
 learner -> actor on ``/rl/policy_weights`` (one topic for every robot), both ``std_msgs/UInt8MultiArray``
-carrying :mod:`robot_rl.ros.codec` payloads, so actor and learner can sit on different machines of one DDS domain
+carrying :mod:`robot_rl.data.wire` payloads, so actor and learner can sit on different machines of one DDS domain
 with nothing but standard message types between them. Weights are latched (TRANSIENT_LOCAL): an actor that
 starts after the learner, or a learner that restarts from its checkpoint, is picked up without
 restarting anyone. Each weights message carries the learner's session id and update count.
 
-Every received message is validated (:mod:`robot_rl.ros.codec`: size, columns, dtypes, shapes,
+Every received message is validated (:mod:`robot_rl.data.wire`: size, columns, dtypes, shapes,
 finite values) inside an :class:`~robot_rl.ros.guard.InputGuard`; a bad one is dropped and counted.
 Delivery survives a learner or recorder that is down for a while (:mod:`robot_rl.ros.delivery`):
 the actor keeps what the learner has not checkpointed and sends it again to a restarted learner;
@@ -33,10 +33,10 @@ from typing import Any
 from std_msgs.msg import String, UInt8MultiArray
 
 from ..data.transition import Transition
+from ..data.wire import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
 from ..safety.fast_risk import FAST_RISK_KEY
 from ..transport import LocalTransport, Transport
 from . import qos
-from .codec import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
 from .delivery import ACK_TOPIC, CUT_TOPIC, Outbox, cut_message, parse_ack, parse_control
 from .fast_critic import WEIGHTS_TOPIC as FAST_RISK_WEIGHTS_TOPIC
 from .guard import InputGuard, MessageError
@@ -89,7 +89,7 @@ class LearnerProgress:
 class RosTransport(Transport):
     """``role="actor"`` sends transitions and receives weights; ``role="learner"`` the reverse.
 
-    The actor gives ``expected_weights`` (:func:`~robot_rl.ros.codec.weight_shapes` of its own
+    The actor gives ``expected_weights`` (:func:`~robot_rl.data.wire.weight_shapes` of its own
     policy) and ``risk_input`` (state and action size, when it runs the safety filter), and an
     :class:`~robot_rl.ros.delivery.Outbox`; the learner gives the ``schema`` of the transitions it
     takes and the ``robots`` whose transitions it subscribes (None: the one robot of the root namespace).

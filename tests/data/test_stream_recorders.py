@@ -10,8 +10,8 @@ import pytest
 
 from robot_rl.data import EpisodeStore, StreamRecorders
 from robot_rl.data.transition import Transition
+from robot_rl.data.wire import TransitionSchema, encode_transitions
 from robot_rl.fleet import decode_hand_in
-from robot_rl.ros.codec import TransitionSchema, encode_transitions
 
 META = {"observation_shapes": {"state": [3]}, "action_dim": 2, "task": "streams"}
 

@@ -32,8 +32,8 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import UInt8MultiArray
 
+    from robot_rl.data.wire import TransitionSchema, decode_transitions
     from robot_rl.ros import qos
-    from robot_rl.ros.codec import TransitionSchema, decode_transitions
     from robot_rl.ros.delivery import Outbox
     from robot_rl.ros.transport import TRANSITIONS_TOPIC, RosTransport
 
@@ -88,7 +88,7 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
 
-    from robot_rl.ros.codec import TransitionSchema
+    from robot_rl.data.wire import TransitionSchema
     from robot_rl.ros.delivery import Outbox
     from robot_rl.ros.transport import RosTransport
 
@@ -154,8 +154,8 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import UInt8MultiArray
 
+    from robot_rl.data.wire import TransitionSchema, decode_weights
     from robot_rl.ros import qos
-    from robot_rl.ros.codec import TransitionSchema, decode_weights
     from robot_rl.ros.fast_critic import WEIGHTS_TOPIC as FAST_TOPIC
     from robot_rl.ros.safety_node import SafetyNode
     from robot_rl.ros.transport import WEIGHTS_TOPIC, RosTransport

@@ -255,9 +255,9 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     from omegaconf import OmegaConf
 
     from robot_rl.composed_config import load_config
+    from robot_rl.data.wire import weight_shapes
     from robot_rl.envs import make_env, make_expert, observation_shapes
     from robot_rl.learner import Learner, settings_from
-    from robot_rl.ros.codec import weight_shapes
     from robot_rl.ros.delivery import Outbox
     from robot_rl.ros.transport import RosTransport
     from robot_rl.session import make_agent

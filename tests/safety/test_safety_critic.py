@@ -8,7 +8,8 @@ from robot_rl.composed_config import load_config
 from robot_rl.config import ConfigError
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.envs import make_env, make_expert
-from robot_rl.policies.safety_critic import RiskModel, SafetyCritic, SafetyCriticConfig
+from robot_rl.policies.safety_critic import SafetyCritic, SafetyCriticConfig
+from robot_rl.safety.risk_model import RiskModel
 from robot_rl.safety.training import SafetySettings, make_safety_learner
 from robot_rl.sim.constraints import Constraint
 

@@ -8,7 +8,7 @@ column-wise: ``obs/<key>`` and ``next_obs/<key>`` stacked per observation key, s
 Anyone on the DDS domain can publish on our topics, so decoding is also validation: the payload
 size, the archive's declared sizes (no zip bombs), the header, every column's name, dtype and shape
 against the receiver's :class:`TransitionSchema` (or the actor's own weight shapes), and finite
-values. Anything else raises :class:`~robot_rl.ros.guard.MessageError` and the message is dropped.
+values. Anything else raises :class:`MessageError` and the message is dropped.
 
 Every transition carries where it comes from: ``actor`` (the sending actor's session id), ``seq``
 (its position in that actor's stream, from 1), ``floor`` (the lowest ``seq`` the actor still holds), ``episode`` (the episode's uid) and ``step`` (its index
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.transition import Transition
 from ..safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT
-from .guard import MessageError, bounded
+from ..safety.risk_model import RiskModel
+from .transition import Transition
 
 CODEC_VERSION = 4
 MAX_TRANSITIONS_BYTES = 64 * 2**20  # a batch of camera transitions is a few MB
@@ -69,6 +69,16 @@ STREAMS = {
     "fast_violation": (np.uint32, None),
 }
 STREAM_PREFIX = "streams/"
+
+
+class MessageError(ValueError):
+    """A received message is malformed or not allowed; the text says what was expected."""
+
+
+def bounded(name: str, size: int, limit: int) -> None:
+    """Raise when a payload of ``size`` bytes (or items) is over ``limit``."""
+    if size > limit:
+        raise MessageError(f"{name} has {size} bytes, more than the limit of {limit}")
 
 
 @dataclass(frozen=True)
@@ -269,8 +279,6 @@ def decode_weights(
     from the receiving agent's own ``policy_state()``), all finite. Risk models are rebuilt and
     must map a ``risk_input`` = (state_dim, action_dim) input to one finite risk; without
     ``risk_input`` a payload that carries one is refused."""
-    from robot_rl.policies.safety_critic import RiskModel
-
     arrays, meta = unpack(data, MAX_WEIGHTS_BYTES)
     _check_kind(meta, "weights")
     names = meta.get("risk_models", [])
