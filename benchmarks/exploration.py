@@ -1,4 +1,4 @@
-"""SAC's exploration noise on the main job: Gaussian (fresh noise every step) vs gSDE.
+"""SAC's exploration noise on the main job: Gaussian (fresh noise every step) vs gSDE vs bang-bang.
 
 Each variant runs the default ``robot-rl train`` (pick_cube from state, 20 scripted demos, the
 scripted human's takeovers, 16,000 online env steps) for every seed, ``--jobs`` runs at a time (one
@@ -33,7 +33,11 @@ import numpy as np
 from benchmarks.common import RESULTS, save_figure, style_success_axis, write_result
 from robot_rl.data.episode_store import EpisodeStore
 
-VARIANTS = {"gaussian": ["exploration=gaussian"], "gsde": ["exploration=gsde"]}
+VARIANTS = {
+    "gaussian": ["exploration=gaussian"],
+    "gsde": ["exploration=gsde"],
+    "bang_bang": ["exploration=bang_bang"],  # Bernoulli on the action extremes (issue 54)
+}
 THRESHOLD = 0.9
 
 
@@ -117,7 +121,7 @@ def plot(per_seed: dict[str, dict[str, dict]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6.5, 3.8), dpi=120)
-    for colour, (variant, seeds) in zip(("tab:blue", "tab:orange"), per_seed.items()):
+    for colour, (variant, seeds) in zip(("tab:blue", "tab:orange", "tab:red"), per_seed.items()):
         curves = [np.array(r["eval_history"], dtype=float) for r in seeds.values()]
         for points in curves:
             axis.plot(points[:, 0], points[:, 1], color=colour, alpha=0.35, linewidth=0.8)
@@ -125,7 +129,7 @@ def plot(per_seed: dict[str, dict[str, dict]], path: Path) -> None:
         mean = np.mean([points[:length] for points in curves], axis=0)
         axis.plot(mean[:, 0], mean[:, 1], "o-", color=colour, linewidth=2, label=f"{variant} (mean of {len(curves)})")
     style_success_axis(axis, "online env steps")
-    axis.set_title("pick_cube, SAC exploration: Gaussian vs gSDE (thin: one seed)", fontsize=9)
+    axis.set_title("pick_cube, SAC exploration: Gaussian, gSDE, bang-bang (thin: one seed)", fontsize=9)
     save_figure(figure, path)
 
 

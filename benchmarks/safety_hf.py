@@ -1,7 +1,7 @@
 """The safety critic at the policy rate against the same idea in the fast loop, on hazards that come between steps.
 
 ``pick_cube_sudden`` (pick_cube_hazard, its keep-out zone sliding towards the cube area and back, shoves on the hand
-at random) trained three ways, every run through the sim's fast loop at 500 Hz (``safety.fast_critic.sim_rate_hz``:
+at random) trained five ways, every run through the sim's fast loop at 500 Hz (``safety.fast_critic.sim_rate_hz``:
 the hard layer of ``robot.limits`` every 2 ms, as on the cell):
 
 - ``hard_only``: the hard layer alone;
@@ -11,7 +11,9 @@ the hard layer of ``robot.limits`` every 2 ms, as on the cell):
   (``safety.fast_critic.enabled=true``, escape steps of 5 cm among its candidates), fitted to the fast probe set's
   ticks (``robot-rl fast-critic``) and refitted online (``safety.fast_critic.learn=true``) on those ticks and the
   run's own (``safety.fast_critic.pretrain_store``);
-- ``both_critics``: the policy-rate critic and the fast-loop critic together, as a cell would run them.
+- ``both_critics``: the policy-rate critic and the fast-loop critic together, as a cell would run them;
+- ``sac_lagrangian``: no critic in the loop: constrained SAC (``agent=sac_lagrangian``, a cost critic and a learned
+  multiplier against ``agent.cost_limit`` violating steps per episode) under the hard layer.
 
 The probe sets: noisy-expert episodes recorded with the fast loop (``robot-rl collect``, other seeds than training),
 what the critics start from. The policy-rate critic's is the noisy expert's own steps; in the fast critic's, half of
@@ -53,6 +55,9 @@ WAYS = {
     ],
 }
 WAYS["both_critics"] = WAYS["policy_rate_critic"] + WAYS["fast_loop_critic"]
+WAYS["sac_lagrangian"] = [
+    "agent=sac_lagrangian"
+]  # constrained SAC: a cost critic and a multiplier, no filter (issue 54)
 PROBE_SEED = 100_000  # far from the training runs' episode seeds
 
 
@@ -138,7 +143,11 @@ def plot(figures: dict, task: str, path: Path) -> None:
         (axes[0], "violations_per_100", "violations / 100 episodes"),
         (axes[1], "success", "final success"),
     ):
-        axis.bar(names, [figures[key][name] for name in names], color=["grey", "tab:blue", "tab:green", "tab:olive"])
+        axis.bar(
+            names,
+            [figures[key][name] for name in names],
+            color=["grey", "tab:blue", "tab:green", "tab:olive", "tab:purple"][: len(names)],
+        )
         for index, name in enumerate(names):
             axis.scatter(
                 [index] * len(figures["per_seed"][name]), [r[key] for r in figures["per_seed"][name]], color="k", s=8

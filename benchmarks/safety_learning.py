@@ -1,4 +1,5 @@
-"""Does the learned safety critic cut violations? pick_cube_hazard, with vs without, one run each.
+"""Does the learned safety critic cut violations? pick_cube_hazard, with vs without, one run each, and beside
+them constrained SAC (``sac_lagrangian``: a cost critic and a learned multiplier, no filter).
 
 Every run is the main job (20 scripted demos + interventions, same seed and budget) on
 ``pick_cube_hazard`` (pressing on the table above 15 N, or entering the keep-out zone, is a
@@ -39,6 +40,7 @@ VARIANTS = {
     "hard_limits_only": [],
     "critic_and_filter": [*FILTER, "safety.relabel=proposed"],
     "critic_and_filter_executed": [*FILTER, "safety.relabel=executed"],
+    "sac_lagrangian": ["agent=sac_lagrangian"],  # constrained SAC: a cost critic and a multiplier, no filter (issue 54)
 }
 QUARTERS = 4  # filter interventions and violations per quarter of the env-step budget
 PROBE_SEED = 100_000  # far from the training run's episode seeds
