@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.config import ConfigError, is_integer, is_number, require_all, yaml_defaults
+from robot_rl.data.batches import BatchSource
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, soft_update
 from robot_rl.policies.conservative import discrete_penalty
@@ -324,7 +325,7 @@ class CQNAgent(OffPolicyAgent):
         return action.numpy().astype(np.float32)
 
     # ----------------------------------------------------------------- learning
-    def update(self, sample_batch) -> dict[str, torch.Tensor]:
+    def update(self, sample_batch: BatchSource) -> dict[str, torch.Tensor]:
         """``utd`` critic steps on fresh minibatches from ``sample_batch()``; the last one's metrics, 0-d tensors
         on the agent's device."""
         metrics: dict[str, torch.Tensor] = {}

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
+from robot_rl.data.batches import BatchSource
 from robot_rl.data.transition import Transition
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states
 
@@ -158,7 +159,7 @@ class OpenLoopAgent(OffPolicyAgent):
         self.episodes.scored.clear()
         self.generation += 1
 
-    def update(self, sample_batch) -> dict[str, torch.Tensor]:
+    def update(self, sample_batch: BatchSource) -> dict[str, torch.Tensor]:
         """No gradient step: the plan moves in :meth:`observe`; the search's figures (the batch is not drawn)."""
         self.updates += 1
         return {

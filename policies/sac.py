@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
+from robot_rl.data.batches import BatchSource
 from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.anchor import PolicyAnchor
 from robot_rl.policies.bang_bang import BernoulliActor, default_target_entropy
@@ -260,7 +261,7 @@ class SACAgent(OffPolicyAgent):
         """What the critics read: the policy's features, then the privileged state when there is one."""
         return torch.cat([features, obs[PRIVILEGED_KEY].float()], dim=-1) if self.privileged else features
 
-    def update(self, sample_batch) -> dict[str, torch.Tensor]:
+    def update(self, sample_batch: BatchSource) -> dict[str, torch.Tensor]:
         """``utd`` critic steps on fresh minibatches from ``sample_batch()``, then actor/temperature; the last
         value of each metric, 0-d tensors on the agent's device."""
         metrics: dict[str, torch.Tensor] = {}

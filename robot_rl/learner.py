@@ -20,6 +20,7 @@ from .auxiliary_learners import AuxiliaryLearner
 from .checkpoint import load_agent
 from .config import is_integer, is_number, positive, require_all, settings_of, yaml_defaults
 from .data import ReplayBuffer
+from .data.batches import Batch
 from .data.transition import Transition
 from .replay_router import ReplayRouter, SafetyRelabel
 from .transport import DeliveryLedger, Transport
@@ -205,7 +206,7 @@ class Learner:
         taken yet (each online one will make an update due) plus the updates already due."""
         return sent - self.taken + self.due_updates()
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> Batch:
         return self.router.sampler.sample(
             self.settings.batch_size,
             n_step=self.settings.n_step,

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from ..folders import latest, replacing
-from .batches import batch_to
+from .batches import Batch, batch_to
 
 BUFFER_FORMAT = "robot_rl.replay/2"  # columns hold the written rows only; "robot_rl.replay" saved every row
 _READABLE_FORMATS = (BUFFER_FORMAT, "robot_rl.replay")
@@ -294,8 +294,8 @@ class ReplayBuffer:
         n_step: int = 1,
         gamma: float = 0.99,
         sequence_length: int = 1,
-    ) -> dict[str, Any]:
-        """A batch of transitions, tensors on :attr:`device` (B = ``batch_size``, A = ``action_dim``).
+    ) -> Batch:
+        """A batch of transitions, tensors on :attr:`device` (B = ``batch_size``, A = ``action_dim``; :class:`Batch`).
 
         ``obs`` and ``next_obs`` (dicts of (B, *shape) in the stored dtypes), ``action`` (the learned one) and
         ``executed_action`` (B, A) float32, ``reward`` (n-step discounted sum), ``cost`` and ``discount``
@@ -309,7 +309,7 @@ class ReplayBuffer:
 
     def batch(
         self, index: torch.Tensor | np.ndarray, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1
-    ) -> dict[str, Any]:
+    ) -> Batch:
         """The batch of :meth:`sample` at the given slots (int (B,), each holding a transition)."""
         index = self._index(index)
         obs, next_obs = self.empty_observations(len(index)), self.empty_observations(len(index))
@@ -565,7 +565,7 @@ class MixedSampler:
         self.online, self.demo, self.demo_fraction = online, demo, demo_fraction
         self.rng = np.random.default_rng(seed)
 
-    def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1) -> dict[str, Any]:
+    def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1) -> Batch:
         """A batch as :meth:`ReplayBuffer.sample` gives, plus ``is_demo``."""
         n_online, n_demo = len(self.online), len(self.demo)
         if not n_online and not n_demo:
@@ -600,7 +600,7 @@ class WeightedSampler:
         self.buffers, self.weights = buffers, np.asarray(weights, np.float64)
         self.rng = np.random.default_rng(seed)
 
-    def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1) -> dict[str, Any]:
+    def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1) -> Batch:
         """A batch as :meth:`ReplayBuffer.sample` gives, plus ``source``."""
         weights = self.weights * np.array([len(buffer) > 0 for buffer in self.buffers])
         if weights.sum() <= 0:

@@ -257,3 +257,13 @@ def test_loading_from_an_episode_store(tmp_path):
     np.testing.assert_array_equal(buffer.obs["front"][index[0] + 1], episodes[0]["obs"]["front"][1])
     _ret, steps, terminated = buffer.n_step_returns(index[5:6], 3, 0.9)  # last step of the first demo
     assert steps[0] == 1 and terminated[0]
+
+
+def test_every_key_of_a_batch_is_one_the_batch_type_names(two_episodes):
+    from robot_rl.data.batches import Batch
+
+    other = ReplayBuffer(20, SPACE, action_dim=1)
+    fill(other, [5.0, 6.0], terminated_last=True, truncated_last=False, start_marker=200)
+    batch = MixedSampler(two_episodes, other, 0.5, seed=0).sample(8, n_step=2, sequence_length=3)
+    assert set(batch) <= set(Batch.__annotations__)
+    assert {"obs", "next_obs", "action", "reward", "discount", "is_demo", "action_sequence"} <= set(batch)
