@@ -11,4 +11,4 @@ if [[ ${1:-} == --fast ]]; then
 fi
 bash scripts/setup.sh
 export MUJOCO_GL=${MUJOCO_GL:-egl}
-exec .venv/bin/python -m pytest -q "${selection[@]}" "$@"
+exec .venv/bin/python -m pytest -q --durations=25 "${selection[@]}" "$@"  # the slowest 25 at the end: docs/testing.md
