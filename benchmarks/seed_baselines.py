@@ -11,8 +11,8 @@ keeps the others'):
   exploration, on reach and pick_cube: final success, env steps to 90% and jerk (``benchmarks/exploration.py``'s
   smoothness figure, policy actions of the online episodes).
 - ``open_loop``: the open-loop floor (``agent=open_loop``: one piecewise-constant action sequence found by the
-  cross-entropy method, no observation, no human) on reach and pick_cube: success of its first plan (all zeros, what
-  an untrained plan does) and of its final one.
+  cross-entropy method, no observation, no human) on reach and pick_cube: success and mean return at its first
+  evaluation (after one generation) and at the end.
 - ``ssl``: pixel pick_cube (front + wrist cameras, no object state), DrQ augmentation alone vs DrQ plus the
   latent-prediction loss (``ssl=latent``): success and env steps to 80% and 90%.
 
@@ -104,6 +104,8 @@ def run(section: str, task: str, variant: str, seed: int, runs: Path, steps: int
         "final_eval_success": summary["final_eval_success"],
         "first_eval_success": history[0]["success_rate"] if history else None,
         "best_eval_success": summary["best_eval_success"],
+        "first_eval_return": history[0].get("mean_return") if history else None,
+        "final_eval_return": history[-1].get("mean_return") if history else None,
         "steps_to_80": first_at(history, 0.8),
         "steps_to_90": first_at(history, 0.9),
         "jerk": jerk,
@@ -138,6 +140,8 @@ def summarise(per_seed: dict[str, dict]) -> dict:
                 "final_eval_success",
                 "first_eval_success",
                 "best_eval_success",
+                "first_eval_return",
+                "final_eval_return",
                 "jerk",
                 "violations_per_100_episodes",
                 "filter_interventions_per_100_episodes",

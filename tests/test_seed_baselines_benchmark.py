@@ -12,6 +12,8 @@ def run(success: float, to_90: int | None, jerk: float, violations: float) -> di
         "final_eval_success": success,
         "first_eval_success": 0.0,
         "best_eval_success": success,
+        "first_eval_return": -90.0,
+        "final_eval_return": -60.0,
         "steps_to_80": to_90,
         "steps_to_90": to_90,
         "jerk": jerk,
