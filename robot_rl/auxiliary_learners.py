@@ -41,7 +41,7 @@ class AuxiliaryLearner(Protocol):
 
 
 class SafetyCriticLearning:
-    """The policy-rate safety critic (:class:`~robot_rl.safety.training.SafetyLearner`), fitted on the online
+    """The policy-rate safety critic (:class:`~robot_rl.safety_learning.SafetyLearner`), fitted on the online
     buffer's costs after each agent update; it learns from the buffer, not per transition."""
 
     def __init__(self, learner):

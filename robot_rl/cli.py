@@ -239,7 +239,7 @@ def check_settings(cfg: DictConfig) -> None:
     from .envs import load_entry_point
     from .fleet_settings import fleet_settings
     from .learner import settings_from
-    from .safety.training import safety_settings
+    from .safety_learning import safety_settings
     from .teleop import InterventionRules
 
     settings_from(cfg.train)

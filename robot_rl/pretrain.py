@@ -35,7 +35,7 @@ from .offline_data import load_offline, store_paths, store_weights
 from .policies.conservative import ConservativeConfig
 from .replay_router import SafetyRelabel
 from .safety.fast_risk import fast_critic_config
-from .safety.training import safety_settings
+from .safety_learning import safety_settings
 from .session import make_agent
 
 

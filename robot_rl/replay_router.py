@@ -22,7 +22,7 @@ from .data import MixedSampler, ReplayBuffer
 from .data.streams import StreamWriter
 from .data.transition import Transition
 from .safety.fast_risk import FastCriticSettings
-from .safety.training import SafetySettings
+from .safety_learning import SafetySettings
 
 
 @dataclass(frozen=True)

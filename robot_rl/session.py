@@ -33,7 +33,7 @@ from .policies.fast_risk_critic import FastRiskLearner, fast_fit_config
 from .replay_router import SafetyRelabel
 from .run_folder import record_resume
 from .safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_config
-from .safety.training import RISK_MODEL_KEY, SafetyActor, SafetySettings, make_safety_learner, safety_settings
+from .safety_learning import RISK_MODEL_KEY, SafetyActor, SafetySettings, make_safety_learner, safety_settings
 from .transport import Transport
 from .warm_start import init_settings, warm_settings, warm_start
 

@@ -47,7 +47,7 @@ from .learner import Learner, TrainSettings, settings_from
 from .robustness import randomized, robustness_sweep, write_sweep
 from .run_folder import resumed_config, run_folder
 from .safety.fast_risk import FastCriticSettings, fast_critic_config
-from .safety.training import SAFETY_COUNTS
+from .safety_learning import SAFETY_COUNTS
 from .session import ActorSession, Counters, LearnerSession, load_checkpoint_agent, make_agent
 from .sim.fast_loop import attach_fast_loop, fast_loop_from_config
 from .teleop import InterventionRules, NoHuman, ScriptedHuman

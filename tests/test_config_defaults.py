@@ -19,7 +19,7 @@ from robot_rl.policies.safety_critic import SafetyCriticConfig
 from robot_rl.pretrain import PretrainSettings
 from robot_rl.safety.fast_risk import FastCriticSettings
 from robot_rl.safety.filter import FilterSettings
-from robot_rl.safety.training import SafetySettings
+from robot_rl.safety_learning import SafetySettings
 from robot_rl.teleop import InterventionRules
 from robot_rl.warm_start import InitSettings
 

@@ -1,7 +1,8 @@
 """The layered house: every import of the code (function-local ones too) runs down or sideways, never up, and no
 modules import each other round in a circle.
 
-* ground: data, the safety node's hard layer, geometry, configuration, transport contracts (in ``robot_rl``);
+* ground: the folders ``robot_rl/data`` and ``robot_rl/safety`` (the hard layer, the filter, the risk models), and
+  geometry, configuration, transport contracts (modules of ``robot_rl``);
 * middle: ``robot_rl.sim``, ``robot_rl.policies``, ``robot_rl.hardware`` (simulation, learning algorithms, device
   drivers; the folders ``sim/``, ``policies/``, ``hardware/`` of the checkout);
 * top, the drivers: the rest of ``robot_rl`` (training, the ROS nodes in ``robot_rl.ros``, every one of them, the CLI,
@@ -33,13 +34,6 @@ GROUND = (
     "robot_rl.geometry",
     "robot_rl.interrupts",
     "robot_rl.observation_keys",
-    "robot_rl.safety",
-    "robot_rl.safety.fast_risk",
-    "robot_rl.safety.filter",
-    "robot_rl.safety.hard_limits",
-    "robot_rl.safety.risk_model",
-    "robot_rl.safety.robot_limits",
-    "robot_rl.safety.tick",
     "robot_rl.transport",
 )
 MIDDLE = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware")
@@ -62,7 +56,7 @@ def layer(module: str) -> int:
     def within(prefixes, exact=False):
         return any(module == p or (not exact and module.startswith(p + ".")) for p in prefixes)
 
-    if within(GROUND, exact=True) or within(("robot_rl.data",)):
+    if within(GROUND, exact=True) or within(("robot_rl.data", "robot_rl.safety")):
         return 0
     return 1 if within(MIDDLE) else 2
 

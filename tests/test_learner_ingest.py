@@ -7,7 +7,7 @@ from robot_rl.data.transition import Transition
 from robot_rl.learner import Learner, TrainSettings
 from robot_rl.replay_router import SafetyRelabel
 from robot_rl.safety.fast_risk import FastCriticSettings
-from robot_rl.safety.training import SafetySettings
+from robot_rl.safety_learning import SafetySettings
 from robot_rl.transport import LocalTransport
 
 

@@ -191,7 +191,7 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
     from robot_rl.learner import Learner, TrainSettings
     from robot_rl.offline_data import add_offline, load_offline
     from robot_rl.replay_router import SafetyRelabel
-    from robot_rl.safety.training import safety_settings
+    from robot_rl.safety_learning import safety_settings
     from robot_rl.transport import LocalTransport
 
     rng = np.random.default_rng(0)

@@ -40,7 +40,7 @@ from ..evaluate import evaluation_episode, evaluation_summary
 from ..learner import updates_due
 from ..run_folder import recorded_counts
 from ..safety.fast_risk import fast_critic_config
-from ..safety.training import safety_settings
+from ..safety_learning import safety_settings
 from ..session import ActorSession, load_checkpoint_agent, require_one_env
 from . import qos
 from .delivery import Outbox, stored_transitions

@@ -107,7 +107,7 @@ def split_episodes(transitions: list[Transition]) -> list[list[Transition]]:
 
 def play(env, human, episodes: list[bool], first_seed: int | None) -> list[Transition]:
     from robot_rl.actor import run_episode
-    from robot_rl.safety.training import SafetyActor, SafetySettings
+    from robot_rl.safety_learning import SafetyActor, SafetySettings
 
     agent, transport = ActionSequence(env.action_space.shape[0]), Captured()
     for index, demo in enumerate(episodes):

@@ -10,7 +10,7 @@ from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.envs import make_env, make_expert
 from robot_rl.policies.safety_critic import SafetyCritic, SafetyCriticConfig
 from robot_rl.safety.risk_model import RiskModel
-from robot_rl.safety.training import SafetySettings, make_safety_learner
+from robot_rl.safety_learning import SafetySettings, make_safety_learner
 from robot_rl.sim.constraints import Constraint
 
 

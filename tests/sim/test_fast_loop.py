@@ -21,7 +21,7 @@ from robot_rl.safety.fast_risk import (
     fast_critic_config,
 )
 from robot_rl.safety.robot_limits import safety_limits
-from robot_rl.safety.training import SafetyActor, safety_settings
+from robot_rl.safety_learning import SafetyActor, safety_settings
 from robot_rl.session import online_fast_critic
 from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
 from robot_rl.train import train

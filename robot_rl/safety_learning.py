@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
-from .fast_risk import fast_critic_settings
-from .filter import FilterSettings, SafetyFilter
+from .config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
+from .safety.fast_risk import fast_critic_settings
+from .safety.filter import FilterSettings, SafetyFilter
 
 RISK_MODEL_KEY = "safety.risk_model"
 RELABEL = ("proposed", "executed")
@@ -144,7 +144,7 @@ def make_safety_learner(
         raise ConfigError("safety.enabled", True, "a task with a state observation (the safety critic reads it)")
     learner = SafetyLearner(settings, shapes["state"][0], action_dim, seed)
     if settings.pretrain_store:
-        from ..data import EpisodeStore, ReplayBuffer, load_episode_store
+        from .data import EpisodeStore, ReplayBuffer, load_episode_store
 
         try:
             store = EpisodeStore.open(settings.pretrain_store)
