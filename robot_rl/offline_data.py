@@ -20,8 +20,8 @@ import torch
 from .config import ConfigError
 from .data import EpisodeStore, ReplayBuffer
 from .data.episode_store import EpisodeStoreError
+from .data.transition import stored_transitions
 from .replay_router import SafetyRelabel
-from .ros.delivery import stored_transitions
 
 
 def store_paths(key: str, value: Any) -> list[Path]:

@@ -1,6 +1,6 @@
 """One env step as the actor sends it to the learner and to the recorder: in one process through a queue
 (:class:`robot_rl.transport.LocalTransport`), in the node graph on ``/rl/transitions`` (:mod:`robot_rl.data.wire`),
-and back from an episode store (:func:`robot_rl.ros.delivery.stored_transitions`).
+and back from an episode store (:func:`stored_transitions`).
 
 Observations map a key to an array (camera images uint8 HxWxC, the rest float32); actions are the env's, normalised
 to [-1, 1] per dimension (the TCP step in the tool frame, then the gripper command).
@@ -61,3 +61,55 @@ class Transition:
             **extra,
         )
         writer.add_streams(self.streams or {})
+
+
+def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first_seq: int = 0) -> list[Transition]:
+    """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as
+    the actor sent them; ``first_seq`` numbers them from there (0: unnumbered)."""
+    demo = episode["attrs"].get("source") == "demo"
+    filtered, stamps = episode.get("filtered"), episode.get("timestamp")
+    streams = step_streams(episode.get("streams") or {}, stamps, len(episode["action"]))
+    return [
+        Transition(
+            obs={key: value[t] for key, value in episode["obs"].items()},
+            next_obs={key: value[t + 1] for key, value in episode["obs"].items()},
+            action=episode["action"][t],
+            policy_action=episode["policy_action"][t],
+            reward=float(episode["reward"][t]),
+            terminated=bool(episode["terminated"][t]),
+            truncated=bool(episode["truncated"][t]),
+            intervened=bool(episode["intervened"][t]),
+            demo=demo,
+            first=t == 0,
+            cost=float(episode["safety_flags"][t] != 0),
+            filtered=bool(filtered[t]) if filtered is not None else False,
+            success=bool(episode["success"][t]),
+            violation=int(episode["safety_flags"][t]),
+            episode=uid,
+            step=t,
+            actor=actor,
+            seq=first_seq + t if first_seq else 0,
+            stamp=float(stamps[t]) if stamps is not None else 0.0,
+            streams=streams[t],
+        )
+        for t in range(len(episode["action"]))
+    ]
+
+
+def step_streams(
+    streams: dict[str, dict[str, np.ndarray]], stamps: np.ndarray | None, steps: int
+) -> list[dict[str, tuple[np.ndarray, np.ndarray]] | None]:
+    """An episode's streams (``read_episode``'s ``streams``: name -> {data, timestamp}) back to its steps: each
+    sample to the first step whose observation (``stamps``, s) is later, those after the last one (or all, without
+    stamps) to the last step; None for a step without samples."""
+    per_step: list[dict[str, tuple[np.ndarray, np.ndarray]]] = [{} for _ in range(steps)]
+    for name, stream in streams.items():
+        data, times = stream.get("data"), stream.get("timestamp")
+        if data is None or times is None or not steps:
+            continue
+        owner = np.full(len(times), steps - 1) if stamps is None else np.searchsorted(stamps, times, side="right")
+        owner = np.minimum(owner, steps - 1)
+        for step in np.unique(owner):
+            mask = owner == step
+            per_step[int(step)][name] = (data[mask], times[mask])
+    return [step or None for step in per_step]

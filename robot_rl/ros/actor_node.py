@@ -33,7 +33,7 @@ from std_msgs.msg import Empty, String
 
 from ..config import ConfigError, non_negative, positive
 from ..data import EpisodeRecorder, EpisodeStore
-from ..data.transition import Transition
+from ..data.transition import Transition, stored_transitions
 from ..data.wire import weight_shapes
 from ..envs import make_env, observation_shapes, store_metadata
 from ..evaluate import evaluation_episode, evaluation_summary
@@ -43,7 +43,7 @@ from ..safety.fast_risk import fast_critic_config
 from ..safety_learning import safety_settings
 from ..session import ActorSession, load_checkpoint_agent, require_one_env
 from . import qos
-from .delivery import Outbox, stored_transitions
+from .delivery import Outbox
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
 from .sim_clock import ClockError, lockstep_teleop, sim_time_of, wait_for_clock
 from .teleop_source import TopicTeleop

@@ -37,6 +37,7 @@ from std_msgs.msg import Empty, String
 from ..config import ConfigError
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
+from ..data.transition import stored_transitions
 from ..data.wire import TransitionSchema
 from ..envs import make_env, observation_shapes
 from ..fleet_settings import fleet_settings, robot_path
@@ -45,7 +46,6 @@ from ..learner import Learner, settings_from
 from ..run_folder import given_keys, resumed_config, run_folder
 from ..session import LearnerSession
 from . import qos
-from .delivery import stored_transitions
 from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock

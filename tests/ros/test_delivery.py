@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robot_rl.data import EpisodeRecorder
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import Transition, stored_transitions
 from robot_rl.ros.delivery import (
     MAX_CONTROL_CHARS,
     Outbox,
@@ -18,7 +18,6 @@ from robot_rl.ros.delivery import (
     parse_ack,
     parse_control,
     parse_cut,
-    stored_transitions,
 )
 from robot_rl.ros.guard import MessageError
 from robot_rl.transport import DeliveryLedger
@@ -188,7 +187,7 @@ def test_each_step_keeps_the_time_it_was_observed_however_late_it_is_recorded(tm
     """The recorder node takes steps in batches while it commits an episode; a step's ``timestamp`` is its
     observation's stamp on the actor's clock (sim time in a rehearsal), not when the recorder got it."""
     from robot_rl.data import EpisodeStore
-    from robot_rl.ros import codec
+    from robot_rl.data import wire as codec
 
     sent = episode("0123456789abcdef0123456789abcdef", 5)
     for t, transition in enumerate(sent):
