@@ -1,6 +1,6 @@
 """What the learner trains beside the agent: the safety critic and the fast-loop critic, behind one protocol.
 
-An :class:`AuxiliaryLearner` sees every online transition the learner ingests (:meth:`~AuxiliaryLearner.observe`),
+An :class:`AuxiliaryLearner` sees every transition the learner stores, demos too (:meth:`~AuxiliaryLearner.observe`),
 takes a step after each agent update (:meth:`~AuxiliaryLearner.update`), adds its models to the weights the actor
 receives (:meth:`~AuxiliaryLearner.weights`) and writes and reads its part of a checkpoint
 (:meth:`~AuxiliaryLearner.save`, :meth:`~AuxiliaryLearner.load`). The learner holds them by name, in the order
@@ -25,7 +25,7 @@ FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the le
 
 class AuxiliaryLearner(Protocol):
     def observe(self, t: Transition) -> None:
-        """An online transition the learner has just stored."""
+        """A transition the learner has just stored (online or demo)."""
 
     def update(self, online: ReplayBuffer, online_received: int) -> dict[str, float]:
         """One step after the agent's update; its metrics (none when it did nothing)."""

@@ -153,16 +153,11 @@ class Learner:
         """Write the agent (``agent.pt``), the auxiliaries and both buffers into ``folder`` (a checkpoint's, being
         made; the caller holds :attr:`lock`); return the plain state for the checkpoint's ``counters.json``."""
         torch.save(self.agent.state_dict(), folder / "agent.pt")
-        state: dict[str, Any] = {}
+        state = {"online_received": self.online_received, "update_calls": self.update_calls}
+        state["delivery"] = self.ledger.state()
         for auxiliary in self.auxiliaries.values():
             state.update(auxiliary.save(folder))
-        return {
-            "online_received": self.online_received,
-            "update_calls": self.update_calls,
-            "delivery": self.ledger.state(),
-            **self.router.save(folder),
-            **state,
-        }
+        return {**state, **self.router.save(folder)}
 
     def load(self, folder: Path, state: dict[str, Any], key: str = "train.resume") -> None:
         """What :meth:`save` wrote into ``folder`` and returned (``state``); a file that is no robot_rl file of
@@ -180,8 +175,9 @@ class Learner:
                 self.router.add(t)
                 if not t.demo:
                     self.online_received += 1
-                    for observer in (self.agent, *self.auxiliaries.values()):
-                        observer.observe(t)
+                    self.agent.observe(t)
+                for auxiliary in self.auxiliaries.values():  # demos too: their ticks teach the fast critic
+                    auxiliary.observe(t)
             self.taken += 1  # after its online count: a reader of backlog() never sees it taken but not yet due
 
     def ingest_locked(self, transitions: list[Transition]) -> None:

@@ -122,6 +122,47 @@ def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_go
     assert learner.online_received == 6  # both robots' steps learned by the policy all the same
 
 
+def test_the_fast_critic_learns_the_ticks_of_demo_episodes_too(tmp_path):
+    """A demonstration's ticks are as much the fast critic's data as an online episode's: the learner hands every
+    stored transition to its auxiliary learners, demos included (a refactor that gave them online ones only changed
+    what a deterministic run's fast critic learned)."""
+    import numpy as np
+
+    from robot_rl.composed_config import load_config
+    from robot_rl.data.transition import Transition
+    from robot_rl.safety.fast_risk import INPUT_WIDTH
+    from robot_rl.session import LearnerSession
+    from robot_rl.transport import LocalTransport
+
+    cfg = load_config(["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"])
+    session = LearnerSession(cfg, {"state": (3,)}, 2, LocalTransport())
+    session.open(resume=False)
+    learner, rng = session.learner, np.random.default_rng(0)
+    times = np.arange(4) * 0.002
+    demo = [
+        Transition(
+            obs={"state": np.zeros(3, np.float32)},
+            action=np.zeros(2, np.float32),
+            reward=0.0,
+            next_obs={"state": np.zeros(3, np.float32)},
+            terminated=step == 2,
+            truncated=False,
+            demo=True,
+            first=step == 0,
+            episode="demo-0",
+            step=step,
+            actor="a",
+            streams={
+                "fast_features": (rng.normal(size=(4, INPUT_WIDTH)).astype(np.float32), times + step * 0.1),
+                "fast_violation": (np.zeros(4, np.uint32), times + step * 0.1),
+            },
+        )
+        for step in range(3)
+    ]
+    learner.ingest(demo)
+    assert learner.auxiliaries["fast_critic"].learner.size == 12 and learner.online_received == 0
+
+
 def test_the_actor_starts_on_the_risk_model_of_a_resumed_or_pretrained_critic(tmp_path):
     """Issue 49 item 5: robot-rl train's actor got the risk model only at the first weight publication after an
     episode, so a resumed run's critic (past safety.warmup) or one pretrained on safety.pretrain_store left the learned
