@@ -76,47 +76,58 @@ def test_a_resumed_learner_keeps_the_fast_critic_it_learned_and_published(tmp_pa
     np.testing.assert_array_equal(again_fast.learner.model().layers[0][0], model.layers[0][0])
 
 
-def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_goes_on(tmp_path):
-    """Two robots (or a changed task) send ticks with task contexts of different widths: the fast critic learns the
-    width it started with, counts the other episode's ticks as refused, and the learner goes on (before, the critic's
-    ValueError ended the learner's thread)."""
-    import numpy as np
-
+def fast_learning_learner(tmp_path):
+    """The learner of a reach session that learns the fast critic online (``safety.fast_critic.learn``)."""
     from robot_rl.composed_config import load_config
-    from robot_rl.data.transition import Transition
-    from robot_rl.safety.fast_risk import INPUT_WIDTH
     from robot_rl.session import LearnerSession
     from robot_rl.transport import LocalTransport
 
     cfg = load_config(["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"])
     session = LearnerSession(cfg, {"state": (3,)}, 2, LocalTransport())
     session.open(resume=False)
-    learner, rng = session.learner, np.random.default_rng(0)
+    return session.learner
 
-    def steps(actor: str, width: int) -> list[Transition]:
-        times = np.arange(5) * 0.002
-        return [
-            Transition(
-                obs={"state": np.zeros(3, np.float32)},
-                action=np.zeros(2, np.float32),
-                reward=0.0,
-                next_obs={"state": np.zeros(3, np.float32)},
-                terminated=step == 2,
-                truncated=False,
-                first=step == 0,
-                episode=f"{actor}-e",
-                step=step,
-                actor=actor,
-                streams={
-                    "fast_features": (rng.normal(size=(5, width)).astype(np.float32), times + step * 0.1),
-                    "fast_violation": (np.zeros(5, np.uint32), times + step * 0.1),
-                },
-            )
-            for step in range(3)
-        ]
 
-    learner.ingest(steps("left", INPUT_WIDTH + 9))
-    learner.ingest(steps("right", INPUT_WIDTH))
+def ticked_episode(rng, actor: str, width: int, ticks: int, demo: bool = False) -> list:
+    """Three steps of one episode of ``actor``, each carrying ``ticks`` fast-loop ticks of ``width`` features."""
+    import numpy as np
+
+    from robot_rl.data.transition import Transition
+
+    times = np.arange(ticks) * 0.002
+    return [
+        Transition(
+            obs={"state": np.zeros(3, np.float32)},
+            action=np.zeros(2, np.float32),
+            reward=0.0,
+            next_obs={"state": np.zeros(3, np.float32)},
+            terminated=step == 2,
+            truncated=False,
+            demo=demo,
+            first=step == 0,
+            episode=f"{actor}-e",
+            step=step,
+            actor=actor,
+            streams={
+                "fast_features": (rng.normal(size=(ticks, width)).astype(np.float32), times + step * 0.1),
+                "fast_violation": (np.zeros(ticks, np.uint32), times + step * 0.1),
+            },
+        )
+        for step in range(3)
+    ]
+
+
+def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_goes_on(tmp_path):
+    """Two robots (or a changed task) send ticks with task contexts of different widths: the fast critic learns the
+    width it started with, counts the other episode's ticks as refused, and the learner goes on (before, the critic's
+    ValueError ended the learner's thread)."""
+    import numpy as np
+
+    from robot_rl.safety.fast_risk import INPUT_WIDTH
+
+    learner, rng = fast_learning_learner(tmp_path), np.random.default_rng(0)
+    learner.ingest(ticked_episode(rng, "left", INPUT_WIDTH + 9, ticks=5))
+    learner.ingest(ticked_episode(rng, "right", INPUT_WIDTH, ticks=5))
     fast = learner.auxiliaries["fast_critic"]
     assert fast.learner.size == 15 and fast.refused_ticks == 15
     assert learner.online_received == 6  # both robots' steps learned by the policy all the same
@@ -128,38 +139,10 @@ def test_the_fast_critic_learns_the_ticks_of_demo_episodes_too(tmp_path):
     what a deterministic run's fast critic learned)."""
     import numpy as np
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.data.transition import Transition
     from robot_rl.safety.fast_risk import INPUT_WIDTH
-    from robot_rl.session import LearnerSession
-    from robot_rl.transport import LocalTransport
 
-    cfg = load_config(["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"])
-    session = LearnerSession(cfg, {"state": (3,)}, 2, LocalTransport())
-    session.open(resume=False)
-    learner, rng = session.learner, np.random.default_rng(0)
-    times = np.arange(4) * 0.002
-    demo = [
-        Transition(
-            obs={"state": np.zeros(3, np.float32)},
-            action=np.zeros(2, np.float32),
-            reward=0.0,
-            next_obs={"state": np.zeros(3, np.float32)},
-            terminated=step == 2,
-            truncated=False,
-            demo=True,
-            first=step == 0,
-            episode="demo-0",
-            step=step,
-            actor="a",
-            streams={
-                "fast_features": (rng.normal(size=(4, INPUT_WIDTH)).astype(np.float32), times + step * 0.1),
-                "fast_violation": (np.zeros(4, np.uint32), times + step * 0.1),
-            },
-        )
-        for step in range(3)
-    ]
-    learner.ingest(demo)
+    learner = fast_learning_learner(tmp_path)
+    learner.ingest(ticked_episode(np.random.default_rng(0), "a", INPUT_WIDTH, ticks=4, demo=True))
     assert learner.auxiliaries["fast_critic"].learner.size == 12 and learner.online_received == 0
 
 

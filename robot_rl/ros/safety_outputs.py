@@ -10,6 +10,7 @@ import json
 import math
 
 from ..safety import ArmState, Command, Violation
+from .messages import numpy_to_pose
 
 STATUS_PERIOD = 0.1  # s (wall clock) between two /rl/safety_status messages
 
@@ -32,8 +33,6 @@ class SafetyOutputs:
     def command(self, command: Command, sim_seconds: float | None = None) -> None:
         """The command sent to the arm, stamped ``sim_seconds`` (sim time) or the node's clock now: the gripper, then
         the pose (last: in sim time, the stamped sign that this instant's commands are out)."""
-        from .messages import numpy_to_pose
-
         pose = self._pose()
         if sim_seconds is None:
             pose.header.stamp = self.clock.now().to_msg()
