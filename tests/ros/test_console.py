@@ -188,6 +188,17 @@ copy.src = img.dataset.url;
 """
 
 
+SIZES_FOR_TWO_SECONDS = """
+const done = arguments[arguments.length - 1], id = arguments[0], sizes = [], end = performance.now() + 2000;
+(function sample() {
+  const img = document.getElementById(id);
+  sizes.push([img.naturalWidth, img.naturalHeight]);
+  if (performance.now() < end) setTimeout(sample, 1);
+  else done(sizes);
+})();
+"""
+
+
 def policy_view(browser, probe: Probe) -> tuple:
     """(the policy's view as the page drew it: HxWx3 RGB, the camera message it came from), once the probe has
     that message."""
@@ -238,9 +249,14 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         from robot_rl.ros.messages import colour_image
 
         probe.until(lambda: page(browser)["policyFrames"].get("front", 0) >= 2, "the policy's view drawn on the page")
-        size = "return [arguments[0].naturalWidth, arguments[0].naturalHeight, arguments[0].clientWidth]"
-        assert browser.execute_script(size, browser.find_element(By.ID, "cam-front"))[:2] == [80, 48]
-        assert browser.execute_script(size, browser.find_element(By.ID, "pol-front")) == [64, 64, 192]
+        # every frame is decoded before it is shown: sampled for 2 s while new frames arrive, the camera's view is
+        # never a half-loaded 0x0 image (a CI run once read it between two frames)
+        sizes = browser.execute_async_script(SIZES_FOR_TWO_SECONDS, "cam-front")
+        assert len(sizes) > 10 and {tuple(s) for s in sizes} == {(80, 48)}
+        size = (
+            "const i = document.getElementById(arguments[0]); return [i.naturalWidth, i.naturalHeight, i.clientWidth]"
+        )
+        assert browser.execute_script(size, "pol-front") == [64, 64, 192]
         rendering = "return getComputedStyle(document.getElementById('pol-front')).imageRendering"
         assert browser.execute_script(rendering) == "pixelated"
         assert "as the policy sees it 64x64" in browser.find_element(By.ID, "polcap-front").text

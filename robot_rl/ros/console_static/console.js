@@ -54,16 +54,13 @@ function onFrame(buffer) {
   const policy = header.view === "policy";
   const img = cameraFigure(header.camera, header.view);
   const type = policy ? "image/png" : "image/jpeg";
-  const url = URL.createObjectURL(new Blob([new Uint8Array(buffer, 2 + length)], { type }));
-  img.onload = () => {
-    const old = img.dataset.url;
-    img.dataset.url = url;
-    if (old) URL.revokeObjectURL(old);
+  const blob = new Blob([new Uint8Array(buffer, 2 + length)], { type });
+  showDecoded(img, blob, (width, height) => {
     if (policy) {
       state.policyFrames[header.camera] = (state.policyFrames[header.camera] || 0) + 1;
       state.policyStamps[header.camera] = header.stamp;
       $("polcap-" + header.camera).textContent =
-        `as the policy sees it  ${img.naturalWidth}x${img.naturalHeight}  stamp ${header.stamp.toFixed(3)} s`;
+        `as the policy sees it  ${width}x${height}  stamp ${header.stamp.toFixed(3)} s`;
       return;
     }
     const now = Date.now() / 1000;
@@ -75,10 +72,33 @@ function onFrame(buffer) {
       if (state.latencies.length > 10000) state.latencies.splice(0, 5000);
     }
     $("cap-" + header.camera).textContent =
-      `${header.camera}  ${img.naturalWidth}x${img.naturalHeight}  stamp ${header.stamp.toFixed(3)} s` +
+      `${header.camera}  ${width}x${height}  stamp ${header.stamp.toFixed(3)} s` +
       (age >= 0 && age < 60 ? `  age ${(age * 1000).toFixed(0)} ms` : "");
-  };
-  img.src = url;
+  });
+}
+
+let arrivals = 0; // frames in the order they reached the page (not their stamps: a restarted sim's clock restarts)
+
+function showDecoded(img, blob, onShown) {
+  // Decode the image off-screen, then swap it in: the <img> on the page never shows a half-loaded (0x0) frame,
+  // a frame decoded after a newer one is dropped, and every blob address is revoked once nothing shows it (a
+  // session of hours at 30 fps per camera keeps no dead frames).
+  const order = ++arrivals;
+  const url = URL.createObjectURL(blob);
+  const next = new Image();
+  next.src = url;
+  next.decode().then(
+    () => {
+      if (order < Number(img.dataset.order ?? 0)) return URL.revokeObjectURL(url);
+      const old = img.dataset.url;
+      img.dataset.order = order;
+      img.dataset.url = url;
+      img.src = url; // already decoded: the element's size is the frame's at once
+      if (old) URL.revokeObjectURL(old);
+      onShown(next.naturalWidth, next.naturalHeight);
+    },
+    () => URL.revokeObjectURL(url), // not an image (or superseded): nothing to show, nothing kept
+  );
 }
 
 function onTelemetry(t) {
@@ -169,13 +189,7 @@ async function showStep(episode, step) {
   if (!episode.cameras.length) return;
   const blob = await (await get(`/api/episodes/${episode.index}/${episode.cameras[0]}/${step}`)).blob();
   if (state.episode !== episode) return; // another episode was chosen meanwhile
-  const img = $("episode-frame");
-  const old = img.src;
-  img.onload = () => {
-    state.episodeFrames += 1;
-    if (old.startsWith("blob:")) URL.revokeObjectURL(old);
-  };
-  img.src = URL.createObjectURL(blob);
+  showDecoded($("episode-frame"), blob, () => (state.episodeFrames += 1));
 }
 
 async function playEpisode(episode) {
