@@ -176,7 +176,9 @@ def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
     graph = Graph(tmp_path, ["task=reach", "ros.sim_time=false", "ros.startup_timeout=300"])
     first = graph.start("safety")
     try:
-        time.sleep(3.0)  # the first is up and in the graph
+        # the first is up and in the graph before the second starts (a fixed 3 s wait was too short on loaded cores:
+        # the second came up alone, ran as the only safety node and never exited)
+        wait_for_log(tmp_path / "safety.log", r"safety node (configured|active)", timeout=300)
         assert first.poll() is None, graph.log("safety")
         second = subprocess.run(
             graph.specs["safety"].command(graph.overrides),
