@@ -2,6 +2,8 @@
 # Set up (if needed) and run the test suite. Extra arguments go to pytest.
 #   bash scripts/test.sh          every test (the README's command, and CI's)
 #   bash scripts/test.sh --fast   all but the tests marked slow (learning, multi-process, builds): the edit loop
+# The test files are shared among one pytest worker per core (ROBOT_RL_TEST_WORKERS, at most 4 by default; 1 runs in
+# this process): every test has its own ROS 2 domain, run folder and Ray cluster, so workers never meet.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 selection=()
@@ -11,4 +13,9 @@ if [[ ${1:-} == --fast ]]; then
 fi
 bash scripts/setup.sh
 export MUJOCO_GL=${MUJOCO_GL:-egl}
-exec .venv/bin/python -m pytest -q --durations=25 "${selection[@]}" "$@"  # the slowest 25 at the end: docs/testing.md
+workers=${ROBOT_RL_TEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
+parallel=()
+if ((workers > 1)); then
+  parallel=(-n "$workers" --dist loadfile)  # a file's tests on one worker: its module fixtures are built once
+fi
+exec .venv/bin/python -m pytest -q --durations=25 "${parallel[@]}" "${selection[@]}" "$@"  # the slowest 25 at the end: docs/testing.md
