@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import RESULTS, actor_records, stop_launch, write_result
-from robot_rl.graph import reserved_ros_domain
+from robot_rl.cli.graph import reserved_ros_domain
 
 CONTROL_RATE = 10.0  # Hz: pick_cube's
 CELL = [
@@ -100,7 +100,7 @@ class Domain:
 
     def start(self, args: list[str], log: Path) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.cli", *args],
+            [sys.executable, "-m", "robot_rl.cli.main", *args],
             stdout=open(log, "w"),
             stderr=subprocess.STDOUT,
             env=self.env,

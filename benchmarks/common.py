@@ -82,7 +82,7 @@ def run_training(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
     shutil.rmtree(run_dir, ignore_errors=True)
     log = run_dir.with_name(f"{run_dir.name}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "robot_rl.cli", "train", f"train.run_dir={run_dir}", *overrides]
+    command = [sys.executable, "-m", "robot_rl.cli.main", "train", f"train.run_dir={run_dir}", *overrides]
     with log.open("w") as output:
         code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, check=False).returncode
     if code != 0:

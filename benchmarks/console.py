@@ -73,8 +73,8 @@ def run_graph(rclpy, sim_time: bool, console: bool, seconds: float, camera_rate:
     """Steps/s of the actor over ``seconds`` after its first episode, and the page's frame latencies (ms)."""
     from std_msgs.msg import String
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.graph import graph_nodes
+    from robot_rl.cli.graph import graph_nodes
+    from robot_rl.core.composed_config import load_config
     from robot_rl.ros import qos
 
     overrides = [*GRAPH, f"ros.sim_time={'true' if sim_time else 'false'}", f"ros.camera_rate_hz={camera_rate}"]
@@ -137,7 +137,7 @@ def main() -> int:
     args = parser.parse_args()
     import rclpy
 
-    from robot_rl.graph import reserved_ros_domain
+    from robot_rl.cli.graph import reserved_ros_domain
 
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     with reserved_ros_domain() as domain, tempfile.TemporaryDirectory() as tmp:

@@ -69,7 +69,7 @@ def run(variant: str, seed: int, runs: Path, overrides: list[str]) -> dict:
         command = [
             sys.executable,
             "-m",
-            "robot_rl.cli",
+            "robot_rl.cli.main",
             "train",
             f"seed={seed}",
             f"train.run_dir={run_dir}",

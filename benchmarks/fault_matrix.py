@@ -77,7 +77,7 @@ class Result:
 
 def robot_rl(*args: str, cwd: Path | None = None, timeout: float = 300) -> Result:
     """``robot-rl <args>`` in a fresh process."""
-    command = [sys.executable, "-m", "robot_rl.cli", *args]
+    command = [sys.executable, "-m", "robot_rl.cli.main", *args]
     try:
         done = subprocess.run(
             command,
@@ -458,8 +458,8 @@ class Cell:
     """The nodes of a ``sim_train`` graph as processes in their own DDS domain, watched over ROS 2."""
 
     def __init__(self, folder: Path, overrides: list[str], domain: int):
-        from robot_rl.composed_config import load_config
-        from robot_rl.graph import graph_nodes, ros_environment
+        from robot_rl.cli.graph import graph_nodes, ros_environment
+        from robot_rl.core.composed_config import load_config
 
         # the wall clock: the scenarios time holds, stalls and restarts as a real cell would see them
         self.folder, self.overrides = folder, ["graph=sim_train", "ros.sim_time=false", *overrides]
@@ -634,7 +634,7 @@ def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Empty
 
-    from robot_rl.geometry import matrix_from_quat
+    from robot_rl.core.geometry import matrix_from_quat
     from robot_rl.ros import qos
     from robot_rl.safety import Violation
 
@@ -943,7 +943,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         rows = command_line_rows(work / "cli")
         if not args.quick:
-            from robot_rl.graph import reserved_ros_domain
+            from robot_rl.cli.graph import reserved_ros_domain
 
             for scenario in (
                 hostile_messages,

@@ -62,13 +62,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import to_threshold, write_result
-from robot_rl.composed_config import load_config
+from robot_rl.cli.graph import reserved_ros_domain
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.transport import LocalTransport
 from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
-from robot_rl.fleet_settings import PACES
-from robot_rl.graph import reserved_ros_domain
-from robot_rl.learner import Learner, TrainSettings, updates_due
-from robot_rl.transport import LocalTransport
+from robot_rl.runtime.fleet_settings import PACES
+from robot_rl.runtime.learner import Learner, TrainSettings, updates_due
 
 RAY_ACTORS = (1, 2, 4, 8, 12)  # Ray runs: those this machine has the cores for (always 1 and 2)
 
@@ -136,7 +136,7 @@ def replay_integrity(count: int, seed: int = 0) -> dict:
 def train_run(run_dir: Path, steps: int, *overrides: str) -> dict:
     """The summary of ``robot-rl train task=pick_cube`` for ``steps`` online steps (no evaluation before the end)."""
     command = [
-        *(sys.executable, "-m", "robot_rl.cli", "train", "task=pick_cube", *overrides),
+        *(sys.executable, "-m", "robot_rl.cli.main", "train", "task=pick_cube", *overrides),
         f"train.run_dir={run_dir}",
         f"train.env_steps={steps}",
         "train.eval_every=1000000",
@@ -188,10 +188,10 @@ def acting_speed(num_envs: int, steps: int, vectorization: str = "sync") -> floa
     sent to a transport nobody learns from (drained as they come)."""
     from omegaconf import OmegaConf
 
-    from robot_rl.envs import observation_shapes
-    from robot_rl.learner import settings_from
-    from robot_rl.session import ActorSession
-    from robot_rl.train import acting_envs
+    from robot_rl.runtime.envs import observation_shapes
+    from robot_rl.runtime.learner import settings_from
+    from robot_rl.runtime.session import ActorSession
+    from robot_rl.runtime.train import acting_envs
 
     overrides = [f"train.env_steps={steps}", f"train.num_envs={num_envs}", f"train.vectorization={vectorization}"]
     cfg = load_config(["task=pick_cube", *overrides])
@@ -217,20 +217,20 @@ def acting_speed(num_envs: int, steps: int, vectorization: str = "sync") -> floa
 
 
 def driver_take_in(episodes: int, streams: int = 8) -> dict:
-    """What the Ray fleet's driver spends per online step taking hand-ins in (the calls of ``robot_rl/fleet.py``'s
+    """What the Ray fleet's driver spends per online step taking hand-ins in (the calls of ``robot_rl/runtime/fleet.py``'s
     loop, on this thread): decoding a play's payload (``decode_hand_in``), ingesting its transitions into the replay's
     stream writers (``Learner.ingest_locked``, ``streams`` actors interleaved) and counting and logging its episodes
     (``count_episode``, TensorBoard included); microseconds per step each, and the online steps per second a driver
     doing nothing else could take in (``ceiling_steps_per_s``). The payloads: ``episodes`` pick_cube episodes that a
-    :class:`~robot_rl.fleet.SimActor` plays in this process on its first weights, as one of the benchmark's Ray
+    :class:`~robot_rl.runtime.fleet.SimActor` plays in this process on its first weights, as one of the benchmark's Ray
     actors plays them."""
     from omegaconf import OmegaConf
     from torch.utils.tensorboard import SummaryWriter
 
     from robot_rl.data.wire import TransitionSchema, encode_weights
-    from robot_rl.envs import observation_shapes
-    from robot_rl.fleet import SimActor, actor_config, count_episode, decode_hand_in
-    from robot_rl.session import LearnerSession
+    from robot_rl.runtime.envs import observation_shapes
+    from robot_rl.runtime.fleet import SimActor, actor_config, count_episode, decode_hand_in
+    from robot_rl.runtime.session import LearnerSession
 
     with tempfile.TemporaryDirectory() as folder:
         cfg = load_config(["task=pick_cube", "fleet=ray", f"train.run_dir={folder}/run"])
@@ -281,9 +281,9 @@ def recording_speed(streams: int, episodes_per_stream: int, steps: int = 40) -> 
 
     from robot_rl.data import StreamRecorders
     from robot_rl.data.wire import TransitionSchema, encode_transitions
-    from robot_rl.envs import observation_shapes
-    from robot_rl.fleet import decode_hand_in
-    from robot_rl.train import episode_store, sim_env
+    from robot_rl.runtime.envs import observation_shapes
+    from robot_rl.runtime.fleet import decode_hand_in
+    from robot_rl.runtime.train import episode_store, sim_env
 
     cfg = load_config(["task=pick_cube"])
     task = OmegaConf.to_container(cfg.task, resolve=True)
@@ -347,7 +347,7 @@ def time_to_90(num_envs: int, folder: Path) -> dict:
     (``train.update_every=<num_envs>``): the first evaluation at >= 90% success."""
     run_dir = folder / f"to90_envs_{num_envs}"
     command = [
-        *(sys.executable, "-m", "robot_rl.cli", "train", f"train.num_envs={num_envs}"),
+        *(sys.executable, "-m", "robot_rl.cli.main", "train", f"train.num_envs={num_envs}"),
         *(f"train.update_every={num_envs}", f"train.run_dir={run_dir}"),
     ]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -362,7 +362,7 @@ def ros_robots_run(robots: int, steps: int, folder: Path) -> dict:
     names = [f"r{index}" for index in range(robots)]
     fleet = [f"fleet.robots=[{','.join(names)}]"] if robots > 1 else []
     command = [
-        *(sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", "task=pick_cube", *fleet),
+        *(sys.executable, "-m", "robot_rl.cli.main", "launch", "sim_train", "task=pick_cube", *fleet),
         *(f"train.env_steps={steps}", f"train.run_dir={run_dir}", "ros.eval_every_episodes=0"),
     ]
     with reserved_ros_domain() as domain:

@@ -55,9 +55,9 @@ WEIGHTS_RECEIVER = textwrap.dedent(
     from std_msgs.msg import String, UInt8MultiArray
     from robot_rl.ros import qos
     from robot_rl.data.wire import decode_weights
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env, observation_shapes
-    from robot_rl.session import make_agent
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.runtime.envs import make_env, observation_shapes
+    from robot_rl.runtime.session import make_agent
     from omegaconf import OmegaConf
     cfg = load_config(%r)
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True))
@@ -149,9 +149,9 @@ def policy_act_ms(overrides: list[str]) -> float:
     import torch
     from omegaconf import OmegaConf
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env, observation_shapes
-    from robot_rl.session import make_agent
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.runtime.envs import make_env, observation_shapes
+    from robot_rl.runtime.session import make_agent
 
     torch.set_num_threads(1)
     cfg = load_config(overrides)
@@ -200,12 +200,12 @@ def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
     from omegaconf import OmegaConf
     from std_msgs.msg import String, UInt8MultiArray
 
-    from robot_rl.composed_config import load_config
+    from robot_rl.core.composed_config import load_config
     from robot_rl.data.wire import encode_weights
-    from robot_rl.envs import make_env, observation_shapes
     from robot_rl.ros import qos
     from robot_rl.ros.transport import WEIGHTS_TOPIC
-    from robot_rl.session import make_agent
+    from robot_rl.runtime.envs import make_env, observation_shapes
+    from robot_rl.runtime.session import make_agent
 
     cfg = load_config(task)
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True))

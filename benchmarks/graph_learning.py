@@ -46,8 +46,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import RESULTS, actor_records, save_figure, style_success_axis, write_result
+from robot_rl.cli.graph import reserved_ros_domain
 from robot_rl.data.episode_store import EpisodeStore
-from robot_rl.graph import reserved_ros_domain
 
 PATHS = ("in_process", "graph_sim_time", "graph_real_time")
 KEYS = ("success", "success_at", "intervention_steps", "env_steps_per_s", "control_period_ms", "wall_step_ms")
@@ -94,7 +94,13 @@ def cli(args: list[str], timeout: float) -> tuple[str, str]:
     its stdout and stderr. Raises RuntimeError on a non-zero exit or after ``timeout`` s (SIGINT, then SIGKILL to
     its process group: a launcher's nodes too)."""
     with reserved_ros_domain() as domain:
-        command = [sys.executable, "-m", "robot_rl.cli", *args, *([f"ros.domain_id={domain}"] * (args[0] == "launch"))]
+        command = [
+            sys.executable,
+            "-m",
+            "robot_rl.cli.main",
+            *args,
+            *([f"ros.domain_id={domain}"] * (args[0] == "launch")),
+        ]
         env = {
             **os.environ,
             "ROS_DOMAIN_ID": str(domain),

@@ -9,7 +9,7 @@ Needs ``pip install -e .[suites,bench]``. The agents, each with its own defaults
 
 - ``robot_rl_sac``: ``robot-rl train task=gym task.id=FetchReachDense-v4 task.imports=[gymnasium_robotics]
   train.demo_episodes=0 human.enabled=false`` (SAC-RLPD: UTD 4, batch 128, 2 LayerNorm critics, discount 0.97,
-  target entropy -|A|/2; no demos, no human), the observation dict flattened by ``robot_rl.gym_adapter``;
+  target entropy -|A|/2; no demos, no human), the observation dict flattened by ``robot_rl.runtime.gym_adapter``;
 - ``sb3_sac``: ``SAC("MultiInputPolicy")`` on the same env id (UTD 1, batch 256, 100 random steps first, target
   entropy -|A|) with discount 0.97 like ours; one torch thread, like ``train.torch_threads=1``.
 

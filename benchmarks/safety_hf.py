@@ -63,7 +63,7 @@ PROBE_SEED = 100_000  # far from the training runs' episode seeds
 
 def cli(*arguments: str) -> dict:
     """``robot-rl <arguments>``; its JSON report."""
-    command = [sys.executable, "-m", "robot_rl.cli", *arguments]
+    command = [sys.executable, "-m", "robot_rl.cli.main", *arguments]
     return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
 
 

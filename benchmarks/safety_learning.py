@@ -52,7 +52,7 @@ def record_probe_set(args: argparse.Namespace) -> dict:
     command = [
         sys.executable,
         "-m",
-        "robot_rl.cli",
+        "robot_rl.cli.main",
         "collect",
         "task=pick_cube_hazard",
         f"seed={PROBE_SEED}",

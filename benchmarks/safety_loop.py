@@ -91,7 +91,7 @@ def in_process(steps: int, seed: int) -> dict[str, float]:
     as the stream comes (``p50_us``, ``p99_us``; the filter stays released on it: the command alone is scored), and
     with the filter held engaged and ``threshold_off`` 0, so that no command passes alone (``engaged_*``: every
     candidate scored, the choice made, the command rebuilt: the slowest tick)."""
-    from robot_rl.geometry import matrix_from_rotvec
+    from robot_rl.core.geometry import matrix_from_rotvec
     from robot_rl.safety import ArmState, Command
     from robot_rl.safety.fast_risk import FastRiskFilter, fast_critic_settings
 
@@ -145,9 +145,9 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import Float64, String, UInt8MultiArray
 
-    from robot_rl.blas import blas_kernels
-    from robot_rl.geometry import matrix_from_rotvec
-    from robot_rl.graph import reserved_ros_domain
+    from robot_rl.cli.graph import reserved_ros_domain
+    from robot_rl.core.blas import blas_kernels
+    from robot_rl.core.geometry import matrix_from_rotvec
     from robot_rl.ros import qos
     from robot_rl.ros.fast_critic import STATS_TOPIC, WEIGHTS_TOPIC, percentiles
     from robot_rl.ros.messages import numpy_to_pose, stamp

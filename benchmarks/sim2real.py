@@ -32,9 +32,9 @@ VARIANTS = {"nominal": [], "randomized": ["randomization={training_set}"]}
 
 
 def overhead(training_set: str, repeats: int = 200) -> dict:
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env
-    from robot_rl.robustness import randomized
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.runtime.envs import make_env
+    from robot_rl.runtime.robustness import randomized
 
     cfg = load_config(["task=pick_cube", f"randomization={training_set}"])
     task = dict(cfg.task)
@@ -68,7 +68,7 @@ def sweep(checkpoint: Path, args: argparse.Namespace, report_dir: Path) -> list[
     command = [
         sys.executable,
         "-m",
-        "robot_rl.cli",
+        "robot_rl.cli.main",
         "eval",
         *task_overrides(args),
         f"randomization={HELDOUT_SET}",

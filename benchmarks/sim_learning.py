@@ -48,8 +48,8 @@ def run_sb3(steps: int, eval_every: int, seed: int) -> dict:
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.runtime.envs import make_env
 
     task = dict(load_config(["task=pick_cube"]).task)
 

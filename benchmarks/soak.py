@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import RESULTS, actor_records, save_figure, stop_launch, write_result
-from robot_rl.graph import reserved_ros_domain
+from robot_rl.cli.graph import reserved_ros_domain
 
 RSS_GROWTH_TARGET = 50.0  # MB per hour per node after the replay is full
 SPEED_TARGET = 0.9  # the last ten minutes' env steps/s over the first ten's
@@ -80,7 +80,7 @@ def node_name(pid: int) -> str | None:
     if b"-m" not in argv:
         return None
     module = argv[argv.index(b"-m") + 1].decode()
-    return module.rsplit(".", 1)[-1] if module.startswith("robot_rl.") and module != "robot_rl.cli" else None
+    return module.rsplit(".", 1)[-1] if module.startswith("robot_rl.") and module != "robot_rl.cli.main" else None
 
 
 def sample_process(pid: int) -> dict[str, float] | None:
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     command = [
         sys.executable,
         "-m",
-        "robot_rl.cli",
+        "robot_rl.cli.main",
         "launch",
         "sim_train",
         f"seed={args.seed}",

@@ -49,7 +49,7 @@ MIX = (  # (episodes, action noise, noise correlation): expert, noisy, mostly fa
 
 def cli(*arguments: str) -> dict:
     """``robot-rl <arguments>``; its JSON report."""
-    command = [sys.executable, "-m", "robot_rl.cli", *arguments]
+    command = [sys.executable, "-m", "robot_rl.cli.main", *arguments]
     return json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
 
 

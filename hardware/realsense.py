@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 
 
 class FrameTimeout(RuntimeError):

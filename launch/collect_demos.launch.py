@@ -6,7 +6,7 @@ Needs a full ROS 2 install (`launch` is not on PyPI) and robot_rl importable by 
 `robot-rl launch collect_demos task=reach ...` starts the same nodes without it.
 """
 
-from robot_rl.graph import launch_description
+from robot_rl.cli.graph import launch_description
 
 
 def generate_launch_description():

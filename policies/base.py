@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.data.augment import random_shift
 from robot_rl.policies.conservative import ConservativeConfig
 from robot_rl.policies.cuda_graph import GraphedSteps, Step

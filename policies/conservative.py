@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from robot_rl.config import choice, is_integer, is_number, require_all
+from robot_rl.core.config import choice, is_integer, is_number, require_all
 
 ALGORITHMS = ("calql", "cql", "none")
 

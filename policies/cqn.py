@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.config import ConfigError, is_integer, is_number, require_all, yaml_defaults
+from robot_rl.core.config import ConfigError, is_integer, is_number, require_all, yaml_defaults
+from robot_rl.core.observation_keys import PRIVILEGED_KEY
 from robot_rl.data.batches import BatchSource
-from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, soft_update
 from robot_rl.policies.conservative import discrete_penalty
 from robot_rl.policies.networks import float32_head

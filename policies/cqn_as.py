@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
+from robot_rl.core.config import is_integer, is_number, require_all, yaml_defaults
 from robot_rl.policies.base import slot_states
 from robot_rl.policies.cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
 from robot_rl.policies.networks import float32_head

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
-from robot_rl.config import ConfigError, is_integer
-from robot_rl.observation_keys import PRIVILEGED_KEY
+from robot_rl.core.config import ConfigError, is_integer
+from robot_rl.core.observation_keys import PRIVILEGED_KEY
 
 
 def camera_checks(config) -> dict[str, tuple[bool, str]]:
@@ -133,7 +133,7 @@ class ResNet10(nn.Module):
 
 class ObservationEncoder(nn.Module):
     """Concatenates the state vector with one feature vector per camera. ``privileged_state``
-    (:class:`robot_rl.envs.PrivilegedState`) is left out: only a critic reads it, next to these features."""
+    (:class:`robot_rl.runtime.envs.PrivilegedState`) is left out: only a critic reads it, next to these features."""
 
     def __init__(
         self,

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.config import is_integer, is_number, require_all, settings_of, yaml_defaults
+from robot_rl.core.config import is_integer, is_number, require_all, settings_of, yaml_defaults
 from robot_rl.safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT, FastRiskModel
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
+from robot_rl.core.config import is_integer, is_number, require_all, yaml_defaults
 from robot_rl.data.batches import BatchSource
 from robot_rl.data.transition import Transition
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.checkpoint import load_tensors
-from robot_rl.config import ConfigError, is_integer, is_number, require_all
+from robot_rl.core.checkpoint import load_tensors
+from robot_rl.core.config import ConfigError, is_integer, is_number, require_all
 from robot_rl.data.augment import random_shift
 from robot_rl.policies.encoders import ObservationEncoder
 

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
+from robot_rl.core.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
+from robot_rl.core.observation_keys import PRIVILEGED_KEY
 from robot_rl.data.batches import BatchSource
-from robot_rl.observation_keys import PRIVILEGED_KEY
 from robot_rl.policies.anchor import PolicyAnchor
 from robot_rl.policies.bang_bang import BernoulliActor, default_target_entropy
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states, soft_update

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import is_integer, is_number, require_all, yaml_defaults
+from robot_rl.core.config import is_integer, is_number, require_all, yaml_defaults
 from robot_rl.policies.base import soft_update
 from robot_rl.policies.networks import CriticEnsemble
 from robot_rl.safety.risk_model import RiskModel

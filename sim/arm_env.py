@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from robot_rl import config as check
+from robot_rl.core import config as check
 
 #: proprioceptive fields at the start of every ``state`` vector: (name, size)
 PROPRIO_FIELDS = [("tcp_pos", 3), ("tcp_rotvec", 3), ("tcp_linvel", 3), ("tcp_angvel", 3), ("gripper", 1)]

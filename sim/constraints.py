@@ -29,7 +29,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 
 
 class Constraint(enum.IntFlag):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 
 
 @dataclass(frozen=True)

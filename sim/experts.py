@@ -11,7 +11,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.geometry import orientation_error, yaw_matrix
+from robot_rl.core.geometry import orientation_error, yaw_matrix
 from robot_rl.sim.panda_env import PandaTaskEnv
 from robot_rl.sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
 from robot_rl.safety.fast_risk import (
     INPUT_WIDTH,

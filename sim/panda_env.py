@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import mujoco
 import numpy as np
 
-from robot_rl import config as check
-from robot_rl.geometry import delta_target, orientation_error, rotvec_from_matrix
+from robot_rl.core import config as check
+from robot_rl.core.geometry import delta_target, orientation_error, rotvec_from_matrix
 from robot_rl.safety import ArmState, Command
 from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
 from robot_rl.sim.constraints import ConstraintMonitor, Constraints

@@ -41,7 +41,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 
 #: MjModel attribute prefix -> (object type, number-of-objects attribute)
 OBJECT_TYPES = {

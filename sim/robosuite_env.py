@@ -14,8 +14,8 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from robot_rl import config as check
-from robot_rl.geometry import orientation_error, rotvec_from_matrix
+from robot_rl.core import config as check
+from robot_rl.core.geometry import orientation_error, rotvec_from_matrix
 from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
 
 #: robot_rl camera name -> robosuite camera name

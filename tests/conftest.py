@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from robot_rl.graph import reserved_ros_domain
+from robot_rl.cli.graph import reserved_ros_domain
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -52,7 +52,7 @@ def scheduling_stays_ordinary() -> Iterator[None]:
 def ros_domain(monkeypatch) -> Iterator[int]:
     """Every test runs in its own ROS 2 domain with localhost-only discovery (the child processes it starts
     inherit both), so parallel test runs, and a live cell on the LAN, never see each other's nodes."""
-    with reserved_ros_domain() as domain:  # robot_rl.graph: shared with the benchmarks
+    with reserved_ros_domain() as domain:  # robot_rl.cli.graph: shared with the benchmarks
         monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
         monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         yield domain

@@ -3,11 +3,11 @@ the episode's start, even when a restarted learner's weights arrive during the e
 
 import numpy as np
 
-from robot_rl.cli import load_config
-from robot_rl.envs import make_env, observation_shapes
-from robot_rl.session import ActorSession
-from robot_rl.teleop import NoHuman
-from robot_rl.transport import LocalTransport
+from robot_rl.cli.main import load_config
+from robot_rl.core.transport import LocalTransport
+from robot_rl.runtime.envs import make_env, observation_shapes
+from robot_rl.runtime.session import ActorSession
+from robot_rl.runtime.teleop import NoHuman
 
 
 class SessionTransport(LocalTransport):
@@ -47,10 +47,10 @@ def test_a_resumed_learner_keeps_the_fast_critic_it_learned_and_published(tmp_pa
     model it published, so a restarted learner publishes the same model and goes on fitting from where it was."""
     import numpy as np
 
-    from robot_rl.composed_config import load_config
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.core.transport import LocalTransport
+    from robot_rl.runtime.session import Counters, LearnerSession, restore, save_checkpoint
     from robot_rl.safety.fast_risk import INPUT_WIDTH
-    from robot_rl.session import Counters, LearnerSession, restore, save_checkpoint
-    from robot_rl.transport import LocalTransport
 
     overrides = ["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"]
     cfg = load_config(overrides)
@@ -78,9 +78,9 @@ def test_a_resumed_learner_keeps_the_fast_critic_it_learned_and_published(tmp_pa
 
 def fast_learning_learner(tmp_path):
     """The learner of a reach session that learns the fast critic online (``safety.fast_critic.learn``)."""
-    from robot_rl.composed_config import load_config
-    from robot_rl.session import LearnerSession
-    from robot_rl.transport import LocalTransport
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.core.transport import LocalTransport
+    from robot_rl.runtime.session import LearnerSession
 
     cfg = load_config(["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"])
     session = LearnerSession(cfg, {"state": (3,)}, 2, LocalTransport())
@@ -150,7 +150,7 @@ def test_the_actor_starts_on_the_risk_model_of_a_resumed_or_pretrained_critic(tm
     """Issue 49 item 5: robot-rl train's actor got the risk model only at the first weight publication after an
     episode, so a resumed run's critic (past safety.warmup) or one pretrained on safety.pretrain_store left the learned
     filter off for the first episode(s); the learner publishes at start, as the ROS learner and the fleet do."""
-    from robot_rl.session import LearnerSession
+    from robot_rl.runtime.session import LearnerSession
 
     cfg = load_config(["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.enabled=true"])
     env = make_env(cfg.task)
@@ -173,7 +173,7 @@ def test_a_resumed_actor_draws_on_where_the_run_was_not_from_the_seed_again(tmp_
     """Issue 49 item 9: a resumed run's actor restarted its exploration noise from the seed, so the noise of the first
     episodes repeated. Its random state (the agent's generator, each slot's gripper epsilon draws) is in the
     checkpoint: the resumed actor draws what the run would have drawn without the break."""
-    from robot_rl.session import LearnerSession
+    from robot_rl.runtime.session import LearnerSession
 
     cfg = load_config(
         [
@@ -214,7 +214,7 @@ def randomized_reach(*overrides):
     """reach under the compliance set, whose curriculum opens every range from 6k to 14k online steps."""
     from omegaconf import OmegaConf
 
-    from robot_rl.train import scripted_human, sim_env
+    from robot_rl.runtime.train import scripted_human, sim_env
 
     cfg = load_config(["task=reach", "task.episode_steps=5", "randomization=compliance", *overrides])
     task = OmegaConf.to_container(cfg.task, resolve=True)

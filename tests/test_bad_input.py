@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from robot_rl.cli import main
+from robot_rl.cli.main import main
 
 
 @pytest.fixture
@@ -235,9 +235,9 @@ def test_a_file_that_is_no_checkpoint_is_refused(tmp_path, capsys):
 def test_every_agent_checkpoint_is_tensors_and_plain_values(agent, config, overrides, tmp_path):
     import numpy as np
 
-    from robot_rl.checkpoint import load_agent
+    from robot_rl.core.checkpoint import load_agent
     from robot_rl.data import ReplayBuffer
-    from robot_rl.envs import load_entry_point
+    from robot_rl.runtime.envs import load_entry_point
 
     cls, config_class = load_entry_point(agent), load_entry_point(config)
     trained = cls({"state": (5,)}, 3, config_class(**overrides), seed=0)

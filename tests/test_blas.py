@@ -1,4 +1,4 @@
-"""numpy's BLAS kernels: robot_rl names the ones the CPU runs before numpy loads (robot_rl.blas)."""
+"""numpy's BLAS kernels: robot_rl names the ones the CPU runs before numpy loads (robot_rl.core.blas)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from robot_rl.blas import AVX2, AVX512, choose_openblas_kernel, cpu_flags, generic_kernels, kernels_for
+from robot_rl.core.blas import AVX2, AVX512, choose_openblas_kernel, cpu_flags, generic_kernels, kernels_for
 
 SSE = frozenset({"sse", "sse2", "sse3"})
 
@@ -38,7 +38,7 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
 def test_a_process_that_imports_robot_rl_first_gets_the_kernels_its_cpu_runs():
     """On a CPU the bundled OpenBLAS does not know (this machine's: family 6, model 207) numpy alone loads the
     generic Prescott kernels; importing robot_rl first gives the AVX-512 or AVX2 ones."""
-    code = "import robot_rl; from robot_rl.blas import blas_kernels; print(blas_kernels()[1])"
+    code = "import robot_rl; from robot_rl.core.blas import blas_kernels; print(blas_kernels()[1])"
     env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
     architecture = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from robot_rl.cli import main
-from robot_rl.composed_config import load_config, task_names
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config, task_names
 
 
 def test_task_configs_are_listed():
@@ -50,7 +50,7 @@ def test_bad_input_gives_one_line_error_naming_key_and_allowed_values(overrides,
 
 
 def test_every_config_folder_with_options_is_a_checked_group():
-    from robot_rl.composed_config import config_groups
+    from robot_rl.core.composed_config import config_groups
 
     assert config_groups() == ["agent", "exploration", "fleet", "graph", "randomization", "robot", "ssl", "task"]
     assert load_config(["~robot"]).task.name == "pick_cube"  # removing a group's default is no typo
@@ -61,7 +61,7 @@ def test_the_root_config_is_short_and_its_parts_are_always_in():
     configs/settings/<part>.yaml, always composed in (no group: ``settings=...`` is no option) and commented."""
     from importlib import resources
 
-    from robot_rl.composed_config import key_comments, root_config_files
+    from robot_rl.core.composed_config import key_comments, root_config_files
 
     configs = resources.files("robot_rl.configs")
     assert len((configs / "config.yaml").read_text().splitlines()) <= 120
@@ -82,7 +82,7 @@ def test_the_root_config_is_short_and_its_parts_are_always_in():
 def test_every_verb_has_a_help_listing_its_main_keys(flag, capsys):
     """Old code: ``robot-rl train --help`` was a Hydra lexer error (exit 2)."""
     assert main(["train", flag]) == 0
-    from robot_rl.cli import VERB_KEYS, VERBS
+    from robot_rl.cli.main import VERB_KEYS, VERBS
 
     for argv in [[verb, flag] for verb in VERBS] + [["data", "show", flag], ["launch", "sim_train", flag]]:
         assert main(argv) == 0, argv
@@ -103,7 +103,7 @@ def test_unknown_verb(capsys):
 
 def test_console_script_runs_as_a_separate_process():
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", "config", "task=peg_insert"],
+        [sys.executable, "-m", "robot_rl.cli.main", "config", "task=peg_insert"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -140,8 +140,8 @@ def test_eval_says_where_its_video_went_and_never_overwrites_one(tmp_path):
     """Old code: no ``video`` key in the summary, an existing file was overwritten."""
     import cv2
 
-    from robot_rl.config import ConfigError
-    from robot_rl.evaluate import evaluate
+    from robot_rl.core.config import ConfigError
+    from robot_rl.runtime.evaluate import evaluate
 
     still = _Still()
     result = evaluate(still, still, episodes=3, seed=0, video=tmp_path / "eval.mp4")

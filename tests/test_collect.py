@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from robot_rl.collect import collect
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.data import EpisodeStore
+from robot_rl.runtime.collect import collect
 
 
 def test_collect_writes_complete_episodes(tmp_path):
@@ -40,7 +40,7 @@ def test_collected_actions_replay_to_the_same_outcome(tmp_path):
     out = tmp_path / "pick.zarr"
     collect(load_config(["task=pick_cube", "collect.episodes=1", f"collect.out={out}"]))
     episode = next(iter(EpisodeStore.open(out)))
-    from robot_rl.envs import make_env
+    from robot_rl.runtime.envs import make_env
 
     env = make_env(load_config(["task=pick_cube"]).task)
     obs, _ = env.reset(seed=episode["attrs"]["seed"])
@@ -57,7 +57,7 @@ def test_ctrl_c_keeps_every_finished_episode(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "robot_rl.cli",
+        "robot_rl.cli.main",
         "collect",
         "task=peg_insert",
         "collect.episodes=10000",

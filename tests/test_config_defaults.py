@@ -1,5 +1,5 @@
 """The defaults a user reads in ``configs/`` are the defaults the code has. The settings dataclasses take their field
-defaults from the packaged YAML (:func:`robot_rl.config.yaml_defaults`); here every field is checked against the
+defaults from the packaged YAML (:func:`robot_rl.core.config.yaml_defaults`); here every field is checked against the
 config Hydra composes (groups, ``defaults`` lists and all): each field is in the YAML and has its value, so a
 settings object built in Python (a test, a notebook) behaves like ``robot-rl`` with no overrides."""
 
@@ -8,20 +8,20 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from robot_rl.cli import load_config
-from robot_rl.fleet_settings import FleetSettings
-from robot_rl.learner import TrainSettings
+from robot_rl.cli.main import load_config
 from robot_rl.policies.cqn import CQNConfig
 from robot_rl.policies.cqn_as import CQNASConfig
 from robot_rl.policies.fast_risk_critic import FastFitConfig
 from robot_rl.policies.sac import SACConfig
 from robot_rl.policies.safety_critic import SafetyCriticConfig
-from robot_rl.pretrain import PretrainSettings
+from robot_rl.runtime.fleet_settings import FleetSettings
+from robot_rl.runtime.learner import TrainSettings
+from robot_rl.runtime.pretrain import PretrainSettings
+from robot_rl.runtime.safety_learning import SafetySettings
+from robot_rl.runtime.teleop import InterventionRules
+from robot_rl.runtime.warm_start import InitSettings
 from robot_rl.safety.fast_risk import FastCriticSettings
 from robot_rl.safety.filter import FilterSettings
-from robot_rl.safety_learning import SafetySettings
-from robot_rl.teleop import InterventionRules
-from robot_rl.warm_start import InitSettings
 
 SECTIONS = [  # (overrides, config path, dataclass)
     ([], "train", TrainSettings),
@@ -64,7 +64,7 @@ def test_every_dataclass_default_is_the_yamls(overrides, path, settings):
 def test_a_default_comes_from_the_yaml_and_is_a_fresh_copy_per_object(tmp_path, monkeypatch):
     """The decorator reads the YAML file (not a copy written in the class): a packaged file with other values gives
     other defaults; a list default is not shared between two objects; a field with no default anywhere is refused."""
-    from robot_rl import config as config_module
+    from robot_rl.core import config as config_module
 
     (tmp_path / "robot_rl_test_defaults.yaml").write_text("block:\n  steps: 7\n  sizes: [1, 2]\n  run: ${x}\n")
     monkeypatch.setattr(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import stop_launch
-from robot_rl.cli import main
+from robot_rl.cli.main import main
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.data.episode_store import verify
 from tests.conftest import missing_capability, require
@@ -44,7 +44,7 @@ def small_disk(tmp_path) -> Path:
 
 def robot_rl(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", *args], check=False, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "robot_rl.cli.main", *args], check=False, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -150,7 +150,7 @@ def test_the_graph_holds_on_the_recorders_full_disk_and_records_again_once_space
         [
             sys.executable,
             "-m",
-            "robot_rl.cli",
+            "robot_rl.cli.main",
             "launch",
             "sim_train",
             *PIXELS,

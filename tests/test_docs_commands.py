@@ -1,7 +1,7 @@
 """The ``robot-rl`` commands the docs show, checked against the code (issue 50 item 5): every command line of
 docs/*.md and README.md (code blocks and inline code) and of the comments in configs/ names a verb that exists (a
 ``data`` command, a graph of ``launch``), and its ``key=value`` overrides compose with
-:func:`robot_rl.composed_config.load_config` (a key renamed or removed in the code fails here). Lines shown as bad
+:func:`robot_rl.core.composed_config.load_config` (a key renamed or removed in the code fails here). Lines shown as bad
 input (followed by ``robot-rl: error:``) are left out; placeholders (``...``, ``<run>``) are not composed."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from robot_rl.cli import DATA_COMMANDS, VERBS, _data_key
-from robot_rl.composed_config import group_options, load_config
-from robot_rl.config import ConfigError
+from robot_rl.cli.main import DATA_COMMANDS, VERBS, _data_key
+from robot_rl.core.composed_config import group_options, load_config
+from robot_rl.core.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", *sorted((ROOT / "configs").rglob("*.yaml"))]

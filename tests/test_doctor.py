@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from robot_rl.cli import main
-from robot_rl.doctor import Row, disk_row, format_table, input_row
+from robot_rl.cli.doctor import Row, disk_row, format_table, input_row
+from robot_rl.cli.main import main
 
 MAIN_ITEMS = ("python", "torch", "mujoco", "gymnasium", "zarr", "hydra", "disk (runs)")
 OPTIONAL_ITEMS = (
@@ -44,7 +44,7 @@ def rows_of(table: str) -> dict[str, str]:
 def doctor_process(env: dict[str, str], *overrides: str) -> tuple[int, str]:
     """``robot-rl doctor`` in a child process with ``env`` added to this environment: (exit code, stdout)."""
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.cli", "doctor", *overrides],
+        [sys.executable, "-m", "robot_rl.cli.main", "doctor", *overrides],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,4 +1,4 @@
-"""``train.vectorization=async``: each env and its scripted human in a worker process (robot_rl/env_workers.py).
+"""``train.vectorization=async``: each env and its scripted human in a worker process (robot_rl/runtime/env_workers.py).
 
 A worker env plays exactly what the same env and human play in this process, the human deciding in the worker;
 an env that raises, or a worker that dies, is the driver's one clear error, never a hang."""
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from robot_rl.composed_config import load_config
-from robot_rl.env_workers import EnvWorker, EnvWorkerError
-from robot_rl.evaluate import task_progress
-from robot_rl.train import scripted_human, sim_env, worker_env
+from robot_rl.core.composed_config import load_config
+from robot_rl.runtime.env_workers import EnvWorker, EnvWorkerError
+from robot_rl.runtime.evaluate import task_progress
+from robot_rl.runtime.train import scripted_human, sim_env, worker_env
 
 OVERRIDES = ["task=reach", "human.stall_steps=3", "human.takeover_steps=4"]  # takeovers come early and often
 
@@ -26,7 +26,7 @@ def config_and_task():
 
 def play(env, human, seed: int, demo: bool, steps: int) -> list[tuple]:
     """Reset with ``seed`` and step ``steps`` times on a fixed sequence of policy actions, the human taking over by
-    their rules (as robot_rl.actor does): per step (executed action, human active, reward, next obs)."""
+    their rules (as robot_rl.runtime.actor does): per step (executed action, human active, reward, next obs)."""
     rng = np.random.default_rng(0)
     human.begin_episode(demo)
     obs, _ = env.reset(seed=seed)
@@ -99,9 +99,9 @@ def test_a_worker_that_dies_is_an_error_not_a_hang():
 
 def test_a_fast_critic_handed_to_a_worker_env_scores_its_ticks():
     """``ActorSession.arm_fast_loop`` reaches a worker env's fast loop: its ticks are scored from then on."""
-    from robot_rl.envs import observation_shapes
+    from robot_rl.runtime.envs import observation_shapes
+    from robot_rl.runtime.session import ActorSession
     from robot_rl.safety.fast_risk import FastRiskModel
-    from robot_rl.session import ActorSession
 
     overrides = ["task=pick_cube", "safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.enabled=true"]
     cfg = load_config([*overrides, "safety.fast_critic.deadline_us=100000"])  # never bypassed on a loaded machine
@@ -127,7 +127,7 @@ def test_a_fast_critic_handed_to_a_worker_env_scores_its_ticks():
 def test_a_worker_envs_curriculum_follows_the_run_step_the_driver_tells_it():
     """Issue 49 item 2: the run's online step count reaches the curricula of a worker's env (sent with the next
     request): at 20k steps the compliance set's ranges are open from the first reset on."""
-    from robot_rl.actor import set_training_step
+    from robot_rl.runtime.actor import set_training_step
 
     cfg = load_config(["task=reach", "randomization=compliance"])
     task = OmegaConf.to_container(cfg.task, resolve=True)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
-from robot_rl.fleet import FleetSpeed, actor_config
-from robot_rl.fleet_settings import fleet_settings
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
+from robot_rl.runtime.fleet import FleetSpeed, actor_config
+from robot_rl.runtime.fleet_settings import fleet_settings
 from tests.conftest import LEARNING_REACH, require
 
 # two Ray actors on short reach episodes, two demonstrations, updates from the 20th online step
@@ -40,7 +40,7 @@ def test_two_ray_actors_learn_and_a_killed_one_does_not_stop_the_run(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "robot_rl.cli",
+        "robot_rl.cli.main",
         "train",
         "fleet=ray",
         "fleet.actors=2",
@@ -61,7 +61,15 @@ def test_an_actor_killed_with_a_play_queued_is_restarted_once_and_plays_on(tmp_p
     require("ray")
     run_dir = tmp_path / "run"
     command = [
-        *(sys.executable, "-m", "robot_rl.cli", "train", *TINY_FLEET, "fleet.pace=actors", f"train.run_dir={run_dir}"),
+        *(
+            sys.executable,
+            "-m",
+            "robot_rl.cli.main",
+            "train",
+            *TINY_FLEET,
+            "fleet.pace=actors",
+            f"train.run_dir={run_dir}",
+        ),
         *("train.env_steps=6000", "train.eval_every=100000", "train.final_eval_episodes=1"),
     ]
     summary, err = run_killing_one_actor(command, run_dir, after_episodes=6)
@@ -122,7 +130,7 @@ def run_killing_one_actor(command: list[str], run_dir, after_episodes: int) -> t
 @pytest.mark.slow
 def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
     require("ray")
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
 
     run_dir = tmp_path / "run"
     base = ["train", *TINY_FLEET, f"train.run_dir={run_dir}", "train.eval_every=1000", "train.final_eval_episodes=1"]
@@ -139,7 +147,7 @@ def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
 
 def test_the_speed_figures_count_online_steps_from_the_first_hand_in_and_from_the_fleet_at_full_strength(monkeypatch):
     clock = iter([10.0, 11.0, 12.0, 13.0, 20.0, 21.0])  # read at online hand-ins before the budget is spent only
-    monkeypatch.setattr("robot_rl.fleet.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("robot_rl.runtime.fleet.time.monotonic", lambda: next(clock))
     speed = FleetSpeed(["a", "b"])
     play = {"playing_s": 1.5, "waiting_s": 0.5}
     speed.count("a", play, 0, 0, 100)  # demonstrations only: not counted
@@ -162,9 +170,9 @@ def test_actors_paced_fleet_plays_on_and_the_learner_never_runs_ahead_of_the_dat
     require("ray")
     import torch
 
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
     from robot_rl.data import EpisodeStore
-    from robot_rl.learner import Learner
+    from robot_rl.runtime.learner import Learner
 
     threads = []  # torch's threads at each update the driver makes: train.torch_threads, not every core
     update_if_due = Learner.update_if_due
@@ -205,7 +213,7 @@ def test_a_fleet_actors_curriculum_follows_the_runs_online_steps():
     from omegaconf import OmegaConf
 
     from robot_rl.data.wire import encode_weights
-    from robot_rl.fleet import SimActor
+    from robot_rl.runtime.fleet import SimActor
 
     cfg = load_config(["task=reach", "task.episode_steps=5", "randomization=compliance", "train.demo_episodes=0"])
     threads = torch.get_num_threads()

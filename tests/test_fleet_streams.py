@@ -4,10 +4,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robot_rl.core.transport import LocalTransport
 from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
-from robot_rl.learner import Learner, TrainSettings
-from robot_rl.transport import LocalTransport
+from robot_rl.runtime.learner import Learner, TrainSettings
 
 
 class _Agent:

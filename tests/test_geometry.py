@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robot_rl.geometry import (
+from robot_rl.core.geometry import (
     matrix_from_quat,
     matrix_from_rotvec,
     orientation_error,

@@ -10,10 +10,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from robot_rl.cli import main
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
-from robot_rl.envs import make_env
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
+from robot_rl.runtime.envs import make_env
 
 NESTED = gym.spaces.Dict(
     {

@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from robot_rl.interrupts import deferred_interrupt, interrupt_requests
+from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
 
 
 def test_ctrl_c_inside_a_deferred_write_becomes_the_runs_stop_request_not_an_exception():

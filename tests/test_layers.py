@@ -1,18 +1,21 @@
 """The layered house: every import of the code (function-local ones too) runs down or sideways, never up, and no
-modules import each other round in a circle.
+modules import each other round in a circle. A module's floor is its folder, nothing else:
 
-* ground: the folders ``robot_rl/data`` and ``robot_rl/safety`` (the hard layer, the filter, the risk models), and
-  geometry, configuration, transport contracts (modules of ``robot_rl``);
-* middle: ``robot_rl.sim``, ``robot_rl.policies``, ``robot_rl.hardware`` (simulation, learning algorithms, device
-  drivers; the folders ``sim/``, ``policies/``, ``hardware/`` of the checkout);
-* top, the drivers: the rest of ``robot_rl`` (training, the ROS nodes in ``robot_rl.ros``, every one of them, the CLI,
-  the graph launcher).
+0. ground: ``robot_rl/core`` (configuration, geometry, the checkpoint format, the transport contract),
+   ``robot_rl/data`` (episode store, replay, the wire format), ``robot_rl/safety`` (the hard layer, the filter, the
+   risk models) and the packaged ``configs/``;
+1. middle: ``robot_rl.sim``, ``robot_rl.policies``, ``robot_rl.hardware`` (simulation, learning algorithms, device
+   drivers; the folders ``sim/``, ``policies/``, ``hardware/`` of the checkout);
+2. runtime: ``robot_rl/runtime`` (the training loops, the actor, the learner, collection; no ROS);
+3. drivers: ``robot_rl/ros`` (every node) and ``robot_rl/cli`` (the command line, the graph launcher).
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {  # folder of the checkout -> the package it installs as (pyproject.toml's package-dir)
@@ -22,22 +25,13 @@ FOLDERS = {  # folder of the checkout -> the package it installs as (pyproject.t
     "hardware": "robot_rl.hardware",
     "configs": "robot_rl.configs",
 }
-GROUND = (
-    "robot_rl",
-    "robot_rl.blas",
-    "robot_rl.checkpoint",
-    "robot_rl.composed_config",
-    "robot_rl.config",
-    "robot_rl.configs",
-    "robot_rl.data",
-    "robot_rl.folders",
-    "robot_rl.geometry",
-    "robot_rl.interrupts",
-    "robot_rl.observation_keys",
-    "robot_rl.transport",
+FLOORS = (  # the packages of each floor, bottom up: a module belongs to the floor of its package
+    ("robot_rl.core", "robot_rl.data", "robot_rl.safety", "robot_rl.configs"),
+    ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware"),
+    ("robot_rl.runtime",),
+    ("robot_rl.ros", "robot_rl.cli"),
 )
-MIDDLE = ("robot_rl.sim", "robot_rl.policies", "robot_rl.hardware")
-LAYER_NAMES = ("ground", "middle", "top")
+LAYER_NAMES = ("ground", "middle", "runtime", "drivers")
 
 
 def modules() -> dict[str, Path]:
@@ -51,14 +45,14 @@ def modules() -> dict[str, Path]:
 
 
 def layer(module: str) -> int:
-    """0 ground, 1 middle, 2 top."""
-
-    def within(prefixes, exact=False):
-        return any(module == p or (not exact and module.startswith(p + ".")) for p in prefixes)
-
-    if within(GROUND, exact=True) or within(("robot_rl.data", "robot_rl.safety")):
+    """The floor of a module: 0 ground .. 3 drivers. The package ``robot_rl`` itself is ground; a module outside every
+    floor's folder has no floor, and the test that every module has one fails on it."""
+    if module == "robot_rl":
         return 0
-    return 1 if within(MIDDLE) else 2
+    for floor, packages in enumerate(FLOORS):
+        if any(module == p or module.startswith(p + ".") for p in packages):
+            return floor
+    raise ValueError(f"{module} lies in no floor's folder ({FLOORS})")
 
 
 def imports(known: dict[str, Path]) -> dict[str, set[str]]:
@@ -131,6 +125,17 @@ def test_no_import_runs_up_a_layer():
     assert not upward, "\n".join(upward)
 
 
+def test_every_module_lies_in_a_floors_folder():
+    """No flat module beside the floors: robot_rl/ holds only its __init__ and the floors' folders."""
+    homeless = []
+    for module in modules():
+        try:
+            layer(module)
+        except ValueError:
+            homeless.append(module)
+    assert homeless == []
+
+
 def test_no_import_cycle():
     assert cycles(imports(modules())) == []
 
@@ -139,9 +144,12 @@ def test_the_checks_see_what_they_guard():
     """The parser finds function-local and relative imports, and the checks fail on an upward import and a cycle."""
     known = modules()
     edges = imports(known)
-    assert "robot_rl.composed_config" in edges["robot_rl.graph"]  # a function-local import
+    assert "robot_rl.core.composed_config" in edges["robot_rl.cli.graph"]  # a function-local import
     assert "robot_rl.ros.qos" in edges["robot_rl.ros.topic_env"]  # `from . import qos`
     assert "robot_rl.sim.controller" in edges["robot_rl.sim.panda_env"]  # inside a mapped folder
     assert layer("robot_rl.data.episode_store") == 0 and layer("robot_rl.policies.sac") == 1
-    assert layer("robot_rl.ros.sim_robot_node") == 2
+    assert layer("robot_rl.runtime.learner") == 2 and layer("robot_rl.ros.sim_robot_node") == 3
+    assert layer("robot_rl.cli.main") == 3 and layer("robot_rl.core.config") == 0
+    with pytest.raises(ValueError, match="no floor"):
+        layer("robot_rl.somewhere_flat")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

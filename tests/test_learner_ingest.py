@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
+from robot_rl.core.transport import LocalTransport
 from robot_rl.data.transition import Transition
-from robot_rl.learner import Learner, TrainSettings
-from robot_rl.replay_router import SafetyRelabel
+from robot_rl.runtime.learner import Learner, TrainSettings
+from robot_rl.runtime.replay_router import SafetyRelabel
+from robot_rl.runtime.safety_learning import SafetySettings
 from robot_rl.safety.fast_risk import FastCriticSettings
-from robot_rl.safety_learning import SafetySettings
-from robot_rl.transport import LocalTransport
 
 
 class _Agent:
@@ -133,7 +133,7 @@ def test_a_filtered_step_is_learned_as_the_relabel_setting_says(relabel):
 
 @pytest.mark.parametrize("fast_enabled", [True, False])
 def test_a_step_the_fast_loop_critic_changed_costs_the_penalty_without_the_policy_rate_filter(fast_enabled):
-    """The sim's fast-loop critic flags the policy's steps it changed as filtered (robot_rl.actor): they cost
+    """The sim's fast-loop critic flags the policy's steps it changed as filtered (robot_rl.runtime.actor): they cost
     ``safety.penalty`` with the fast critic on, also when the policy-rate filter (``safety.enabled``) is off."""
     rl = learner(SafetySettings(enabled=False, penalty=0.5), FastCriticSettings(enabled=fast_enabled))
     rl.ingest(episode(6, human_steps=set(), filtered={2}))

@@ -18,7 +18,7 @@ BARE_NAMES = ("sim", "policies", "hardware", "configs")
 PROBE = """
 import importlib.resources, importlib.util, json, sys
 import robot_rl.ros.sim_robot_node, robot_rl.sim.tasks.pick_cube, robot_rl.policies.sac, robot_rl.ros.home_reset_node
-from robot_rl.composed_config import load_config
+from robot_rl.core.composed_config import load_config
 cfg = load_config(["task=pick_cube", "agent=cqn"])
 configs = importlib.resources.files("robot_rl.configs")
 print(json.dumps({

@@ -11,8 +11,8 @@ import signal
 import pytest
 import yaml
 
-from robot_rl.cli import main
-from robot_rl.composed_config import load_config
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config
 from tests.test_bad_input import snapshot
 
 TINY = [
@@ -88,7 +88,7 @@ class _Started(Exception):
 @pytest.fixture
 def no_nodes(monkeypatch):
     """``robot-rl launch`` with its Launcher stopped before the first node: the overrides every node would get."""
-    from robot_rl import graph
+    from robot_rl.cli.main import graph
 
     given = []
 
@@ -143,9 +143,9 @@ def test_a_fast_critic_without_a_sim_rate_is_refused_in_train(tmp_path, capsys, 
 
 def test_the_final_evaluation_says_it_runs(monkeypatch):
     """The progress bar sat at 100% with no word for the final 50 episodes (~36 s)."""
-    from robot_rl import train
-    from robot_rl.learner import TrainSettings
-    from robot_rl.session import Counters
+    from robot_rl.runtime import train
+    from robot_rl.runtime.learner import TrainSettings
+    from robot_rl.runtime.session import Counters
 
     shown = []
 

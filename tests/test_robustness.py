@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from robot_rl.cli import main
+from robot_rl.cli.main import main
 from robot_rl.data import EpisodeStore
-from robot_rl.train import train
+from robot_rl.runtime.train import train
 from tests.test_train import small_run
 
 
@@ -65,7 +65,7 @@ def test_randomized_training_records_samples_and_eval_sweeps_a_set(tmp_path, cap
 def test_a_bad_randomization_key_is_named(tmp_path):
     import pytest
 
-    from robot_rl.config import ConfigError
+    from robot_rl.core.config import ConfigError
 
     with pytest.raises(ConfigError) as error:
         train(small_run(tmp_path, "task=pick_cube", "randomization=dynamics", "+randomization.speed=3"))

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from robot_rl.folders import latest, replacing
-from robot_rl.teleop import InterventionRules, ScriptedHuman
+from robot_rl.core.folders import latest, replacing
+from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
 
 
 class CountingExpert:

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.cli import main
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
+from robot_rl.core.transport import LocalTransport
 from robot_rl.data.transition import Transition
-from robot_rl.learner import Learner, TrainSettings, updates_due
-from robot_rl.train import train
-from robot_rl.transport import LocalTransport
+from robot_rl.runtime.learner import Learner, TrainSettings, updates_due
+from robot_rl.runtime.train import train
 from tests.conftest import LEARNING_REACH
 
 
@@ -146,7 +146,7 @@ def test_updates_due_counts_update_calls_per_update_every_steps():
 @pytest.mark.slow
 def test_training_is_reproducible_with_train_deterministic(tmp_path):
     """Two in-process runs with one seed: the actor and learner threads interleave differently, the weights do not."""
-    from robot_rl.checkpoint import load_tensors
+    from robot_rl.core.checkpoint import load_tensors
 
     def run(name: str, seed: int) -> dict:
         summary = train(
@@ -207,7 +207,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "robot_rl.cli",
+        "robot_rl.cli.main",
         "train",
         "task=reach",
         f"train.run_dir={run}",
@@ -281,7 +281,7 @@ def test_ctrl_c_stops_training_with_every_finished_episode_recorded_and_counted(
     command = [
         sys.executable,
         "-m",
-        "robot_rl.cli",
+        "robot_rl.cli.main",
         "train",
         "task=reach",
         f"train.run_dir={run}",
@@ -335,8 +335,8 @@ def test_pixel_pipeline_runs_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_pixel_critic_loss_falls_on_demo_data():
     from robot_rl.data import ReplayBuffer
-    from robot_rl.envs import make_env, make_expert
     from robot_rl.policies.sac import SACAgent, SACConfig
+    from robot_rl.runtime.envs import make_env, make_expert
 
     task = dict(load_config(["task=reach", "task.cameras=[front]", "task.image_size=32"]).task)
     env = make_env(task)
@@ -415,7 +415,7 @@ def test_bad_input_names_what_does_not_match(tmp_path, overrides, key, expected)
 def test_checkpoint_from_another_task_is_refused(tmp_path):
     train(small_run(tmp_path, "train.env_steps=60", "train.eval_every=60", "train.final_eval_episodes=1"))
     with pytest.raises(ConfigError, match="action_dim: checkpoint 4, this run 7"):
-        from robot_rl.train import evaluate_checkpoint
+        from robot_rl.runtime.train import evaluate_checkpoint
 
         evaluate_checkpoint(
             load_config(["task=reach", "task.action_dim=7", f"eval.checkpoint={tmp_path / 'run' / 'checkpoint'}"])
@@ -522,8 +522,8 @@ def test_an_evaluation_mid_episode_leaves_every_acting_slot_as_it_was(agent_clas
 
     from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
     from robot_rl.policies.sac import SACAgent, SACConfig
-    from robot_rl.session import Counters
-    from robot_rl.train import evaluate_and_record
+    from robot_rl.runtime.session import Counters
+    from robot_rl.runtime.train import evaluate_and_record
 
     agent_type, config_type = {"sac": (SACAgent, SACConfig), "cqn_as": (CQNASAgent, CQNASConfig)}[agent_class]
     agent = agent_type({"state": (6,)}, 3, config_type(**config), seed=0)

@@ -5,10 +5,10 @@ observation paired with another's next observation), the counts add up, and it s
 import numpy as np
 import pytest
 
+from robot_rl.core.folders import latest
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.data.streams import stored_tuples
-from robot_rl.folders import latest
-from robot_rl.train import train
+from robot_rl.runtime.train import train
 from tests.conftest import LEARNING_REACH
 from tests.test_train import small_run
 

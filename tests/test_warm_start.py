@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.cli import main
-from robot_rl.collect import collect
-from robot_rl.composed_config import load_config
-from robot_rl.pretrain import pretrain
-from robot_rl.train import train
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config
+from robot_rl.runtime.collect import collect
+from robot_rl.runtime.pretrain import pretrain
+from robot_rl.runtime.train import train
 
 
 def stored_episodes(store) -> list[dict]:
@@ -92,7 +92,7 @@ def warm_run(tmp_path, out, *extra):
 def test_a_warm_start_acts_with_the_pretrained_policy_frozen_through_the_warm_up(offline, tmp_path, monkeypatch):
     _, out, _ = offline
     pretrained = torch.load(out / "checkpoint" / "agent.pt", weights_only=True)["modules"]["actor"]
-    from robot_rl import session as session_module
+    from robot_rl.runtime import session as session_module
 
     seen = []  # (online steps, learner update calls, actor weights equal to the pretrained ones) at each episode
     play = session_module.ActorSession.play
@@ -158,7 +158,7 @@ def test_the_node_graph_warm_starts_from_the_pretrained_checkpoint(offline, tmp_
     _, out, _ = offline
     run_dir = tmp_path / "graph"
     overrides = warm_overrides(run_dir, out, "ros.eval_every_episodes=0")
-    command = [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", *overrides]
+    command = [sys.executable, "-m", "robot_rl.cli.main", "launch", "sim_train", *overrides]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
@@ -186,13 +186,13 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
     """Issue 49 item 6: offline data (pretrain, WSRL, init.retain_offline) ignored the filtered and policy_action
     fields: a filtered step was learned with the executed action and without safety.penalty, unlike the same step
     online. Both now go through the learner's SafetyRelabel."""
+    from robot_rl.core.transport import LocalTransport
     from robot_rl.data import EpisodeRecorder, EpisodeStore
     from robot_rl.data.transition import Transition
-    from robot_rl.learner import Learner, TrainSettings
-    from robot_rl.offline_data import add_offline, load_offline
-    from robot_rl.replay_router import SafetyRelabel
-    from robot_rl.safety_learning import safety_settings
-    from robot_rl.transport import LocalTransport
+    from robot_rl.runtime.learner import Learner, TrainSettings
+    from robot_rl.runtime.offline_data import add_offline, load_offline
+    from robot_rl.runtime.replay_router import SafetyRelabel
+    from robot_rl.runtime.safety_learning import safety_settings
 
     rng = np.random.default_rng(0)
     filtered = [False, True, True, False]

@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..folders import creating
+from robot_rl.core.folders import creating
+
 from .episode_store import EpisodeStore, EpisodeStoreError, episode_uid
 
 TOPIC_STATE = "/robot_rl/state"

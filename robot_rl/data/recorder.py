@@ -26,7 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from ..interrupts import sigint_ignored
+from robot_rl.core.interrupts import sigint_ignored
+
 from .episode_store import EpisodeStore
 from .transition import Transition
 

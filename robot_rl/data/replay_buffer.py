@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..folders import latest, replacing
+from robot_rl.core.folders import latest, replacing
+
 from .batches import Batch, batch_to
 
 BUFFER_FORMAT = "robot_rl.replay/2"  # columns hold the written rows only; "robot_rl.replay" saved every row

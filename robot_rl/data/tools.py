@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ..config import new_file_path
-from ..folders import creating
+from robot_rl.core.config import new_file_path
+from robot_rl.core.folders import creating
+
 from .episode_store import EpisodeStore, EpisodeStoreError, _fsync_tree, check, episode_uid
 
 SCHEMA_KEYS = ("observation_shapes", "action_dim", "task")

@@ -1,5 +1,5 @@
 """One env step as the actor sends it to the learner and to the recorder: in one process through a queue
-(:class:`robot_rl.transport.LocalTransport`), in the node graph on ``/rl/transitions`` (:mod:`robot_rl.data.wire`),
+(:class:`robot_rl.core.transport.LocalTransport`), in the node graph on ``/rl/transitions`` (:mod:`robot_rl.data.wire`),
 and back from an episode store (:func:`stored_transitions`).
 
 Observations map a key to an array (camera images uint8 HxWxC, the rest float32); actions are the env's, normalised

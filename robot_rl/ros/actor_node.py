@@ -1,6 +1,6 @@
 """The actor node: acts on the robot cell through topics with the newest policy weights.
 
-It runs :func:`robot_rl.actor.run_episode` on a :class:`~robot_rl.ros.topic_env.TopicEnv` with
+It runs :func:`robot_rl.runtime.actor.run_episode` on a :class:`~robot_rl.ros.topic_env.TopicEnv` with
 the intervention mux (:class:`~robot_rl.ros.teleop_source.TopicTeleop`) and the learned safety
 filter when the learner publishes one, sends every transition to the learner
 (:class:`~robot_rl.ros.transport.RosTransport`) and loads new weights between episodes. Without
@@ -31,17 +31,18 @@ import torch
 from omegaconf import OmegaConf
 from std_msgs.msg import Empty, String
 
-from ..config import ConfigError, non_negative, positive
+from robot_rl.core.config import ConfigError, non_negative, positive
+from robot_rl.runtime.envs import make_env, observation_shapes, store_metadata
+from robot_rl.runtime.evaluate import evaluation_episode, evaluation_summary
+from robot_rl.runtime.learner import updates_due
+from robot_rl.runtime.run_folder import recorded_counts
+from robot_rl.runtime.safety_learning import safety_settings
+from robot_rl.runtime.session import ActorSession, load_checkpoint_agent, require_one_env
+
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.transition import Transition, stored_transitions
 from ..data.wire import weight_shapes
-from ..envs import make_env, observation_shapes, store_metadata
-from ..evaluate import evaluation_episode, evaluation_summary
-from ..learner import updates_due
-from ..run_folder import recorded_counts
 from ..safety.fast_risk import fast_critic_config
-from ..safety_learning import safety_settings
-from ..session import ActorSession, load_checkpoint_agent, require_one_env
 from . import qos
 from .delivery import Outbox
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background

@@ -45,8 +45,9 @@ from geometry_msgs.msg import PoseStamped
 from std_msgs.msg import Bool, Empty, Float64, String
 from std_srvs.srv import Trigger
 
-from ..config import ConfigError, non_negative, positive
-from ..geometry import matrix_from_rotvec
+from robot_rl.core.config import ConfigError, non_negative, positive
+from robot_rl.core.geometry import matrix_from_rotvec
+
 from ..sim.panda_env import PandaTaskEnv
 from . import qos
 from .messages import camera_info_msg, image_msg, pinhole_matrix, pose_msg
@@ -486,10 +487,11 @@ def robot_joints(cfg) -> tuple[list[str], list[str], float] | None:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from ..config import settings_of
-    from ..envs import make_env, make_expert
+    from robot_rl.core.config import settings_of
+    from robot_rl.runtime.envs import make_env, make_expert
+    from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
+
     from ..safety.robot_limits import workspace_of
-    from ..teleop import InterventionRules, ScriptedHuman
     from .node_main import exit_with_error, node_config, ros_node, spin
 
     device = None

@@ -70,7 +70,8 @@ from geometry_msgs.msg import PoseStamped, Twist
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Empty, Float64, String
 
-from ..config import ConfigError, image_size, integer, positive
+from robot_rl.core.config import ConfigError, image_size, integer, positive
+
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
 from ..safety import Violation

@@ -36,8 +36,9 @@ from geometry_msgs.msg import PoseStamped
 from std_msgs.msg import Bool, Empty, Float64, String
 from std_srvs.srv import SetBool, Trigger
 
-from ..config import ConfigError, require_all
-from ..geometry import matrix_from_rotvec, rotvec_from_matrix
+from robot_rl.core.config import ConfigError, require_all
+from robot_rl.core.geometry import matrix_from_rotvec, rotvec_from_matrix
+
 from . import qos
 from .guard import InputGuard
 from .messages import pose_msg, pose_to_numpy

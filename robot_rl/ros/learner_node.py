@@ -1,6 +1,6 @@
 """The learner node: transitions in, weights out, checkpoints.
 
-It runs the same :class:`robot_rl.session.LearnerSession` as ``robot-rl train`` behind a
+It runs the same :class:`robot_rl.runtime.session.LearnerSession` as ``robot-rl train`` behind a
 :class:`~robot_rl.ros.transport.RosTransport`: demo transitions fill the demo buffer,
 interventions both buffers, policy steps the online buffer; updates start after
 ``train.start_training`` online transitions, one update call (``agent.utd`` critic steps) per
@@ -17,7 +17,7 @@ actor the highest ``seq`` ingested), ``online_size`` and ``demo_size`` (transiti
 buffers); the actors keep the update-to-data ratio by it, the console shows it. A learner started on a run folder with a
 checkpoint resumes from it (agent, buffers, counters) and publishes its weights at once (a node restarted within a launch;
 ``robot-rl launch`` continues a run folder only with ``train.resume=true``, which runs the run's own ``config.yaml``:
-:mod:`robot_rl.run_folder`).
+:mod:`robot_rl.runtime.run_folder`).
 
     python -m robot_rl.ros.learner_node task=reach train.run_dir=runs/graph [--ros-args ...]
 """
@@ -34,17 +34,18 @@ from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
 from std_msgs.msg import Empty, String
 
-from ..config import ConfigError
+from robot_rl.core.config import ConfigError
+from robot_rl.core.folders import write_text_atomically
+from robot_rl.runtime.envs import make_env, observation_shapes
+from robot_rl.runtime.fleet_settings import fleet_settings, robot_path
+from robot_rl.runtime.learner import Learner, settings_from
+from robot_rl.runtime.run_folder import given_keys, resumed_config, run_folder
+from robot_rl.runtime.session import LearnerSession
+
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
 from ..data.transition import stored_transitions
 from ..data.wire import TransitionSchema
-from ..envs import make_env, observation_shapes
-from ..fleet_settings import fleet_settings, robot_path
-from ..folders import write_text_atomically
-from ..learner import Learner, settings_from
-from ..run_folder import given_keys, resumed_config, run_folder
-from ..session import LearnerSession
 from . import qos
 from .guard import InputGuard
 from .node_main import exit_with_error, node_config, ros_node, spin

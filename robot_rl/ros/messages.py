@@ -23,8 +23,9 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import CameraInfo, Image, JointState, Joy
 
+from robot_rl.core.geometry import matrix_from_quat, quat_from_matrix
+
 from ..data.wire import MessageError, bounded
-from ..geometry import matrix_from_quat, quat_from_matrix
 from .guard import finite
 
 #: Image encodings understood here -> (numpy dtype, channels)

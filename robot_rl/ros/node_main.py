@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from ..interrupts import interrupt_on_sigterm
+from robot_rl.core.interrupts import interrupt_on_sigterm
+
 from .sim_clock import BackwardJumps
 
 
@@ -36,7 +37,7 @@ def is_override(arg: str) -> bool:
 
 def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
     """(composed config, rclpy arguments) from a node's command line."""
-    from ..composed_config import load_config
+    from robot_rl.core.composed_config import load_config
 
     argv = list(argv)
     split = argv.index("--ros-args") if "--ros-args" in argv else len(argv)

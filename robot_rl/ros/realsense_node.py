@@ -14,7 +14,8 @@ import sys
 
 from sensor_msgs.msg import CameraInfo, Image
 
-from ..config import ConfigError
+from robot_rl.core.config import ConfigError
+
 from ..hardware.realsense import FrameTimeout, RealSenseCamera, RealSenseSettings
 from . import qos
 from .messages import camera_info_msg, image_msg

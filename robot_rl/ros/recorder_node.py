@@ -33,12 +33,13 @@ from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
 from std_msgs.msg import Bool, String, UInt8MultiArray
 
-from ..composed_config import steps_to_record
-from ..config import MB, ConfigError, check_disk_space, disk_full, free_bytes, non_negative
+from robot_rl.core.composed_config import steps_to_record
+from robot_rl.core.config import MB, ConfigError, check_disk_space, disk_full, free_bytes, non_negative
+from robot_rl.runtime.envs import make_env, store_metadata
+
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.episode_store import EpisodeStoreError, bytes_per_step
 from ..data.wire import TransitionSchema, decode_transitions
-from ..envs import make_env, store_metadata
 from . import qos
 from .delivery import ACK_TOPIC, CUT_TOPIC, parse_cut
 from .guard import InputGuard

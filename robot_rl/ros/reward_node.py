@@ -25,8 +25,9 @@ import sys
 from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Float64, String
 
-from ..classifier import load_classifier
-from ..config import ConfigError
+from robot_rl.core.config import ConfigError
+from robot_rl.runtime.classifier import load_classifier
+
 from . import qos
 from .guard import InputGuard, MessageError
 from .messages import colour_image

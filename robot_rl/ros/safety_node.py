@@ -85,7 +85,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
-from ..config import ConfigError
+from robot_rl.core.config import ConfigError
+
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
 from ..safety.fast_risk import FastRiskFilter, TcpMotion, fast_critic_config, fast_risk_filter
 from ..safety.robot_limits import safety_limits

@@ -1,6 +1,6 @@
 """The cell emulator's operator: the scripted human holding a SpaceMouse, speaking the device's HID reports.
 
-:class:`~robot_rl.teleop.ScriptedHuman` decides, from the privileged sim state a person in the cell sees, when to
+:class:`~robot_rl.runtime.teleop.ScriptedHuman` decides, from the privileged sim state a person in the cell sees, when to
 take over (every step of a demonstration; a stall or a regression of the policy). This module turns its decisions
 into what a 3Dconnexion SpaceMouse sends over Linux hidraw, written into a FIFO that the real teleop node
 (:mod:`robot_rl.ros.teleop_node`, ``teleop_device.kind=spacemouse``) opens as its device, so the node's own parsing,
@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import ConfigError
+from robot_rl.core.config import ConfigError
+from robot_rl.runtime.teleop import ScriptedHuman
+
 from ..sim.panda_env import PandaTaskEnv
-from ..teleop import ScriptedHuman
 
 REPORT_SIZE = 64  # bytes the teleop node reads per report
 AXES = ("x", "y", "z", "rx", "ry", "rz")

@@ -1,6 +1,6 @@
 """The scripted human as a teleop device of the ROS 2 graph.
 
-:class:`~robot_rl.teleop.ScriptedHuman` decides when to take over (demos, stalls, failures) from
+:class:`~robot_rl.runtime.teleop.ScriptedHuman` decides when to take over (demos, stalls, failures) from
 privileged sim state; this class publishes its decisions the way an operator with a SpaceMouse
 reaches the actor: ``/rl/intervention`` (std_msgs/Bool, the take-over switch),
 ``/spacenav/twist`` (geometry_msgs/Twist, normalised [-1, 1], base frame) and ``/spacenav/joy``
@@ -18,8 +18,9 @@ from geometry_msgs.msg import Twist
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool
 
+from robot_rl.runtime.teleop import ScriptedHuman
+
 from ..sim.panda_env import PandaTaskEnv
-from ..teleop import ScriptedHuman
 from . import qos
 from .messages import joy_msg
 

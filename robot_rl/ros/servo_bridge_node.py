@@ -27,7 +27,8 @@ import time
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
 
-from ..geometry import rotvec_from_matrix
+from robot_rl.core.geometry import rotvec_from_matrix
+
 from . import qos
 from .guard import InputGuard
 from .messages import pose_to_numpy, twist_msg

@@ -37,7 +37,7 @@ class NodeClock:
 
 def sim_time_of(cfg) -> bool:
     """``ros.sim_time`` of a node's config: true | false (null, the default outside a launch: false)."""
-    from ..config import ConfigError
+    from robot_rl.core.config import ConfigError
 
     value = cfg.ros.get("sim_time")
     if value is None:
@@ -50,7 +50,7 @@ def sim_time_of(cfg) -> bool:
 def lockstep_period(cfg) -> float:
     """The control period of the sim robot's lockstep, s (``1 / task.control_rate_hz``): the span of sim time one
     actor command covers, inside which the safety node ticks every arm state the sim robot sends."""
-    from ..config import positive
+    from robot_rl.core.config import positive
 
     return 1.0 / float(positive("task.control_rate_hz", cfg.task.get("control_rate_hz")))
 

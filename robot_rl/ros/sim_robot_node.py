@@ -63,7 +63,8 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, Float32MultiArray, Float64, MultiArrayDimension, UInt32
 from std_srvs.srv import SetBool
 
-from ..geometry import matrix_from_rotvec
+from robot_rl.core.geometry import matrix_from_rotvec
+
 from ..sim.panda_env import PandaTaskEnv
 from . import qos
 from .fast_critic import CONTEXT_TOPIC
@@ -100,7 +101,7 @@ CLOCK_REPEAT = 0.1  # s (wall clock) between two /clock messages while the sim w
 def lockstep_chunks(physics_dt: float, state_rate_hz: float, control_rate_hz: float) -> tuple[int, int]:
     """(physics steps per state period, state periods per control period) of sim time; the state period is
     rounded to whole physics steps and must divide the control period."""
-    from ..config import ConfigError
+    from robot_rl.core.config import ConfigError
 
     steps = max(round(1.0 / (state_rate_hz * physics_dt)), 1)
     per_period = 1.0 / (control_rate_hz * physics_dt * steps)
@@ -468,11 +469,12 @@ class SimRobot:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from ..config import ConfigError, settings_of
-    from ..envs import make_env, make_expert
+    from robot_rl.core.config import ConfigError, settings_of
+    from robot_rl.runtime.envs import make_env, make_expert
+    from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
+
     from ..safety.fast_risk import fast_critic_config
     from ..safety.robot_limits import workspace_of
-    from ..teleop import InterventionRules, ScriptedHuman
     from .node_main import exit_with_error, node_config, ros_node, spin, stop_requests
     from .sim_clock import sim_time_of
 

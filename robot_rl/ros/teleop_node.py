@@ -40,7 +40,8 @@ from geometry_msgs.msg import Twist
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, Empty, Float64
 
-from ..config import ConfigError
+from robot_rl.core.config import ConfigError
+
 from . import qos
 from .messages import joy_msg
 from .node_main import exit_with_error, node_config, ros_node

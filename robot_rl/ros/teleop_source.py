@@ -1,4 +1,4 @@
-"""The actor's intervention mux: a teleop source (:class:`robot_rl.teleop.TeleopSource`) fed by
+"""The actor's intervention mux: a teleop source (:class:`robot_rl.runtime.teleop.TeleopSource`) fed by
 the spacenav-style topics that a SpaceMouse, a gamepad, the keyboard teleop node or the sim's
 scripted human publish.
 

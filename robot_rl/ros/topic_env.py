@@ -5,7 +5,7 @@ between ``robot-rl train`` and the node graph unchanged:
 
 * action (float32 [-1, 1]^D): TCP-frame delta (``pos_step`` m, ``rot_step`` rad per unit) +
   gripper, turned into an absolute TCP target from the newest measured pose
-  (:func:`robot_rl.geometry.delta_target`) and published on ``/rl/action`` (PoseStamped, base
+  (:func:`robot_rl.core.geometry.delta_target`) and published on ``/rl/action`` (PoseStamped, base
   frame; the header stamp is the stamp of the newest camera frame (or pose, without cameras) the
   action was computed from) and
   ``/rl/gripper`` (Float64). The safety node sits between these topics and the arm.
@@ -65,7 +65,8 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Bool, Float32MultiArray, Float64, Float64MultiArray, String, UInt32
 from std_srvs.srv import SetBool
 
-from ..geometry import delta_target, rotvec_from_matrix
+from robot_rl.core.geometry import delta_target, rotvec_from_matrix
+
 from . import qos
 from .guard import InputGuard, MessageError, finite_scalar
 from .messages import colour_image, joint_positions, labelled_array, pose_msg, pose_to_numpy, seconds
@@ -137,7 +138,7 @@ class TopicEnvSettings:
 
     @classmethod
     def from_config(cls, task: dict[str, Any], ros: dict[str, Any], safety_ticks: bool = False) -> TopicEnvSettings:
-        from ..config import ConfigError, image_size
+        from robot_rl.core.config import ConfigError, image_size
 
         if task.get("privileged_state"):
             raise ConfigError(

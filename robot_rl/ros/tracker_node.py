@@ -21,7 +21,8 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from std_msgs.msg import Float32MultiArray, MultiArrayDimension
 
-from ..config import ConfigError
+from robot_rl.core.config import ConfigError
+
 from . import qos
 from .guard import InputGuard
 from .messages import pose_to_numpy
@@ -100,7 +101,7 @@ class TaskStateFromTracker:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from ..envs import make_env
+    from robot_rl.runtime.envs import make_env
 
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)

@@ -1,4 +1,4 @@
-"""The actor <-> learner :class:`~robot_rl.transport.Transport` over ROS 2 topics.
+"""The actor <-> learner :class:`~robot_rl.core.transport.Transport` over ROS 2 topics.
 
 Transitions go actor -> learner on ``rl/transitions`` (in the actor's namespace: ``/rl/transitions``, or
 ``/<robot>/rl/transitions`` for each robot of a fleet, all of which the one learner subscribes) and weights
@@ -32,10 +32,11 @@ from typing import Any
 
 from std_msgs.msg import String, UInt8MultiArray
 
+from robot_rl.core.transport import LocalTransport, Transport
+
 from ..data.transition import Transition
 from ..data.wire import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
 from ..safety.fast_risk import FAST_RISK_KEY
-from ..transport import LocalTransport, Transport
 from . import qos
 from .delivery import ACK_TOPIC, CUT_TOPIC, Outbox, cut_message, parse_ack, parse_control
 from .fast_critic import WEIGHTS_TOPIC as FAST_RISK_WEIGHTS_TOPIC

@@ -60,9 +60,9 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
-from robot_rl.config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
-from robot_rl.folders import write_new_file
-from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
+from robot_rl.core.config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
+from robot_rl.core.folders import write_new_file
+from robot_rl.core.geometry import matrix_from_rotvec, rotvec_from_matrix
 
 from .filter import FilterResult, FilterSettings, SafetyFilter
 from .hard_limits import ArmState, Command, Violation

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_rl.config import require_all, yaml_defaults
+from robot_rl.core.config import require_all, yaml_defaults
 
 RiskFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RecoveryBuilder = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (state, action) -> (1 + E, A) candidate rows

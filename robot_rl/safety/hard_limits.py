@@ -26,7 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
-from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
+from robot_rl.core.geometry import matrix_from_rotvec, rotvec_from_matrix
 
 
 class Violation(enum.IntFlag):
@@ -87,7 +87,7 @@ class SafetyLimits:
         checks["retreat_distance"] = np.isfinite(self.retreat_distance) and self.retreat_distance >= 0
         for name, ok in checks.items():
             if not ok:
-                from robot_rl.config import ConfigError
+                from robot_rl.core.config import ConfigError
 
                 raise ConfigError(f"safety.{name}", getattr(self, name), "a finite value in range (see SafetyLimits)")
 

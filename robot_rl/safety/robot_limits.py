@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.config import ConfigError, non_negative, positive
+from robot_rl.core.config import ConfigError, non_negative, positive
 
 from .hard_limits import SafetyLimits
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_rl import config as check
+from robot_rl.core import config as check
 from robot_rl.sim.panda_env import PandaTaskEnv
 from robot_rl.sim.scene import SceneSpec
 

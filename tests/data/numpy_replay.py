@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.folders import latest, replacing
+from robot_rl.core.folders import latest, replacing
 
 BUFFER_FORMAT = "robot_rl.replay"
 _STEP_ARRAYS = ("action", "reward", "cost", "terminated", "truncated", "intervened", "has_transition", "episode")

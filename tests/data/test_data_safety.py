@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import zarr
 
-from robot_rl.cli import main
+from robot_rl.cli.main import main
+from robot_rl.core.folders import MARKER, latest, replacing
 from robot_rl.data import EpisodeStore, EpisodeStoreError, tools
 from robot_rl.data.episode_store import episode_uid, verify
 from robot_rl.data.mcap_export import export_mcap
-from robot_rl.folders import MARKER, latest, replacing
 from tests.data.test_episode_store import META, synthetic_episode, tree_digest, write_episode
 
 
@@ -313,7 +313,7 @@ def test_replacing_keeps_the_previous_version_when_the_block_fails(tmp_path):
 CRASH_BETWEEN_RENAMES = textwrap.dedent(
     """
     import os
-    from robot_rl.folders import replacing
+    from robot_rl.core.folders import replacing
     real_rename, renames = os.rename, []
     def rename(source, destination):
         renames.append(source)

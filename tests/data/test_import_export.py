@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robot_rl.cli import main
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.data import EpisodeStore, EpisodeStoreError
 from robot_rl.data.formats import ImportSettings, import_store
 from robot_rl.data.formats.lerobot import LeRobotMapping

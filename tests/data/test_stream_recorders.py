@@ -11,7 +11,7 @@ import pytest
 from robot_rl.data import EpisodeStore, StreamRecorders
 from robot_rl.data.transition import Transition
 from robot_rl.data.wire import TransitionSchema, encode_transitions
-from robot_rl.fleet import decode_hand_in
+from robot_rl.runtime.fleet import decode_hand_in
 
 META = {"observation_shapes": {"state": [3]}, "action_dim": 2, "task": "streams"}
 

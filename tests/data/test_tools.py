@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from robot_rl.cli import main
+from robot_rl.cli.main import main
 from robot_rl.data import EpisodeStore, EpisodeStoreError, tools
 from robot_rl.data.mcap_export import (
     TOPIC_ACTION,

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from robot_rl.geometry import matrix_from_rotvec
+from robot_rl.core.geometry import matrix_from_rotvec
 from robot_rl.ros.servo_bridge_node import servo_twist
 from tests.conftest import require
 from tests.ros.graph_helpers import sim_robot, tear_down

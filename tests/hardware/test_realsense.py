@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.realsense import FrameTimeout, RealSenseCamera, RealSenseSettings, crop_resize
 from tests.conftest import require
 

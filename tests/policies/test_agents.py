@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.cqn import CQNAgent, CQNConfig
 from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
 from robot_rl.policies.gripper import CLOSE, OPEN, STAY, GripperCritic, GripperPolicy, gripper_labels, gripper_loss
 from robot_rl.policies.sac import SACAgent, SACConfig
-from robot_rl.train import train
+from robot_rl.runtime.train import train
 from tests.test_train import small_run
 
 # the coarse reach of tests/test_train.py: 4 cm steps, 4 cm success radius, 50-step episodes
@@ -144,7 +144,7 @@ def test_a_checkpoint_resumes_on_the_device_it_is_read_onto(tmp_path, agent_clas
     generator's state there too, and every resume failed ("RNG state must be a torch.ByteTensor")."""
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA device here")
-    from robot_rl.checkpoint import load_agent
+    from robot_rl.core.checkpoint import load_agent
 
     saved = agent_class({"state": (6,)}, 3, config_class(device=device), seed=1)
     torch.save(saved.state_dict(), tmp_path / "agent.pt")

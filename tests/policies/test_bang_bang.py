@@ -62,8 +62,8 @@ def test_sac_with_the_bang_bang_actor_acts_at_the_extremes_and_updates():
 def test_bang_bang_steps_through_the_safety_tick_stay_within_the_hard_limits():
     """Every control substep of pick_cube runs the safety node's tick (robot_rl.sim.fast_loop): full +-1 steps on every
     axis, the policy's, stay inside the workspace box and under the speed limit the hard layer enforces."""
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.runtime.envs import make_env
     from robot_rl.safety.robot_limits import safety_limits
     from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.data import ReplayBuffer
 from robot_rl.policies.conservative import ConservativeConfig, continuous_penalty, discrete_penalty
 from robot_rl.policies.cqn import CQNAgent, CQNConfig

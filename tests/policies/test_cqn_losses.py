@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.cqn import CQNAgent, CQNConfig, encode_action, fosd_loss, margin_loss, snap_to_grid
 from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
-from robot_rl.session import make_agent
+from robot_rl.runtime.session import make_agent
 
 NEVER = -1e4  # a logit whose softmax probability is 0 in float32
 

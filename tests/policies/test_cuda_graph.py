@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.data import MixedSampler, ReplayBuffer
 from robot_rl.policies.cqn import CQNAgent, CQNConfig
 from robot_rl.policies.cuda_graph import copy_into, signature, static_copy

@@ -4,7 +4,7 @@ commands, and an exported numpy model that scores like the fitted network (stand
 import numpy as np
 import pytest
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.fast_risk_critic import (
     FastFitConfig,
     fit_fast_risk_model,

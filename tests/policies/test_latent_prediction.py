@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.latent_prediction import LatentPredictor, latent_prediction_loss
 from robot_rl.policies.sac import SACAgent, SACConfig
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.data.transition import Transition
 from robot_rl.policies.open_loop import OpenLoopAgent, OpenLoopConfig
 
@@ -70,7 +70,7 @@ def test_robot_rl_train_runs_the_search_through_its_loop(tmp_path):
     standing still: the floor there is near 0 success, as it should be.)"""
     import torch
 
-    from robot_rl.train import train
+    from robot_rl.runtime.train import train
     from tests.test_train import small_run
 
     cfg = small_run(

@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.collect import collect
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.reward_classifier import (
     RewardClassifier,
     RewardClassifierConfig,
@@ -15,6 +14,7 @@ from robot_rl.policies.reward_classifier import (
     pick_threshold,
     train_reward_classifier,
 )
+from robot_rl.runtime.collect import collect
 from tests.conftest import missing_capability
 
 

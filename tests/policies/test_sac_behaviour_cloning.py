@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.sac import SACAgent, SACConfig
 
 DEMO_ACTION = np.array([0.8, -0.6, 0.5], np.float32)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.sac_lagrangian import SACLagrangianAgent, SACLagrangianConfig, discounted_limit
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import robot_rl.data
 import robot_rl.policies
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.data import MixedSampler, ReplayBuffer
 from robot_rl.policies.base import bf16_helps
 from robot_rl.policies.cqn import CQNAgent, CQNConfig

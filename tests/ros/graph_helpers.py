@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from robot_rl.composed_config import load_config
-from robot_rl.graph import NodeSpec, graph_nodes, ros_environment
+from robot_rl.cli.graph import NodeSpec, graph_nodes, ros_environment
+from robot_rl.core.composed_config import load_config
 
 #: an easy reach (4 cm steps and success radius) so learning shows within a test's budget
 EASY_REACH = [
@@ -149,7 +149,7 @@ def run_python(*args: str, timeout: float) -> subprocess.CompletedProcess:
 
 def launch(graph: str, *overrides: str, timeout: float) -> subprocess.CompletedProcess:
     """``robot-rl launch <graph> <overrides>`` in a child process (:func:`run_python`)."""
-    return run_python("-m", "robot_rl.cli", "launch", graph, *overrides, timeout=timeout)
+    return run_python("-m", "robot_rl.cli.main", "launch", graph, *overrides, timeout=timeout)
 
 
 def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:

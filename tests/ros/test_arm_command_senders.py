@@ -18,7 +18,7 @@ TOP = 0.3  # m: the top of the arm's workspace in this test (the reach task star
 
 def tilt_and_position(msg) -> tuple[float, np.ndarray]:
     """(angle in degrees between the tool axis and straight down, TCP position m) of a measured pose."""
-    from robot_rl.geometry import matrix_from_quat
+    from robot_rl.core.geometry import matrix_from_quat
 
     q = msg.pose.orientation
     tool_axis = matrix_from_quat(np.array([q.w, q.x, q.y, q.z]))[:, 2]

@@ -55,7 +55,7 @@ def start_cell(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
     fifo = str(tmp_path / "spacemouse")
     log = open(tmp_path / "cell.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "robot_rl.cli", "launch", "cell", *cell_args(*extra), f"cell.spacemouse={fifo}"],
+        [sys.executable, "-m", "robot_rl.cli.main", "launch", "cell", *cell_args(*extra), f"cell.spacemouse={fifo}"],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -100,7 +100,7 @@ def test_cell_rehearsal_demos_classifier_real_train_and_evaluation_run_unchanged
         classifier = tmp_path / "reward_classifier.pt"
         made = run_python(
             "-m",
-            "robot_rl.cli",
+            "robot_rl.cli.main",
             "classifier",
             f"classifier.store={demos}",
             "classifier.cameras=[front]",
@@ -173,7 +173,7 @@ def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser
     require("rclpy")
     import numpy as np
 
-    from robot_rl.composed_config import load_config
+    from robot_rl.core.composed_config import load_config
     from robot_rl.ros.scripted_operator import REPORT_SIZE, button_report, motion_report
     from robot_rl.ros.teleop_node import SpaceMouse, TeleopState
 
@@ -214,11 +214,11 @@ def test_the_tracker_builds_the_tasks_object_state_as_the_sim_lays_it_out():
     a policy trained in sim acts on the tracker's state unchanged; a feature no tracker gives is named."""
     import numpy as np
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.config import ConfigError
-    from robot_rl.envs import make_env
-    from robot_rl.geometry import matrix_from_rotvec
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.core.config import ConfigError
+    from robot_rl.core.geometry import matrix_from_rotvec
     from robot_rl.ros.tracker_node import quaternion_wxyz, tracked_features
+    from robot_rl.runtime.envs import make_env
 
     env = make_env(dict(load_config([]).task))
     env.reset(seed=3)
@@ -235,8 +235,8 @@ def test_the_tracker_builds_the_tasks_object_state_as_the_sim_lays_it_out():
 
 
 def test_the_cell_graph_is_the_labs_side_and_the_session_graphs_bring_teleop_and_tracker():
-    from robot_rl.composed_config import load_config
-    from robot_rl.graph import graph_nodes
+    from robot_rl.cli.graph import graph_nodes
+    from robot_rl.core.composed_config import load_config
 
     cell = {n.name: n for n in graph_nodes(load_config(["graph=cell", "robot=ur5e"]))}
     assert list(cell) == ["cell"]  # no servo bridge: robot_rl's side starts it
@@ -319,7 +319,7 @@ def test_cell_faults_a_stopped_camera_a_reflex_and_an_e_stop_hold_the_arm_and_tr
         [
             sys.executable,
             "-m",
-            "robot_rl.cli",
+            "robot_rl.cli.main",
             "launch",
             "real_train",
             *SESSION,

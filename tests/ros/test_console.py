@@ -404,9 +404,9 @@ def test_console_refuses_a_wrong_or_missing_token_with_403_and_publishes_nothing
 
 
 def test_console_settings_and_graphs():
-    from robot_rl.composed_config import load_config
-    from robot_rl.config import ConfigError
-    from robot_rl.graph import graph_nodes
+    from robot_rl.cli.graph import graph_nodes
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.core.config import ConfigError
 
     def names(*overrides: str) -> list[str]:
         return [node.name for node in graph_nodes(load_config(list(overrides)))]
@@ -417,7 +417,7 @@ def test_console_settings_and_graphs():
     with pytest.raises(ConfigError, match="graph.console"):
         names("graph=sim_train", "graph.console=yes")
     require("rclpy")
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
     from robot_rl.ros.console_node import Rate, console_settings, violation_names
     from robot_rl.ros.guard import MessageError
     from robot_rl.ros.transport import parse_progress
@@ -474,7 +474,7 @@ def test_console_pauses_checkpoints_and_stops_a_sim_train_launch(tmp_path):
     log = tmp_path / "launch.log"
     with open(log, "w") as out:
         launch = subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", *overrides],
+            [sys.executable, "-m", "robot_rl.cli.main", "launch", "sim_train", *overrides],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     rclpy.init()

@@ -1,4 +1,4 @@
-"""Delivery while a node is down (robot_rl/ros/delivery.py, robot_rl/transport.py::DeliveryLedger), without DDS:
+"""Delivery while a node is down (robot_rl/ros/delivery.py, robot_rl/core/transport.py::DeliveryLedger), without DDS:
 the actor's outbox keeps what the learner has not checkpointed and what the recorder has not confirmed; the
 learner's ledger takes every transition exactly once however resends interleave."""
 
@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robot_rl.core.transport import DeliveryLedger
 from robot_rl.data import EpisodeRecorder
 from robot_rl.data.transition import Transition, stored_transitions
 from robot_rl.ros.delivery import (
@@ -20,7 +21,6 @@ from robot_rl.ros.delivery import (
     parse_cut,
 )
 from robot_rl.ros.guard import MessageError
-from robot_rl.transport import DeliveryLedger
 
 
 def episode(uid: str, length: int, state_dim: int = 3) -> list[Transition]:

@@ -1,5 +1,5 @@
 """ROS 2 isolation: every test in its own domain (tests/conftest.py ``ros_domain``), every launch in its cell's
-domain with localhost-only discovery unless the LAN is asked for (robot_rl.graph.ros_environment)."""
+domain with localhost-only discovery unless the LAN is asked for (robot_rl.cli.graph.ros_environment)."""
 
 import fcntl
 import io
@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
-from robot_rl.graph import Launcher, NodeSpec, reserved_ros_domain, ros_environment
+from robot_rl.cli.graph import Launcher, NodeSpec, reserved_ros_domain, ros_environment
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from tests.conftest import require
 from tests.ros.graph_helpers import stop_processes
 
@@ -132,7 +132,7 @@ def test_the_domain_comes_from_the_shell_unless_configured(monkeypatch):
     ],
 )
 def test_bad_ros_isolation_settings_are_named(capsys, override, expected):
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
 
     code = main(["launch", "sim_train", override])
     captured = capsys.readouterr()

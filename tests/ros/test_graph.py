@@ -205,7 +205,7 @@ def test_actor_evaluates_a_checkpoint_on_the_cell(tmp_path, monitor):
     The late monitor starts after longer than the actor's flush wait: the actor waited only that long for a monitor,
     and on CI (2 loaded cores) discovery took longer (CI of df807bc)."""
     rclpy = require("rclpy")
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
     from robot_rl.ros.actor_node import STOPPED_WAIT
 
     run = tmp_path / "trained"

@@ -53,7 +53,7 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
 
 
 def test_launch_rejects_an_unknown_graph(capsys):
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
 
     code = main(["launch", "sim_trian"])
     err = capsys.readouterr().err
@@ -61,7 +61,7 @@ def test_launch_rejects_an_unknown_graph(capsys):
 
 
 def test_ros2_launch_files_cover_every_graph():
-    from robot_rl.composed_config import group_options
+    from robot_rl.core.composed_config import group_options
 
     files = sorted(p.name.removesuffix(".launch.py") for p in (ROOT / "launch").glob("*.launch.py"))
     assert files == group_options("graph")
@@ -370,8 +370,8 @@ def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
 
 
 def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
-    from robot_rl.composed_config import group_options, load_config
-    from robot_rl.graph import graph_nodes
+    from robot_rl.cli.graph import graph_nodes
+    from robot_rl.core.composed_config import group_options, load_config
 
     assert group_options("robot") == ["fr3", "panda", "ur5e"]
     nodes = {n.name: n for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
@@ -492,8 +492,8 @@ def test_a_sim_robot_that_dies_ends_the_launch(tmp_path, graph):
     graph's own node entries run, each with a stand-in module: the sim robot exits with 3, the others wait."""
     import threading
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.graph import Launcher, graph_nodes
+    from robot_rl.cli.graph import Launcher, graph_nodes
+    from robot_rl.core.composed_config import load_config
 
     (tmp_path / "exits.py").write_text("import sys, time\ntime.sleep(0.5)\nsys.exit(3)\n")
     (tmp_path / "waits.py").write_text("import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n")

@@ -51,8 +51,8 @@ def checkpoint_state(run_dir) -> dict:
 @pytest.mark.slow
 def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
     require("rclpy")
-    from robot_rl.composed_config import load_config
-    from robot_rl.train import train
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.runtime.train import train
 
     local = tmp_path / "in_process"
     summary = train(load_config([*SCENARIO, f"train.run_dir={local}"]))

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.classifier import load_classifier
-from robot_rl.cli import main
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.reward_classifier import RewardClassifier, RewardClassifierConfig, train_reward_classifier
+from robot_rl.runtime.classifier import load_classifier
 from tests.conftest import require
 from tests.ros.graph_helpers import Watcher, stop_processes
 

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
-from robot_rl.graph import graph_nodes
+from robot_rl.cli.graph import graph_nodes
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from tests.conftest import require
 
 EPISODE_STEPS, STEPS_PER_ROBOT = 10, 60
@@ -75,7 +75,7 @@ def test_two_robots_feed_one_learner_and_one_that_drops_out_does_not_stall_the_o
     require("rclpy")
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "robot_rl.cli", "launch", "sim_train", *SCENARIO, f"train.run_dir={run_dir}"],
+        [sys.executable, "-m", "robot_rl.cli.main", "launch", "sim_train", *SCENARIO, f"train.run_dir={run_dir}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -132,7 +132,7 @@ def test_two_robots_learn_reach_together_through_one_learner(tmp_path):
     run_dir = tmp_path / "run"
     task = [o for o in LEARNING_REACH if o.startswith("task")]
     result = run_python(
-        *("-m", "robot_rl.cli", "launch", "sim_train", *LEARNING_REACH, "fleet.robots=[left,right]"),
+        *("-m", "robot_rl.cli.main", "launch", "sim_train", *LEARNING_REACH, "fleet.robots=[left,right]"),
         # 3,000 steps: at LEARNING_REACH's 2,000 the final policy scored 0.50, 0.65 and 0.95 in three runs on 2 cores
         *("train.env_steps=3000", "ros.eval_every_episodes=0", f"train.run_dir={run_dir}"),
         timeout=600,
@@ -143,7 +143,7 @@ def test_two_robots_learn_reach_together_through_one_learner(tmp_path):
     assert [robots[r]["steps"] for r in ("left", "right")] == [1500, 1500], robots  # train.env_steps=3000, shared
     assert [robots[r]["demo_episodes"] for r in ("left", "right")] == [5, 5], robots
     evaluation = run_python(
-        *("-m", "robot_rl.cli", "eval", *task, f"eval.checkpoint={run_dir / 'checkpoint'}", "eval.episodes=20"),
+        *("-m", "robot_rl.cli.main", "eval", *task, f"eval.checkpoint={run_dir / 'checkpoint'}", "eval.episodes=20"),
         timeout=300,
     )
     assert evaluation.returncode == 0, evaluation.stderr[-2000:]

@@ -11,7 +11,7 @@ from tests.ros.graph_helpers import launch, run_python
 
 @pytest.mark.parametrize("graph, overrides", [("learner_only", []), ("collect_demos", [])])
 def test_sim_time_needs_a_graph_with_a_sim_robot(tmp_path, capsys, graph, overrides):
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
 
     code = main(["launch", graph, "ros.sim_time=true", f"train.run_dir={tmp_path / 'run'}", *overrides])
     err = capsys.readouterr().err
@@ -22,8 +22,8 @@ def test_sim_time_needs_a_graph_with_a_sim_robot(tmp_path, capsys, graph, overri
 
 
 def test_the_graph_resolves_sim_time_for_every_node():
-    from robot_rl.composed_config import load_config
-    from robot_rl.graph import graph_nodes
+    from robot_rl.cli.graph import graph_nodes
+    from robot_rl.core.composed_config import load_config
 
     sim = {node.name: node for node in graph_nodes(load_config(["graph=sim_train"]))}  # the graph's default
     assert all(node.sim_time for node in sim.values())
@@ -104,11 +104,11 @@ def test_the_lockstep_waits_for_a_safety_node_that_starts_late(tmp_path):
 
     from omegaconf import OmegaConf
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env
+    from robot_rl.core.composed_config import load_config
     from robot_rl.ros.node_main import spinning_in_background
     from robot_rl.ros.sim_clock import sim_time_parameters, wait_for_clock
     from robot_rl.ros.topic_env import TopicEnv, TopicEnvSettings
+    from robot_rl.runtime.envs import make_env
     from tests.ros.graph_helpers import Graph
 
     overrides = ["task=reach", "ros.sim_time=true", "ros.stream_timeout=60", "human.enabled=false"]
@@ -147,11 +147,11 @@ def test_sim_time_velocity_stands_when_the_sim_robot_repeats_an_instant():
     rclpy = require("rclpy")
     from omegaconf import OmegaConf
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env
+    from robot_rl.core.composed_config import load_config
     from robot_rl.ros.messages import pose_msg
     from robot_rl.ros.sim_clock import sim_time_parameters
     from robot_rl.ros.topic_env import POSE, TopicEnv, TopicEnvSettings
+    from robot_rl.runtime.envs import make_env
 
     cfg = load_config(["task=reach", "ros.sim_time=true"])
     task = OmegaConf.to_container(cfg.task, resolve=True)
@@ -185,11 +185,11 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
     from omegaconf import OmegaConf
     from std_msgs.msg import Float64
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env
+    from robot_rl.core.composed_config import load_config
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg
     from robot_rl.ros.sim_robot_node import SimRobot
+    from robot_rl.runtime.envs import make_env
 
     cfg = load_config(["task=pick_cube"])
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped
@@ -246,12 +246,12 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
     from rosgraph_msgs.msg import Clock
     from std_msgs.msg import Float64
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env
+    from robot_rl.core.composed_config import load_config
     from robot_rl.ros import qos
     from robot_rl.ros.messages import pose_msg, stamp_ns
     from robot_rl.ros.node_main import spinning_in_background
     from robot_rl.ros.sim_robot_node import SimRobot
+    from robot_rl.runtime.envs import make_env
 
     cfg = load_config(["task=reach"])
     env = make_env(OmegaConf.to_container(cfg.task, resolve=True)).unwrapped

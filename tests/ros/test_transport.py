@@ -236,7 +236,7 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import String
 
-    from robot_rl.graph import Launcher
+    from robot_rl.cli.graph import Launcher
     from robot_rl.ros import qos
     from robot_rl.ros.actor_node import STOPPED_WAIT, ExitWaits
     from robot_rl.ros.delivery import ACK_TOPIC, Outbox

@@ -6,7 +6,7 @@ weights. The env's twin, below:
 
 One seed, one action sequence and the same scripted human go through the in-process pick_cube env
 (``robot-rl train``'s loop) and through the sim robot node + safety node + :class:`TopicEnv` of the
-sim_train graph in sim time (``ros.sim_time=true``); both run :func:`robot_rl.actor.run_episode`, so
+sim_train graph in sim time (``ros.sim_time=true``); both run :func:`robot_rl.runtime.actor.run_episode`, so
 the transitions compared are the ones each learner receives. Differences allowed, and why:
 
 * TCP velocity: the graph's is the finite difference of the last two pose messages (one state
@@ -41,8 +41,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from robot_rl.core.transport import LocalTransport
 from robot_rl.data.transition import Transition
-from robot_rl.transport import LocalTransport
 from tests.conftest import require
 from tests.ros.graph_helpers import Graph
 
@@ -106,8 +106,8 @@ def split_episodes(transitions: list[Transition]) -> list[list[Transition]]:
 
 
 def play(env, human, episodes: list[bool], first_seed: int | None) -> list[Transition]:
-    from robot_rl.actor import run_episode
-    from robot_rl.safety_learning import SafetyActor, SafetySettings
+    from robot_rl.runtime.actor import run_episode
+    from robot_rl.runtime.safety_learning import SafetyActor, SafetySettings
 
     agent, transport = ActionSequence(env.action_space.shape[0]), Captured()
     for index, demo in enumerate(episodes):
@@ -133,13 +133,13 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     from omegaconf import OmegaConf
     from std_msgs.msg import UInt32
 
-    from robot_rl.composed_config import load_config
-    from robot_rl.envs import make_env, make_expert
+    from robot_rl.core.composed_config import load_config
     from robot_rl.ros.node_main import spinning_in_background
     from robot_rl.ros.sim_clock import lockstep_teleop, sim_time_parameters, wait_for_clock
     from robot_rl.ros.teleop_source import TopicTeleop
     from robot_rl.ros.topic_env import TopicEnv, TopicEnvSettings
-    from robot_rl.teleop import InterventionRules, ScriptedHuman
+    from robot_rl.runtime.envs import make_env, make_expert
+    from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
 
     overrides = [
         "task=pick_cube",
@@ -254,15 +254,15 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     import torch
     from omegaconf import OmegaConf
 
-    from robot_rl.composed_config import load_config
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.core.transport import LocalTransport
     from robot_rl.data.wire import weight_shapes
-    from robot_rl.envs import make_env, make_expert, observation_shapes
-    from robot_rl.learner import Learner, settings_from
     from robot_rl.ros.delivery import Outbox
     from robot_rl.ros.transport import RosTransport
-    from robot_rl.session import make_agent
-    from robot_rl.teleop import InterventionRules, ScriptedHuman
-    from robot_rl.transport import LocalTransport
+    from robot_rl.runtime.envs import make_env, make_expert, observation_shapes
+    from robot_rl.runtime.learner import Learner, settings_from
+    from robot_rl.runtime.session import make_agent
+    from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
 
     overrides = [
         "task=pick_cube",

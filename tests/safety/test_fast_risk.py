@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from robot_rl.config import ConfigError
-from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
+from robot_rl.core.config import ConfigError
+from robot_rl.core.geometry import matrix_from_rotvec, rotvec_from_matrix
 from robot_rl.safety import ArmState, Command
 from robot_rl.safety.fast_risk import (
     DELTA_FEATURES,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robot_rl.geometry import matrix_from_rotvec
+from robot_rl.core.geometry import matrix_from_rotvec
 from robot_rl.safety import ArmState, Command
 from robot_rl.safety.fast_risk import (
     INPUT_WIDTH,

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from robot_rl.config import ConfigError
-from robot_rl.geometry import matrix_from_rotvec, rotvec_from_matrix
+from robot_rl.core.config import ConfigError
+from robot_rl.core.geometry import matrix_from_rotvec, rotvec_from_matrix
 from robot_rl.safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, enforce, hold
 from robot_rl.safety.hard_limits import tool_angle
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from robot_rl.composed_config import group_options, load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import group_options, load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.safety import SafetyLimits
 from robot_rl.safety.robot_limits import safety_limits, workspace_of
 
@@ -69,7 +69,7 @@ def test_the_workspace_is_the_box_of_the_limits():
 
 
 def test_a_launch_with_a_bad_limit_stops_before_any_node_starts(tmp_path, capsys, monkeypatch):
-    from robot_rl.cli import main
+    from robot_rl.cli.main import main
 
     monkeypatch.chdir(tmp_path)  # a launch writes its run folder here: nothing may appear
     code = main(["launch", "sim_train", "robot.limits.max_speed=-1", "task=reach"])

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
 from robot_rl.data import EpisodeStore, ReplayBuffer
-from robot_rl.envs import make_env, make_expert
 from robot_rl.policies.safety_critic import SafetyCritic, SafetyCriticConfig
+from robot_rl.runtime.envs import make_env, make_expert
+from robot_rl.runtime.safety_learning import SafetySettings, make_safety_learner
 from robot_rl.safety.risk_model import RiskModel
-from robot_rl.safety_learning import SafetySettings, make_safety_learner
 from robot_rl.sim.constraints import Constraint
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from robot_rl.geometry import matrix_from_rotvec, orientation_error
+from robot_rl.core.geometry import matrix_from_rotvec, orientation_error
 from robot_rl.sim.scene import ARM_TORQUE_LIMITS
 from robot_rl.sim.tasks import ReachEnv
 

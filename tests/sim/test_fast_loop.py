@@ -6,11 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.actor import EpisodePlay
-from robot_rl.cli import load_config, main
-from robot_rl.config import ConfigError
+from robot_rl.cli.main import load_config, main
+from robot_rl.core.config import ConfigError
+from robot_rl.core.transport import LocalTransport
 from robot_rl.data import EpisodeStore
-from robot_rl.envs import make_env
+from robot_rl.runtime.actor import EpisodePlay
+from robot_rl.runtime.envs import make_env
+from robot_rl.runtime.safety_learning import SafetyActor, safety_settings
+from robot_rl.runtime.session import online_fast_critic
+from robot_rl.runtime.train import train
 from robot_rl.safety import ArmState, Command, Violation
 from robot_rl.safety.fast_risk import (
     STATE_WIDTH,
@@ -21,11 +25,7 @@ from robot_rl.safety.fast_risk import (
     fast_critic_config,
 )
 from robot_rl.safety.robot_limits import safety_limits
-from robot_rl.safety_learning import SafetyActor, safety_settings
-from robot_rl.session import online_fast_critic
 from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
-from robot_rl.train import train
-from robot_rl.transport import LocalTransport
 from tests.ros.test_fast_critic import toward_x
 
 RATE_HZ = 500.0  # pick_cube: physics 500 Hz, policy 10 Hz: 50 ticks of one physics step per policy step

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from robot_rl.cli import main
-from robot_rl.composed_config import load_config
-from robot_rl.envs import make_env
+from robot_rl.cli.main import main
+from robot_rl.core.composed_config import load_config
+from robot_rl.runtime.envs import make_env
 from tests.conftest import require
 
 # suite -> (package, task overrides: one with task.imports, one with gymnasium's module:EnvId form)

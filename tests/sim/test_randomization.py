@@ -6,9 +6,9 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_rl.composed_config import load_config
-from robot_rl.config import ConfigError
-from robot_rl.envs import make_env
+from robot_rl.core.composed_config import load_config
+from robot_rl.core.config import ConfigError
+from robot_rl.runtime.envs import make_env
 from robot_rl.sim.randomization import DomainRandomization, RandomizationEntry, entries_from_config
 from tests.conftest import require
 
@@ -243,8 +243,8 @@ def test_same_seed_same_samples():
 def test_envs_built_with_different_seeds_draw_different_randomizations(name):
     """Every shipped set has a ``seed`` key; the env's seed (each env of train.num_envs, each fleet actor, each run
     seed) must still give draws of its own: the set's seed only picks a stream under it (issue 49)."""
-    from robot_rl.fleet_settings import member_seed
-    from robot_rl.robustness import randomized
+    from robot_rl.runtime.fleet_settings import member_seed
+    from robot_rl.runtime.robustness import randomized
 
     cfg = load_config(["task=pick_cube", f"randomization={name}"])
     assert cfg.randomization.get("seed") is not None

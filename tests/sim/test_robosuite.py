@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from tests.conftest import require
 
 

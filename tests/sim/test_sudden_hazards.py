@@ -4,9 +4,9 @@ on the sim clock, shoves on the hand, a fragile object; and the fast loop reacti
 import numpy as np
 import pytest
 
-from robot_rl.cli import load_config
-from robot_rl.config import ConfigError
-from robot_rl.envs import make_env, make_expert
+from robot_rl.cli.main import load_config
+from robot_rl.core.config import ConfigError
+from robot_rl.runtime.envs import make_env, make_expert
 from robot_rl.safety import Violation
 from robot_rl.sim.constraints import Constraint
 from robot_rl.sim.disturbances import Pushes

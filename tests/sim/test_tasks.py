@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from robot_rl.config import ConfigError
-from robot_rl.geometry import orientation_error, rotvec_from_matrix
+from robot_rl.core.config import ConfigError
+from robot_rl.core.geometry import orientation_error, rotvec_from_matrix
 from robot_rl.sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
 
 TASKS = [ReachEnv, PickCubeEnv, PegInsertEnv]

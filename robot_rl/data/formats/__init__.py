@@ -9,7 +9,7 @@ Each importer turns its input into :class:`~robot_rl.data.formats.common.Episode
 the store keeps them) and :func:`~robot_rl.data.formats.common.write_store` writes them to a new store. The store is built in a temporary sibling of ``out`` and renamed into
 place only when every episode was read and written, so bad input leaves no output behind. Bad input raises
 :class:`~robot_rl.data.episode_store.EpisodeStoreError` naming the file and the field (``robot-rl`` prints it on one
-line and exits 2); a bad mapping raises :class:`~robot_rl.config.ConfigError` naming its ``data.import.*`` key.
+line and exits 2); a bad mapping raises :class:`~robot_rl.core.config.ConfigError` naming its ``data.import.*`` key.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...config import ConfigError, choice, settings_of
+from robot_rl.core.config import ConfigError, choice, settings_of
+
 from .common import ImportSettings, write_store
 
 IMPORT_FORMATS = ("mcap", "lerobot", "robomimic")

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ...config import ConfigError, choice, positive
-from ...folders import creating
+from robot_rl.core.config import ConfigError, choice, positive
+from robot_rl.core.folders import creating
+
 from ..episode_store import SOURCES, EpisodeStore, EpisodeStoreError
 
 

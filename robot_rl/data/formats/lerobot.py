@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ...config import ConfigError, settings_of
-from ...folders import creating
+from robot_rl.core.config import ConfigError, settings_of
+from robot_rl.core.folders import creating
+
 from ..episode_store import EpisodeStore, EpisodeStoreError
 from .common import Episode, ImportSettings, episode_ends, needs
 

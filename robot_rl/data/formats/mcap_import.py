@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from ...config import ConfigError, choice, positive, settings_of
+from robot_rl.core.config import ConfigError, choice, positive, settings_of
+
 from ..episode_store import EpisodeStoreError
 from ..mcap_export import (
     TOPIC_ACTION,

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ...config import ConfigError, settings_of
+from robot_rl.core.config import ConfigError, settings_of
+
 from ..episode_store import EpisodeStoreError
 from .common import Episode, ImportSettings, episode_ends, needs
 

@@ -1,0 +1,302 @@
+"""The learner: replay buffers and agent updates in a thread of their own, fed by a transport.
+
+The same :class:`Learner` runs in ``robot-rl train`` (fed by the actor through a
+:class:`~robot_rl.core.transport.LocalTransport`) and in the learner node (fed by ``/rl/transitions``); the
+session (:class:`robot_rl.runtime.session.LearnerSession`) owns it with the agent, the checkpoint and resume.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from robot_rl.core.checkpoint import load_agent
+from robot_rl.core.config import is_integer, is_number, positive, require_all, settings_of, yaml_defaults
+from robot_rl.core.transport import DeliveryLedger, Transport
+from robot_rl.data import ReplayBuffer
+from robot_rl.data.batches import Batch
+from robot_rl.data.transition import Transition
+from robot_rl.runtime.auxiliary_learners import AuxiliaryLearner
+from robot_rl.runtime.replay_router import ReplayRouter, SafetyRelabel
+
+VECTORIZATIONS = ("sync", "async")  # train.vectorization
+
+
+@yaml_defaults("settings/train.yaml", "train")
+class TrainSettings:
+    """``train:`` of ``configs/settings/train.yaml`` (the defaults and what each setting means are written there)."""
+
+    run_dir: str = "runs/default"  # the YAML's is built from the task and seed
+    resume: bool
+    env_steps: int  # online env steps (demos not counted)
+    demo_episodes: int
+    start_training: int  # online transitions before the first update
+    update_every: int  # online transitions per update call (agent.utd critic steps each)
+    batch_size: int
+    demo_fraction: float
+    n_step: int
+    buffer_capacity: int
+    weights_every: int  # learner update calls between weight publications
+    sync: bool  # sim: the actor waits for the learner so the update-to-data ratio holds
+    max_lag: int  # env steps the actor may run ahead of the learner when sync
+    num_envs: int  # robot-rl train: sim envs stepped together, one batched policy call per step
+    vectorization: str  # sync: the envs step in this process | async: each in a worker process, in parallel
+    eval_every: int
+    eval_episodes: int
+    final_eval_episodes: int
+    checkpoint_every: int
+    record_episodes: bool
+    torch_threads: int
+    deterministic: bool  # same seed, same weights: the actor takes new weights only once the learner has caught up
+    # with every step sent (slower), and torch uses deterministic algorithms
+
+
+def settings_from(cfg: DictConfig) -> TrainSettings:
+    settings = settings_of("train", TrainSettings, OmegaConf.to_container(cfg, resolve=True))
+    for key in (
+        "env_steps",
+        "batch_size",
+        "n_step",
+        "buffer_capacity",
+        "weights_every",
+        "eval_every",
+        "eval_episodes",
+        "final_eval_episodes",
+        "checkpoint_every",
+        "torch_threads",
+        "max_lag",
+        "num_envs",
+        "update_every",
+    ):
+        positive(f"train.{key}", getattr(settings, key), integer=True)
+    require_all(
+        "train",
+        settings,
+        {
+            "run_dir": (
+                isinstance(settings.run_dir, str) and settings.run_dir.strip() != "",
+                "the path of the run folder",
+            ),
+            "demo_episodes": (is_integer(settings.demo_episodes) and settings.demo_episodes >= 0, "an integer >= 0"),
+            "start_training": (is_integer(settings.start_training) and settings.start_training >= 0, "an integer >= 0"),
+            "vectorization": (settings.vectorization in VECTORIZATIONS, " or ".join(VECTORIZATIONS)),
+            "demo_fraction": (
+                is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
+                "a number in [0, 1]",
+            ),
+            **{
+                key: (isinstance(getattr(settings, key), bool), "true or false")
+                for key in ("resume", "sync", "record_episodes", "deterministic")
+            },
+        },
+    )
+    return settings
+
+
+def updates_due(online_received: int, update_calls: int, start_training: int, update_every: int = 1) -> int:
+    """Update calls a learner owes: one per ``update_every`` online transitions after the first ``start_training``,
+    less those made."""
+    return max(online_received - start_training, 0) // update_every - update_calls
+
+
+class Learner:
+    """Receives transitions, stores them (:class:`~robot_rl.runtime.replay_router.ReplayRouter`, with ``relabel``), makes
+    the agent's updates and then those of ``auxiliaries`` (:mod:`robot_rl.runtime.auxiliary_learners`, by name, in order),
+    and publishes weights and progress; in a thread of its own (:meth:`start`) or driven by the caller."""
+
+    def __init__(
+        self,
+        agent,
+        settings: TrainSettings,
+        shapes: dict[str, tuple[int, ...]],
+        action_dim: int,
+        transport: Transport,
+        seed: int,
+        relabel: SafetyRelabel | None = None,
+        auxiliaries: dict[str, AuxiliaryLearner] | None = None,
+    ):
+        self.agent, self.settings, self.transport = agent, settings, transport
+        self.auxiliaries = dict(auxiliaries or {})
+        device = getattr(agent, "device", None)  # the buffers live, and batches arrive, where the agent learns
+        relabel, capacity = relabel or SafetyRelabel(), settings.buffer_capacity
+        self.router = ReplayRouter(capacity, shapes, action_dim, device, relabel, settings.demo_fraction, seed)
+        self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
+        self.online_received = 0
+        self.received = 0  # transitions received from the transport
+        self.pending: deque[Transition] = deque()  # received, not ingested yet (one at a time, between updates)
+        self.taken = 0  # transitions ingested or refused by the ledger
+        self.running = False  # run() is receiving: nobody else may
+        self.thread: threading.Thread | None = None
+        self.update_calls = 0
+        self.metrics: dict[str, float] = {}
+        self.lock = threading.Lock()  # held during updates and checkpointing
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.updates_per_second = 0.0
+        self.reported = (-1, -1, -1)  # the progress last published on the transport
+
+    @property
+    def online(self) -> ReplayBuffer:
+        return self.router.online
+
+    @property
+    def demo(self) -> ReplayBuffer:
+        return self.router.demo
+
+    def save(self, folder: Path) -> dict[str, Any]:
+        """Write the agent (``agent.pt``), the auxiliaries and both buffers into ``folder`` (a checkpoint's, being
+        made; the caller holds :attr:`lock`); return the plain state for the checkpoint's ``counters.json``."""
+        torch.save(self.agent.state_dict(), folder / "agent.pt")
+        state = {"online_received": self.online_received, "update_calls": self.update_calls}
+        state["delivery"] = self.ledger.state()
+        for auxiliary in self.auxiliaries.values():
+            state.update(auxiliary.save(folder))
+        return {**state, **self.router.save(folder)}
+
+    def load(self, folder: Path, state: dict[str, Any], key: str = "train.resume") -> None:
+        """What :meth:`save` wrote into ``folder`` and returned (``state``); a file that is no robot_rl file of
+        tensors is refused naming config ``key``."""
+        load_agent(key, self.agent, folder / "agent.pt")
+        for auxiliary in self.auxiliaries.values():
+            auxiliary.load(folder, state, key)
+        self.router.load(folder, state)
+        self.online_received, self.update_calls = state["online_received"], state["update_calls"]
+        self.ledger.load(state.get("delivery", {}))
+
+    def ingest(self, transitions: list[Transition]) -> None:
+        for t in transitions:
+            if self.ledger.accept(t):
+                self.router.add(t)
+                if not t.demo:
+                    self.online_received += 1
+                    self.agent.observe(t)
+                for auxiliary in self.auxiliaries.values():  # demos too: their ticks teach the fast critic
+                    auxiliary.observe(t)
+            self.taken += 1  # after its online count: a reader of backlog() never sees it taken but not yet due
+
+    def ingest_locked(self, transitions: list[Transition]) -> None:
+        """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
+        if transitions:
+            with self.lock:
+                self.ingest(transitions)
+
+    def published_weights(self) -> dict[str, Any]:
+        """The actor's policy weights, plus the auxiliary learners' models that are ready."""
+        weights = self.agent.policy_state()
+        for auxiliary in self.auxiliaries.values():
+            weights.update(auxiliary.weights(self.online_received))
+        return weights
+
+    def due_updates(self) -> int:
+        settings = self.settings
+        return updates_due(self.online_received, self.update_calls, settings.start_training, settings.update_every)
+
+    def backlog(self, sent: int) -> int:
+        """How far the learner is behind an actor that has sent ``sent`` transitions: those it has not
+        taken yet (each online one will make an update due) plus the updates already due."""
+        return sent - self.taken + self.due_updates()
+
+    def sample(self) -> Batch:
+        return self.router.sampler.sample(
+            self.settings.batch_size,
+            n_step=self.settings.n_step,
+            gamma=self.agent.config.discount,
+            sequence_length=self.agent.sequence_length,
+        )
+
+    def start(self) -> None:
+        """Run :meth:`run` in a daemon thread."""
+        self.running = True  # before the thread starts: from now on only it receives
+        self.thread = threading.Thread(target=self.run, name="learner", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop the thread; what it received and did not ingest yet stays in :attr:`pending`."""
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def update_in_this_thread(self) -> None:
+        """Updates in the calling thread run on ``train.torch_threads`` threads (unset, torch's idle OpenMP workers
+        spin on every core, taking them from the envs and actors)."""
+        torch.set_num_threads(self.settings.torch_threads)
+
+    def run(self) -> None:
+        """Ingest each transition, then make the updates it made due: update k (from 1) always sees the first
+        ``start_training + k * update_every`` online steps, however the actor's sends were batched."""
+        self.running = True
+        try:
+            self.update_in_this_thread()
+            started, calls_at_start = time.monotonic(), self.update_calls
+            while not self.stop.is_set():
+                self.receive(timeout=0.0 if self.pending else 0.01)
+                self.ingest_next()
+                self.report_progress()
+                self.update_while_due()  # also a resumed run's updates, due before anything arrives
+                made = (self.update_calls - calls_at_start) * self.agent.config.utd
+                self.updates_per_second = made / max(time.monotonic() - started, 1e-6)
+        except BaseException as error:  # noqa: BLE001 - surfaced by the actor thread
+            self.error = error
+        finally:
+            self.running = False
+
+    def receive(self, timeout: float) -> None:
+        received = self.transport.receive_transitions(timeout=timeout)
+        with self.lock:
+            self.pending.extend(received)
+            self.received += len(received)
+
+    def ingest_next(self) -> None:
+        with self.lock:
+            if self.pending:
+                self.ingest([self.pending.popleft()])
+
+    def ingest_everything_sent(self, sent: int) -> None:
+        """Put every one of the ``sent`` transitions into the buffers now, their updates left due, so a
+        checkpoint holds every step the actor counted. Works while :meth:`run` runs and after it stopped."""
+        while self.received < sent and self.error is None:
+            if self.running:
+                time.sleep(0.0005)  # run() receives between two updates
+            else:
+                self.receive(timeout=0.01)
+        with self.lock:
+            while self.pending:
+                self.ingest([self.pending.popleft()])
+
+    def update_while_due(self) -> None:
+        while self.update_if_due():
+            pass
+
+    def update_if_due(self) -> bool:
+        """Make one update if one is due (and the learner is not stopping); whether it made one."""
+        if self.due_updates() <= 0 or self.stop.is_set():
+            return False
+        with self.lock:
+            metrics = self.agent.update(self.sample)
+            for auxiliary in self.auxiliaries.values():
+                metrics.update(auxiliary.update(self.online, self.online_received))
+            self.metrics = metrics  # replaced whole: the actor thread reads it
+            if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
+                self.transport.publish_weights(self.update_calls + 1, self.published_weights())
+            self.update_calls += 1
+        self.report_progress()
+        return True
+
+    def report_progress(self) -> None:
+        """Publish (online transitions ingested, updates made, per actor the last ``seq`` ingested) on the transport
+        when it changed (from the thread that changes it, so an actor waiting on it hears at once)."""
+        now = (self.online_received, self.update_calls, self.ledger.ingested)
+        if now != self.reported:
+            self.reported = now
+            self.transport.publish_progress(self.online_received, self.update_calls, dict(self.ledger.received))
+
+    def wait_until_caught_up(self, sent: int) -> None:
+        """Block until every one of the ``sent`` transitions is ingested and its updates are made."""
+        while self.backlog(sent) > 0 and self.error is None and not self.stop.is_set():
+            time.sleep(0.0005)
