@@ -90,7 +90,7 @@ def prepare(args: argparse.Namespace) -> dict:
     collect = collect_probe_set(args.task, probe, args.probe_episodes)
     fast_collect = collect_probe_set(args.task, fast_probe, args.probe_episodes, "safety.fast_critic.probe=0.5", ESCAPE)
     weights.unlink(missing_ok=True)
-    fit = cli("fast-critic", f"fast_fit.store={fast_probe}", f"fast_fit.out={weights}")
+    fit = cli("fast-critic", f"fast_critic.store={fast_probe}", f"fast_critic.out={weights}")
     print("probe sets", collect, fast_collect, "fast critic", fit, flush=True)
     args.probe, args.fast_probe, args.weights = str(probe), str(fast_probe), str(weights)
     return {

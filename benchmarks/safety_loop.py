@@ -54,7 +54,7 @@ def risk_model(seed: int):
     benchmark's actor the logits spread with a standard deviation of 2 and about ``RISKY`` of them score above
     ``threshold_on`` (0.25), most below ``threshold_off``: the filter engages now and then, as a trained one would
     near a hazard."""
-    from robot_rl.safety.fast_risk import INPUT_WIDTH, STATE_WIDTH, FastRiskModel
+    from robot_rl.safety.fast_critic import INPUT_WIDTH, STATE_WIDTH, FastCriticModel
 
     rng = np.random.default_rng(seed)
     widths = (INPUT_WIDTH, *HIDDEN, 1)
@@ -82,7 +82,7 @@ def risk_model(seed: int):
     weight = layers[-1][0] * (2.0 / float(np.std(x @ layers[-1][0])))  # logits with a standard deviation of 2
     bias = math.log(0.25 / 0.75) - float(np.percentile(x @ weight, 100 * (1 - RISKY)))
     layers[-1] = (weight.astype(np.float32), np.array([bias], np.float32))
-    return FastRiskModel(layers)
+    return FastCriticModel(layers)
 
 
 def in_process(steps: int, seed: int) -> dict[str, float]:
@@ -93,12 +93,12 @@ def in_process(steps: int, seed: int) -> dict[str, float]:
     candidate scored, the choice made, the command rebuilt: the slowest tick)."""
     from robot_rl.core.geometry import matrix_from_rotvec
     from robot_rl.safety import ArmState, Command
-    from robot_rl.safety.fast_risk import FastRiskFilter, fast_critic_settings
+    from robot_rl.safety.fast_critic import FastCriticFilter, fast_critic_settings
 
     figures = {}
     for prefix in ("", "engaged_"):
         held = {"threshold_off": 0.0} if prefix else {}
-        fast = FastRiskFilter(fast_critic_settings({"enabled": True, **held}), TARGET_HZ, 0.01, risk_model(seed))
+        fast = FastCriticFilter(fast_critic_settings({"enabled": True, **held}), TARGET_HZ, 0.01, risk_model(seed))
         rng, down, times = np.random.default_rng(seed), np.diag([1.0, -1.0, -1.0]), []
         for step in range(steps):
             t = step / TARGET_HZ
@@ -151,7 +151,7 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
     from robot_rl.ros import qos
     from robot_rl.ros.fast_critic import STATS_TOPIC, WEIGHTS_TOPIC, percentiles
     from robot_rl.ros.messages import numpy_to_pose, stamp
-    from robot_rl.safety.fast_risk import BYPASS_REASONS, FORWARD
+    from robot_rl.safety.fast_critic import BYPASS_REASONS, FORWARD
 
     model = risk_model(seed)
     alone = in_process(steps, seed)  # before the node starts: nothing else of this benchmark runs meanwhile

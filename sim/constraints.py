@@ -15,7 +15,7 @@ The hazards a learned safety critic learns to avoid, all optional (``constraints
   body exceeds this (a fragile object crushed or knocked within a few milliseconds)
 
 ``info["violation"]`` is the bit mask of :class:`Constraint` flags violated at the end of the
-step (0 = none), or on any tick of it when the fast loop runs (:mod:`robot_rl.sim.fast_loop`); it is what the
+step (0 = none), or on any tick of it when the fast loop runs (:mod:`robot_rl.sim.fast_critic_loop`); it is what the
 episode store records as ``safety_flags``.
 """
 

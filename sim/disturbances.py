@@ -4,7 +4,7 @@
 at random times (a Poisson process of ``per_second`` pushes per second of sim time), last ``duration`` s and push
 with ``force`` N in a random horizontal direction (base frame). A push that starts inside a 0.1 s policy step is over
 before the policy sees its result: only a loop that runs at the physics rate (the safety node's, or the sim's fast
-loop, :mod:`robot_rl.sim.fast_loop`) can react within it.
+loop, :mod:`robot_rl.sim.fast_critic_loop`) can react within it.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from robot_rl.sim.arm_env import PROPRIO_FIELDS, ArmEnv
 from robot_rl.sim.constraints import ConstraintMonitor, Constraints
 from robot_rl.sim.controller import CartesianImpedanceController, ImpedanceGains
 from robot_rl.sim.disturbances import Push, Pushes
-from robot_rl.sim.fast_loop import FastStream, SimFastLoop
+from robot_rl.sim.fast_critic_loop import FastStream, SimFastLoop
 from robot_rl.sim.scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
 
 HOME_QPOS = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])  # radians, Franka "ready" pose

@@ -50,7 +50,7 @@ def test_a_resumed_learner_keeps_the_fast_critic_it_learned_and_published(tmp_pa
     from robot_rl.core.composed_config import load_config
     from robot_rl.core.transport import LocalTransport
     from robot_rl.runtime.session import Counters, LearnerSession, restore, save_checkpoint
-    from robot_rl.safety.fast_risk import INPUT_WIDTH
+    from robot_rl.safety.fast_critic import INPUT_WIDTH
 
     overrides = ["task=reach", f"train.run_dir={tmp_path / 'run'}", "safety.fast_critic.learn=true"]
     cfg = load_config(overrides)
@@ -123,7 +123,7 @@ def test_the_learner_refuses_ticks_of_another_width_than_its_fast_critics_and_go
     ValueError ended the learner's thread)."""
     import numpy as np
 
-    from robot_rl.safety.fast_risk import INPUT_WIDTH
+    from robot_rl.safety.fast_critic import INPUT_WIDTH
 
     learner, rng = fast_learning_learner(tmp_path), np.random.default_rng(0)
     learner.ingest(ticked_episode(rng, "left", INPUT_WIDTH + 9, ticks=5))
@@ -139,7 +139,7 @@ def test_the_fast_critic_learns_the_ticks_of_demo_episodes_too(tmp_path):
     what a deterministic run's fast critic learned)."""
     import numpy as np
 
-    from robot_rl.safety.fast_risk import INPUT_WIDTH
+    from robot_rl.safety.fast_critic import INPUT_WIDTH
 
     learner = fast_learning_learner(tmp_path)
     learner.ingest(ticked_episode(np.random.default_rng(0), "a", INPUT_WIDTH, ticks=4, demo=True))

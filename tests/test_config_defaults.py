@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from robot_rl.cli.main import load_config
 from robot_rl.policies.cqn import CQNConfig
 from robot_rl.policies.cqn_as import CQNASConfig
-from robot_rl.policies.fast_risk_critic import FastFitConfig
+from robot_rl.policies.fast_critic import FastCriticFitSettings
 from robot_rl.policies.sac import SACConfig
 from robot_rl.policies.safety_critic import SafetyCriticConfig
 from robot_rl.runtime.fleet_settings import FleetSettings
@@ -20,7 +20,7 @@ from robot_rl.runtime.pretrain import PretrainSettings
 from robot_rl.runtime.safety_learning import SafetySettings
 from robot_rl.runtime.teleop import InterventionRules
 from robot_rl.runtime.warm_start import InitSettings
-from robot_rl.safety.fast_risk import FastCriticSettings
+from robot_rl.safety.fast_critic import FastCriticSettings
 from robot_rl.safety.filter import FilterSettings
 
 SECTIONS = [  # (overrides, config path, dataclass)
@@ -30,7 +30,7 @@ SECTIONS = [  # (overrides, config path, dataclass)
     ([], "safety.filter", FilterSettings),
     ([], "safety.critic", SafetyCriticConfig),
     ([], "safety.fast_critic", FastCriticSettings),
-    ([], "fast_fit", FastFitConfig),
+    ([], "fast_critic", FastCriticFitSettings),
     ([], "pretrain", PretrainSettings),
     ([], "init", InitSettings),
     ([], "fleet", FleetSettings),

@@ -101,7 +101,7 @@ def test_a_fast_critic_handed_to_a_worker_env_scores_its_ticks():
     """``ActorSession.arm_fast_loop`` reaches a worker env's fast loop: its ticks are scored from then on."""
     from robot_rl.runtime.envs import observation_shapes
     from robot_rl.runtime.session import ActorSession
-    from robot_rl.safety.fast_risk import FastRiskModel
+    from robot_rl.safety.fast_critic import FastCriticModel
 
     overrides = ["task=pick_cube", "safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.enabled=true"]
     cfg = load_config([*overrides, "safety.fast_critic.deadline_us=100000"])  # never bypassed on a loaded machine
@@ -115,7 +115,7 @@ def test_a_fast_critic_handed_to_a_worker_env_scores_its_ticks():
         rng = np.random.default_rng(0)
         layers = [(rng.normal(size=(26, 16)) * 0.1, np.zeros(16)), (rng.normal(size=(16, 1)) * 0.1, np.zeros(1))]
         acting = ActorSession(cfg, observation_shapes(worker), int(worker.action_space.shape[0]), worker.human)
-        acting.fast_model = (FastRiskModel(layers), 1)  # as taken with the learner's weights
+        acting.fast_model = (FastCriticModel(layers), 1)  # as taken with the learner's weights
         acting.arm_fast_loop(worker)
         assert worker.fast_loop.risk_filter.current == acting.fast_model
         risk = worker.step(hold)[4]["fast_loop"].risk

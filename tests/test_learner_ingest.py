@@ -8,7 +8,7 @@ from robot_rl.data.transition import Transition
 from robot_rl.runtime.learner import Learner, TrainSettings
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.safety_learning import SafetySettings
-from robot_rl.safety.fast_risk import FastCriticSettings
+from robot_rl.safety.fast_critic import FastCriticSettings
 
 
 class _Agent:

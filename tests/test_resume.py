@@ -88,7 +88,7 @@ class _Started(Exception):
 @pytest.fixture
 def no_nodes(monkeypatch):
     """``robot-rl launch`` with its Launcher stopped before the first node: the overrides every node would get."""
-    from robot_rl.cli.main import graph
+    from robot_rl.cli import graph
 
     given = []
 
@@ -177,3 +177,20 @@ def test_the_final_evaluation_says_it_runs(monkeypatch):
     shown.clear()
     train.evaluate_and_record(Agent(), None, settings, True, Board(), Counters(), 0.0, Bar())
     assert shown[0] == "final evaluation: 50 episodes" and shown[1] == ("evaluating", 50)
+
+
+def test_a_run_made_before_fast_fit_was_renamed_fast_critic_resumes_with_its_own_settings(tiny_run, tmp_path):
+    """The fast critic's fit settings were the section ``fast_fit`` until issue 53 gave the fast critic one name: a
+    run folder written before reads its ``fast_fit`` as ``fast_critic`` (before, its values were dropped for the
+    defaults and the old section rode along unread)."""
+    from robot_rl.runtime.run_folder import resumed_config
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    old = saved.pop("fast_critic")
+    old["horizon"] = old["horizon"] + 7
+    saved["fast_fit"] = old
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    cfg = resumed_config(load_config([*TINY, f"train.run_dir={run}", "train.resume=true"]), ["train.resume"])
+    assert "fast_fit" not in cfg and cfg.fast_critic.horizon == old["horizon"]

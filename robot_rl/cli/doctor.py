@@ -256,7 +256,7 @@ def blas_row() -> Row:
 def fast_forward_row() -> Row:
     """The fast-loop risk model's forward pass: in C (built at install) or, without a compiler then, numpy (slower
     by 15-30 us a tick in the safety node)."""
-    from robot_rl.safety.fast_risk import FORWARD
+    from robot_rl.safety.fast_critic import FORWARD
 
     if FORWARD == "c":
         return Row("fast critic forward", True, "in C (robot_rl/safety/_mlp.c)")

@@ -17,7 +17,7 @@ Verbs:
   classifier             train the reward classifier on an episode store's labelled frames
                          (classifier.store=PATH classifier.out=FILE.pt)
   fast-critic            fit the safety node's fast-loop risk model to an episode store's recorded ticks
-                         (fast_fit.store=PATH fast_fit.out=FILE.npz)
+                         (fast_critic.store=PATH fast_critic.out=FILE.npz)
   launch <graph>         start a ROS 2 node graph (configs/graph: sim_train, real_train, collect_demos,
                          learner_only) without ros2 launch; overrides go to every node
   console                the operator's web page alone, beside a graph in this ROS_DOMAIN_ID (docs/console.md)
@@ -78,7 +78,13 @@ VERB_KEYS = {  # the main keys of each verb, listed by ``robot-rl <verb> --help`
     "collect": ("task", "seed", "collect.episodes", "collect.out", "collect.action_noise"),
     "data": ("data.store", "data.episode", "data.episodes", "data.out", "data.inputs", "data.format", "data.in"),
     "classifier": ("task", "classifier.store", "classifier.out", "classifier.cameras", "classifier.threshold"),
-    "fast-critic": ("fast_fit.store", "fast_fit.out", "fast_fit.horizon", "fast_fit.labels", "fast_fit.updates"),
+    "fast-critic": (
+        "fast_critic.store",
+        "fast_critic.out",
+        "fast_critic.horizon",
+        "fast_critic.labels",
+        "fast_critic.updates",
+    ),
     "launch": ("task", "agent", "robot", "ros.domain_id", "ros.discovery", "ros.sim_time"),
     "console": ("console.host", "console.port", "console.token", "task"),
     "tasks": (),
@@ -145,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
             print(json.dumps(train_classifier(cfg), indent=2))
         elif verb == "fast-critic":
-            from robot_rl.runtime.fast_fit import fit_fast_critic
+            from robot_rl.runtime.fast_critic_fit import fit_fast_critic
 
             print(json.dumps(fit_fast_critic(cfg), indent=2))
         elif verb == "eval":

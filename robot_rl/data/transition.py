@@ -37,7 +37,7 @@ class Transition:
     floor: int = 0  # graph: the lowest ``seq`` the actor still holds
     stamp: float = 0.0  # s: when ``next_obs`` was observed, on the actor's clock (sim or wall); 0 unknown
     # samples at their own rate during the step: name -> (values (N, ...), timestamps (N,) s), e.g. the sim's fast
-    # loop (robot_rl.sim.fast_loop.FastStream.as_streams); recorded as the episode's streams, not sent over ROS
+    # loop (robot_rl.sim.fast_critic_loop.FastStream.as_streams); recorded as the episode's streams, not sent over ROS
     streams: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     def __post_init__(self) -> None:

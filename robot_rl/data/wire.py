@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT
+from ..safety.fast_critic import INPUT_WIDTH, MAX_CONTEXT
 from ..safety.risk_model import RiskModel
 from .transition import Transition
 

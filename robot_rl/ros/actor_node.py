@@ -42,7 +42,7 @@ from robot_rl.runtime.session import ActorSession, load_checkpoint_agent, requir
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.transition import Transition, stored_transitions
 from ..data.wire import weight_shapes
-from ..safety.fast_risk import fast_critic_config
+from ..safety.fast_critic import fast_critic_config
 from . import qos
 from .delivery import Outbox
 from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background

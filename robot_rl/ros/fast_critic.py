@@ -1,7 +1,7 @@
 """The safety node's fast-loop critic (``safety.fast_critic``): weights in, one decision per tick, risk and counts out.
 
 Every tick the node hands this its command before the hard layer (:meth:`FastCritic.step`): the learned filter of
-:mod:`robot_rl.safety.fast_risk` scales the command down or replaces it by a recovery command when the risk is high,
+:mod:`robot_rl.safety.fast_critic` scales the command down or replaces it by a recovery command when the risk is high,
 or, bypassed, passes it unchanged; the hard layer then has the last word. Each tick's flags carry
 ``RISK_FILTERED`` (the command was changed), ``RISK_BYPASSED`` (no model, a stale arm state, a missed deadline, NaN
 or an error: hard layer only) and ``RISK_MODEL_REJECTED`` (the newest weights message was refused, the node runs on
@@ -9,14 +9,14 @@ its last good model); the risk of the command goes out on ``/rl/safety_risk`` (s
 bypassed).
 
 Weights flow like the policy's: ``/rl/fast_risk_weights`` (std_msgs/UInt8MultiArray, latched) carries the bytes of
-an ``.npz`` (:meth:`~robot_rl.safety.fast_risk.FastRiskModel.to_bytes`: the layers, ``layout``, ``version``). A
+an ``.npz`` (:meth:`~robot_rl.safety.fast_critic.FastCriticModel.to_bytes`: the layers, ``layout``, ``version``). A
 message is checked in its subscription callback, between ticks (size, names, dtypes, shapes, finite values, input
 width), then swapped in with one assignment; a bad one is dropped and counted by the node's
 :class:`~robot_rl.ros.guard.InputGuard` (a rate-limited warning), and the node keeps its last good model (or the
 hard layer alone if it has none).
 
 Task context: a model that reads task context after the arm's state (a first layer of 26 + C inputs,
-:mod:`robot_rl.safety.fast_risk`) takes it from ``/rl/safety_context`` (std_msgs/Float32MultiArray, C finite values,
+:mod:`robot_rl.safety.fast_critic`) takes it from ``/rl/safety_context`` (std_msgs/Float32MultiArray, C finite values,
 sent once per control period by whoever knows the task: the sim robot sends its keep-out zone's corners, a cell's
 obstacle tracker would send the tracked box). The newest message is used, checked in its callback (finite, at most
 ``MAX_CONTEXT`` values); until one of the model's width has come, the model is bypassed (``no_context``). A model
@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 
 from ..safety import Command, Violation
-from ..safety.fast_risk import (
+from ..safety.fast_critic import (
     BYPASS_REASONS,
     MAX_CONTEXT,
+    FastCriticError,
+    FastCriticFilter,
+    FastCriticModel,
     FastDecision,
-    FastRiskError,
-    FastRiskFilter,
-    FastRiskModel,
     decision_flags,
 )
 from . import qos
@@ -102,7 +102,7 @@ class FastCritic:
     ``publisher(msg_type, topic)`` makes the node's own publishers (the node guards who else publishes there)."""
 
     def __init__(
-        self, node, guard, risk_filter: FastRiskFilter, publisher: Callable[[Any, str], Any], source: str | None
+        self, node, guard, risk_filter: FastCriticFilter, publisher: Callable[[Any, str], Any], source: str | None
     ):
         from rclpy.clock import Clock, ClockType
         from std_msgs.msg import Float32MultiArray, Float64, String, UInt8MultiArray
@@ -135,7 +135,7 @@ class FastCritic:
     def _zero_counts() -> dict[str, int]:
         return {"ticks": 0, "filtered": 0, **dict.fromkeys(BYPASS_REASONS, 0), "weights_accepted": 0, "rejected": 0}
 
-    def _log_model(self, model: FastRiskModel, version: int, source: str | None) -> None:
+    def _log_model(self, model: FastCriticModel, version: int, source: str | None) -> None:
         self.node.get_logger().info(
             f"fast critic: model version {version} from {source} ({model.parameters} parameters, hidden "
             f"{model.hidden}, {model.activation}, forward in {'C' if model.native else 'numpy'})"
@@ -148,7 +148,7 @@ class FastCritic:
         return self.handed, self.risk, self.risk_filter.context
 
     def step(self, arm, command: Command, gripper: float, now: float) -> tuple[Command, Violation]:
-        """The command to hand to the hard layer and this tick's risk flags (see :class:`FastRiskFilter.step`)."""
+        """The command to hand to the hard layer and this tick's risk flags (see :class:`FastCriticFilter.step`)."""
         started = time.perf_counter()
         try:
             decision = self.risk_filter.step(arm, command, gripper, now)
@@ -175,8 +175,8 @@ class FastCritic:
     def _on_weights(self, msg) -> None:
         """Check a weights message and swap its model in; a bad one raises (the guard drops, counts and warns)."""
         try:
-            model, version = FastRiskModel.from_bytes(msg.data)
-        except FastRiskError:
+            model, version = FastCriticModel.from_bytes(msg.data)
+        except FastCriticError:
             self.counts["rejected"] += 1
             self.newest_rejected = True
             raise

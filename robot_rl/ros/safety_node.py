@@ -19,7 +19,7 @@ A managed node (:class:`SafetyLifecycle`): inactive it holds the measured pose, 
 it activates itself at start unless ``--inactive``.
 
 With ``safety.fast_critic.enabled=true`` a learned risk model runs every tick before the hard layer
-(:mod:`robot_rl.ros.fast_critic`, :mod:`robot_rl.safety.fast_risk`): it scales the command down or switches to a
+(:mod:`robot_rl.ros.fast_critic`, :mod:`robot_rl.safety.fast_critic`): it scales the command down or switches to a
 recovery command (hold the measured pose, retreat along the measured force) when the risk is high, and is bypassed
 (hard layer only, flagged) when it has no model, the arm state is stale, or it fails or misses its deadline. Its
 starting weights are read from ``safety.fast_critic.weights`` at *configure* (a missing or malformed file: one line
@@ -88,7 +88,7 @@ from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 from robot_rl.core.config import ConfigError
 
 from ..safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
-from ..safety.fast_risk import FastRiskFilter, TcpMotion, fast_critic_config, fast_risk_filter
+from ..safety.fast_critic import FastCriticFilter, TcpMotion, fast_critic_config, fast_critic_filter
 from ..safety.robot_limits import safety_limits
 from ..safety.tick import safety_tick
 from . import qos
@@ -134,7 +134,7 @@ class SafetyNode:
         graph_period: float = 0.1,
         discovery_grace: float = 5.0,
         active: bool = True,
-        fast_critic: FastRiskFilter | None = None,
+        fast_critic: FastCriticFilter | None = None,
         fast_source: str | None = None,
         tick_timer: bool = True,
         record_ticks: bool = False,
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.graph_period,
                     args.discovery_grace,
                     active=False,
-                    fast_critic=fast_risk_filter(fast, args.rate_hz, limits.state_timeout),
+                    fast_critic=fast_critic_filter(fast, args.rate_hz, limits.state_timeout),
                     fast_source=fast.weights,
                     tick_timer=False,
                     record_ticks=fast.records_ticks,

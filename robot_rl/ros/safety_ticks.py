@@ -6,7 +6,7 @@ With ``safety.fast_critic.record_ticks=true`` (or ``learn=true``) the safety nod
 | column | what | unit |
 |---|---|---|
 | 0 | the tick's time: sim time in the sim graph, the node's wall clock (ROS time, as the arm's stamps) in real time | s |
-| 1 : 1 + W | the fast critic's input row (:func:`robot_rl.safety.fast_risk.tick_features`): the measured state, the delta of the command the hard layer was handed, the task context (W = 26 + C) | m, rad, N, base frame |
+| 1 : 1 + W | the fast critic's input row (:func:`robot_rl.safety.fast_critic.tick_features`): the measured state, the delta of the command the hard layer was handed, the task context (W = 26 + C) | m, rad, N, base frame |
 | 1 + W | the risk of the tick's command; NaN without a critic or when it was bypassed | [0, 1] |
 | 2 + W | the tick's :class:`~robot_rl.safety.Violation` flags | bits |
 | 3 + W | the task's constraint bits after the tick: the newest on ``sim/violation`` when the next tick ran (real time) or when the next ones came (sim time: the sim robot sends them with each arm state) | bits |
@@ -17,7 +17,7 @@ the control period reaches the actor.
 
 The actor's :class:`TickInbox` checks every message (layout, sizes, finite values, a risk in [0, 1] or NaN,
 integer flags, times that never go back) and hands each step the ticks before its observation as a
-:class:`~robot_rl.sim.fast_loop.FastStream` (the env's ``info["fast_loop"]``, as a MuJoCo task's own fast loop
+:class:`~robot_rl.sim.fast_critic_loop.FastStream` (the env's ``info["fast_loop"]``, as a MuJoCo task's own fast loop
 gives it): they travel with the transition (:mod:`robot_rl.data.wire`), so the recorder's episode store keeps them
 as the episode's streams and the learner fits the fast critic on them, as in ``robot-rl train``.
 """
@@ -33,8 +33,8 @@ from collections import deque
 import numpy as np
 
 from ..safety import ArmState, Command
-from ..safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT, fast_state, tick_features
-from ..sim.fast_loop import FastStream
+from ..safety.fast_critic import INPUT_WIDTH, MAX_CONTEXT, fast_state, tick_features
+from ..sim.fast_critic_loop import FastStream
 from .fast_critic import task_context
 from .guard import MessageError
 

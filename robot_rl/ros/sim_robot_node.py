@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     from robot_rl.runtime.envs import make_env, make_expert
     from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
 
-    from ..safety.fast_risk import fast_critic_config
+    from ..safety.fast_critic import fast_critic_config
     from ..safety.robot_limits import workspace_of
     from .node_main import exit_with_error, node_config, ros_node, spin, stop_requests
     from .sim_clock import sim_time_of

@@ -36,10 +36,10 @@ from robot_rl.core.transport import LocalTransport, Transport
 
 from ..data.transition import Transition
 from ..data.wire import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
-from ..safety.fast_risk import FAST_RISK_KEY
+from ..safety.fast_critic import FAST_CRITIC_KEY
 from . import qos
 from .delivery import ACK_TOPIC, CUT_TOPIC, Outbox, cut_message, parse_ack, parse_control
-from .fast_critic import WEIGHTS_TOPIC as FAST_RISK_WEIGHTS_TOPIC
+from .fast_critic import WEIGHTS_TOPIC as FAST_CRITIC_WEIGHTS_TOPIC
 from .guard import InputGuard, MessageError
 from .robot_tally import RobotTally
 
@@ -140,7 +140,7 @@ class RosTransport(Transport):
                 raise ValueError("the learner's transport needs the transitions' schema")
             self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
             # the fast-loop critic goes to the safety nodes on a topic of its own (robot_rl.ros.fast_critic)
-            self._fast_out = node.create_publisher(UInt8MultiArray, FAST_RISK_WEIGHTS_TOPIC, qos.LATCHED)
+            self._fast_out = node.create_publisher(UInt8MultiArray, FAST_CRITIC_WEIGHTS_TOPIC, qos.LATCHED)
             self.fast_risk_version: int | None = None  # the fast critic's version last published
             self._progress = node.create_publisher(String, PROGRESS_TOPIC, qos.EVENT)
             self.acks = []
@@ -267,12 +267,12 @@ class RosTransport(Transport):
         return self.inbox.receive_transitions(timeout)
 
     def publish_weights(self, version: int, weights: dict[str, Any]) -> None:
-        """The actor's weights on ``/rl/policy_weights``; the fast-loop critic among them (``FAST_RISK_KEY``:
-        ``(FastRiskModel, version)``, the learner's newest fit) on ``/rl/fast_risk_weights`` for the safety nodes,
+        """The actor's weights on ``/rl/policy_weights``; the fast-loop critic among them (``FAST_CRITIC_KEY``:
+        ``(FastCriticModel, version)``, the learner's newest fit) on ``/rl/fast_risk_weights`` for the safety nodes,
         each version once (the topic is latched: a safety node that starts later gets it too)."""
         self._require("learner")
         weights = dict(weights)
-        fast = weights.pop(FAST_RISK_KEY, None)
+        fast = weights.pop(FAST_CRITIC_KEY, None)
         self._out.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "session": self.session})))
         if fast is not None and fast[1] != self.fast_risk_version:
             model, fast_version = fast

@@ -18,9 +18,9 @@ import torch
 from robot_rl.core.checkpoint import load_tensors
 from robot_rl.data import ReplayBuffer
 from robot_rl.data.transition import Transition
-from robot_rl.safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, FastRiskModel
+from robot_rl.safety.fast_critic import FAST_CRITIC_KEY, FastCriticModel, FastCriticSettings
 
-FAST_RISK_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
+FAST_CRITIC_FILE = "fast_risk.npz"  # in a checkpoint: the fast-loop critic the learner published last
 
 
 class AuxiliaryLearner(Protocol):
@@ -67,7 +67,7 @@ class SafetyCriticLearning:
 
 class FastCriticLearning:
     """The fast-loop critic learned online (``safety.fast_critic.learn``) from the ticks the transitions carry: each
-    actor's episode of ticks goes to its :class:`~robot_rl.policies.fast_risk_critic.FastRiskLearner` once the
+    actor's episode of ticks goes to its :class:`~robot_rl.policies.fast_critic.FastCriticLearner` once the
     episode is over (labels look ahead); every ``learn_every`` online steps it is fitted ``learn_updates`` steps and
     the new model, with the next version number, becomes the one published."""
 
@@ -75,7 +75,7 @@ class FastCriticLearning:
         self.learner, self.settings = learner, settings
         self.ticks: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # per actor stream: the open episode's
         self.refused_ticks = 0  # ticks of another width than the critic's rows
-        self.published: tuple[FastRiskModel, int] | None = None  # the newest fit's model and version
+        self.published: tuple[FastCriticModel, int] | None = None  # the newest fit's model and version
         self.fitted_at = 0  # online steps at the newest fit
 
     def observe(self, t: Transition) -> None:
@@ -107,17 +107,17 @@ class FastCriticLearning:
         }
 
     def weights(self, online_received: int) -> dict[str, Any]:
-        return {} if self.published is None else {FAST_RISK_KEY: self.published}
+        return {} if self.published is None else {FAST_CRITIC_KEY: self.published}
 
     def save(self, folder: Path) -> dict[str, Any]:
         torch.save(self.learner.state_dict(), folder / "fast_risk_learner.pt")
         if self.published is not None:
-            self.published[0].save(folder / FAST_RISK_FILE, self.published[1])
+            self.published[0].save(folder / FAST_CRITIC_FILE, self.published[1])
         return {"fast_fitted_at": self.fitted_at}
 
     def load(self, folder: Path, state: dict[str, Any], key: str) -> None:
         if (folder / "fast_risk_learner.pt").exists():
             self.learner.load_state_dict(load_tensors(key, folder / "fast_risk_learner.pt"))
-            if (folder / FAST_RISK_FILE).exists():
-                self.published = FastRiskModel.load(folder / FAST_RISK_FILE)
+            if (folder / FAST_CRITIC_FILE).exists():
+                self.published = FastCriticModel.load(folder / FAST_CRITIC_FILE)
             self.fitted_at = state.get("fast_fitted_at", 0)

@@ -32,7 +32,7 @@ from robot_rl.data import EpisodeStore
 from robot_rl.data.episode_store import EpisodeStoreError, bytes_per_step
 from robot_rl.runtime.envs import make_env, make_expert, store_metadata
 from robot_rl.runtime.robustness import randomized
-from robot_rl.sim.fast_loop import attach_fast_loop, fast_loop_from_config
+from robot_rl.sim.fast_critic_loop import attach_fast_loop, fast_loop_from_config
 
 
 def run_episode(

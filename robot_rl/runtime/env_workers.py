@@ -93,10 +93,10 @@ def answer(env, human, command: str, argument: Any) -> Any:
         decision = (False, None) if terminated or truncated else human(next_obs, None)
         return (next_obs, reward, terminated, truncated, info), progress, decision
     if command == "arm":
-        from robot_rl.safety.fast_risk import FastRiskModel
+        from robot_rl.safety.fast_critic import FastCriticModel
 
         layers, activation, version = argument
-        env.unwrapped.fast_loop.risk_filter.swap(FastRiskModel(layers, activation), version)
+        env.unwrapped.fast_loop.risk_filter.swap(FastCriticModel(layers, activation), version)
         return None
     raise ValueError(f"unknown env worker request {command!r}")
 

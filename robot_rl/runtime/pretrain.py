@@ -45,7 +45,7 @@ from robot_rl.runtime.offline_data import load_offline, store_paths, store_weigh
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.safety_learning import safety_settings
 from robot_rl.runtime.session import make_agent
-from robot_rl.safety.fast_risk import fast_critic_config
+from robot_rl.safety.fast_critic import fast_critic_config
 
 
 @yaml_defaults("settings/train.yaml", "pretrain")

@@ -22,7 +22,7 @@ from robot_rl.data import MixedSampler, ReplayBuffer
 from robot_rl.data.streams import StreamWriter
 from robot_rl.data.transition import Transition
 from robot_rl.runtime.safety_learning import SafetySettings
-from robot_rl.safety.fast_risk import FastCriticSettings
+from robot_rl.safety.fast_critic import FastCriticSettings
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,15 @@ RUN_SECTIONS = (
     "init",
     "robot",
     "fleet",
-    "fast_fit",
+    "fast_critic",
     "train",
 )
 #: sections a group option writes whole (``task=reach``): a resumed run keeps its own, without keys added from another
 GROUP_SECTIONS = ("task", "agent", "randomization")
 ABSENT = "<absent>"  # a key the run's config.yaml does not have
+#: top-level sections renamed since a run may have been made (old name -> new): a resumed run's config.yaml is read
+#: under the new name
+RENAMED_SECTIONS = {"fast_fit": "fast_critic"}
 
 
 def run_folder(run_dir: Any, resume: Any) -> Path:
@@ -108,6 +111,9 @@ def resumed_config(cfg: DictConfig, given: Iterable[str] = ()) -> DictConfig:
         saved_cfg = OmegaConf.load(path)
     except Exception as error:  # noqa: BLE001 - unreadable or not YAML: one line, naming the file
         raise ConfigError("train.resume", True, f"a run folder with a readable {path} ({error})") from None
+    for old, renamed in RENAMED_SECTIONS.items():
+        if old in saved_cfg and renamed not in saved_cfg:
+            saved_cfg[renamed] = saved_cfg.pop(old)
     saved, new = config_leaves(saved_cfg), config_leaves(cfg)
     base = config_leaves(load_config([f"graph={cfg.graph.name}"] if "graph" in cfg else []))
     given = [key.lstrip("+~") for key in given]

@@ -25,7 +25,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
-from robot_rl.safety.fast_risk import fast_critic_settings
+from robot_rl.safety.fast_critic import fast_critic_settings
 from robot_rl.safety.filter import FilterSettings, SafetyFilter
 
 RISK_MODEL_KEY = "safety.risk_model"
@@ -197,7 +197,7 @@ class SafetyActor:
 
     def observe(self, violation: int, fast=None) -> None:
         """Count a step's outcome: its constraint ``violation`` bits and, when the sim's fast loop ran (``fast``: the
-        step's :class:`~robot_rl.sim.fast_loop.FastStream`, or anything with ``filtered_ticks`` and
+        step's :class:`~robot_rl.sim.fast_critic_loop.FastStream`, or anything with ``filtered_ticks`` and
         ``bypassed_ticks``), the ticks the fast-loop critic changed or was bypassed in."""
         counts = self.counts
         counts["violations"] += bool(violation)

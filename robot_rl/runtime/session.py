@@ -25,11 +25,11 @@ from robot_rl.core.config import ConfigError, settings_of
 from robot_rl.core.folders import latest, replacing
 from robot_rl.core.transport import Transport
 from robot_rl.data import EpisodeRecorder
-from robot_rl.policies.fast_risk_critic import FastRiskLearner, fast_fit_config
+from robot_rl.policies.fast_critic import FastCriticLearner, fast_critic_fit_settings
 from robot_rl.runtime.actor import run_envs, run_episode, set_training_step
 from robot_rl.runtime.auxiliary_learners import AuxiliaryLearner, FastCriticLearning, SafetyCriticLearning
 from robot_rl.runtime.envs import load_entry_point
-from robot_rl.runtime.fast_fit import store_ticks
+from robot_rl.runtime.fast_critic_fit import store_ticks
 from robot_rl.runtime.learner import Learner, TrainSettings, settings_from
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.run_folder import record_resume
@@ -41,7 +41,7 @@ from robot_rl.runtime.safety_learning import (
     safety_settings,
 )
 from robot_rl.runtime.warm_start import init_settings, warm_settings, warm_start
-from robot_rl.safety.fast_risk import FAST_RISK_KEY, FastCriticSettings, fast_critic_config
+from robot_rl.safety.fast_critic import FAST_CRITIC_KEY, FastCriticSettings, fast_critic_config
 
 
 @dataclass
@@ -103,7 +103,7 @@ class ActorSession:
         self.weights_key: int | None = None  # of the publication acted on (None: the initial weights)
         self.weights_version: int | None = None  # the learner's update count when it published them
         self.weights_session: str | None = None  # the learner run that published them (graph; None in one process)
-        self.fast_model = None  # (FastRiskModel, version) the learner fitted, for the envs' fast loops
+        self.fast_model = None  # (FastCriticModel, version) the learner fitted, for the envs' fast loops
         self.ended = False  # set by the driver: the run ends now, as if its step budget were spent
 
     @property
@@ -134,7 +134,7 @@ class ActorSession:
         self.agent.load_policy_state(weights)
         for safety in self.safeties:
             safety.load(weights)
-        self.fast_model = weights.get(FAST_RISK_KEY, self.fast_model)
+        self.fast_model = weights.get(FAST_CRITIC_KEY, self.fast_model)
         return True
 
     def arm_fast_loop(self, env) -> None:
@@ -301,7 +301,7 @@ def auxiliary_learners(
 ) -> dict[str, AuxiliaryLearner]:
     """What the learner trains beside the agent: the safety critic (``safety.enabled``, pretrained on
     ``safety.pretrain_store`` if given) and the fast-loop critic learned online (``safety.fast_critic.learn``,
-    ``fast_fit.*``, started from ``safety.fast_critic.pretrain_store`` if given)."""
+    ``fast_critic.*``, started from ``safety.fast_critic.pretrain_store`` if given)."""
     auxiliaries: dict[str, AuxiliaryLearner] = {}
     critic = make_safety_learner(safety, shapes, action_dim, seed)
     if critic is not None:
@@ -311,17 +311,19 @@ def auxiliary_learners(
     return auxiliaries
 
 
-def online_fast_critic(cfg: DictConfig, fast: FastCriticSettings, seed: int) -> FastRiskLearner:
-    """The fast-loop critic's online learner (``fast_fit.*``), started from ``safety.fast_critic.pretrain_store``'s
+def online_fast_critic(cfg: DictConfig, fast: FastCriticSettings, seed: int) -> FastCriticLearner:
+    """The fast-loop critic's online learner (``fast_critic.*``), started from ``safety.fast_critic.pretrain_store``'s
     ticks when one is given."""
-    learner = FastRiskLearner(fast_fit_config(OmegaConf.to_container(cfg.fast_fit, resolve=True)), seed=seed)
+    learner = FastCriticLearner(
+        fast_critic_fit_settings(OmegaConf.to_container(cfg.fast_critic, resolve=True)), seed=seed
+    )
     if fast.pretrain_store is not None:
         torch.set_num_threads(settings_from(cfg.train).torch_threads)  # as the learner's own updates will run
         start_from_store(learner, fast.pretrain_store)
     return learner
 
 
-def start_from_store(learner: FastRiskLearner, store: str) -> None:
+def start_from_store(learner: FastCriticLearner, store: str) -> None:
     """Give the fast critic's online learner the ticks of ``store`` (labelled with its ``horizon``) and fit them
     ``updates`` steps, as ``robot-rl fast-critic`` would: its online fits then go on from that network with those
     rows among the ones they sample (until the ring wraps). A store without ticks raises ConfigError."""

@@ -50,8 +50,8 @@ from robot_rl.runtime.run_folder import resumed_config, run_folder
 from robot_rl.runtime.safety_learning import SAFETY_COUNTS
 from robot_rl.runtime.session import ActorSession, Counters, LearnerSession, load_checkpoint_agent, make_agent
 from robot_rl.runtime.teleop import InterventionRules, NoHuman, ScriptedHuman
-from robot_rl.safety.fast_risk import FastCriticSettings, fast_critic_config
-from robot_rl.sim.fast_loop import attach_fast_loop, fast_loop_from_config
+from robot_rl.safety.fast_critic import FastCriticSettings, fast_critic_config
+from robot_rl.sim.fast_critic_loop import attach_fast_loop, fast_loop_from_config
 
 
 @stops_on_full_disk(

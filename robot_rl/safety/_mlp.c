@@ -1,6 +1,6 @@
 /* The fast-loop risk model's forward pass in C: robot_rl.safety._mlp.forward.
  *
- * FastRiskModel (robot_rl/safety/fast_risk.py) calls this every tick of the safety node. In numpy the pass takes
+ * FastCriticModel (robot_rl/safety/fast_critic/) calls this every tick of the safety node. In numpy the pass takes
  * about ten calls of ~2-4 us of interpreter overhead each (more than the arithmetic of a 128-wide layer); here it is
  * one call. The Python class stays the reference: tests/safety/test_fast_risk_native.py checks that both give the
  * same risks.
@@ -19,7 +19,7 @@
  *     score_command(layers, motion, force, torque, gripper, context, arm_pos, arm_rot, cmd_pos, cmd_rot,
  *                   cmd_gripper, row, tanh) -> float | None
  *
- * The risk of one command, its input built here as FastRiskFilter builds it in Python (fast_state, then the task
+ * The risk of one command, its input built here as FastCriticFilter builds it in Python (fast_state, then the task
  * context, then command_delta) and written to `row`: the safety node's tick calls this once while its filter is
  * released, in place of a dozen numpy calls. motion (12,), force (3,), torque (3,), arm_pos (3,), arm_rot (3, 3),
  * cmd_pos (3,), cmd_rot (3, 3): C-contiguous float64 or float32 buffers (m, rad, m/s, rad/s, N, N m; base frame;

@@ -11,7 +11,7 @@ is below ``threshold_off`` too, else the least risky of all the candidates, the 
 (Recovery RL's argmin of Q_risk: holding still inside a hazard, e.g. a keep-out zone the arm has entered,
 would only prolong the violation, and when the proposed action is what leads out of it, it is kept).
 A ``recoveries`` builder replaces the hold and escape rows with rows it makes from (state, action): the safety
-node's fast loop (:mod:`robot_rl.safety.fast_risk`) holds the measured pose and retreats along the measured force.
+node's fast loop (:mod:`robot_rl.safety.fast_critic`) holds the measured pose and retreats along the measured force.
 A caller that scores the candidates itself (the fast loop, in C) makes the same steps with
 :meth:`SafetyFilter.passes_alone` (a scored alone, when that decides the step) and :meth:`SafetyFilter.decide`
 (every candidate scored).

@@ -60,12 +60,12 @@ def test_sac_with_the_bang_bang_actor_acts_at_the_extremes_and_updates():
 
 
 def test_bang_bang_steps_through_the_safety_tick_stay_within_the_hard_limits():
-    """Every control substep of pick_cube runs the safety node's tick (robot_rl.sim.fast_loop): full +-1 steps on every
+    """Every control substep of pick_cube runs the safety node's tick (robot_rl.sim.fast_critic_loop): full +-1 steps on every
     axis, the policy's, stay inside the workspace box and under the speed limit the hard layer enforces."""
     from robot_rl.core.composed_config import load_config
     from robot_rl.runtime.envs import make_env
     from robot_rl.safety.robot_limits import safety_limits
-    from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop
+    from robot_rl.sim.fast_critic_loop import SimFastLoop, attach_fast_loop
 
     cfg = load_config(["task=pick_cube"])
     max_speed, rate = 0.05, 500.0  # m/s: 5 mm per 0.1 s policy step, well below the task's 2 cm steps

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 from robot_rl.core.config import ConfigError
-from robot_rl.policies.fast_risk_critic import (
-    FastFitConfig,
+from robot_rl.policies.fast_critic import (
+    FastCriticFitSettings,
     fit_fast_risk_model,
     horizon_labels,
     risks_of,
 )
-from robot_rl.safety.fast_risk import INPUT_WIDTH, STATE_WIDTH
+from robot_rl.safety.fast_critic import INPUT_WIDTH, STATE_WIDTH
 
 
 def test_a_tick_is_risky_when_a_violation_follows_within_the_horizon():
@@ -47,7 +47,7 @@ def synthetic(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_the_fit_separates_risky_from_safe_commands_and_the_exported_model_agrees_with_itself():
     features, labels = synthetic(20_000, seed=0)
-    model, report = fit_fast_risk_model(features, labels, FastFitConfig(updates=1500, hidden=(32, 32)), seed=0)
+    model, report = fit_fast_risk_model(features, labels, FastCriticFitSettings(updates=1500, hidden=(32, 32)), seed=0)
     assert 0.02 < report["positive_share"] < 0.2
     assert report["risky_recall"] > 0.9 and report["safe_recall"] > 0.9
     held_out, held_labels = synthetic(2_000, seed=1)
@@ -62,19 +62,19 @@ def test_the_fit_separates_risky_from_safe_commands_and_the_exported_model_agree
 def test_bad_fit_settings_are_named():
     features, labels = synthetic(100, seed=0)
     with pytest.raises(ConfigError) as error:
-        fit_fast_risk_model(features, labels, FastFitConfig(horizon=0))
-    assert error.value.key == "fast_fit.horizon"
+        fit_fast_risk_model(features, labels, FastCriticFitSettings(horizon=0))
+    assert error.value.key == "fast_critic.horizon"
     with pytest.raises(ConfigError) as error:
-        fit_fast_risk_model(features, labels, FastFitConfig(labels="soft"))
-    assert error.value.key == "fast_fit.labels"
+        fit_fast_risk_model(features, labels, FastCriticFitSettings(labels="soft"))
+    assert error.value.key == "fast_critic.labels"
     with pytest.raises(ValueError):
-        fit_fast_risk_model(features[:, :10], labels, FastFitConfig())
+        fit_fast_risk_model(features[:, :10], labels, FastCriticFitSettings())
 
 
 def test_the_online_learner_keeps_the_newest_rows_in_its_ring():
-    from robot_rl.policies.fast_risk_critic import FastRiskLearner
+    from robot_rl.policies.fast_critic import FastCriticLearner
 
-    learner = FastRiskLearner(FastFitConfig(horizon=1), capacity=5)
+    learner = FastCriticLearner(FastCriticFitSettings(horizon=1), capacity=5)
     rows = np.arange(7 * INPUT_WIDTH, dtype=np.float32).reshape(7, INPUT_WIDTH)
     learner.add_episode(rows[:3], np.array([0, 1, 0]))
     assert learner.size == 3 and learner.labels[:3].tolist() == [0, 1, 0]
@@ -86,21 +86,21 @@ def test_the_online_learner_keeps_the_newest_rows_in_its_ring():
 
 
 def test_the_online_learner_takes_the_width_of_its_first_rows_and_resumes_with_it():
-    from robot_rl.policies.fast_risk_critic import FastRiskLearner
+    from robot_rl.policies.fast_critic import FastCriticLearner
 
-    config = FastFitConfig(horizon=2, hidden=(8,), batch_size=16)
-    empty = FastRiskLearner(config).state_dict()  # a checkpoint before any ticks came
-    fresh = FastRiskLearner(config)
+    config = FastCriticFitSettings(horizon=2, hidden=(8,), batch_size=16)
+    empty = FastCriticLearner(config).state_dict()  # a checkpoint before any ticks came
+    fresh = FastCriticLearner(config)
     fresh.load_state_dict(empty)
     assert fresh.width is None
 
-    learner = FastRiskLearner(config, capacity=100)
+    learner = FastCriticLearner(config, capacity=100)
     rows = np.random.default_rng(0).normal(size=(40, INPUT_WIDTH + 6)).astype(np.float32)  # 6 of task context
     learner.add_episode(rows, (rows[:, INPUT_WIDTH] > 1).astype(np.uint32))
     learner.train(5)
     with pytest.raises(ValueError, match="rows of 26 columns; this learner holds rows of 32"):
         learner.add_rows(rows[:, :INPUT_WIDTH], np.zeros(40, np.float32))  # another task's ticks
-    resumed = FastRiskLearner(config, capacity=100)
+    resumed = FastCriticLearner(config, capacity=100)
     resumed.load_state_dict(learner.state_dict())
     assert resumed.width == INPUT_WIDTH + 6 and resumed.size == 40
     assert resumed.model().context_width == 6

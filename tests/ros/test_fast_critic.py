@@ -24,14 +24,14 @@ TRANSLATION_STEP, WORKSPACE, STALE_STATE, STALE_COMMAND = 128, 32, 4, 2
 def toward_x(limit: float, context: int = 0):
     """A real fast-loop MLP (26 -> 1 ReLU -> 1): risk sigmoid(400 (max(dx, 0) - limit)) for a commanded step dx in x;
     with ``context`` > 0 it reads that many task-context values too (the first one adds to dx)."""
-    from robot_rl.safety.fast_risk import INPUT_WIDTH, STATE_WIDTH, FastRiskModel
+    from robot_rl.safety.fast_critic import INPUT_WIDTH, STATE_WIDTH, FastCriticModel
 
     w0 = np.zeros((INPUT_WIDTH + context, 1), np.float32)
     w0[STATE_WIDTH, 0] = 1.0  # delta_position x
     if context:
         w0[INPUT_WIDTH, 0] = 1.0
     layers = [(w0, np.zeros(1, np.float32)), (np.array([[400.0]], np.float32), np.array([-400.0 * limit], np.float32))]
-    return FastRiskModel(layers)
+    return FastCriticModel(layers)
 
 
 SCALE_DOWN = 0.015  # 3 cm ahead: risk 0.998; half of it 0.5, a quarter 0.047 (< threshold_off): scaled to 7.5 mm
@@ -67,7 +67,7 @@ class Rig:
         from robot_rl.ros.fast_critic import RISK_TOPIC, STATS_TOPIC, WEIGHTS_TOPIC
         from robot_rl.ros.safety_node import SafetyNode
         from robot_rl.safety import SafetyLimits
-        from robot_rl.safety.fast_risk import FastRiskFilter, fast_critic_settings
+        from robot_rl.safety.fast_critic import FastCriticFilter, fast_critic_settings
 
         self.arm = Arm(rclpy)
         self.node = rclpy.create_node("robot_rl_safety")
@@ -77,7 +77,7 @@ class Rig:
         settings = fast_critic_settings(
             {"enabled": True, "dwell": 0.05, "report_period": report_period, "deadline_us": 100_000}
         )
-        fast = FastRiskFilter(settings, 200.0, limits.state_timeout, model, version=0)
+        fast = FastCriticFilter(settings, 200.0, limits.state_timeout, model, version=0)
         self.safety = SafetyNode(self.node, limits, 200.0, senders=["robot_rl_test_arm"], fast_critic=fast)
         self.action_pub = self.arm.node.create_publisher(PoseStamped, "/rl/action", 10)
         self.weights_pub = self.arm.node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
@@ -153,7 +153,7 @@ def test_risky_commands_are_scaled_down_or_held_and_the_hard_layer_still_clamps(
 def test_weights_come_over_the_latched_topic_bad_ones_are_refused_and_the_last_good_model_is_kept():
     rclpy = require("rclpy")
     from robot_rl.ros.fast_critic import WEIGHTS_TOPIC
-    from robot_rl.safety.fast_risk import INPUT_WIDTH
+    from robot_rl.safety.fast_critic import INPUT_WIDTH
 
     rclpy.init()
     rig = Rig(rclpy, model=None)  # started without a starting file: the hard layer alone, flagged

@@ -142,7 +142,7 @@ def test_the_sim_train_graph_records_the_safety_nodes_ticks_and_the_learner_fits
         "safety.fast_critic.learn_every=15",
         "safety.fast_critic.learn_updates=10",
         "safety.fast_critic.deadline_us=100000",  # a loaded test machine never bypasses the model on time
-        "fast_fit.hidden=[16]",
+        "fast_critic.hidden=[16]",
         f"train.run_dir={run_dir}",
         timeout=500,
     )

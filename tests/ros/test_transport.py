@@ -143,7 +143,7 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
 
 
 def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_version_not_in_the_policy_weights():
-    """The learner's weights carry the fast-loop critic it fitted (``FAST_RISK_KEY``); the transport sends it on the
+    """The learner's weights carry the fast-loop critic it fitted (``FAST_CRITIC_KEY``); the transport sends it on the
     safety nodes' topic, where a safety node swaps it in, and leaves it out of the policy weights (it crashed the
     learner node before: the policy weights' codec took the (model, version) pair for a risk model)."""
     rclpy = require("rclpy")
@@ -160,16 +160,16 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
     from robot_rl.ros.safety_node import SafetyNode
     from robot_rl.ros.transport import WEIGHTS_TOPIC, RosTransport
     from robot_rl.safety import SafetyLimits
-    from robot_rl.safety.fast_risk import (
-        FAST_RISK_KEY,
+    from robot_rl.safety.fast_critic import (
+        FAST_CRITIC_KEY,
         INPUT_WIDTH,
-        FastRiskFilter,
-        FastRiskModel,
+        FastCriticFilter,
+        FastCriticModel,
         fast_critic_settings,
     )
 
-    def model(bias: float) -> FastRiskModel:
-        return FastRiskModel([(np.zeros((INPUT_WIDTH, 1), np.float32), np.full(1, bias, np.float32))])
+    def model(bias: float) -> FastCriticModel:
+        return FastCriticModel([(np.zeros((INPUT_WIDTH, 1), np.float32), np.full(1, bias, np.float32))])
 
     learner_context, cell_context = Context(), Context()
     rclpy.init(context=learner_context)
@@ -182,7 +182,7 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
             schema=TransitionSchema({"state": (5,)}, 4),
         )
         cell = rclpy.create_node("robot_rl_safety", context=cell_context)
-        fast = FastRiskFilter(fast_critic_settings({"enabled": True}), 200.0, 0.05)
+        fast = FastCriticFilter(fast_critic_settings({"enabled": True}), 200.0, 0.05)
         safety = SafetyNode(cell, SafetyLimits(state_timeout=0.05), 200.0, fast_critic=fast)
         policy_messages, fast_messages = [], []
         cell.create_subscription(UInt8MultiArray, WEIGHTS_TOPIC, lambda m: policy_messages.append(m.data), qos.LATCHED)
@@ -200,14 +200,14 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
                 time.sleep(0.05)
 
         policy = {"pi.weight": torch.ones(2, 3)}
-        learner.publish_weights(1, {**policy, FAST_RISK_KEY: (model(-3.0), 7)})
+        learner.publish_weights(1, {**policy, FAST_CRITIC_KEY: (model(-3.0), 7)})
         wait_for(lambda: fast.current is not None and policy_messages, "the first weights")
         assert fast.current[1] == 7 and float(fast.current[0].layers[0][1][0]) == -3.0  # swapped in by the node
         weights, meta = decode_weights(bytes(policy_messages[-1]), {"pi.weight": ((2, 3), np.dtype(np.float32))})
         assert set(weights) == {"pi.weight"} and meta["version"] == 1  # the policy's weights alone
 
-        learner.publish_weights(2, {**policy, FAST_RISK_KEY: (model(-3.0), 7)})  # the same fit: not sent again
-        learner.publish_weights(3, {**policy, FAST_RISK_KEY: (model(2.0), 8)})
+        learner.publish_weights(2, {**policy, FAST_CRITIC_KEY: (model(-3.0), 7)})  # the same fit: not sent again
+        learner.publish_weights(3, {**policy, FAST_CRITIC_KEY: (model(2.0), 8)})
 
         def newest_policy_version() -> int:
             return decode_weights(bytes(policy_messages[-1]), {"pi.weight": ((2, 3), np.dtype(np.float32))})[1][

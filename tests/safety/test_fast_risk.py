@@ -10,7 +10,7 @@ import pytest
 from robot_rl.core.config import ConfigError
 from robot_rl.core.geometry import matrix_from_rotvec, rotvec_from_matrix
 from robot_rl.safety import ArmState, Command
-from robot_rl.safety.fast_risk import (
+from robot_rl.safety.fast_critic import (
     DELTA_FEATURES,
     DELTA_WIDTH,
     FORCE,
@@ -18,9 +18,9 @@ from robot_rl.safety.fast_risk import (
     MAX_BYTES,
     STATE_FEATURES,
     STATE_WIDTH,
-    FastRiskError,
-    FastRiskFilter,
-    FastRiskModel,
+    FastCriticError,
+    FastCriticFilter,
+    FastCriticModel,
     TcpMotion,
     command_delta,
     command_from_delta,
@@ -48,7 +48,7 @@ def tiny_layers(activation_scale: float = 1.0) -> list[tuple[np.ndarray, np.ndar
 
 def arrays(layers=None, **changes) -> dict[str, np.ndarray]:
     """A valid weights dict of ``layers`` (default :func:`tiny_layers`) with ``changes`` applied (None removes)."""
-    values = FastRiskModel(layers or tiny_layers()).to_arrays(version=1)
+    values = FastCriticModel(layers or tiny_layers()).to_arrays(version=1)
     for key, value in changes.items():
         if value is None:
             values.pop(key)
@@ -116,7 +116,7 @@ def test_a_command_delta_and_the_command_it_stands_for_agree():
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_the_mlp_matches_a_hand_computation(activation):
-    model = FastRiskModel(tiny_layers(), activation)
+    model = FastCriticModel(tiny_layers(), activation)
     state = np.zeros(STATE_WIDTH, np.float32)
     state[0], state[12], state[18] = 0.5, 20.0, -1.0  # x, force x, gripper
     deltas = np.array([[0.1, 0, 0, 0, 0, 0, 2.0], [-0.2, 0, 0, 0, 0, 0, 0.0]], np.float32)
@@ -139,7 +139,7 @@ def test_batch_sizes_and_threads_do_not_share_the_forward_buffers():
     at once, give each call its own risks."""
     rng = np.random.default_rng(0)
     layers = [(rng.normal(size=(32, 16)), rng.normal(size=16)), (rng.normal(size=(16, 1)), rng.normal(size=1))]
-    model = FastRiskModel(layers)  # 6 context columns
+    model = FastCriticModel(layers)  # 6 context columns
     states = rng.normal(size=(40, STATE_WIDTH + 6)).astype(np.float32)
     deltas = [rng.normal(size=(1 + i % 5, 7)).astype(np.float32) for i in range(40)]
 
@@ -180,7 +180,7 @@ def test_batch_sizes_and_threads_do_not_share_the_forward_buffers():
 def test_the_risk_stays_in_0_1_for_huge_logits():
     layers = tiny_layers()
     layers[1] = (layers[1][0] * 1e6, layers[1][1])
-    risks = FastRiskModel(layers)(
+    risks = FastCriticModel(layers)(
         np.zeros(STATE_WIDTH), np.array([[100.0, 0, 0, 0, 0, 0, 0], [-100.0, 0, 0, 0, 0, 0, 100]])
     )
     assert np.all(np.isfinite(risks)) and risks[0] == 1.0 and risks[1] == 0.0
@@ -236,32 +236,32 @@ BAD_WEIGHTS = {
 @pytest.mark.parametrize("case", list(BAD_WEIGHTS))
 def test_the_loaders_refuse_malformed_weights_naming_what_is_wrong(case, tmp_path):
     values, message = BAD_WEIGHTS[case]
-    with pytest.raises(FastRiskError, match=message):
-        FastRiskModel.from_arrays(values)
-    with pytest.raises(FastRiskError, match=message):  # the same over a topic
-        FastRiskModel.from_bytes(npz(values))
+    with pytest.raises(FastCriticError, match=message):
+        FastCriticModel.from_arrays(values)
+    with pytest.raises(FastCriticError, match=message):  # the same over a topic
+        FastCriticModel.from_bytes(npz(values))
     path = tmp_path / "model.npz"
     path.write_bytes(npz(values))
-    with pytest.raises(FastRiskError, match=str(path)):  # and from a file, named
-        FastRiskModel.load(path)
+    with pytest.raises(FastCriticError, match=str(path)):  # and from a file, named
+        FastCriticModel.load(path)
 
 
 def test_the_loaders_refuse_pickle_garbage_and_oversized_payloads(tmp_path):
-    with pytest.raises(FastRiskError, match="not an npz archive of plain arrays.*allow_pickle"):
-        FastRiskModel.from_bytes(pickled_npz())
-    with pytest.raises(FastRiskError, match="not an npz archive"):
-        FastRiskModel.from_bytes(b"not a zip file")
-    with pytest.raises(FastRiskError, match="more than the limit"):
-        FastRiskModel.from_bytes(bytes(MAX_BYTES + 1))
-    with pytest.raises(FastRiskError, match="cannot be read"):
-        FastRiskModel.load(tmp_path / "absent.npz")
+    with pytest.raises(FastCriticError, match="not an npz archive of plain arrays.*allow_pickle"):
+        FastCriticModel.from_bytes(pickled_npz())
+    with pytest.raises(FastCriticError, match="not an npz archive"):
+        FastCriticModel.from_bytes(b"not a zip file")
+    with pytest.raises(FastCriticError, match="more than the limit"):
+        FastCriticModel.from_bytes(bytes(MAX_BYTES + 1))
+    with pytest.raises(FastCriticError, match="cannot be read"):
+        FastCriticModel.load(tmp_path / "absent.npz")
 
 
 def test_a_saved_model_loads_with_its_version_and_the_same_risks(tmp_path):
-    model = FastRiskModel(tiny_layers(), "tanh")
+    model = FastCriticModel(tiny_layers(), "tanh")
     path = tmp_path / "fast_risk.npz"
     model.save(path, version=7)
-    loaded, version = FastRiskModel.load(path)
+    loaded, version = FastCriticModel.load(path)
     assert version == 7 and loaded.activation == "tanh"
     deltas = np.random.default_rng(0).normal(size=(5, DELTA_WIDTH))
     np.testing.assert_array_equal(loaded(np.ones(STATE_WIDTH), deltas), model(np.ones(STATE_WIDTH), deltas))
@@ -299,9 +299,9 @@ def toward_x(limit: float):
     return lambda state, deltas: (deltas[:, 0] > limit).astype(np.float32)
 
 
-def fast_filter(model=None, **settings) -> tuple[FastRiskFilter, ArmState]:
+def fast_filter(model=None, **settings) -> tuple[FastCriticFilter, ArmState]:
     values = {"scales": [1.0, 0.5, 0.25], "dwell": 0.0, **settings}
-    fast = FastRiskFilter(fast_critic_settings(values), 1000.0, 0.01, model, version=3)
+    fast = FastCriticFilter(fast_critic_settings(values), 1000.0, 0.01, model, version=3)
     arm = ArmState(HOME.copy(), DOWN, 5.0, np.array([0.0, 0.0, 8.0]), np.zeros(3))
     fast.motion.update(arm.pos, arm.rot, arm.stamp)
     return fast, arm
@@ -372,6 +372,6 @@ def test_the_model_is_bypassed_when_missing_stale_failing_slow_or_nan():
         decision = fast.step(arm, command, 1.0, 5.001)
         assert decision.bypass == reason and decision.command is command and not decision.filtered
     ticks = iter([0.0, 0.001])  # 1 ms of CPU time > the 200 us deadline
-    slow = FastRiskFilter(fast_critic_settings({}), 1000.0, 0.01, toward_x(0.006), clock=lambda: next(ticks))
+    slow = FastCriticFilter(fast_critic_settings({}), 1000.0, 0.01, toward_x(0.006), clock=lambda: next(ticks))
     slow.motion.update(arm.pos, arm.rot, arm.stamp)
     assert slow.step(arm, command, 1.0, 5.001).bypass == "deadline"

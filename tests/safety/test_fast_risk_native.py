@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from robot_rl.core.geometry import matrix_from_rotvec
 from robot_rl.safety import ArmState, Command
-from robot_rl.safety.fast_risk import (
+from robot_rl.safety.fast_critic import (
     INPUT_WIDTH,
     NO_CONTEXT,
     STATE_WIDTH,
-    FastRiskFilter,
-    FastRiskModel,
+    FastCriticFilter,
+    FastCriticModel,
     command_delta,
     fast_critic_settings,
     fast_state,
@@ -44,13 +44,13 @@ def native():
     return require("robot_rl.safety._mlp").forward  # built at install (a C compiler is part of the setup)
 
 
-def random_model(rng: np.random.Generator, context: int, hidden: list[int], activation: str) -> FastRiskModel:
+def random_model(rng: np.random.Generator, context: int, hidden: list[int], activation: str) -> FastCriticModel:
     widths = [INPUT_WIDTH + context, *hidden, 1]
     layers = [
         (rng.normal(0, 1 / np.sqrt(a), (a, b)).astype(np.float32), rng.normal(0, 0.5, b).astype(np.float32))
         for a, b in itertools.pairwise(widths)
     ]
-    return FastRiskModel(layers, activation)
+    return FastCriticModel(layers, activation)
 
 
 @for_random_models(candidates=st.integers(1, 16))
@@ -140,7 +140,7 @@ def test_scoring_the_candidates_in_c_gives_the_filters_candidates_and_their_risk
 ):
     rng = np.random.default_rng(seed)
     model = random_model(rng, context, hidden, "relu")
-    fast = FastRiskFilter(fast_critic_settings({"enabled": True, "escape_step": escape}), 1000.0, 0.01, model)
+    fast = FastCriticFilter(fast_critic_settings({"enabled": True, "escape_step": escape}), 1000.0, 0.01, model)
     arm_pos, arm_rot = random_pose(rng, np.float64)
     arm = ArmState(arm_pos, arm_rot, 0.0, rng.normal(0, 5, 3), rng.normal(0, 1, 3))
     command = Command(*random_pose(rng, np.float64), 1.0, 0.0)
@@ -164,7 +164,7 @@ def test_a_command_half_a_turn_away_is_not_scored_in_c_but_decided_in_python(nat
     row = np.full(INPUT_WIDTH, 7.0, np.float32)
     assert model.score_command(np.zeros(12), arm, flipped, 0.0, NO_CONTEXT, row) is None
     assert np.all(row == 7.0)
-    fast = FastRiskFilter(fast_critic_settings({"enabled": True}), 1000.0, 0.01, model)
+    fast = FastCriticFilter(fast_critic_settings({"enabled": True}), 1000.0, 0.01, model)
     decision = fast.step(arm, flipped, 0.0, 0.0)
     assert decision.bypass is None and math.isfinite(decision.risk)  # the Python path scored it
 
@@ -207,9 +207,9 @@ def test_scoring_one_command_refuses_arrays_of_other_shapes_or_types(native):
 
 
 class PythonPath:
-    """A model the filter scores in Python on every tick: the C forward, without :meth:`FastRiskModel.score_command`."""
+    """A model the filter scores in Python on every tick: the C forward, without :meth:`FastCriticModel.score_command`."""
 
-    def __init__(self, model: FastRiskModel):
+    def __init__(self, model: FastCriticModel):
         self.model, self.context_width = model, model.context_width
 
     def __call__(self, state: np.ndarray, deltas: np.ndarray) -> np.ndarray:
@@ -222,7 +222,7 @@ def test_the_filter_decides_every_tick_as_its_python_path_does(native):
     rng = np.random.default_rng(3)
     model = random_model(rng, 0, [32, 32], "relu")
     settings = fast_critic_settings({"enabled": True, "dwell": 0.003})
-    both = [FastRiskFilter(settings, 1000.0, 0.01, scorer) for scorer in (model, PythonPath(model))]
+    both = [FastCriticFilter(settings, 1000.0, 0.01, scorer) for scorer in (model, PythonPath(model))]
     risks, engaged, filtered = [], 0, 0
     for tick in range(400):
         now = tick * 1e-3

@@ -1,4 +1,4 @@
-"""The safety node's tick inside the MuJoCo tasks' control substeps (robot_rl.sim.fast_loop): every tick runs the
+"""The safety node's tick inside the MuJoCo tasks' control substeps (robot_rl.sim.fast_critic_loop): every tick runs the
 fast-loop critic and then the hard layer on the measured arm, as the safety node does, and the ticks come back in
 ``info["fast_loop"]``."""
 
@@ -16,16 +16,16 @@ from robot_rl.runtime.safety_learning import SafetyActor, safety_settings
 from robot_rl.runtime.session import online_fast_critic
 from robot_rl.runtime.train import train
 from robot_rl.safety import ArmState, Command, Violation
-from robot_rl.safety.fast_risk import (
+from robot_rl.safety.fast_critic import (
     STATE_WIDTH,
+    FastCriticFilter,
+    FastCriticModel,
     FastCriticSettings,
-    FastRiskFilter,
-    FastRiskModel,
     command_delta,
     fast_critic_config,
 )
 from robot_rl.safety.robot_limits import safety_limits
-from robot_rl.sim.fast_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
+from robot_rl.sim.fast_critic_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
 from tests.ros.test_fast_critic import toward_x
 
 RATE_HZ = 500.0  # pick_cube: physics 500 Hz, policy 10 Hz: 50 ticks of one physics step per policy step
@@ -52,7 +52,7 @@ def with_critic(cfg, limit: float) -> SimFastLoop:
     """The hard layer and a fast critic that flags commanded steps in +x longer than ``limit`` m."""
     loop = hard_layer(cfg)
     settings = FastCriticSettings(enabled=True, deadline_us=100_000)  # never missed on a loaded test machine
-    loop.risk_filter = FastRiskFilter(settings, RATE_HZ, loop.limits.state_timeout, toward_x(limit), version=1)
+    loop.risk_filter = FastCriticFilter(settings, RATE_HZ, loop.limits.state_timeout, toward_x(limit), version=1)
     return loop
 
 
@@ -181,15 +181,15 @@ def test_a_task_with_a_sliding_keep_out_zone_gives_the_critic_the_zone_and_its_v
 
 
 def test_a_critic_fitted_to_ticks_with_task_context_reads_it_and_is_bypassed_without_it(tmp_path):
-    from robot_rl.policies.fast_risk_critic import FastFitConfig, fit_fast_risk_model
+    from robot_rl.policies.fast_critic import FastCriticFitSettings, fit_fast_risk_model
 
     rng = np.random.default_rng(0)
     rows = rng.normal(size=(400, 26 + 6)).astype(np.float32)
     labels = (rows[:, 26] > 0).astype(np.float32)  # the risk is the context's alone
-    model, report = fit_fast_risk_model(rows, labels, FastFitConfig(updates=300, hidden=(16,)), seed=0)
+    model, report = fit_fast_risk_model(rows, labels, FastCriticFitSettings(updates=300, hidden=(16,)), seed=0)
     assert model.context_width == 6 and report["risky_recall"] > 0.9 and report["safe_recall"] > 0.9
     model.save(tmp_path / "context.npz")
-    loaded, _ = FastRiskModel.load(tmp_path / "context.npz")
+    loaded, _ = FastCriticModel.load(tmp_path / "context.npz")
     state, deltas = rows[0, :19], np.zeros((1, 7), np.float32)
     for side in (1.0, -1.0):
         context = np.full(6, side, np.float32)
@@ -198,7 +198,7 @@ def test_a_critic_fitted_to_ticks_with_task_context_reads_it_and_is_bypassed_wit
     cfg = config()
     loop = hard_layer(cfg)
     settings = FastCriticSettings(enabled=True, deadline_us=100_000)
-    loop.risk_filter = FastRiskFilter(settings, RATE_HZ, loop.limits.state_timeout, loaded, version=1)
+    loop.risk_filter = FastCriticFilter(settings, RATE_HZ, loop.limits.state_timeout, loaded, version=1)
     env = pick_cube(loop)  # pick_cube has no keep-out zone: no context for a model that reads one
     _, _, _, _, info = env.step(FORWARD)
     assert (info["fast_loop"].flags & int(Violation.RISK_BYPASSED)).all() and np.isnan(info["fast_loop"].risk).all()
@@ -206,7 +206,7 @@ def test_a_critic_fitted_to_ticks_with_task_context_reads_it_and_is_bypassed_wit
 
     # a model without context inputs runs in a task that gives context (it reads the arm alone)
     loop = hard_layer(cfg)
-    loop.risk_filter = FastRiskFilter(settings, RATE_HZ, loop.limits.state_timeout, toward_x(0.01), version=1)
+    loop.risk_filter = FastCriticFilter(settings, RATE_HZ, loop.limits.state_timeout, toward_x(0.01), version=1)
     env = make_env(load_config(["task=pick_cube_sudden"]).task)
     attach_fast_loop(env, loop)
     env.reset(seed=0)
@@ -255,13 +255,13 @@ def test_robot_rl_train_runs_its_envs_through_the_fast_loop_and_a_fast_critic_is
 
     # robot-rl fast-critic fits a model to those ticks, writes a new file and never overwrites it
     out = tmp_path / "fast_risk.npz"
-    fit = ["fast-critic", f"fast_fit.store={tmp_path / 'run' / 'episodes.zarr'}", f"fast_fit.out={out}"]
-    assert main([*fit, "fast_fit.updates=20"]) == 0
-    model, _ = FastRiskModel.load(out)
+    fit = ["fast-critic", f"fast_critic.store={tmp_path / 'run' / 'episodes.zarr'}", f"fast_critic.out={out}"]
+    assert main([*fit, "fast_critic.updates=20"]) == 0
+    model, _ = FastCriticModel.load(out)
     assert model.hidden == [128, 128]
     before = out.read_bytes()
-    assert main([*fit, "fast_fit.updates=20"]) == 2
-    assert "fast_fit.out" in capsys.readouterr().err and out.read_bytes() == before
+    assert main([*fit, "fast_critic.updates=20"]) == 2
+    assert "fast_critic.out" in capsys.readouterr().err and out.read_bytes() == before
 
 
 @pytest.mark.slow
@@ -273,7 +273,7 @@ def test_the_learner_fits_the_fast_critic_online_and_the_sim_loop_runs_it(tmp_pa
         "safety.fast_critic.learn=true",
         "safety.fast_critic.learn_every=60",
         "safety.fast_critic.learn_updates=20",
-        "fast_fit.hidden=[16]",
+        "fast_critic.hidden=[16]",
         "train.deterministic=true",  # the actor waits for the learner (and its fit) at each episode's end
         "safety.fast_critic.deadline_us=100000",  # never missed on a loaded test machine: a tick whose model ran
         # past its 200 us CPU deadline is bypassed and scores NaN (that is what failed in CI)
@@ -299,7 +299,7 @@ def test_probing_sends_a_random_candidate_of_the_critic_for_whole_policy_steps_a
     recorded as the delta the hard layer was handed, and flagged as a changed command."""
     cfg = config()
     limits = hard_layer(cfg).limits
-    candidates = FastRiskFilter(FastCriticSettings(enabled=True, escape_step=0.02), RATE_HZ, limits.state_timeout)
+    candidates = FastCriticFilter(FastCriticSettings(enabled=True, escape_step=0.02), RATE_HZ, limits.state_timeout)
     loop = SimFastLoop(limits, RATE_HZ, probe=1.0, candidates=candidates)
     env = pick_cube(None)
     arm = env.unwrapped.arm_state()
@@ -341,7 +341,7 @@ def test_the_online_fast_critic_learner_starts_from_a_stores_ticks_and_keeps_the
                  "safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.probe=0.5"]) == 0  # fmt: skip
     store = EpisodeStore.open(out)
     ticks = store.read_episode(store.episode_names()[0])["streams"]["fast_violation"]["data"].shape[0]
-    learning = ["safety.fast_critic.learn=true", "fast_fit.updates=5", "fast_fit.hidden=[16]"]
+    learning = ["safety.fast_critic.learn=true", "fast_critic.updates=5", "fast_critic.hidden=[16]"]
     torch.set_num_threads(2)
     learner = learned_online(config(*learning, f"safety.fast_critic.pretrain_store={out}"))
     assert learner.size == ticks and np.isfinite(learner.loss)  # fitted before the run: a network to go on from

@@ -10,7 +10,7 @@ from robot_rl.runtime.envs import make_env, make_expert
 from robot_rl.safety import Violation
 from robot_rl.sim.constraints import Constraint
 from robot_rl.sim.disturbances import Pushes
-from robot_rl.sim.fast_loop import attach_fast_loop, fast_loop_from_config
+from robot_rl.sim.fast_critic_loop import attach_fast_loop, fast_loop_from_config
 
 HOLD = np.array([0.0, 0.0, 0.0, -1.0])  # no TCP step, gripper open
 

@@ -1,8 +1,8 @@
 """``robot-rl fast-critic``: fit the safety node's fast-loop risk model to the ticks an episode store kept.
 
 Train with the fast loop in the sim (``safety.fast_critic.sim_rate_hz=500``: every episode keeps its ticks), fit
-(``fast_fit.store``, ``fast_fit.out``), then run with the model (``safety.fast_critic.enabled=true
-safety.fast_critic.weights=<fast_fit.out>``, in the sim's fast loop or the safety node).
+(``fast_critic.store``, ``fast_critic.out``), then run with the model (``safety.fast_critic.enabled=true
+safety.fast_critic.weights=<fast_critic.out>``, in the sim's fast loop or the safety node).
 """
 
 from __future__ import annotations
@@ -15,24 +15,29 @@ from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.config import ConfigError, integer, output_path
 from robot_rl.data import EpisodeStore
-from robot_rl.policies.fast_risk_critic import FastFitConfig, fast_fit_config, fit_fast_risk_model, ticks_from_store
+from robot_rl.policies.fast_critic import (
+    FastCriticFitSettings,
+    fast_critic_fit_settings,
+    fit_fast_risk_model,
+    ticks_from_store,
+)
 
 
 def fit_fast_critic(cfg: DictConfig) -> dict[str, Any]:
     """Fit and save; returns a report (store, out, rows, positive share, loss, recall of each class)."""
-    settings = cfg.fast_fit
-    config = fast_fit_config(OmegaConf.to_container(settings, resolve=True))
-    out = output_path("fast_fit.out", settings.out, folder=False)
+    settings = cfg.fast_critic
+    config = fast_critic_fit_settings(OmegaConf.to_container(settings, resolve=True))
+    out = output_path("fast_critic.out", settings.out, folder=False)
     if out.exists():
-        raise ConfigError("fast_fit.out", str(out), "a new file (a fitted model is never overwritten)")
-    features, labels = store_ticks("fast_fit.store", settings.store, config)
+        raise ConfigError("fast_critic.out", str(out), "a new file (a fitted model is never overwritten)")
+    features, labels = store_ticks("fast_critic.store", settings.store, config)
     model, report = fit_fast_risk_model(features, labels, config, seed=integer("seed", cfg.seed))
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     return {"store": str(settings.store), "out": str(out), **report}
 
 
-def store_ticks(key: str, store: Any, config: FastFitConfig) -> tuple[np.ndarray, np.ndarray]:
+def store_ticks(key: str, store: Any, config: FastCriticFitSettings) -> tuple[np.ndarray, np.ndarray]:
     """(features, labels) of the fast-loop ticks the episode store ``store`` kept, labelled as ``config`` says
     (``horizon``, ``labels``); a path that is no store, episodes of two tasks' widths or a store without ticks raise
     :class:`ConfigError` naming ``key``."""

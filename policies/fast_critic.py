@@ -1,8 +1,8 @@
 """Learning the fast-loop risk model from recorded ticks.
 
 The safety node (and the sim's fast loop) scores commands with a
-:class:`~robot_rl.safety.fast_risk.FastRiskModel`: a small MLP over the arm's own features and the commanded delta
-(:data:`~robot_rl.safety.fast_risk.INPUT_WIDTH` = 26 columns, base frame, physical units, then the task context's C
+:class:`~robot_rl.safety.fast_critic.FastCriticModel`: a small MLP over the arm's own features and the commanded delta
+(:data:`~robot_rl.safety.fast_critic.INPUT_WIDTH` = 26 columns, base frame, physical units, then the task context's C
 columns when the task gives one). This module fits one to
 the ticks an episode store keeps (``streams/fast_features`` and ``streams/fast_violation``, written when training ran
 with ``safety.fast_critic.sim_rate_hz``):
@@ -14,7 +14,7 @@ with ``safety.fast_critic.sim_rate_hz``):
   on raw features.
 
 ``fit_fast_risk_model`` is torch on the CPU (a few thousand steps of a 2 x 128 MLP take seconds); the result is the
-numpy model the node runs, saved as ``.npz`` by :meth:`FastRiskModel.save`.
+numpy model the node runs, saved as ``.npz`` by :meth:`FastCriticModel.save`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import torch
 from torch import nn
 
 from robot_rl.core.config import is_integer, is_number, require_all, settings_of, yaml_defaults
-from robot_rl.safety.fast_risk import INPUT_WIDTH, MAX_CONTEXT, FastRiskModel
+from robot_rl.safety.fast_critic import INPUT_WIDTH, MAX_CONTEXT, FastCriticModel
 
 
-@yaml_defaults("settings/tools.yaml", "fast_fit", frozen=True)
-class FastFitConfig:
-    """How to fit the fast-loop risk model (``fast_fit`` in the config)."""
+@yaml_defaults("settings/tools.yaml", "fast_critic", frozen=True)
+class FastCriticFitSettings:
+    """How to fit the fast-loop risk model (``fast_critic`` in the config)."""
 
     horizon: int  # ticks: a violation within this many ticks labels a tick risky (25 at 500 Hz: 50 ms)
     labels: str  # "any" | "graded" (horizon_labels)
@@ -58,15 +58,15 @@ class FastFitConfig:
             "lr": (is_number(self.lr) and 0 < self.lr < 1, "a learning rate in (0, 1)"),
             "activation": (self.activation in ("relu", "tanh"), "relu or tanh"),
         }
-        require_all("fast_fit", self, checks)
+        require_all("fast_critic", self, checks)
 
 
-def fast_fit_config(block: Mapping[str, Any]) -> FastFitConfig:
-    """The checked :class:`FastFitConfig` of the config's ``fast_fit`` block (its ``store`` and ``out`` aside)."""
+def fast_critic_fit_settings(block: Mapping[str, Any]) -> FastCriticFitSettings:
+    """The checked :class:`FastCriticFitSettings` of the config's ``fast_critic`` block (its ``store`` and ``out`` aside)."""
     values = {key: value for key, value in block.items() if key not in ("store", "out")}
     if isinstance(values.get("hidden"), (list, tuple)):
         values["hidden"] = tuple(values["hidden"])
-    config = settings_of("fast_fit", FastFitConfig, values)
+    config = settings_of("fast_critic", FastCriticFitSettings, values)
     config.validate()
     return config
 
@@ -93,9 +93,9 @@ def horizon_labels(violation: np.ndarray, horizon: int, kind: str = "any") -> np
     return labels
 
 
-class FastRiskLearner:
+class FastCriticLearner:
     """The fast-loop risk model learned from ticks as they come: episodes' ticks in a ring of ``capacity`` rows, a
-    torch MLP trained on them, exported as the numpy :class:`FastRiskModel` the node runs.
+    torch MLP trained on them, exported as the numpy :class:`FastCriticModel` the node runs.
 
     The inputs are standardised with the mean and spread of the rows held at the first :meth:`train` (kept after:
     the network's inputs keep their scale), folded into the first layer on :meth:`model`. The rows' width (26 plus
@@ -103,7 +103,7 @@ class FastRiskLearner:
     built for it then."""
 
     def __init__(
-        self, config: FastFitConfig, capacity: int = 1_000_000, seed: int = 0, context_width: int | None = None
+        self, config: FastCriticFitSettings, capacity: int = 1_000_000, seed: int = 0, context_width: int | None = None
     ):
         config.validate()
         self.config, self.capacity, self.seed = config, int(capacity), seed
@@ -210,19 +210,19 @@ class FastRiskLearner:
         self.size, self.cursor = rows, int(state["cursor"]) % self.capacity
         self.generator.set_state(state["generator"])
 
-    def model(self) -> FastRiskModel:
+    def model(self) -> FastCriticModel:
         """The numpy model of the current network, standardisation folded into its first layer."""
         linear = [module for module in self.net if isinstance(module, nn.Linear)]
         arrays = [(module.weight.detach().numpy().T.copy(), module.bias.detach().numpy().copy()) for module in linear]
         first, first_bias = arrays[0]
         arrays[0] = (first / self.spread[:, None], first_bias - (self.mean / self.spread) @ first)
-        return FastRiskModel(arrays, self.config.activation)
+        return FastCriticModel(arrays, self.config.activation)
 
 
 def fit_fast_risk_model(
-    features: np.ndarray, labels: np.ndarray, config: FastFitConfig, seed: int = 0
-) -> tuple[FastRiskModel, dict[str, float]]:
-    """Fit a :class:`FastRiskModel` to ``features`` (N, 26 + C) and ``labels`` (N,) in {0, 1} with ``config.updates``
+    features: np.ndarray, labels: np.ndarray, config: FastCriticFitSettings, seed: int = 0
+) -> tuple[FastCriticModel, dict[str, float]]:
+    """Fit a :class:`FastCriticModel` to ``features`` (N, 26 + C) and ``labels`` (N,) in {0, 1} with ``config.updates``
     steps; returns it and a report (rows, positive share, final loss, recall of each class)."""
     config.validate()
     features = np.asarray(features, np.float32)
@@ -230,7 +230,7 @@ def fit_fast_risk_model(
     width_ok = features.ndim == 2 and INPUT_WIDTH <= features.shape[1] <= INPUT_WIDTH + MAX_CONTEXT
     if not width_ok or len(features) != len(labels) or not len(labels):
         raise ValueError(f"features {features.shape}, labels {labels.shape}: expected (N, {INPUT_WIDTH} + C) and (N,)")
-    learner = FastRiskLearner(config, capacity=len(labels), seed=seed)
+    learner = FastCriticLearner(config, capacity=len(labels), seed=seed)
     learner.add_rows(features, labels)
     learner.train(config.updates)
     model = learner.model()
@@ -239,7 +239,7 @@ def fit_fast_risk_model(
     return model, report
 
 
-def risks_of(model: FastRiskModel, features: np.ndarray) -> np.ndarray:
+def risks_of(model: FastCriticModel, features: np.ndarray) -> np.ndarray:
     """The model's risk of every row of ``features`` (N, 26 + C), in one batch (the node scores one state at a time with
     the same layers)."""
     x = np.asarray(features, np.float32)
@@ -250,7 +250,7 @@ def risks_of(model: FastRiskModel, features: np.ndarray) -> np.ndarray:
     return 0.5 + 0.5 * np.tanh(0.5 * x[:, 0])
 
 
-def class_accuracy(model: FastRiskModel, features: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def class_accuracy(model: FastCriticModel, features: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """The share of risky rows (label 1) scored above 0.5 and of safe rows scored at most 0.5 (NaN for an empty
     class)."""
     risks = risks_of(model, features)

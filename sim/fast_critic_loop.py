@@ -10,8 +10,8 @@ hands the command it sends to the impedance controller. Hazards that build up wi
 seen, and acted on, at the fast rate.
 
 Each policy step's ticks are kept as a :class:`FastStream` (the env's ``info["fast_loop"]``): per tick the
-critic's input (:data:`~robot_rl.safety.fast_risk.STATE_FEATURES` then the
-:data:`~robot_rl.safety.fast_risk.DELTA_FEATURES` of the command the hard layer was handed: the policy's, or the
+critic's input (:data:`~robot_rl.safety.fast_critic.STATE_FEATURES` then the
+:data:`~robot_rl.safety.fast_critic.DELTA_FEATURES` of the command the hard layer was handed: the policy's, or the
 critic's choice, then the task context of the policy step), the risk, the tick's flags
 and the task's constraint violations measured after the tick: the labels a fast-loop critic learns from.
 """
@@ -26,15 +26,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.config import ConfigError
 from robot_rl.safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
-from robot_rl.safety.fast_risk import (
+from robot_rl.safety.fast_critic import (
     INPUT_WIDTH,
-    FastRiskFilter,
+    FastCriticFilter,
     TcpMotion,
     command_delta,
     command_from_delta,
     decision_flags,
     fast_critic_config,
-    fast_risk_filter,
+    fast_critic_filter,
     fast_state,
     tick_features,
 )
@@ -91,9 +91,9 @@ class SimFastLoop:
         self,
         limits: SafetyLimits,
         rate_hz: float,
-        risk_filter: FastRiskFilter | None = None,
+        risk_filter: FastCriticFilter | None = None,
         probe: float = 0.0,
-        candidates: FastRiskFilter | None = None,
+        candidates: FastCriticFilter | None = None,
     ):
         self.limits, self.rate_hz, self.risk_filter = limits, float(rate_hz), risk_filter
         self.probe = float(probe)  # share of policy steps that send a random candidate (begin_step)
@@ -188,10 +188,10 @@ def fast_loop_from_config(cfg: DictConfig) -> SimFastLoop | None:
     if settings.sim_rate_hz is None:
         return None
     limits = safety_limits(OmegaConf.to_container(cfg.robot.limits, resolve=True), settings.sim_rate_hz)
-    risk_filter = fast_risk_filter(settings, settings.sim_rate_hz, limits.state_timeout)
+    risk_filter = fast_critic_filter(settings, settings.sim_rate_hz, limits.state_timeout)
     candidates = None  # probing draws from the critic's candidates; without a critic, a filter makes them
     if settings.probe and risk_filter is None:
-        candidates = FastRiskFilter(settings, settings.sim_rate_hz, limits.state_timeout)
+        candidates = FastCriticFilter(settings, settings.sim_rate_hz, limits.state_timeout)
     return SimFastLoop(limits, settings.sim_rate_hz, risk_filter, settings.probe, candidates)
 
 
