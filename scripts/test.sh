@@ -17,5 +17,8 @@ workers=${ROBOT_RL_TEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
 parallel=()
 if ((workers > 1)); then
   parallel=(-n "$workers" --dist loadfile)  # a file's tests on one worker: its module fixtures are built once
+  # one OpenMP thread per process unless asked: two workers training torch models on two threads each spin-waited
+  # each other out (the reward classifier's test took 638 s instead of 123 s)
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 fi
 exec .venv/bin/python -m pytest -q --durations=25 "${parallel[@]}" "${selection[@]}" "$@"  # the slowest 25 at the end: docs/testing.md
