@@ -81,14 +81,17 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
         rclpy.try_shutdown()
 
 
-DISCOVERY_S = 1.0  # s a starting node gives discovery to show it the graph's nodes, at most
+# s a starting node gives discovery to show it the graph's nodes, at most: on two loaded cores a node already running
+# took more than 1 s to show (a second safety node then started beside the first)
+DISCOVERY_S = 3.0
+STABLE_S = 0.5  # s the nodes shown must stay the same before the graph counts as seen (when it shows any but this)
 LEASE_S = 25.0  # s a node of the same name may take to leave the graph: a killed process's lingers until its lease ends
 
 
 def name_taken(node, discovery: float = DISCOVERY_S, lease: float = LEASE_S) -> str | None:
     """Why ``node`` may not run, or None: another node of its fully qualified name in the ROS graph (two safety nodes
     would both command the arm). Waits up to ``discovery`` s for the graph to show its nodes (less once it shows some
-    and they stay the same for 0.2 s); a namesake found is given ``lease`` s more to go (the lingering entry of a
+    and they stay the same for ``STABLE_S``); a namesake found is given ``lease`` s more to go (the lingering entry of a
     killed process, restarted at once), then named in the answer."""
     import os
 
@@ -107,7 +110,7 @@ def name_taken(node, discovery: float = DISCOVERY_S, lease: float = LEASE_S) -> 
             break
         if total != seen:
             seen, stable_since = total, time.monotonic()
-        elif total > 1 and time.monotonic() - stable_since >= 0.2:
+        elif total > 1 and time.monotonic() - stable_since >= STABLE_S:
             return None
         time.sleep(0.02)
     deadline = time.monotonic() + lease

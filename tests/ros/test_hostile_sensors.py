@@ -195,3 +195,28 @@ def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
         assert first.poll() is None  # the first one goes on
     finally:
         graph.stop()
+
+
+class GraphView:
+    """A node's view of the ROS graph as discovery fills it in: only itself until ``shown_at`` s, then also a node
+    of its own name (a safety node already running, discovered late on loaded cores)."""
+
+    def __init__(self, shown_at: float):
+        self.started, self.shown_at = time.monotonic(), shown_at
+
+    def get_fully_qualified_name(self) -> str:
+        return "/robot_rl_safety"
+
+    def get_node_names_and_namespaces(self) -> list[tuple[str, str]]:
+        late = time.monotonic() - self.started >= self.shown_at
+        return [("robot_rl_safety", "/")] * (2 if late else 1)
+
+
+def test_a_namesake_that_discovery_shows_after_a_second_is_still_found():
+    """Stop 58's CI: the second safety node saw the graph hold only itself for the whole 1 s it waited, and ran
+    beside the first. A namesake shown after 1.5 s is found (and named once its lease passes)."""
+    from robot_rl.ros.node_main import name_taken
+
+    taken = name_taken(GraphView(shown_at=1.5), lease=0.1)
+    assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
+    assert name_taken(GraphView(shown_at=60.0), discovery=0.3) is None  # alone: it runs
