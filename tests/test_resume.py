@@ -194,3 +194,30 @@ def test_a_run_made_before_fast_fit_was_renamed_fast_critic_resumes_with_its_own
     (run / "config.yaml").write_text(yaml.safe_dump(saved))
     cfg = resumed_config(load_config([*TINY, f"train.run_dir={run}", "train.resume=true"]), ["train.resume"])
     assert "fast_fit" not in cfg and cfg.fast_critic.horizon == old["horizon"]
+
+
+def test_a_resumed_launch_hands_its_nodes_a_spec_of_its_own_not_the_last_launchs(tiny_run, tmp_path, monkeypatch):
+    """``ros.task_spec`` says where a launch's nodes find the task spec (a file of that launch's own), not what the
+    run is: a run folder recorded the file of its first launch, gone since; a resumed launch hands its own."""
+    from robot_rl.cli import graph
+    from robot_rl.data.task_spec import read_task_spec
+    from robot_rl.runtime.envs import task_spec
+    from robot_rl.runtime.run_folder import record_resume, resumed_config
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    saved["ros"]["task_spec"] = "/tmp/robot_rl_launch_gone/task_spec.json"
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    handed = []
+
+    def run_nodes(self) -> int:  # the spec as the nodes would read it, while the launch runs
+        handed.append(read_task_spec(load_config(self.overrides).ros.task_spec))
+        return 0
+
+    monkeypatch.setattr(graph.Launcher, "run", run_nodes)
+    assert main(["launch", "sim_train", f"train.run_dir={run}", "train.resume=true", "train.env_steps=100"]) == 0
+    assert handed == [task_spec(load_config(["task=reach"]).task)]
+    cfg = resumed_config(load_config([*TINY, f"train.run_dir={run}", "train.resume=true"]), ["train.resume"])
+    assert cfg.ros.task_spec is None  # a node resumed by hand builds the spec, it does not read a file that is gone
+    assert "task_spec" not in str(record_resume(run, cfg))

@@ -35,10 +35,12 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -61,6 +63,13 @@ GROUP_KEYS = (
     ("fleet", "fleet.kind"),
 )
 LEARNER_MODULE = "robot_rl.ros.learner_node"  # a graph with this node trains: it has a run folder (train.run_dir)
+#: nodes that read the task spec (ros.task_spec): the launch builds the task's env once and hands them its spec
+SPEC_READERS = {
+    "robot_rl.ros.actor_node",
+    LEARNER_MODULE,
+    "robot_rl.ros.recorder_node",
+    "robot_rl.ros.tracker_node",
+}
 DISCOVERY_RANGES = {"localhost": "LOCALHOST", "subnet": "SUBNET"}  # ros.discovery -> ROS_AUTOMATIC_DISCOVERY_RANGE
 
 
@@ -347,10 +356,30 @@ def launch(graph: str, overrides: list[str]) -> int:
     # whoever started it) must still stop the graph and its nodes
     previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return Launcher(nodes, node_overrides, env=env).run()
+        with handed_task_spec(load_config(node_overrides), nodes) as spec_overrides:
+            return Launcher(nodes, [*node_overrides, *spec_overrides], env=env).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_sigint)
+
+
+@contextlib.contextmanager
+def handed_task_spec(cfg: DictConfig, nodes: list[NodeSpec]) -> Iterator[list[str]]:
+    """The overrides that hand the graph's nodes one task spec (``ros.task_spec``): a given one, checked here
+    once, or the spec of the task's env, built here and written to a folder of the launch's own for its lifetime,
+    so no node builds an env to learn shapes. ``cfg``: the nodes' config (a resumed run's, with its task)."""
+    from robot_rl.data.task_spec import SPEC_FILE
+    from robot_rl.ros.node_main import node_task_spec
+
+    if not any(node.module in SPEC_READERS for node in nodes):
+        yield []
+        return
+    spec = node_task_spec(cfg)  # a bad ros.task_spec: one line before any node starts
+    if OmegaConf.select(cfg, "ros.task_spec") is not None:
+        yield []
+        return
+    with tempfile.TemporaryDirectory(prefix="robot_rl_launch_") as folder:
+        yield [f"ros.task_spec={spec.write(Path(folder) / SPEC_FILE)}"]
 
 
 def resume_overrides(cfg: DictConfig, overrides: list[str]) -> list[str]:

@@ -32,7 +32,6 @@ from omegaconf import OmegaConf
 from std_msgs.msg import Empty, String
 
 from robot_rl.core.config import ConfigError, non_negative, positive
-from robot_rl.runtime.envs import make_env, observation_shapes, store_metadata
 from robot_rl.runtime.evaluate import evaluation_episode, evaluation_summary
 from robot_rl.runtime.learner import updates_due
 from robot_rl.runtime.run_folder import recorded_counts
@@ -45,7 +44,15 @@ from ..data.wire import weight_shapes
 from ..safety.fast_critic import fast_critic_config
 from . import qos
 from .delivery import Outbox
-from .node_main import TopicError, exit_with_error, node_config, require_topics, ros_node, spinning_in_background
+from .node_main import (
+    TopicError,
+    exit_with_error,
+    node_config,
+    node_task_spec,
+    require_topics,
+    ros_node,
+    spinning_in_background,
+)
 from .sim_clock import ClockError, lockstep_teleop, sim_time_of, wait_for_clock
 from .teleop_source import TopicTeleop
 from .topic_env import EPISODE_STATS, STOP, OperatorPause, StreamStalled, TopicEnv, TopicEnvSettings
@@ -81,11 +88,9 @@ class ExitWaits:
 class ActorLoop:
     def __init__(self, node, cfg):
         task = OmegaConf.to_container(cfg.task, resolve=True)
-        spec_env = make_env(task)  # the task's spaces and state layout; the cell itself is behind topics
-        shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
-        layout = spec_env.unwrapped.state_layout
-        self.store_metadata = {**store_metadata(task, spec_env), "source": "robot_rl.ros.actor_node"}
-        spec_env.close()
+        spec = node_task_spec(cfg)  # the task's shapes and state layout; the cell itself is behind topics
+        shapes, action_dim, layout = spec.observation_shapes, spec.action_dim, spec.state_layout or {}
+        self.store_metadata = {**spec.metadata(), "source": "robot_rl.ros.actor_node"}
         self.node, self.cfg = node, cfg
         self.log = node.get_logger()
         ticks = fast_critic_config(cfg).records_ticks  # the safety node's ticks go with the transitions

@@ -30,13 +30,11 @@ import time
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 from rclpy.clock import Clock, ClockType
 from std_msgs.msg import Empty, String
 
 from robot_rl.core.config import ConfigError
 from robot_rl.core.folders import write_text_atomically
-from robot_rl.runtime.envs import make_env, observation_shapes
 from robot_rl.runtime.fleet_settings import fleet_settings, robot_path
 from robot_rl.runtime.learner import Learner, settings_from
 from robot_rl.runtime.run_folder import given_keys, resumed_config, run_folder
@@ -48,7 +46,7 @@ from ..data.transition import stored_transitions
 from ..data.wire import TransitionSchema
 from . import qos
 from .guard import InputGuard
-from .node_main import exit_with_error, node_config, ros_node, spin
+from .node_main import exit_with_error, node_config, node_task_spec, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock
 from .transport import RosTransport
 
@@ -80,10 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             run_folder(cfg.train.run_dir, True)
             cfg = resumed_config(cfg, given_keys(argv[: argv.index("--ros-args") if "--ros-args" in argv else None]))
         settings = settings_from(cfg.train)
-        task = OmegaConf.to_container(cfg.task, resolve=True)
-        spec_env = make_env(task)
-        shapes, action_dim = observation_shapes(spec_env), int(spec_env.action_space.shape[0])
-        spec_env.close()
+        spec = node_task_spec(cfg)
+        shapes, action_dim = spec.observation_shapes, spec.action_dim
         sim_time = sim_time_of(cfg)
         robots = fleet_settings(cfg).robots
     except ConfigError as error:

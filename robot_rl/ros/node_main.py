@@ -16,12 +16,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.interrupts import interrupt_on_sigterm
 
 from .sim_clock import BackwardJumps
+
+if TYPE_CHECKING:  # imported where used: robot_rl.data imports torch, which a node without a policy never needs
+    from robot_rl.data.task_spec import TaskSpec
 
 
 def exit_with_error(module: str, error: Exception) -> int:
@@ -42,6 +47,31 @@ def node_config(argv: Sequence[str]) -> tuple[DictConfig, list[str]]:
     argv = list(argv)
     split = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
     return load_config(argv[:split]), ["robot_rl", *argv[split:]]
+
+
+def node_task_spec(cfg: DictConfig) -> TaskSpec:
+    """The task spec of a node's config: read from ``ros.task_spec`` (a spec file or an episode store, as
+    ``robot-rl launch`` hands every node), else built from the task's env (a node started by hand). A spec of
+    another task, or a malformed one, raises :class:`ConfigError` naming ``ros.task_spec``."""
+    from omegaconf import OmegaConf
+
+    from robot_rl.data.task_spec import read_task_spec
+
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    path = OmegaConf.select(cfg, "ros.task_spec")
+    if path is None:
+        from robot_rl.runtime.envs import task_spec
+
+        try:
+            return task_spec(task)
+        except ImportError as error:  # a learner box without the simulator
+            raise ConfigError(
+                "ros.task_spec", None, f"a task_spec.json or an episode store of the task (building its env: {error})"
+            ) from None
+    spec = read_task_spec(str(path))
+    if spec.task != task.get("name"):
+        raise ConfigError("ros.task_spec", str(path), f"the spec of task {task.get('name')} (it holds {spec.task})")
+    return spec
 
 
 @contextmanager

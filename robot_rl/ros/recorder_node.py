@@ -35,7 +35,6 @@ from std_msgs.msg import Bool, String, UInt8MultiArray
 
 from robot_rl.core.composed_config import steps_to_record
 from robot_rl.core.config import MB, ConfigError, check_disk_space, disk_full, free_bytes, non_negative
-from robot_rl.runtime.envs import make_env, store_metadata
 
 from ..data import EpisodeRecorder, EpisodeStore
 from ..data.episode_store import EpisodeStoreError, bytes_per_step
@@ -43,7 +42,7 @@ from ..data.wire import TransitionSchema, decode_transitions
 from . import qos
 from .delivery import ACK_TOPIC, CUT_TOPIC, parse_cut
 from .guard import InputGuard
-from .node_main import exit_with_error, node_config, ros_node, spin
+from .node_main import exit_with_error, node_config, node_task_spec, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock
 from .topic_env import EPISODE_STATS
 from .transport import TRANSITIONS_TOPIC
@@ -182,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         task = OmegaConf.to_container(cfg.task, resolve=True)
-        spec_env = make_env(task)
-        metadata = store_metadata(task, spec_env)
-        spec_env.close()
+        metadata = node_task_spec(cfg).metadata()
         sim_time = sim_time_of(cfg)
         store_path = Path(str(cfg.ros.recorder.store))
         floor_mb = check_store_disk(cfg, store_path, metadata, warn=lambda line: print(f"{MODULE}: warning: {line}"))

@@ -26,7 +26,7 @@ from robot_rl.core.config import ConfigError
 from . import qos
 from .guard import InputGuard
 from .messages import pose_to_numpy
-from .node_main import exit_with_error, node_config, ros_node, spin
+from .node_main import exit_with_error, node_config, node_task_spec, ros_node, spin
 from .topic_env import POSE, PROPRIO, TASK_STATE
 
 FEATURES = {"pos": 3, "rel": 3, "quat": 4}  # <object>_<kind> -> size
@@ -101,14 +101,10 @@ class TaskStateFromTracker:
 def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from robot_rl.runtime.envs import make_env
-
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         task = OmegaConf.to_container(cfg.task, resolve=True)
-        spec_env = make_env({**task, "cameras": []})  # the state layout only
-        layout = dict(getattr(spec_env.unwrapped, "state_layout", {}))
-        spec_env.close()
+        layout = node_task_spec(cfg).state_layout or {}
         features = tracked_features(layout)
         topics = OmegaConf.to_container(cfg.tracker.topics, resolve=True) or {}
     except ConfigError as error:

@@ -30,7 +30,7 @@ from robot_rl.core.config import (
 from robot_rl.core.interrupts import interrupt_requests
 from robot_rl.data import EpisodeStore
 from robot_rl.data.episode_store import EpisodeStoreError, bytes_per_step
-from robot_rl.runtime.envs import make_env, make_expert, store_metadata
+from robot_rl.runtime.envs import make_env, make_expert, task_spec
 from robot_rl.runtime.robustness import randomized
 from robot_rl.sim.fast_critic_loop import attach_fast_loop, fast_loop_from_config
 
@@ -109,7 +109,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     env = randomized(make_env(task), cfg.get("randomization"), seed)
     attach_fast_loop(env, fast_loop_from_config(cfg))  # with safety.fast_critic.sim_rate_hz: ticks recorded too
     expert = make_expert(task, env)
-    metadata = store_metadata(task, env)
+    metadata = task_spec(task, env).metadata()
     steps = episodes * int(task.get("episode_steps") or 0)  # at most
     try:
         need = steps * bytes_per_step(metadata["observation_shapes"], metadata["action_dim"])

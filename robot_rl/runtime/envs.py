@@ -16,6 +16,7 @@ import gymnasium as gym
 
 from robot_rl.core.config import ConfigError
 from robot_rl.core.observation_keys import PRIVILEGED_KEY
+from robot_rl.data.task_spec import TaskSpec
 
 ENTRY_POINTS = {
     "robot_rl/Reach-v0": "robot_rl.sim.tasks.reach:ReachEnv",
@@ -132,13 +133,20 @@ def observation_shapes(env: gym.Env) -> dict[str, tuple[int, ...]]:
     return {key: tuple(space.shape) for key, space in env.observation_space.spaces.items()}
 
 
-def store_metadata(task: Mapping[str, Any], env: gym.Env) -> dict[str, Any]:
-    """Episode-store metadata of a task's env: what every episode recorded from it shares."""
-    return {
-        "task": task.get("name"),
-        "robot": task.get("robot") or ("panda" if str(task.get("id", "")).startswith("robot_rl/") else None),
-        "observation_shapes": {key: list(shape) for key, shape in observation_shapes(env).items()},
-        "action_dim": int(env.action_space.shape[0]),
-        "control_rate_hz": task.get("control_rate_hz"),
-        "state_layout": getattr(env.unwrapped, "state_layout", None),
-    }
+def task_spec(task: Mapping[str, Any], env: gym.Env | None = None) -> TaskSpec:
+    """The :class:`TaskSpec` of a task config, read from ``env`` (built from ``task`` and closed when not given):
+    the one place an env is built only to learn what its observations and actions look like."""
+    spec_env = make_env(task) if env is None else env
+    try:
+        layout = getattr(spec_env.unwrapped, "state_layout", None)
+        return TaskSpec(
+            task=task.get("name"),
+            robot=task.get("robot") or ("panda" if str(task.get("id", "")).startswith("robot_rl/") else None),
+            observation_shapes=observation_shapes(spec_env),
+            action_dim=int(spec_env.action_space.shape[0]),
+            control_rate_hz=task.get("control_rate_hz"),
+            state_layout=None if layout is None else {name: tuple(part) for name, part in layout.items()},
+        )
+    finally:
+        if env is None:
+            spec_env.close()

@@ -56,6 +56,9 @@ ABSENT = "<absent>"  # a key the run's config.yaml does not have
 #: top-level sections renamed since a run may have been made (old name -> new): a resumed run's config.yaml is read
 #: under the new name
 RENAMED_SECTIONS = {"fast_fit": "fast_critic"}
+#: keys that say where this launch finds things, not what the run is: a resumed run always takes the command line's
+#: (``ros.task_spec``: the launch's hand-over file of its last start is gone; the checkpoint checks the shapes)
+LAUNCH_KEYS = ("ros.task_spec",)
 
 
 def run_folder(run_dir: Any, resume: Any) -> Path:
@@ -141,6 +144,7 @@ def resumed_config(cfg: DictConfig, given: Iterable[str] = ()) -> DictConfig:
             f"{before} as the run was made ({path}; a resumed run keeps what it is: a new train.run_dir "
             "starts another)",
         )
+    taken.update({key: new[key] for key in LAUNCH_KEYS if key in new})
     result = OmegaConf.create(OmegaConf.to_container(saved_cfg, resolve=False))
     for key, value in new.items():
         if key not in saved and not under(key, GROUP_SECTIONS) and not any(prefix in saved for prefix in parents(key)):
@@ -168,7 +172,7 @@ def record_resume(run_dir: Path, cfg: DictConfig) -> dict[str, tuple[Any, Any]]:
     changes = {
         key: (saved.get(key, ABSENT), value)
         for key, value in new.items()
-        if key != "train.resume" and saved.get(key, ABSENT) != value
+        if key != "train.resume" and key not in LAUNCH_KEYS and saved.get(key, ABSENT) != value
     }
     if changes:
         date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")

@@ -42,7 +42,7 @@ from robot_rl.core.transport import LocalTransport
 from robot_rl.data import EpisodeRecorder, EpisodeStore, ReplayBuffer
 from robot_rl.data.episode_store import bytes_per_step
 from robot_rl.runtime.env_workers import EnvWorker
-from robot_rl.runtime.envs import make_env, make_expert, observation_shapes, store_metadata
+from robot_rl.runtime.envs import make_env, make_expert, observation_shapes, task_spec
 from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
 from robot_rl.runtime.learner import Learner, TrainSettings, settings_from
 from robot_rl.runtime.robustness import randomized, robustness_sweep, write_sweep
@@ -299,7 +299,7 @@ def episode_store(cfg: DictConfig, run_dir: Path, task: dict[str, Any], env) -> 
     """The run's ``episodes.zarr`` (``train.record_episodes``), or None."""
     if not cfg.train.record_episodes:
         return None
-    metadata = {**store_metadata(task, env), "config": OmegaConf.to_container(cfg, resolve=True)}
+    metadata = {**task_spec(task, env).metadata(), "config": OmegaConf.to_container(cfg, resolve=True)}
     return EpisodeStore.create(run_dir / "episodes.zarr", metadata)
 
 
