@@ -19,21 +19,22 @@ and the task's constraint violations measured after the tick: the labels a fast-
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.config import ConfigError
 from robot_rl.safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
 from robot_rl.safety.fast_critic import (
     INPUT_WIDTH,
     FastCriticFilter,
+    FastCriticSettings,
     TcpMotion,
     command_delta,
     command_from_delta,
     decision_flags,
-    fast_critic_config,
     fast_critic_filter,
     fast_state,
     tick_features,
@@ -180,14 +181,13 @@ class SimFastLoop:
         return self._risk
 
 
-def fast_loop_from_config(cfg: DictConfig) -> SimFastLoop | None:
-    """The sim's fast loop of ``safety.fast_critic`` (at its ``sim_rate_hz``; None when that is null or absent) with
-    the hard layer of ``robot.limits`` and, when ``enabled``, the fast critic from ``weights`` (no file: bypassed,
-    the hard layer alone). Bad values raise :class:`ConfigError` naming their key."""
-    settings = fast_critic_config(cfg)
+def sim_fast_loop(settings: FastCriticSettings, robot_limits: Mapping[str, Any]) -> SimFastLoop | None:
+    """The sim's fast loop of ``settings`` (``safety.fast_critic``, at its ``sim_rate_hz``; None when that is null)
+    with the hard layer of ``robot_limits`` (``robot.limits``) and, when ``enabled``, the fast critic from
+    ``weights`` (no file: bypassed, the hard layer alone). Bad values raise :class:`ConfigError` naming their key."""
     if settings.sim_rate_hz is None:
         return None
-    limits = safety_limits(OmegaConf.to_container(cfg.robot.limits, resolve=True), settings.sim_rate_hz)
+    limits = safety_limits(dict(robot_limits), settings.sim_rate_hz)
     risk_filter = fast_critic_filter(settings, settings.sim_rate_hz, limits.state_timeout)
     candidates = None  # probing draws from the critic's candidates; without a critic, a filter makes them
     if settings.probe and risk_filter is None:

@@ -10,11 +10,11 @@ before anything is loaded or written.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.config import ConfigError
 
@@ -62,11 +62,10 @@ AGENT_KEYS = (
 )
 
 
-def task_definition(cfg: DictConfig, agent) -> dict[str, Any]:
-    """Flat ``{dotted config key: value}`` of what a run is, as JSON values (``observation_shapes``: per key, in
-    pixels or state dimensions; ``action_dim``: the agent's action size)."""
-    task = OmegaConf.to_container(cfg.task, resolve=True)
-    agent_cfg = OmegaConf.to_container(cfg.agent, resolve=True)
+def task_definition(task: Mapping[str, Any], agent_cfg: Mapping[str, Any], agent) -> dict[str, Any]:
+    """Flat ``{dotted config key: value}`` of what a run is (its ``task`` and ``agent`` config sections, plain
+    values), as JSON values (``observation_shapes``: per key, in pixels or state dimensions; ``action_dim``: the
+    agent's action size)."""
     definition = {
         **{f"task.{key}": task[key] for key in TASK_KEYS if key in task},
         **{f"agent.{key}": agent_cfg[key] for key in AGENT_KEYS if key in agent_cfg},

@@ -30,9 +30,9 @@ from robot_rl.core.config import (
 from robot_rl.core.interrupts import interrupt_requests
 from robot_rl.data import EpisodeStore
 from robot_rl.data.episode_store import EpisodeStoreError, bytes_per_step
-from robot_rl.runtime.envs import make_env, make_expert, task_spec
+from robot_rl.runtime.envs import fast_loop_of, make_env, make_expert, task_spec
 from robot_rl.runtime.robustness import randomized
-from robot_rl.sim.fast_critic_loop import attach_fast_loop, fast_loop_from_config
+from robot_rl.sim.fast_critic_loop import attach_fast_loop
 
 
 def run_episode(
@@ -107,7 +107,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     source = "probe" if action_noise else "demo"
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = randomized(make_env(task), cfg.get("randomization"), seed)
-    attach_fast_loop(env, fast_loop_from_config(cfg))  # with safety.fast_critic.sim_rate_hz: ticks recorded too
+    attach_fast_loop(env, fast_loop_of(cfg))  # with safety.fast_critic.sim_rate_hz: ticks recorded too
     expert = make_expert(task, env)
     metadata = task_spec(task, env).metadata()
     steps = episodes * int(task.get("episode_steps") or 0)  # at most

@@ -17,6 +17,8 @@ import gymnasium as gym
 from robot_rl.core.config import ConfigError
 from robot_rl.core.observation_keys import PRIVILEGED_KEY
 from robot_rl.data.task_spec import TaskSpec
+from robot_rl.safety.fast_critic import fast_critic_config
+from robot_rl.sim.fast_critic_loop import SimFastLoop, sim_fast_loop
 
 ENTRY_POINTS = {
     "robot_rl/Reach-v0": "robot_rl.sim.tasks.reach:ReachEnv",
@@ -150,3 +152,12 @@ def task_spec(task: Mapping[str, Any], env: gym.Env | None = None) -> TaskSpec:
     finally:
         if env is None:
             spec_env.close()
+
+
+def fast_loop_of(cfg: Any) -> SimFastLoop | None:
+    """The sim's fast loop (:func:`~robot_rl.sim.fast_critic_loop.sim_fast_loop`) of a config's
+    ``safety.fast_critic`` and ``robot.limits``; None without ``safety.fast_critic.sim_rate_hz``."""
+    from omegaconf import OmegaConf
+
+    limits = OmegaConf.to_container(cfg.robot.limits, resolve=True)
+    return sim_fast_loop(fast_critic_config(cfg), limits)

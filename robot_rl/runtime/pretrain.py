@@ -24,7 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from robot_rl.core.checkpoint import PRETRAIN_FILE, task_definition, write_task_definition
+from robot_rl.core.checkpoint import PRETRAIN_FILE, write_task_definition
 from robot_rl.core.config import (
     ConfigError,
     integer,
@@ -44,7 +44,7 @@ from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
 from robot_rl.runtime.offline_data import load_offline, store_paths, store_weights
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.safety_learning import safety_settings
-from robot_rl.runtime.session import make_agent
+from robot_rl.runtime.session import make_agent, run_definition
 from robot_rl.safety.fast_critic import fast_critic_config
 
 
@@ -157,7 +157,7 @@ def pretrain(cfg: DictConfig) -> dict[str, Any]:
                 "interrupted": interrupted,
             }
             (tmp / "checkpoint").mkdir()
-            write_task_definition(tmp / "checkpoint", task_definition(cfg, agent))
+            write_task_definition(tmp / "checkpoint", run_definition(cfg, agent))
             agent.conservative = None  # not part of the agent's state: fine-tuning learns without it
             torch.save(agent.state_dict(), tmp / "checkpoint" / "agent.pt")
             pretrained_on = {key: summary[key] for key in ("algorithm", "stores", "weights", "updates")}

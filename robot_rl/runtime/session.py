@@ -253,7 +253,7 @@ class LearnerSession:
             SafetyRelabel.of(safety, fast),
             auxiliary_learners(cfg, safety, fast, shapes, action_dim, seed),
         )
-        self.definition = task_definition(cfg, self.agent)
+        self.definition = run_definition(cfg, self.agent)
         self.init = init_settings(cfg)  # a warm start from a pretrained checkpoint (WSRL), checked now
         warm_settings(self.learner, self.init)
         self.warm_start: dict[str, Any] | None = None  # what the warm start loaded (None: none made)
@@ -345,11 +345,18 @@ def save_checkpoint(
         (tmp / "counters.json").write_text(json.dumps(state))
 
 
+def run_definition(cfg: DictConfig, agent) -> dict[str, Any]:
+    """The task definition (:func:`~robot_rl.core.checkpoint.task_definition`) of a run's config and agent."""
+    return task_definition(
+        OmegaConf.to_container(cfg.task, resolve=True), OmegaConf.to_container(cfg.agent, resolve=True), agent
+    )
+
+
 def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
     """Load a checkpoint into ``learner``; a checkpoint of another task definition is refused before anything
     is loaded."""
     folder = latest(folder)
-    check_task_definition(folder, task_definition(cfg, learner.agent))
+    check_task_definition(folder, run_definition(cfg, learner.agent))
     state = json.loads((folder / "counters.json").read_text())
     learner.load(folder, state)
     return Counters(**state["counters"])

@@ -42,7 +42,7 @@ from robot_rl.core.transport import LocalTransport
 from robot_rl.data import EpisodeRecorder, EpisodeStore, ReplayBuffer
 from robot_rl.data.episode_store import bytes_per_step
 from robot_rl.runtime.env_workers import EnvWorker
-from robot_rl.runtime.envs import make_env, make_expert, observation_shapes, task_spec
+from robot_rl.runtime.envs import fast_loop_of, make_env, make_expert, observation_shapes, task_spec
 from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
 from robot_rl.runtime.learner import Learner, TrainSettings, settings_from
 from robot_rl.runtime.robustness import randomized, robustness_sweep, write_sweep
@@ -51,7 +51,7 @@ from robot_rl.runtime.safety_learning import SAFETY_COUNTS
 from robot_rl.runtime.session import ActorSession, Counters, LearnerSession, load_checkpoint_agent, make_agent
 from robot_rl.runtime.teleop import InterventionRules, NoHuman, ScriptedHuman
 from robot_rl.safety.fast_critic import FastCriticSettings, fast_critic_config
-from robot_rl.sim.fast_critic_loop import attach_fast_loop, fast_loop_from_config
+from robot_rl.sim.fast_critic_loop import attach_fast_loop
 
 
 @stops_on_full_disk(
@@ -265,7 +265,7 @@ def sim_env(cfg: DictConfig, task: dict[str, Any], seed: int, randomize: bool):
     """The task's env: randomized (``cfg.randomization``, draws from ``seed``) for acting, nominal for evaluation;
     with the safety node's tick in the control substeps (``safety.fast_critic.sim_rate_hz``)."""
     env = randomized(make_env(task), cfg.get("randomization"), seed) if randomize else make_env(task)
-    attach_fast_loop(env, fast_loop_from_config(cfg))
+    attach_fast_loop(env, fast_loop_of(cfg))
     return env
 
 

@@ -11,7 +11,7 @@ from robot_rl.core.config import ConfigError
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data import EpisodeStore
 from robot_rl.runtime.actor import EpisodePlay
-from robot_rl.runtime.envs import make_env
+from robot_rl.runtime.envs import fast_loop_of, make_env
 from robot_rl.runtime.safety_learning import SafetyActor, safety_settings
 from robot_rl.runtime.session import online_fast_critic
 from robot_rl.runtime.train import train
@@ -25,7 +25,7 @@ from robot_rl.safety.fast_critic import (
     fast_critic_config,
 )
 from robot_rl.safety.robot_limits import safety_limits
-from robot_rl.sim.fast_critic_loop import SimFastLoop, attach_fast_loop, fast_loop_from_config
+from robot_rl.sim.fast_critic_loop import SimFastLoop, attach_fast_loop
 from tests.ros.test_fast_critic import toward_x
 
 RATE_HZ = 500.0  # pick_cube: physics 500 Hz, policy 10 Hz: 50 ticks of one physics step per policy step
@@ -217,17 +217,17 @@ def test_a_critic_fitted_to_ticks_with_task_context_reads_it_and_is_bypassed_wit
 
 
 def test_the_config_switches_it_on_and_names_rates_that_do_not_fit():
-    assert fast_loop_from_config(config()) is None  # sim_rate_hz: null by default
-    loop = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500"))
+    assert fast_loop_of(config()) is None  # sim_rate_hz: null by default
+    loop = fast_loop_of(config("safety.fast_critic.sim_rate_hz=500"))
     assert loop.rate_hz == 500 and loop.risk_filter is None
-    enabled = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.enabled=true"))
+    enabled = fast_loop_of(config("safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.enabled=true"))
     assert enabled.risk_filter is not None and enabled.risk_filter.current is None  # no weights: bypassed
     env = make_env(config().task)
     with pytest.raises(ConfigError) as error:
-        attach_fast_loop(env, fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=300")))
+        attach_fast_loop(env, fast_loop_of(config("safety.fast_critic.sim_rate_hz=300")))
     assert error.value.key == "safety.fast_critic.sim_rate_hz"
     with pytest.raises(ConfigError) as error:
-        fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=-5"))
+        fast_loop_of(config("safety.fast_critic.sim_rate_hz=-5"))
     assert error.value.key == "safety.fast_critic.sim_rate_hz"
     env.close()
 
@@ -317,9 +317,9 @@ def test_probing_sends_a_random_candidate_of_the_critic_for_whole_policy_steps_a
         assert len(matches) == 1, (features[STATE_WIDTH:26], rows)
         chosen.append(matches[0])
     assert 0 not in chosen and len(set(chosen)) >= 6  # random rows of the 11 (3 scales, hold, retreat, 6 escapes)
-    quiet = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500"))
+    quiet = fast_loop_of(config("safety.fast_critic.sim_rate_hz=500"))
     assert quiet.probe == 0.0 and quiet.candidates is None
-    loop = fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.probe=0.5"))
+    loop = fast_loop_of(config("safety.fast_critic.sim_rate_hz=500", "safety.fast_critic.probe=0.5"))
     assert loop.risk_filter is None and loop.candidates is not None and loop.probe == 0.5
     env = pick_cube(loop)  # in the task: every policy step draws, about half of them probe
     probed = [bool(env.step(FORWARD)[4]["fast_loop"].filtered_ticks) for _ in range(20)]
@@ -327,7 +327,7 @@ def test_probing_sends_a_random_candidate_of_the_critic_for_whole_policy_steps_a
     env.close()
     for bad in ("safety.fast_critic.probe=1.5", "safety.fast_critic.pretrain_store=/tmp/store.zarr"):
         with pytest.raises(ConfigError) as error:  # a share outside [0, 1]; a store without learn=true
-            fast_loop_from_config(config("safety.fast_critic.sim_rate_hz=500", bad))
+            fast_loop_of(config("safety.fast_critic.sim_rate_hz=500", bad))
         assert error.value.key == bad.split("=")[0]
 
 

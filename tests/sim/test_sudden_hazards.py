@@ -6,11 +6,11 @@ import pytest
 
 from robot_rl.cli.main import load_config
 from robot_rl.core.config import ConfigError
-from robot_rl.runtime.envs import make_env, make_expert
+from robot_rl.runtime.envs import fast_loop_of, make_env, make_expert
 from robot_rl.safety import Violation
 from robot_rl.sim.constraints import Constraint
 from robot_rl.sim.disturbances import Pushes
-from robot_rl.sim.fast_critic_loop import attach_fast_loop, fast_loop_from_config
+from robot_rl.sim.fast_critic_loop import attach_fast_loop
 
 HOLD = np.array([0.0, 0.0, 0.0, -1.0])  # no TCP step, gripper open
 
@@ -56,7 +56,7 @@ def test_pushes_arrive_at_the_configured_rate_and_move_the_hand_within_a_step():
 def test_the_fast_loop_sees_a_shove_within_the_step_and_the_hard_layer_flags_the_force():
     cfg = load_config(["task=pick_cube", "safety.fast_critic.sim_rate_hz=500", "robot.limits.max_force=20.0"])
     env = env_of("task.pushes={force:60.0,duration:0.05,per_second:50.0}")
-    attach_fast_loop(env, fast_loop_from_config(cfg))
+    attach_fast_loop(env, fast_loop_of(cfg))
     env.reset(seed=0)
     forced = []
     for _ in range(3):
