@@ -153,3 +153,32 @@ def test_the_checks_see_what_they_guard():
     with pytest.raises(ValueError, match="no floor"):
         layer("robot_rl.somewhere_flat")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+#: processes that never run a network: a refused command line, the launcher and the nodes that only move or record
+#: messages start without torch (importing it took ~2.5 s of CPU and ~200 MB per process)
+WITHOUT_TORCH = (
+    "robot_rl.cli.main",
+    "robot_rl.cli.graph",
+    "robot_rl.ros.safety_node",
+    "robot_rl.ros.sim_robot_node",
+    "robot_rl.ros.recorder_node",
+    "robot_rl.ros.teleop_node",
+    "robot_rl.ros.realsense_node",
+    "robot_rl.ros.console_node",
+)
+
+
+def test_a_refused_command_line_the_launcher_and_the_message_nodes_never_import_torch():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        + "".join(f"import {module}\n" for module in WITHOUT_TORCH)
+        + "from robot_rl.cli.main import main\n"
+        + "assert main(['train', 'task=nope']) == 2\n"
+        + "print(sorted(name for name in sys.modules if name.split('.')[0] == 'torch')[:3])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", (result.stdout, result.stderr[-2000:])

@@ -1,16 +1,29 @@
-"""Episode storage and replay for robot_rl."""
+"""Episode storage and replay for robot_rl.
 
-from .episode_store import EpisodeStore, EpisodeStoreError, EpisodeWriter
-from .recorder import EpisodeRecorder, StreamRecorders
-from .replay_buffer import MixedSampler, ReplayBuffer, load_episode_store
+The names below load on first use: the replay buffer imports torch (seconds), which a refused command line, the
+launcher and a node that only records or filters commands never need.
+"""
 
-__all__ = [
-    "EpisodeRecorder",
-    "EpisodeStore",
-    "EpisodeStoreError",
-    "EpisodeWriter",
-    "MixedSampler",
-    "ReplayBuffer",
-    "StreamRecorders",
-    "load_episode_store",
-]
+from importlib import import_module
+from typing import Any
+
+#: public name -> the module of this package that defines it
+_EXPORTS = {
+    "EpisodeRecorder": "recorder",
+    "EpisodeStore": "episode_store",
+    "EpisodeStoreError": "episode_store",
+    "EpisodeWriter": "episode_store",
+    "MixedSampler": "replay_buffer",
+    "ReplayBuffer": "replay_buffer",
+    "StreamRecorders": "recorder",
+    "load_episode_store": "replay_buffer",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -27,14 +27,16 @@ import io
 import json
 import zipfile
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from ..safety.fast_critic import INPUT_WIDTH, MAX_CONTEXT
 from ..safety.risk_model import RiskModel
 from .transition import Transition
+
+if TYPE_CHECKING:  # imported where weights are coded: the safety, sim and teleop nodes code transitions only
+    import torch
 
 CODEC_VERSION = 4
 MAX_TRANSITIONS_BYTES = 64 * 2**20  # a batch of camera transitions is a few MB
@@ -262,6 +264,8 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
 # ----------------------------------------------------------------------------- weights
 def encode_weights(weights: dict[str, Any], meta: dict[str, Any]) -> bytes:
     """Policy weights (``OffPolicyAgent.policy_state()`` tensors) and risk models (``to_arrays()``)."""
+    import torch
+
     arrays, risk_models = {}, []
     for key, value in weights.items():
         if torch.is_tensor(value):
@@ -279,6 +283,8 @@ def decode_weights(
     from the receiving agent's own ``policy_state()``), all finite. Risk models are rebuilt and
     must map a ``risk_input`` = (state_dim, action_dim) input to one finite risk; without
     ``risk_input`` a payload that carries one is refused."""
+    import torch
+
     arrays, meta = unpack(data, MAX_WEIGHTS_BYTES)
     _check_kind(meta, "weights")
     names = meta.get("risk_models", [])
