@@ -221,3 +221,12 @@ def test_a_resumed_launch_hands_its_nodes_a_spec_of_its_own_not_the_last_launchs
     cfg = resumed_config(load_config([*TINY, f"train.run_dir={run}", "train.resume=true"]), ["train.resume"])
     assert cfg.ros.task_spec is None  # a node resumed by hand builds the spec, it does not read a file that is gone
     assert "task_spec" not in str(record_resume(run, cfg))
+
+
+def test_eval_of_a_checkpoint_with_other_agent_settings_names_the_key_and_the_checkpoints_value(tiny_run, capsys):
+    """Before, a checkpoint trained with other network sizes failed to load with torch's size-mismatch message."""
+    checkpoint = f"eval.checkpoint={tiny_run / 'checkpoint'}"
+    assert main(["eval", "task=reach", checkpoint, "eval.episodes=1", "agent.hidden=[64,64]"]) == 2
+    err = one_error_line(capsys)
+    assert "agent.hidden=[64, 64] is not allowed: expected [256, 256] as the checkpoint" in err, err
+    assert main(["eval", "task=reach", checkpoint, "eval.episodes=1"]) == 0

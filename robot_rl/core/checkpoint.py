@@ -79,9 +79,11 @@ def write_task_definition(folder: Path, definition: dict[str, Any]) -> None:
     (folder / DEFINITION_FILE).write_text(json.dumps(definition, indent=2, sort_keys=True))
 
 
-def check_task_definition(folder: Path, definition: dict[str, Any], key: str = "train.resume") -> None:
-    """Raise a ConfigError naming the first key whose value differs from the one ``folder`` recorded (``key``: the
-    setting that named ``folder``, for an unreadable file).
+def check_task_definition(
+    folder: Path, definition: dict[str, Any], key: str = "train.resume", prefixes: tuple[str, ...] = ("",)
+) -> None:
+    """Raise a ConfigError naming the first key (of those starting with one of ``prefixes``) whose value differs from
+    the one ``folder`` recorded (``key``: the setting that named ``folder``, for an unreadable file).
 
     A checkpoint from before task definitions were recorded has no file: only the agent identity check applies."""
     path = folder / DEFINITION_FILE
@@ -95,13 +97,13 @@ def check_task_definition(folder: Path, definition: dict[str, Any], key: str = "
         ) from None
     if not isinstance(saved, dict):
         raise ConfigError(key, str(folder), f"a checkpoint whose {DEFINITION_FILE} is a JSON object")
-    hint = (
-        "a resumed run keeps its task definition; start a new train.run_dir instead"
-        if key == "train.resume"
-        else f"a run starting from {key} keeps the task definition it learned"
-    )
+    hints = {
+        "train.resume": "a resumed run keeps its task definition; start a new train.run_dir instead",
+        "eval.checkpoint": "an evaluated agent is built as it was trained",
+    }
+    hint = hints.get(key, f"a run starting from {key} keeps the task definition it learned")
     for name in sorted(set(saved) | set(definition)):
-        if saved.get(name) != definition.get(name):
+        if name.startswith(prefixes) and saved.get(name) != definition.get(name):
             raise ConfigError(
                 name, definition.get(name), f"{saved.get(name)!r} as the checkpoint {folder} has it ({hint})"
             )

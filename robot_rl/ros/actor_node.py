@@ -282,7 +282,7 @@ class ActorLoop:
 
     def evaluate_checkpoint(self) -> None:
         """``ros.eval_only``: ``ros.eval_episodes`` deterministic episodes with ``eval.checkpoint`` on the cell."""
-        folder = load_checkpoint_agent(self.agent, self.cfg.eval.checkpoint)
+        folder = load_checkpoint_agent(self.agent, self.cfg)
         self.log.info(f"evaluating {folder} on the cell")
         self.publish("eval", {"checkpoint": str(folder), **self.evaluate_on_cell()})
 

@@ -362,10 +362,13 @@ def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
     return Counters(**state["counters"])
 
 
-def load_checkpoint_agent(agent, checkpoint: str | Path) -> Path:
-    """Load ``<checkpoint>/agent.pt`` (the newest complete checkpoint) into ``agent``; returns the folder."""
-    folder = latest(checkpoint)
+def load_checkpoint_agent(agent, cfg: DictConfig) -> Path:
+    """Load ``<eval.checkpoint>/agent.pt`` (the newest complete checkpoint) into ``agent``; returns the folder. An
+    agent configured otherwise than the checkpoint's (``agent.hidden``, ``agent=``, ...) is refused naming the key
+    and the checkpoint's value, before anything is loaded."""
+    folder = latest(cfg.eval.checkpoint)
     if not (folder / "agent.pt").is_file():
         raise ConfigError("eval.checkpoint", str(folder), "a checkpoint folder with agent.pt")
+    check_task_definition(folder, run_definition(cfg, agent), key="eval.checkpoint", prefixes=("agent.",))
     load_agent("eval.checkpoint", agent, folder / "agent.pt")
     return folder

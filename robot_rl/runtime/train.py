@@ -452,7 +452,7 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = make_env(task)
     agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), integer("seed", cfg.seed))
-    folder = load_checkpoint_agent(agent, cfg.eval.checkpoint)
+    folder = load_checkpoint_agent(agent, cfg)
     randomization = cfg.get("randomization")
     if randomization:
         env.close()

@@ -25,15 +25,21 @@ EASY_REACH = [
 ]
 
 
+# networks of 64 units (the defaults: 256): as good on this reach and 25-40% faster on 2 cores; seeds 0 and 1 scored
+# CQN 1.00 1.00, CQN-AS 1.00 1.00, gSDE 1.00 1.00, bang-bang 0.85 0.80, Lagrangian (seed 0) 0.95 (2026-11-29)
+SMALL_CQN, SMALL_SAC = "agent.hidden=64", "agent.hidden=[64,64]"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "agent, steps, batch, bar",
     [
-        (["agent=cqn"], 1000, 128, 0.7),
-        (["agent=cqn_as"], 1000, 128, 0.7),
-        (["exploration=gsde", "agent.utd=2"], 3000, 256, 0.5),  # gSDE learns more slowly and less evenly
-        (["exploration=bang_bang"], 1000, 128, 0.7),  # every step a full +-4 cm per axis: within 3.5 cm of any goal
-        (["agent=sac_lagrangian"], 1000, 128, 0.7),  # reach has no hazard: no cost, it learns as SAC does
+        (["agent=cqn", SMALL_CQN], 1000, 128, 0.7),
+        (["agent=cqn_as", SMALL_CQN], 1000, 128, 0.7),
+        (["exploration=gsde", "agent.utd=2", SMALL_SAC], 3000, 256, 0.5),  # gSDE learns more slowly, less evenly
+        # every step a full +-4 cm per axis: within 3.5 cm of any goal
+        (["exploration=bang_bang", SMALL_SAC], 1000, 128, 0.7),
+        (["agent=sac_lagrangian", SMALL_SAC], 1000, 128, 0.7),  # reach has no hazard: no cost, it learns as SAC does
         (["ssl=latent", "task.cameras=[front]", "task.image_size=32"], 600, 64, 0.7),  # state and a camera
     ],
 )

@@ -130,7 +130,7 @@ def test_two_robots_learn_reach_together_through_one_learner(tmp_path):
     from tests.ros.graph_helpers import run_python
 
     run_dir = tmp_path / "run"
-    task = [o for o in LEARNING_REACH if o.startswith("task")]
+    trained_as = [o for o in LEARNING_REACH if o.startswith(("task", "agent.hidden"))]  # what eval must build
     result = run_python(
         *("-m", "robot_rl.cli.main", "launch", "sim_train", *LEARNING_REACH, "fleet.robots=[left,right]"),
         # 3,000 steps: at LEARNING_REACH's 2,000 the final policy scored 0.50, 0.65 and 0.95 in three runs on 2 cores
@@ -143,7 +143,14 @@ def test_two_robots_learn_reach_together_through_one_learner(tmp_path):
     assert [robots[r]["steps"] for r in ("left", "right")] == [1500, 1500], robots  # train.env_steps=3000, shared
     assert [robots[r]["demo_episodes"] for r in ("left", "right")] == [5, 5], robots
     evaluation = run_python(
-        *("-m", "robot_rl.cli.main", "eval", *task, f"eval.checkpoint={run_dir / 'checkpoint'}", "eval.episodes=20"),
+        *(
+            "-m",
+            "robot_rl.cli.main",
+            "eval",
+            *trained_as,
+            f"eval.checkpoint={run_dir / 'checkpoint'}",
+            "eval.episodes=20",
+        ),
         timeout=300,
     )
     assert evaluation.returncode == 0, evaluation.stderr[-2000:]
