@@ -99,6 +99,11 @@ ASSUMED_FRAME_COMPRESSION = 2.0
 DISK_BLOCK = 4096  # bytes: a file takes whole blocks of its disk, and every camera frame is a chunk file of its own
 
 
+def camera_keys(observation_shapes: Mapping[str, tuple[int, ...]]) -> list[str]:
+    """The image observations (``(H, W, C)``) of ``observation_shapes``, in observation order."""
+    return [key for key, shape in observation_shapes.items() if len(shape) == 3]
+
+
 def bytes_per_step(observation_shapes: Mapping[str, tuple[int, ...]], action_dim: int) -> int:
     """Estimated bytes on disk of one recorded step: its observation (camera frames, uint8 HxWxC, compressed
     ``ASSUMED_FRAME_COMPRESSION`` times, whole ``DISK_BLOCK`` s each; other keys float32) and the step fields of
@@ -240,7 +245,7 @@ class EpisodeStore:
 
     @property
     def cameras(self) -> list[str]:
-        return [key for key, shape in self.observation_shapes.items() if len(shape) == 3]
+        return camera_keys(self.observation_shapes)
 
     def episode_names(self) -> list[str]:
         """Names of the complete episodes, in the order they were written (re-listed each call)."""

@@ -14,13 +14,12 @@ normalised action space; ``control_rate_hz`` in policy steps per second; ``state
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robot_rl.core.config import ConfigError
+from robot_rl.core.config import ConfigError, is_integer, is_number
 
 SPEC_FILE = "task_spec.json"
 MAX_SPEC_BYTES = 1 << 20  # a spec is a few hundred bytes; a larger file is not one
@@ -38,8 +37,10 @@ class TaskSpec:
 
     @property
     def cameras(self) -> list[str]:
-        """The image observations (``(H, W, C)``), in observation order."""
-        return [key for key, shape in self.observation_shapes.items() if len(shape) == 3]
+        """The image observations, in observation order (as an episode store names them)."""
+        from robot_rl.data.episode_store import camera_keys
+
+        return camera_keys(self.observation_shapes)
 
     def metadata(self) -> dict[str, Any]:
         """The spec as episode-store metadata (JSON values)."""
@@ -74,7 +75,7 @@ class TaskSpec:
         if not _positive(action_dim):
             raise refuse("a task spec whose action_dim is a positive integer")
         rate = metadata.get("control_rate_hz")
-        if rate is not None and not (_number(rate) and rate > 0):
+        if rate is not None and not (is_number(rate) and rate > 0):
             raise refuse("a task spec whose control_rate_hz is a positive number or null")
         for name in ("task", "robot"):
             if metadata.get(name) is not None and not isinstance(metadata[name], str):
@@ -135,13 +136,9 @@ def _state_layout(layout: Any, shapes: Mapping[str, tuple[int, ...]], refuse) ->
     return parts
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _natural(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return is_integer(value) and value >= 0
 
 
 def _positive(value: Any) -> bool:
-    return _natural(value) and value > 0
+    return is_integer(value) and value > 0
