@@ -190,8 +190,8 @@ def acting_speed(num_envs: int, steps: int, vectorization: str = "sync") -> floa
 
     from robot_rl.runtime.envs import observation_shapes
     from robot_rl.runtime.learner import settings_from
+    from robot_rl.runtime.run_setup import acting_envs
     from robot_rl.runtime.session import ActorSession
-    from robot_rl.runtime.train import acting_envs
 
     overrides = [f"train.env_steps={steps}", f"train.num_envs={num_envs}", f"train.vectorization={vectorization}"]
     cfg = load_config(["task=pick_cube", *overrides])
@@ -220,16 +220,16 @@ def driver_take_in(episodes: int, streams: int = 8) -> dict:
     """What the Ray fleet's driver spends per online step taking hand-ins in (the calls of ``robot_rl/runtime/fleet.py``'s
     loop, on this thread): decoding a play's payload (``decode_hand_in``), ingesting its transitions into the replay's
     stream writers (``Learner.ingest_locked``, ``streams`` actors interleaved) and counting and logging its episodes
-    (``count_episode``, TensorBoard included); microseconds per step each, and the online steps per second a driver
+    (``Counters.count_episode`` and ``Run.episode_ended``, TensorBoard included); microseconds per step each, and the online steps per second a driver
     doing nothing else could take in (``ceiling_steps_per_s``). The payloads: ``episodes`` pick_cube episodes that a
     :class:`~robot_rl.runtime.fleet.SimActor` plays in this process on its first weights, as one of the benchmark's Ray
     actors plays them."""
     from omegaconf import OmegaConf
-    from torch.utils.tensorboard import SummaryWriter
 
     from robot_rl.data.wire import TransitionSchema, encode_weights
     from robot_rl.runtime.envs import observation_shapes
-    from robot_rl.runtime.fleet import SimActor, actor_config, count_episode, decode_hand_in
+    from robot_rl.runtime.fleet import SimActor, actor_config, decode_hand_in
+    from robot_rl.runtime.run_loop import Run
     from robot_rl.runtime.session import LearnerSession
 
     with tempfile.TemporaryDirectory() as folder:
@@ -240,7 +240,7 @@ def driver_take_in(episodes: int, streams: int = 8) -> dict:
         shapes, action_dim = observation_shapes(actor.env), int(actor.env.action_space.shape[0])
         learning = LearnerSession(cfg, shapes, action_dim, LocalTransport())
         counters, learner = learning.open(resume=False), learning.learner
-        schema, tb, started = TransitionSchema(shapes, action_dim), SummaryWriter(f"{folder}/tb"), time.monotonic()
+        schema, run = TransitionSchema(shapes, action_dim), Run(learning, counters, "pick_cube", title="fleet")
         seconds = {"decode": 0.0, "ingest": 0.0, "count": 0.0}
         for index, (payload, report) in enumerate(plays):
             began = time.perf_counter()
@@ -252,11 +252,13 @@ def driver_take_in(episodes: int, streams: int = 8) -> dict:
             learner.ingest_locked(transitions)
             ingested = time.perf_counter()
             for episode in json.loads(report)["episodes"]:
-                count_episode(counters, episode, tb, learner, started)
+                counters.count_episode(episode["demo"], episode["length"])
+                run.episode_ended(episode, actor=episode["actor"])
             seconds["decode"] += decoded - began
             seconds["ingest"] += ingested - ingesting
             seconds["count"] += time.perf_counter() - ingested
-        tb.close()
+        run.progress.close()
+        run.tb.close()
         actor.env.close()
     steps = counters.env_steps
     per_step = {f"{part}_us_per_step": round(spent / steps * 1e6, 1) for part, spent in seconds.items()}
@@ -283,7 +285,7 @@ def recording_speed(streams: int, episodes_per_stream: int, steps: int = 40) -> 
     from robot_rl.data.wire import TransitionSchema, encode_transitions
     from robot_rl.runtime.envs import observation_shapes
     from robot_rl.runtime.fleet import decode_hand_in
-    from robot_rl.runtime.train import episode_store, sim_env
+    from robot_rl.runtime.run_setup import episode_store, sim_env
 
     cfg = load_config(["task=pick_cube"])
     task = OmegaConf.to_container(cfg.task, resolve=True)

@@ -214,7 +214,7 @@ def randomized_reach(*overrides):
     """reach under the compliance set, whose curriculum opens every range from 6k to 14k online steps."""
     from omegaconf import OmegaConf
 
-    from robot_rl.runtime.train import scripted_human, sim_env
+    from robot_rl.runtime.run_setup import scripted_human, sim_env
 
     cfg = load_config(["task=reach", "task.episode_steps=5", "randomization=compliance", *overrides])
     task = OmegaConf.to_container(cfg.task, resolve=True)

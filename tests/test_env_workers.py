@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from robot_rl.core.composed_config import load_config
 from robot_rl.runtime.env_workers import EnvWorker, EnvWorkerError
 from robot_rl.runtime.evaluate import task_progress
-from robot_rl.runtime.train import scripted_human, sim_env, worker_env
+from robot_rl.runtime.run_setup import scripted_human, sim_env, worker_env
 
 OVERRIDES = ["task=reach", "human.stall_steps=3", "human.takeover_steps=4"]  # takeovers come early and often
 

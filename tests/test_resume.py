@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import signal
 
@@ -141,10 +140,12 @@ def test_a_fast_critic_without_a_sim_rate_is_refused_in_train(tmp_path, capsys, 
     assert not run.exists()
 
 
-def test_the_final_evaluation_says_it_runs(monkeypatch):
+def test_the_final_evaluation_says_it_runs():
     """The progress bar sat at 100% with no word for the final 50 episodes (~36 s)."""
-    from robot_rl.runtime import train
+    from types import SimpleNamespace
+
     from robot_rl.runtime.learner import TrainSettings
+    from robot_rl.runtime.run_loop import Run
     from robot_rl.runtime.session import Counters
 
     shown = []
@@ -156,27 +157,25 @@ def test_the_final_evaluation_says_it_runs(monkeypatch):
         def set_postfix(self, refresh=True, **values):
             shown.append(values)
 
-    class Agent:
-        def evaluating(self):
-            return contextlib.nullcontext()
-
     class Board:
         def add_scalar(self, *args):
             pass
 
     result = {"success_rate": 1.0, "mean_length": 5.0, "mean_return": 1.0, "continuity_cost": 0.0}
 
-    def evaluate(agent, env, episodes, seed):
+    def evaluate(episodes):
         shown.append(("evaluating", episodes))
         return result
 
-    monkeypatch.setattr(train, "evaluate", evaluate)
-    settings = TrainSettings(final_eval_episodes=50, eval_episodes=20)
-    train.evaluate_and_record(Agent(), None, settings, False, Board(), Counters(), 0.0, Bar())
+    learning = SimpleNamespace(settings=TrainSettings(final_eval_episodes=50, eval_episodes=20), learner=None)
+    run = Run(learning, Counters(), "reach", evaluate=evaluate, reports=False)
+    run.progress, run.tb = Bar(), Board()
+    run.record_evaluation(finished=False)
     assert shown[0] == ("evaluating", 20)  # an evaluation during the run: as before
     shown.clear()
-    train.evaluate_and_record(Agent(), None, settings, True, Board(), Counters(), 0.0, Bar())
+    run.record_evaluation(finished=True)
     assert shown[0] == "final evaluation: 50 episodes" and shown[1] == ("evaluating", 50)
+    assert [entry["env_steps"] for entry in run.counters.history] == [0, 0]
 
 
 def test_a_run_made_before_fast_fit_was_renamed_fast_critic_resumes_with_its_own_settings(tiny_run, tmp_path):

@@ -518,12 +518,10 @@ def acting_state(agent) -> dict:
 def test_an_evaluation_mid_episode_leaves_every_acting_slot_as_it_was(agent_class, config):
     """Issue 49 item 3: an evaluation between two steps of N envs' episodes acted on slot 0 (begin_episode and act):
     env 0's held gripper command, CQN-AS chunks and gSDE noise were overwritten mid-episode."""
-    from unittest.mock import Mock
 
     from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
     from robot_rl.policies.sac import SACAgent, SACConfig
-    from robot_rl.runtime.session import Counters
-    from robot_rl.runtime.train import evaluate_and_record
+    from robot_rl.runtime.run_loop import policy_evaluation
 
     agent_type, config_type = {"sac": (SACAgent, SACConfig), "cqn_as": (CQNASAgent, CQNASConfig)}[agent_class]
     agent = agent_type({"state": (6,)}, 3, config_type(**config), seed=0)
@@ -533,8 +531,6 @@ def test_an_evaluation_mid_episode_leaves_every_acting_slot_as_it_was(agent_clas
     for _ in range(5):  # mid-episode on both slots: noise drawn, commands held, chunks stored
         agent.act_batch({"state": rng.normal(size=(2, 6)).astype(np.float32)}, explore=True)
     before = acting_state(agent)
-    counters = Counters()
-    settings = TrainSettings(eval_episodes=2, final_eval_episodes=2)
-    evaluate_and_record(agent, _ShortEpisodes(), settings, False, Mock(), counters, 0.0, Mock())
-    assert counters.history[-1]["episodes"] == 2  # it evaluated
+    result = policy_evaluation(agent, _ShortEpisodes())(2)
+    assert result["episodes"] == 2  # it evaluated
     np.testing.assert_equal(acting_state(agent), before)

@@ -176,7 +176,7 @@ def learning_run(verb: str, cfg: DictConfig, overrides: list[str] = ()) -> dict:
         return pretrain(cfg)
     from robot_rl.runtime.fleet_settings import fleet_settings
     from robot_rl.runtime.run_folder import given_keys
-    from robot_rl.runtime.train import run_config
+    from robot_rl.runtime.run_setup import run_config
 
     cfg = run_config(cfg, given_keys(overrides))
 

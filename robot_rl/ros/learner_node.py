@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -38,6 +37,7 @@ from robot_rl.core.folders import write_text_atomically
 from robot_rl.runtime.fleet_settings import fleet_settings, robot_path
 from robot_rl.runtime.learner import Learner, settings_from
 from robot_rl.runtime.run_folder import given_keys, resumed_config, run_folder
+from robot_rl.runtime.run_loop import Run
 from robot_rl.runtime.session import LearnerSession
 
 from ..data import EpisodeStore
@@ -121,32 +121,42 @@ def main(argv: list[str] | None = None) -> int:
         transport.publish_weights(learner.update_calls, learner.published_weights())
         learner.report_progress()  # then the learner's thread reports every change
         learner.start()
-        started = time.monotonic() - counters.wall_seconds
-
         saved = node.create_publisher(String, "rl/checkpoint_saved", qos.EPISODE_LOG)
+        holds: dict[str, int] = {}  # per actor: the last transition the checkpoint being written holds
 
-        def checkpoint_if_due(final: bool = False, reason: str = "due") -> None:
-            """A checkpoint when one is due, or at once with ``final`` (``reason``: final or operator)."""
-            if final or session.checkpoint_due(learner.online_received):
-                counters.env_steps = learner.online_received
-                counters.wall_seconds = time.monotonic() - started
-                with learner.lock:
-                    snapshot = dict(learner.ledger.received)
-                session.save(counters)
-                durable.update(snapshot)
-                acknowledge()
-                log.info(
-                    f"checkpoint ({reason}): {learner.update_calls} updates, {learner.online_received} online "
-                    f"transitions, {transport.transitions_received} received"
-                )
-                record = {"reason": reason, "updates": learner.update_calls, "online": learner.online_received}
-                saved.publish(String(data=json.dumps({**record, "dir": str(session.checkpoint_dir)})))
-                if robots:
-                    for line in transport.tally.lines():
-                        log.info(line)
-                    write_text_atomically(
-                        session.run_dir / "robots.json", json.dumps(transport.tally.summary(), indent=2)
-                    )
+        def before_checkpoint() -> None:
+            counters.env_steps = learner.online_received
+            with learner.lock:
+                holds.update(learner.ledger.received)
+
+        def after_checkpoint(reason: str) -> None:
+            """Acknowledge what the checkpoint holds, announce it on ``/rl/checkpoint_saved`` and in the log."""
+            durable.update(holds)
+            acknowledge()
+            log.info(
+                f"checkpoint ({reason}): {learner.update_calls} updates, {learner.online_received} online "
+                f"transitions, {transport.transitions_received} received"
+            )
+            record = {"reason": reason, "updates": learner.update_calls, "online": learner.online_received}
+            saved.publish(String(data=json.dumps({**record, "dir": str(session.checkpoint_dir)})))
+            if robots:
+                for line in transport.tally.lines():
+                    log.info(line)
+                write_text_atomically(session.run_dir / "robots.json", json.dumps(transport.tally.summary(), indent=2))
+
+        # the run's loop without an env: no evaluation; its counts are the transitions ingested, its report the log
+        run = Run(
+            session,
+            counters,
+            None,
+            before_checkpoint=before_checkpoint,
+            after_checkpoint=after_checkpoint,
+            reports=False,
+        )
+
+        def checkpoint_if_due() -> None:
+            counters.env_steps = learner.online_received
+            run.checkpoint_if_due()
 
         def acknowledge() -> None:
             with learner.lock:
@@ -155,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
         wall = Clock(clock_type=ClockType.STEADY_TIME)  # the delivery protocol's timeouts are on the wall clock
         node.create_timer(1.0, checkpoint_if_due)
-        InputGuard(node).subscribe(
-            Empty, "rl/checkpoint_now", lambda msg: checkpoint_if_due(final=True, reason="operator"), qos.EVENT
-        )
+        InputGuard(node).subscribe(Empty, "rl/checkpoint_now", lambda msg: run.checkpoint("operator"), qos.EVENT)
         node.create_timer(0.5, acknowledge, clock=wall)
         try:
             spin(node, until=lambda: learner.error is not None)
@@ -165,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             learner.close()
             if learner.error is not None:
                 log.error(f"the learner failed: {learner.error!r}")
-            checkpoint_if_due(final=True, reason="final")
+            run.checkpoint("final")
     return 1 if learner.error is not None else 0
 
 

@@ -41,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from robot_rl.core.config import ConfigError
-from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
+from robot_rl.core.interrupts import deferred_interrupt
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data import StreamRecorders
 from robot_rl.data.transition import Transition
@@ -55,17 +55,9 @@ from robot_rl.data.wire import (
 )
 from robot_rl.runtime.envs import observation_shapes
 from robot_rl.runtime.fleet_settings import FleetSettings, fleet_settings, member_seed, share
+from robot_rl.runtime.run_loop import Run, policy_evaluation
+from robot_rl.runtime.run_setup import episode_store, run_settings, scripted_human, sim_env
 from robot_rl.runtime.session import ActorSession, LearnerSession, make_agent, require_one_env
-from robot_rl.runtime.train import (
-    EvalSchedule,
-    episode_store,
-    evaluate_and_record,
-    finish_run,
-    log_episode,
-    run_settings,
-    scripted_human,
-    sim_env,
-)
 
 NO_BUDGET = 10**15  # an actor's own step budget: the driver ends the run
 PLAYS_QUEUED = {"learner": 1, "actors": 2}  # plays pending per actor at each fleet.pace (Crew)
@@ -149,26 +141,29 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     # EPYC, benchmarks/fleet.py): with fewer, the recording would set the fleet's pace
     recorders = StreamRecorders(store, partial(decode_hand_in, schema), fleet.actors) if store is not None else None
 
-    from torch.utils.tensorboard import SummaryWriter
-
-    tb = SummaryWriter(str(run_dir / "tb"))
+    run = Run(
+        learning,
+        counters,
+        task.get("name"),
+        evaluate=policy_evaluation(
+            evaluated, eval_env, prepare=lambda: evaluated.load_policy_state(learner.agent.policy_state())
+        ),
+        before_checkpoint=None if recorders is None else recorders.flush,  # the store holds every episode counted
+        title="fleet",
+    )
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(**ray_init_arguments(fleet))
     demos = max(settings.demo_episodes - counters.demo_episodes_done, 0)  # a resumed run's are done
     crew = Crew(OmegaConf.to_container(cfg, resolve=True), fleet, demos, learner, counters)
-    progress = tqdm(total=settings.env_steps, initial=counters.env_steps, desc=f"fleet {task.get('name')}", unit="step")
-    started = time.monotonic() - counters.wall_seconds
-    evaluations = EvalSchedule(settings.eval_every, counters.history)
-    interrupted = False
     speed = FleetSpeed(crew.actors)
-    with interrupt_requests() as stop:
+
+    def running() -> bool:  # the online budget, and every demonstration due handed in (they are not in it)
+        due = counters.demo_episodes_done < settings.demo_episodes
+        return counters.env_steps < settings.env_steps or due
+
+    with run.interruptible() as stop:
         try:
-
-            def running() -> bool:  # the online budget, and every demonstration due handed in (they are not in it)
-                due = counters.demo_episodes_done < settings.demo_episodes
-                return counters.env_steps < settings.env_steps or due
-
             while crew.pending and running() and not stop.is_set():
                 behind = fleet.pace == "actors" and learner.due_updates() > 0
                 for name, (payload, report) in crew.hand_ins(timeout=0.0 if behind else 1.0):
@@ -180,30 +175,21 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
                         recorders.add(name, payload)
                     play, online_before = json.loads(report), counters.env_steps
                     for episode in play["episodes"]:
-                        count_episode(counters, episode, tb, learner, started)
+                        counters.count_episode(episode["demo"], episode["length"])
+                        run.episode_ended(episode, actor=episode["actor"])
                     counters.intervention_steps += sum(t.intervened for t in transitions if not t.demo)
                     if fleet.pace == "learner":
                         learner.update_while_due()  # the update-to-data ratio of robot-rl train
                     crew.publish_when_new()
-                    progress.update(counters.env_steps - progress.n)
+                    run.show_steps()
                     speed.count(name, play, counters.env_steps, counters.env_steps - online_before, settings.env_steps)
-                    finished = not running()
-                    if evaluations.due(counters.env_steps, finished):
-                        evaluated.load_policy_state(learner.agent.policy_state())
-                        evaluate_and_record(evaluated, eval_env, settings, finished, tb, counters, started, progress)
-                    if learning.checkpoint_due(counters.env_steps):
-                        if recorders is not None:
-                            recorders.flush()  # the store holds every episode the checkpoint counts
-                        counters.wall_seconds = time.monotonic() - started
-                        learning.save(counters)
+                    run.after_episode(finished=not running())
                     if fleet.pace == "learner" and counters.env_steps < settings.env_steps:
                         crew.top_up(name)
                 if behind and learner.update_if_due():  # fleet.pace=actors: one update after the hand-ins in
                     crew.publish_when_new()
             if not crew.pending and counters.env_steps < settings.env_steps:
                 raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
-        except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM
-            interrupted = True
         finally:
             crew.stop()
             if started_ray:
@@ -211,7 +197,6 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
             if recorders is not None:
                 with deferred_interrupt():
                     recorders.close()  # every hand-in recorded; an episode an actor was playing is dropped
-            progress.close()
             eval_env.close()
     fleet_figures = {
         "actors": fleet.actors,
@@ -222,7 +207,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
         "updates_made": learner.update_calls,
         "updates_owed": learner.due_updates(),  # fleet.pace=actors: those the learner had no time for
     }
-    return finish_run(run_dir, learning, counters, task, interrupted or stop.is_set(), started, tb, fleet=fleet_figures)
+    return run.finish(fleet=fleet_figures)
 
 
 class Crew:
@@ -388,16 +373,3 @@ def publish(learner) -> tuple[int, Any]:
 
     version = learner.update_calls
     return version, ray.put(encode_weights(learner.published_weights(), {"version": version}))
-
-
-def count_episode(counters, episode: dict[str, Any], tb, learner, started: float) -> None:
-    """Count one episode an actor played (a demonstration's steps are not online steps)."""
-    counters.episodes += 1
-    if episode["demo"]:
-        counters.demo_episodes_done += 1
-        return
-    counters.env_steps += episode["length"]
-    log_episode(tb, counters, episode, learner, started)
-    actor, step = episode["actor"], counters.env_steps
-    tb.add_scalar(f"actors/{actor}/success", float(episode["success"]), step)
-    tb.add_scalar(f"actors/{actor}/intervention_rate", episode["interventions"] / episode["length"], step)

@@ -60,6 +60,20 @@ class Counters:
     # the acting agent's random state after the last episode (OffPolicyAgent.acting_random_state; in one process)
     actor_random_state: dict[str, Any] = field(default_factory=dict)
 
+    def count_step(self, intervened: bool) -> None:
+        """One online env step played in this process (``intervened``: the human acted)."""
+        self.env_steps += 1
+        self.intervention_steps += intervened
+
+    def count_episode(self, demo: bool, online_steps: int = 0) -> None:
+        """One episode ended: a demonstration, or an online one with ``online_steps`` steps not counted yet (played in
+        another process: a fleet actor's hand-in; in this process :meth:`count_step` counted them)."""
+        self.episodes += 1
+        if demo:
+            self.demo_episodes_done += 1
+        else:
+            self.env_steps += online_steps
+
 
 def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int):
     """The agent named by ``cfg.agent`` (entry point + its config dataclass)."""
@@ -163,9 +177,8 @@ class ActorSession:
         stats = run_episode(env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop)
         if stats is None:
             return None
-        counters.episodes += 1
+        counters.count_episode(demo)
         counters.actor_random_state = self.agent.acting_random_state()
-        counters.demo_episodes_done += demo
         return {**stats, "demo": demo, "weights": weights, "learner_session": session}
 
     def step_counter(self, demo: bool, between_steps: Callable[[], None] | None, envs: list) -> Callable[[bool], bool]:
@@ -180,8 +193,7 @@ class ActorSession:
 
         def after_step(intervened: bool) -> bool:
             if not demo:
-                counters.env_steps += 1
-                counters.intervention_steps += intervened
+                counters.count_step(intervened)
             for env in envs:  # after a demonstration's step too: the wrapper counted it, the run does not
                 set_training_step(env, counters.env_steps)
             if between_steps is not None:
@@ -218,7 +230,7 @@ class ActorSession:
             self.arm_fast_loop(env)
         safeties = self.safety_actors(len(envs))
         for index, stats in run_envs(envs, self.agent, humans, safeties, transport, recorders, seeds, after_step, stop):
-            self.counters.episodes += 1
+            self.counters.count_episode(False)
             self.counters.actor_random_state = self.agent.acting_random_state()
             yield {
                 **stats,

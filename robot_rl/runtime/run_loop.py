@@ -1,0 +1,341 @@
+"""One training run's outer loop, the same for ``robot-rl train``, the Ray fleet's driver and the learner node.
+
+A :class:`Run` (as Stable-Baselines3's ``learn()`` with its callbacks) owns what every way of running repeats: the
+wall clock (a resumed run's goes on from its checkpoint's), the progress bar, TensorBoard and the episode log, the
+evaluation cadence (every ``train.eval_every`` online steps, and a final one when the budget is spent), the checkpoint
+cadence (every ``train.checkpoint_every`` online steps) and its write, Ctrl-C, and the end: the final checkpoint,
+``summary.json`` and the learning curve. Its caller supplies the episodes (played in this process, handed in by fleet
+actors, or ingested from the actors' topics) and counts their steps in the run's
+:class:`~robot_rl.runtime.session.Counters`; it tells the run when an episode ended (:meth:`Run.episode_ended`) and
+gives it a way to evaluate the newest policy (:func:`policy_evaluation`).
+
+    run = Run(learning, counters, "reach", evaluate=policy_evaluation(agent, eval_env))
+    with run.interruptible() as stop:
+        while not done and not stop.is_set():
+            stats = <play or receive an episode>
+            run.episode_ended(stats)
+            run.after_episode(finished=done)
+    summary = run.finish()
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from robot_rl.core.config import MB, disk_full, free_bytes
+from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
+from robot_rl.data import ReplayBuffer
+from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
+from robot_rl.runtime.safety_learning import SAFETY_COUNTS
+from robot_rl.runtime.session import Counters, LearnerSession
+
+Evaluation = Callable[[int], dict[str, Any]]  # plays n deterministic episodes of the newest policy: their figures
+
+
+class Run:
+    """The outer loop of the training run of ``learning`` with its ``counters`` (of task ``task_name``).
+
+    ``evaluate`` plays the evaluations (None: the run does not evaluate, as the learner node, which has no env);
+    ``before_checkpoint()`` runs before each checkpoint is written (take in every transition counted, flush the
+    recorders), ``after_checkpoint(reason)`` after (reason: ``due``, ``operator`` or ``final``); ``reports`` keeps the
+    progress bar, TensorBoard (``<run_dir>/tb``), ``summary.json`` and the learning curve (the learner node logs
+    instead: False); ``title`` begins the progress bar (``train``, ``fleet``)."""
+
+    def __init__(
+        self,
+        learning: LearnerSession,
+        counters: Counters,
+        task_name: str | None,
+        *,
+        evaluate: Evaluation | None = None,
+        before_checkpoint: Callable[[], None] | None = None,
+        after_checkpoint: Callable[[str], None] | None = None,
+        reports: bool = True,
+        title: str = "train",
+    ):
+        self.learning, self.counters, self.task_name = learning, counters, task_name
+        self.settings, self.learner = learning.settings, learning.learner
+        self.evaluate = evaluate
+        self.before_checkpoint, self.after_checkpoint = before_checkpoint, after_checkpoint
+        self.started = time.monotonic() - counters.wall_seconds  # a resumed run's clock goes on
+        self.evaluations = EvalSchedule(self.settings.eval_every, counters.history)
+        self.stop = threading.Event()  # a stop request (Ctrl-C under interruptible(), or the caller's)
+        self.interrupted = False  # a second Ctrl-C or SIGTERM ended the loop at once
+        self.tb = self.progress = None
+        if reports:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(learning.run_dir / "tb"))
+            self.progress = tqdm(
+                total=self.settings.env_steps,
+                initial=counters.env_steps,
+                desc=f"{title} {task_name}",
+                unit="step",
+                mininterval=1.0,
+            )
+
+    def elapsed(self) -> float:
+        """Wall seconds of the run so far (its earlier sessions' included)."""
+        return time.monotonic() - self.started
+
+    @contextmanager
+    def interruptible(self) -> Iterator[threading.Event]:
+        """Ctrl-C while the block runs: the first sets :attr:`stop` (the caller checks it after every step and between
+        episodes, so it never lands inside an episode commit, an evaluation or a checkpoint write); a second, or
+        SIGTERM, raises KeyboardInterrupt at once, ends the block and marks the run :attr:`interrupted`."""
+        with interrupt_requests() as stop:
+            self.stop = stop
+            try:
+                yield stop
+            except KeyboardInterrupt:
+                self.interrupted = True
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run ended on Ctrl-C or SIGTERM rather than its budget."""
+        return self.interrupted or self.stop.is_set()
+
+    def show_steps(self) -> None:
+        """Bring the progress bar to the online steps counted."""
+        if self.progress is not None:
+            self.progress.update(self.counters.env_steps - self.progress.n)
+
+    def episode_ended(self, stats: dict[str, Any], actor: str | None = None) -> None:
+        """Log an episode that ended (its steps counted already): an online one into the episode log and TensorBoard
+        (with ``actor``, also under ``actors/<actor>/``); a demonstration is not logged."""
+        if stats["demo"]:
+            return
+        counters = self.counters
+        counters.episode_log.append({"env_steps": counters.env_steps, **stats})
+        if self.tb is None:
+            return
+        step, tb = counters.env_steps, self.tb
+        tb.add_scalar("train/success", float(stats["success"]), step)
+        tb.add_scalar("train/return", stats["return"], step)
+        tb.add_scalar("train/episode_length", stats["length"], step)
+        tb.add_scalar("train/intervention_rate", stats["interventions"] / stats["length"], step)
+        tb.add_scalar("train/continuity_cost", stats["continuity_cost"], step)
+        for key in SAFETY_COUNTS:
+            tb.add_scalar(f"safety/{key}", stats[key], step)
+        tb.add_scalar("speed/env_steps_per_s", step / max(self.elapsed(), 1e-6), step)
+        tb.add_scalar("speed/updates_per_s", self.learner.updates_per_second, step)
+        for key, value in self.learner.metrics.items():
+            tb.add_scalar(f"learner/{key}", value, step)
+        if actor is not None:
+            tb.add_scalar(f"actors/{actor}/success", float(stats["success"]), step)
+            tb.add_scalar(f"actors/{actor}/intervention_rate", stats["interventions"] / stats["length"], step)
+
+    def after_episode(self, finished: bool) -> None:
+        """Between two episodes: an evaluation when one is due (``finished``: the budget is spent, the final one),
+        then a checkpoint when one is due."""
+        if self.evaluate is not None and self.evaluations.due(self.counters.env_steps, finished):
+            self.record_evaluation(finished)
+        self.checkpoint_if_due()
+
+    def checkpoint_if_due(self) -> None:
+        """A checkpoint when ``train.checkpoint_every`` online steps passed since the last one."""
+        if self.learning.checkpoint_due(self.counters.env_steps):
+            self.checkpoint("due")
+
+    def checkpoint(self, reason: str) -> None:
+        """Write a checkpoint now (``reason``: ``due``, ``operator`` or ``final``)."""
+        self.counters.wall_seconds = self.elapsed()
+        if self.before_checkpoint is not None:
+            self.before_checkpoint()
+        write_checkpoint(self.learning, self.counters)
+        if self.after_checkpoint is not None:
+            self.after_checkpoint(reason)
+
+    def record_evaluation(self, finished: bool) -> None:
+        """Evaluate now (``train.eval_episodes`` episodes, ``train.final_eval_episodes`` at the end): into the run's
+        history, TensorBoard and the progress bar."""
+        episodes = self.settings.final_eval_episodes if finished else self.settings.eval_episodes
+        if finished and self.progress is not None:  # the bar is full: say what the run does meanwhile
+            self.progress.set_postfix_str(f"final evaluation: {episodes} episodes", refresh=True)
+        result = self.evaluate(episodes)
+        counters = self.counters
+        entry = {
+            "env_steps": counters.env_steps,
+            "wall_seconds": self.elapsed(),
+            "intervention_rate": recent_intervention_rate(counters),
+            **result,
+        }
+        counters.history.append(entry)
+        if self.tb is not None:
+            self.tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
+            self.tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
+            self.tb.add_scalar("eval/return", result["mean_return"], counters.env_steps)
+            self.tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
+        if self.progress is not None:
+            self.progress.set_postfix(
+                eval_success=f"{result['success_rate']:.2f}",
+                interventions=f"{recent_intervention_rate(counters):.2f}",
+            )
+
+    def finish(self, **extra: Any) -> dict[str, Any]:
+        """The end of the run: the final checkpoint (a Ctrl-C meanwhile waits for it), ``summary.json`` (with
+        ``extra`` entries) and the learning curve; returns the summary."""
+        if self.progress is not None:
+            self.progress.close()
+        with deferred_interrupt():
+            self.checkpoint("final")
+        if self.tb is not None:
+            self.tb.close()
+        run_dir = self.learning.run_dir
+        summary = write_summary(run_dir, self.counters, self.task_name, self.stopped, self.learning.warm_start, **extra)
+        plot_learning_curve(run_dir / "learning_curve.png", self.counters, self.task_name)
+        return summary
+
+
+def policy_evaluation(agent, env, prepare: Callable[[], None] | None = None) -> Evaluation:
+    """A run's evaluation: deterministic episodes of ``agent`` on ``env`` on the seeds from ``EVAL_SEED`` on (the same
+    episodes at every evaluation), ``prepare()`` first (load the newest weights, arm the fast loop). The agent
+    evaluates with acting state of its own (:meth:`~robot_rl.policies.base.OffPolicyAgent.evaluating`): acting
+    episodes in progress (N envs stepped together) go on with their gripper commands, action chunks and noise."""
+
+    def play(episodes: int) -> dict[str, Any]:
+        if prepare is not None:
+            prepare()
+        with agent.evaluating():
+            return evaluate(agent, env, episodes, seed=EVAL_SEED)
+
+    return play
+
+
+class EvalSchedule:
+    """When a run evaluates: every ``train.eval_every`` online steps, and once more when the step budget is spent
+    (the last episodes of several envs or actors all end after it: the final evaluation is made once)."""
+
+    def __init__(self, every: int, history: list[dict[str, Any]]):
+        self.every = every
+        self.last = history[-1]["env_steps"] if history else 0  # a resumed run's last evaluation
+        self.final_made = False
+
+    def due(self, env_steps: int, finished: bool) -> bool:
+        """Whether to evaluate now, at ``env_steps`` online steps (``finished``: the budget is spent)."""
+        if self.final_made or not (finished or env_steps - self.last >= self.every):
+            return False
+        self.last, self.final_made = env_steps, finished
+        return True
+
+
+def checkpoint_bytes(learning: LearnerSession) -> int:
+    """Bytes a checkpoint takes on disk, about: the agent's tensors (networks and optimizer state) and the columns of
+    both replay buffers, saved whole."""
+    learner = learning.learner
+    buffers = sum(
+        ReplayBuffer.nbytes(b.capacity, b.observation_space, b.action_dim) for b in (learner.online, learner.demo)
+    )
+    return buffers + tensor_bytes(learner.agent.state_dict())
+
+
+def tensor_bytes(state: Any) -> int:
+    """Bytes of the tensors in a (nested) state dict."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(tensor_bytes(value) for value in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(tensor_bytes(value) for value in state)
+    return 0
+
+
+def write_checkpoint(learning: LearnerSession, counters: Counters) -> None:
+    """``learning.save``; a write that failed because the checkpoint does not fit on the disk is raised as ENOSPC
+    (torch.save says only "unexpected pos", numpy's save "N requested and M written"). The last checkpoint stays as
+    it was."""
+    try:
+        learning.save(counters)
+    except (RuntimeError, OSError) as error:
+        need, free = checkpoint_bytes(learning), free_bytes(learning.checkpoint_dir)
+        if disk_full(error) or free >= need + MB:
+            raise
+        raise OSError(
+            errno.ENOSPC, f"a checkpoint of {need / MB:.1f} MB does not fit in {free / MB:.1f} MB free"
+        ) from error
+
+
+def recent_intervention_rate(counters: Counters, window: int = 20) -> float:
+    """The share of steps the human acted in the last ``window`` online episodes."""
+    recent = counters.episode_log[-window:]
+    steps = sum(e["length"] for e in recent)
+    return sum(e["interventions"] for e in recent) / steps if steps else 0.0
+
+
+def write_summary(
+    run_dir: Path,
+    counters: Counters,
+    task_name: str | None,
+    interrupted: bool,
+    warm_start: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict:
+    """``<run_dir>/summary.json``: the run's counts, its last and best evaluation, its per-episode safety and
+    smoothness figures and its evaluation history (with ``extra`` entries); returns it."""
+    final = counters.history[-1] if counters.history else {}
+    summary = {
+        "task": task_name,
+        "run_dir": str(run_dir),
+        "env_steps": counters.env_steps,
+        "episodes": counters.episodes,
+        "demo_episodes": counters.demo_episodes_done,
+        "intervention_steps": counters.intervention_steps,
+        "wall_seconds": counters.wall_seconds,
+        "final_eval_success": final.get("success_rate"),
+        "final_eval_mean_length": final.get("mean_length"),
+        "final_eval_continuity_cost": final.get("continuity_cost"),
+        "train_continuity_cost": per_episode(counters, "continuity_cost"),
+        "violations_per_100_episodes": per_episode(counters, "violations", 100),
+        "filter_interventions_per_100_episodes": per_episode(counters, "filter_interventions", 100),
+        "fast_filtered_steps_per_100_episodes": per_episode(counters, "fast_filtered_steps", 100),
+        "best_eval_success": max((h["success_rate"] for h in counters.history), default=None),
+        "eval_history": counters.history,
+        "warm_start": warm_start,  # what init.checkpoint loaded (None: random initial weights, or a resumed run)
+        "interrupted": interrupted,
+        **extra,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def per_episode(counters: Counters, key: str, scale: float = 1.0) -> float | None:
+    """Mean of ``key`` over the online episodes, times ``scale`` (None before the first)."""
+    values = [e[key] for e in counters.episode_log if key in e]
+    return float(scale * np.mean(values)) if values else None
+
+
+def plot_learning_curve(path: Path, counters: Counters, title: str | None) -> None:
+    """The run's evaluations (success) and its training episodes' intervention rate over online steps, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 3.5), dpi=120)
+    if counters.history:
+        steps = [h["env_steps"] for h in counters.history]
+        axis.plot(steps, [h["success_rate"] for h in counters.history], "o-", label="eval success (deterministic)")
+    if counters.episode_log:
+        steps = [e["env_steps"] for e in counters.episode_log]
+        rates = [e["interventions"] / e["length"] for e in counters.episode_log]
+        window = max(1, len(rates) // 20)
+        smoothed = np.convolve(rates, np.ones(window) / window, mode="same")
+        axis.plot(steps, smoothed, label="intervention rate (train)")
+    axis.set_xlabel("online env steps")
+    axis.set_ylim(-0.02, 1.02)
+    axis.set_title(f"robot_rl: {title}")
+    axis.legend(loc="center right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
