@@ -203,8 +203,10 @@ class StreamRecorders:
         self._send(index, b"A" + len(name).to_bytes(2, "little") + name + payload)
 
     def flush(self) -> None:
-        """Wait until everything sent so far is recorded (before a checkpoint counts its episodes)."""
-        self._ask(b"F")
+        """Wait until everything sent so far is recorded (before a checkpoint counts its episodes); closed, everything
+        is recorded already."""
+        if not self._closed:
+            self._ask(b"F")
 
     def close(self) -> None:
         """Record everything sent, drop the episodes still open (their actors stopped mid-episode), end the
