@@ -64,11 +64,11 @@ import numpy as np
 from benchmarks.common import to_threshold, write_result
 from robot_rl.cli.graph import reserved_ros_domain
 from robot_rl.core.composed_config import load_config
-from robot_rl.core.transport import LocalTransport
+from robot_rl.core.transport import LocalTransport, updates_due
 from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
 from robot_rl.runtime.fleet_settings import PACES
-from robot_rl.runtime.learner import Learner, TrainSettings, updates_due
+from robot_rl.runtime.learner import Learner, TrainSettings
 
 RAY_ACTORS = (1, 2, 4, 8, 12)  # Ray runs: those this machine has the cores for (always 1 and 2)
 

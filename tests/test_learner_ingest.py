@@ -18,6 +18,12 @@ class _Agent:
     def observe(self, transition) -> None:  # the learner's hook for episode-wise agents (open_loop)
         pass
 
+    def update(self, sample) -> dict:
+        return {}
+
+    def policy_state(self) -> dict:
+        return {}
+
 
 def learner(safety: SafetySettings | None = None, fast: FastCriticSettings | None = None) -> Learner:
     return Learner(
@@ -145,20 +151,26 @@ def test_a_step_the_fast_loop_critic_changed_costs_the_penalty_without_the_polic
 
 
 def test_the_backlog_never_reads_caught_up_while_a_step_is_half_ingested():
-    """The actor reads ``backlog()`` from its own thread with no lock (train.sync, train.deterministic): a step
+    """The actor reads the backlog from its own thread with no lock (train.sync, train.deterministic): a step
     counted as taken before its update is due made the backlog read 0 mid-ingest, so a deterministic run could
-    take weights and act before the update that step made due (a flaky reproducibility test under load)."""
-    rl = Learner(
-        _Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, LocalTransport(), seed=0
-    )
+    take weights and act before the update that step made due (a flaky reproducibility test under load). The actor
+    reads the progress the learner publishes between two ingests and after each update (``Transport.backlog``)."""
+    transport = LocalTransport()
+    rl = Learner(_Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, transport, seed=0)
+    transitions = episode(5, human_steps=set())
+    transport.send_transitions(transitions)
     seen = []
     add = rl.online.add
 
     def add_and_look(*args, **kwargs):
-        seen.append(rl.backlog(sent=len(seen) + 1))  # what the actor thread would read right now
+        seen.append(transport.backlog(start_training=0, update_every=1))  # what the actor thread would read now
         add(*args, **kwargs)
 
     rl.online.add = add_and_look
-    rl.ingest(episode(5, human_steps=set()))
-    assert seen == [1, 2, 3, 4, 5]  # the step in hand, plus the updates already due
-    assert rl.backlog(sent=5) == 5 and rl.taken == 5 == rl.online_received
+    for transition in transitions:  # as the learner's thread does
+        rl.ingest([transition])
+        rl.report_progress()
+    assert seen == [5, 5, 5, 5, 5]  # at each: one step fewer to take in, one update more due
+    assert transport.backlog(start_training=0, update_every=1) == 5 and rl.taken == 5 == rl.online_received
+    rl.update_while_due()
+    assert transport.backlog(start_training=0, update_every=1) == 0 and rl.update_calls == 5

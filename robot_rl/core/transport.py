@@ -4,12 +4,34 @@ standard message types across machines) implements the same interface."""
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
+import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import Any
 
 from robot_rl.data.transition import Transition
+
+
+def updates_due(online_received: int, update_calls: int, start_training: int, update_every: int = 1) -> int:
+    """Update calls a learner owes: one per ``update_every`` online transitions after the first ``start_training``,
+    less those made."""
+    return max(online_received - start_training, 0) // update_every - update_calls
+
+
+@dataclass
+class LearnerProgress:
+    """What the learner last said it has done (:meth:`Transport.publish_progress`), and when that came (monotonic
+    s): online transitions ingested, update calls made, per actor stream the highest ``seq`` ingested, and (in one
+    process) the transitions taken of every kind."""
+
+    online_received: int = 0
+    update_calls: int = 0
+    received: dict[str, int] = field(default_factory=dict)  # actor -> the highest seq the learner ingested
+    taken: int = 0
+    heard_at: float = -math.inf
 
 
 class Transport(ABC):
@@ -41,10 +63,26 @@ class Transport(ABC):
         process the driver's own recorder ends it (:meth:`~robot_rl.data.EpisodeRecorder.end_episode`): nothing to
         send; across processes the recorder must hear it (:class:`~robot_rl.ros.transport.RosTransport`)."""
 
-    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int]) -> None:
-        """The learner's online transitions ingested, updates made and, per actor stream, the highest ``seq``
-        ingested, for actors in other processes that keep the update-to-data ratio (in one process the actor
-        reads the learner itself: nothing to send)."""
+    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
+        """The learner's online transitions ingested, updates made, per actor stream the highest ``seq`` ingested and
+        transitions taken in all, for the actors that keep the update-to-data ratio (:meth:`backlog`)."""
+
+    @abstractmethod
+    def learner_progress(self) -> LearnerProgress:
+        """What the learner last published (:meth:`publish_progress`), as this transport's actor hears it."""
+
+    @abstractmethod
+    def not_ingested(self, progress: LearnerProgress) -> int:
+        """Of the transitions this transport's actor sent, those the learner had not ingested at ``progress``."""
+
+    def backlog(self, start_training: int, update_every: int) -> int:
+        """How far the learner is behind this transport's actor, by what it last published: the actor's transitions
+        it has not ingested yet plus the updates it owes (``train.start_training``, ``train.update_every``). The
+        learner publishes between two ingests and after each update, so a half-ingested step never reads as taken
+        but not yet due."""
+        progress = self.learner_progress()
+        due = updates_due(progress.online_received, progress.update_calls, start_training, update_every)
+        return self.not_ingested(progress) + due
 
 
 class LocalTransport(Transport):
@@ -55,6 +93,7 @@ class LocalTransport(Transport):
         self._weights: tuple[int, dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self.sent = 0  # transitions sent so far
+        self._progress = LearnerProgress()
 
     def send_transitions(self, transitions: list[Transition]) -> None:
         for transition in transitions:
@@ -83,6 +122,15 @@ class LocalTransport(Transport):
     def weights_version(self) -> int | None:
         with self._lock:
             return None if self._weights is None else self._weights[0]
+
+    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
+        self._progress = LearnerProgress(online_received, update_calls, received, taken, time.monotonic())
+
+    def learner_progress(self) -> LearnerProgress:
+        return self._progress  # replaced whole by the learner's thread
+
+    def not_ingested(self, progress: LearnerProgress) -> int:
+        return self.sent - progress.taken
 
 
 class DeliveryLedger:

@@ -33,7 +33,6 @@ from std_msgs.msg import Empty, String
 
 from robot_rl.core.config import ConfigError, non_negative, positive
 from robot_rl.runtime.evaluate import evaluation_episode, evaluation_summary
-from robot_rl.runtime.learner import updates_due
 from robot_rl.runtime.run_folder import recorded_counts
 from robot_rl.runtime.safety_learning import safety_settings
 from robot_rl.runtime.session import ActorSession, load_checkpoint_agent, require_one_env
@@ -216,20 +215,11 @@ class ActorLoop:
         the update-to-data ratio holds however fast the sim runs, also with other actors feeding the same learner. A
         learner silent for ``LEARNER_SILENCE`` s is not waited for (none started, or it is down: the actor acts on
         its weights)."""
-        outbox = self.transport.outbox
+        settings = self.settings
         while True:
-            progress = self.transport.learner_progress
-            backlog = (
-                outbox.seq
-                - progress.received.get(outbox.actor_id, 0)
-                + updates_due(
-                    progress.online_received,
-                    progress.update_calls,
-                    self.settings.start_training,
-                    self.settings.update_every,
-                )
-            )
-            if backlog <= self.settings.max_lag or time.monotonic() - progress.heard_at > LEARNER_SILENCE:
+            backlog = self.transport.backlog(settings.start_training, settings.update_every)
+            heard_at = self.transport.learner_progress().heard_at
+            if backlog <= settings.max_lag or time.monotonic() - heard_at > LEARNER_SILENCE:
                 return
             time.sleep(0.001)
 

@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from std_msgs.msg import String, UInt8MultiArray
 
-from robot_rl.core.transport import LocalTransport, Transport
+from robot_rl.core.transport import LearnerProgress, LocalTransport, Transport
 
 from ..data.transition import Transition
 from ..data.wire import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
@@ -77,16 +75,6 @@ def robot_topic(robot: str | None, topic: str) -> str:
     return f"/{robot}/{topic}" if robot else f"/{topic}"
 
 
-@dataclass
-class LearnerProgress:
-    """What the learner last said it has done, and when that came (monotonic s)."""
-
-    online_received: int = 0
-    update_calls: int = 0
-    received: dict[str, int] = field(default_factory=dict)  # actor -> the highest seq the learner ingested
-    heard_at: float = -math.inf
-
-
 class RosTransport(Transport):
     """``role="actor"`` sends transitions and receives weights; ``role="learner"`` the reverse.
 
@@ -124,7 +112,7 @@ class RosTransport(Transport):
         self.lock = threading.Lock()  # the outbox: actor thread and executor thread
         self.resend_requested = False
         self.current_episode: str | None = None
-        self.learner_progress = LearnerProgress()
+        self._learner_progress = LearnerProgress()
         # the learner's replay buffer sizes ({"online_size": n, "demo_size": n}) for its progress: its node sets it
         self.replay_sizes: Callable[[], dict[str, int]] | None = None
         if role == "actor":
@@ -204,9 +192,17 @@ class RosTransport(Transport):
 
     def _on_progress(self, msg) -> None:
         progress = parse_progress(msg.data)
-        self.learner_progress = LearnerProgress(
-            progress["online"], progress["updates"], progress["received"], time.monotonic()
+        self._learner_progress = LearnerProgress(
+            progress["online"], progress["updates"], progress["received"], heard_at=time.monotonic()
         )
+
+    def learner_progress(self) -> LearnerProgress:
+        return self._learner_progress  # replaced whole by the executor's thread
+
+    def not_ingested(self, progress: LearnerProgress) -> int:
+        """The actor's transitions (numbered by its outbox) beyond the highest the learner said it ingested."""
+        self._require("actor")
+        return self.outbox.seq - progress.received.get(self.outbox.actor_id, 0)
 
     def service(self, read_spilled: Callable[[list[str]], list[list[Transition]]]) -> None:
         """The actor thread's housekeeping between steps: resend what a restarted learner lacks
@@ -279,8 +275,9 @@ class RosTransport(Transport):
             self._fast_out.publish(UInt8MultiArray(data=model.to_bytes(fast_version)))
             self.fast_risk_version = fast_version
 
-    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int]) -> None:
-        """What this learner has ingested and made of it, for actors that keep the update-to-data ratio."""
+    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
+        """What this learner has ingested and made of it, for actors that keep the update-to-data ratio (each
+        counts its own transitions by ``received``: ``taken`` is not sent)."""
         self._require("learner")
         progress = {"online": int(online_received), "updates": int(update_calls), "received": received}
         if self.replay_sizes is not None:

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.checkpoint import load_agent
 from robot_rl.core.config import is_integer, is_number, positive, require_all, settings_of, yaml_defaults
-from robot_rl.core.transport import DeliveryLedger, Transport
+from robot_rl.core.transport import DeliveryLedger, Transport, updates_due
 from robot_rl.data import ReplayBuffer
 from robot_rl.data.batches import Batch
 from robot_rl.data.transition import Transition
@@ -97,12 +97,6 @@ def settings_from(cfg: DictConfig) -> TrainSettings:
         },
     )
     return settings
-
-
-def updates_due(online_received: int, update_calls: int, start_training: int, update_every: int = 1) -> int:
-    """Update calls a learner owes: one per ``update_every`` online transitions after the first ``start_training``,
-    less those made."""
-    return max(online_received - start_training, 0) // update_every - update_calls
 
 
 class Learner:
@@ -197,11 +191,6 @@ class Learner:
         settings = self.settings
         return updates_due(self.online_received, self.update_calls, settings.start_training, settings.update_every)
 
-    def backlog(self, sent: int) -> int:
-        """How far the learner is behind an actor that has sent ``sent`` transitions: those it has not
-        taken yet (each online one will make an update due) plus the updates already due."""
-        return sent - self.taken + self.due_updates()
-
     def sample(self) -> Batch:
         return self.router.sampler.sample(
             self.settings.batch_size,
@@ -289,14 +278,21 @@ class Learner:
         return True
 
     def report_progress(self) -> None:
-        """Publish (online transitions ingested, updates made, per actor the last ``seq`` ingested) on the transport
-        when it changed (from the thread that changes it, so an actor waiting on it hears at once)."""
-        now = (self.online_received, self.update_calls, self.ledger.ingested)
+        """Publish (online transitions ingested, updates made, per actor the last ``seq`` ingested, transitions taken)
+        on the transport when it changed (from the thread that changes it, so an actor waiting on it hears at once)."""
+        now = (self.online_received, self.update_calls, self.ledger.ingested, self.taken)
         if now != self.reported:
             self.reported = now
-            self.transport.publish_progress(self.online_received, self.update_calls, dict(self.ledger.received))
+            received = dict(self.ledger.received)
+            self.transport.publish_progress(self.online_received, self.update_calls, received, self.taken)
 
-    def wait_until_caught_up(self, sent: int) -> None:
-        """Block until every one of the ``sent`` transitions is ingested and its updates are made."""
-        while self.backlog(sent) > 0 and self.error is None and not self.stop.is_set():
+    def wait_until_caught_up(self) -> None:
+        """Block until every transition sent on the transport is ingested and its updates are made (in one process:
+        :meth:`run` publishes its progress as it goes)."""
+        settings = self.settings
+        while (
+            self.transport.backlog(settings.start_training, settings.update_every) > 0
+            and self.error is None
+            and not self.stop.is_set()
+        ):
             time.sleep(0.0005)

@@ -70,13 +70,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         """Show the count, and keep within ``train.max_lag`` steps of the learner (sim, ``train.sync``)."""
         run.show_steps()
         if settings.sync:
-            while learner.backlog(transport.sent) > settings.max_lag and learner.error is None:
+            while transport.backlog(settings.start_training, settings.update_every) > settings.max_lag and (
+                learner.error is None
+            ):
                 time.sleep(0.001)
 
     def after_episode(stats: dict[str, Any]) -> None:
         """Between two episodes (of any env): new weights, the episode's log, evaluation and checkpoint when due."""
         if settings.deterministic:
-            learner.wait_until_caught_up(transport.sent)
+            learner.wait_until_caught_up()
         if learner.error is not None:
             raise RuntimeError("the learner failed") from learner.error
         if acting.take_weights(transport):

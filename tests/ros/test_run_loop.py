@@ -107,8 +107,8 @@ def test_train_the_fleet_and_the_learner_node_share_one_run_loop(tmp_path, monke
             actor.send_transitions(stream[start : start + 16])
         deadline = time.monotonic() + 120.0
         done = (trained["online_received"], trained["update_calls"])
-        while (actor.learner_progress.online_received, actor.learner_progress.update_calls) != done:
-            assert time.monotonic() < deadline, f"the learner node is at {actor.learner_progress}, not {done}"
+        while (actor.learner_progress().online_received, actor.learner_progress().update_calls) != done:
+            assert time.monotonic() < deadline, f"the learner node is at {actor.learner_progress()}, not {done}"
             rclpy.spin_once(node, timeout_sec=0.05)
     finally:
         graph.stop()  # SIGINT: its final checkpoint

@@ -293,7 +293,7 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     )
     local_transport.send_transitions(stream)
     learner.start()
-    learner.wait_until_caught_up(len(stream))
+    learner.wait_until_caught_up()
     learner.close()
     assert learner.error is None and learner.update_calls == LEARNER_UPDATES
     version, local_weights = local_transport.latest_weights()
