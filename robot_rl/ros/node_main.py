@@ -155,19 +155,27 @@ def name_taken(node, discovery: float = DISCOVERY_S, lease: float = LEASE_S) -> 
     return None
 
 
+SPIN_PERIOD_S = 0.1  # s: the longest a background executor waits for work before it checks whether to stop
+
+
 @contextmanager
 def spinning_in_background(node) -> Iterator[threading.Thread]:
     """Run the node's callbacks in a thread (single-threaded executor) while the caller's thread runs its own
-    loop. On exit the executor is shut down and the thread joined before the node goes: a spinning thread left
-    inside the middleware when the process exits aborts it (``terminate called without an active exception``)."""
+    loop. On exit the thread stops spinning by itself and is joined, and only then is the executor shut down, before
+    the node goes: a spinning thread left inside the middleware when the process exits aborts it (``terminate called
+    without an active exception``), and rclpy's ``Executor.shutdown`` from another thread does not wait for the spin
+    in progress: it destroyed the executor's guard condition under a callback about to trigger it (``InvalidHandle``
+    or ``'NoneType' object has no attribute 'trigger'`` in the executor thread)."""
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     executor = SingleThreadedExecutor()
     executor.add_node(node)
+    stopping = threading.Event()
 
     def spin() -> None:
         try:
-            executor.spin()
+            while not stopping.is_set() and executor.context.ok():
+                executor.spin_once(timeout_sec=SPIN_PERIOD_S)
         except ExternalShutdownException:
             pass
 
@@ -176,8 +184,9 @@ def spinning_in_background(node) -> Iterator[threading.Thread]:
     try:
         yield thread
     finally:
+        stopping.set()
+        thread.join(timeout=5.0)  # a callback running longer than that: the executor is shut down under it
         executor.shutdown(timeout_sec=5.0)
-        thread.join(timeout=5.0)
 
 
 @contextmanager
