@@ -50,7 +50,7 @@ def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:
     record = {
         "benchmark": name,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "-m", f"benchmarks.{Path(sys.argv[0]).stem}", *sys.argv[1:]]),
+        "command": result_command(),
         "machine": machine(),
         **extra,
         "figures": figures,
@@ -59,6 +59,41 @@ def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:
     partial.write_text(json.dumps(record, indent=2) + "\n")
     os.replace(partial, path)
     return path
+
+
+def result_command() -> str:
+    """This run's command line, as a result file records it."""
+    return " ".join(["python", "-m", f"benchmarks.{Path(sys.argv[0]).stem}", *sys.argv[1:]])
+
+
+def kept_rows(
+    name: str, rows: dict[str, Any], rows_of: Callable[[dict], dict[str, Any]], settings: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A rerun of only some rows of benchmark ``name`` (its variants, ways): (``rows``, this run's by row, completed
+    with the other rows of its last result, which ``rows_of`` picks by row from that result's figures; where each
+    row came from: the command and date that measured it, for the result's ``provenance``). The last result must
+    have been measured with ``settings`` (the task, seeds, steps): otherwise the rows would not compare, and the rerun
+    is refused with one line (exit 2)."""
+    rerun = list(rows)
+    path = RESULTS / f"{name}.json"
+    if not path.is_file():
+        print(f"robot-rl: error: only={','.join(rerun)}; expected a result to complete at {path}", file=sys.stderr)
+        sys.exit(2)
+    last = json.loads(path.read_text())
+    measured = last.get("settings", {})
+    differing = {key: (measured.get(key), value) for key, value in settings.items() if measured.get(key) != value}
+    if differing:
+        key, (was, now) = next(iter(differing.items()))
+        print(
+            f"robot-rl: error: {key}={now!r}; expected {was!r} as {path.name} was measured with (rows compared must be)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    earlier, kept = last.get("provenance", {}), rows_of(last["figures"])
+    provenance = {row: earlier.get(row, {"command": last["command"], "date": last["date"]}) for row in kept}
+    now = {"command": result_command(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    provenance.update({row: now for row in rows})
+    return {**kept, **rows}, provenance
 
 
 def to_threshold(history: list[dict], threshold: float = 0.8) -> dict:

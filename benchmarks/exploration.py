@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS, save_figure, style_success_axis, write_result
+from benchmarks.common import RESULTS, kept_rows, save_figure, style_success_axis, write_result
 from robot_rl.data.episode_store import EpisodeStore
 
 VARIANTS = {
@@ -139,6 +139,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--runs", type=Path, default=Path("runs/exploration"), help="a new folder for the runs")
     parser.add_argument("--resume", action="store_true", help="read the finished runs of an existing --runs folder")
+    parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="rerun these variants, keep the others' rows")
     parser.add_argument("overrides", nargs="*", help="key=value for every run")
     args = parser.parse_args()
     if args.runs.exists() != args.resume:
@@ -149,15 +150,20 @@ def main() -> None:
         print(f"robot-rl: error: jobs={args.jobs}; expected an integer >= 1", file=sys.stderr)
         sys.exit(2)
     args.runs.mkdir(parents=True, exist_ok=args.resume)
+    variants = args.only or list(VARIANTS)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
             (variant, seed): pool.submit(run, variant, seed, args.runs, args.overrides)
             for seed in args.seeds
-            for variant in VARIANTS
+            for variant in variants
         }
         per_seed = {
-            variant: {f"seed{seed}": futures[variant, seed].result() for seed in args.seeds} for variant in VARIANTS
+            variant: {f"seed{seed}": futures[variant, seed].result() for seed in args.seeds} for variant in variants
         }
+    provenance = None
+    if args.only:
+        same = {"seeds": args.seeds, "overrides": args.overrides}
+        per_seed, provenance = kept_rows("exploration", per_seed, lambda figures: figures["per_seed"], same)
     figures = summarise(per_seed)
     print(json.dumps(figures))
     plot(per_seed, RESULTS / "exploration.png")
@@ -175,6 +181,7 @@ def main() -> None:
             "online episodes, triples without a takeover step",
             "steps_to_90": f"first eval with success >= {THRESHOLD}; mean over seeds reaching it",
         },
+        **({"provenance": provenance} if provenance else {}),
     )
     print("wrote", path)
 

@@ -23,6 +23,10 @@ Reported per way: constraint violations per 100 training episodes and the final 
 their mean, and a bar chart (PNG).
 
     python -m benchmarks.safety_hf [--quick] [--seeds 0 1 2] [--steps 16000] [--workers 2] [--task T] [--name N]
+                                   [--only WAY ...]
+
+``--only``: rerun these ways and keep the others' rows from the last result (measured with the same task, seeds and
+steps; the result's ``provenance`` says which command measured each row).
 
 ``--quick``: one seed, 4,000 online steps, 30 probe episodes (a smoke run, not the figure the issue asks for).
 """
@@ -38,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
+from benchmarks.common import RESULTS, kept_rows, run_training, save_figure, side_by_side, write_result
 
 TASK = "pick_cube_sudden"  # the default --task
 FAST_LOOP = "safety.fast_critic.sim_rate_hz=500"
@@ -170,14 +174,25 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="training runs at a time")
     parser.add_argument("--task", default=TASK, help="e.g. pick_cube_hazard: the success cost on a task RL learns here")
     parser.add_argument("--name", help="the result's name (default: safety_hf, or safety_hf_quick with --quick)")
+    parser.add_argument("--only", nargs="+", choices=list(WAYS), help="rerun these ways, keep the others' rows")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.steps, args.probe_episodes, args.eval_episodes = [0], 4_000, 30, 20
+    name = args.name or ("safety_hf_quick" if args.quick else "safety_hf")
     Path(args.runs).mkdir(parents=True, exist_ok=True)
-    probe = prepare(args)
-    jobs = [f"{way}/{seed}" for seed in args.seeds for way in WAYS]
+    ways = args.only or list(WAYS)
+    needs_probe = any("{" in override for way in ways for override in WAYS[way])
+    args.probe = args.fast_probe = args.weights = None
+    probe = prepare(args) if needs_probe else None
+    jobs = [f"{way}/{seed}" for seed in args.seeds for way in ways]
     results = side_by_side(run_way, jobs, args, workers=args.workers)
-    per_seed = {way: [results[f"{way}/{seed}"] for seed in args.seeds] for way in WAYS}
+    per_seed = {way: [results[f"{way}/{seed}"] for seed in args.seeds] for way in ways}
+    provenance = None
+    if args.only:
+        same = {"task": args.task, "seeds": args.seeds, "steps": args.steps}
+        per_seed, provenance = kept_rows(name, per_seed, lambda figures: figures["per_seed"], same)
+        if probe is None:  # the critics' rows kept: their probe set's figures too
+            probe = json.loads((RESULTS / f"{name}.json").read_text())["settings"]["probe_set"]
     figures = {
         key: {way: round(float(np.mean([r[key] for r in per_seed[way]])), 3) for way in WAYS}
         for key in ("violations_per_100", "success")
@@ -193,12 +208,12 @@ def main() -> None:
     )
     both = figures["violations_per_100"]["both_critics"]
     figures["both_over_policy_violations"] = round(both / policy, 3) if policy else None
-    name = args.name or ("safety_hf_quick" if args.quick else "safety_hf")
     plot(figures, args.task, RESULTS / f"{name}.png")
     path = write_result(
         name,
         figures,
         settings={"task": args.task, "seeds": args.seeds, "steps": args.steps, "fast_loop_hz": 500, "probe_set": probe},
+        **({"provenance": provenance} if provenance else {}),
     )
     print(json.dumps({k: v for k, v in figures.items() if k != "per_seed"}, indent=2))
     print(f"wrote {path}")

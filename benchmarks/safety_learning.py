@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, write_result
+from benchmarks.common import RESULTS, kept_rows, run_training, save_figure, side_by_side, write_result
 
 FILTER = ["safety.enabled=true", "safety.pretrain_store={probe}"]
 VARIANTS = {
@@ -116,11 +116,20 @@ def main() -> None:
     parser.add_argument("--probe-episodes", type=int, default=60)
     parser.add_argument("--runs", default="runs/safety_learning")
     parser.add_argument("--workers", type=int, default=2, help="training runs at a time")
+    parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="rerun these variants, keep the others' rows")
     args = parser.parse_args()
     Path(args.runs).mkdir(parents=True, exist_ok=True)
-    probe = record_probe_set(args)
-    args.probe = probe["path"]
-    results = side_by_side(run_variant, VARIANTS, args, workers=args.workers)
+    variants = args.only or list(VARIANTS)
+    args.probe, probe, provenance = None, None, None
+    if any("{probe}" in override for variant in variants for override in VARIANTS[variant]):
+        probe = record_probe_set(args)
+        args.probe = probe["path"]
+    results = side_by_side(run_variant, variants, args, workers=args.workers)
+    if args.only:
+        same = {"env_steps": args.steps, "seed": args.seed}
+        results, provenance = kept_rows("safety_learning", results, lambda figures: figures["variants"], same)
+        if probe is None:  # the critics' rows kept: their probe set's figures too
+            probe = json.loads((RESULTS / "safety_learning.json").read_text())["figures"]["probe_set"]
     base, critic = results["hard_limits_only"], results["critic_and_filter"]
     cut, drop = violation_cut(base, critic), base["final_success"] - critic["final_success"]
     print(
@@ -150,6 +159,7 @@ def main() -> None:
             "critic_and_filter_executed: safety.relabel=executed",
             "workers": args.workers,
         },
+        **({"provenance": provenance} if provenance else {}),
     )
     print("wrote", path)
 

@@ -168,6 +168,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="online env steps per run (default: the section's)")
     parser.add_argument("--runs", type=Path, required=True, help="a new folder for the runs")
     parser.add_argument("--resume", action="store_true", help="read the finished runs of an existing --runs folder")
+    parser.add_argument(
+        "--add", action="store_true", help="add these seeds' runs to the section's seeds in the last result"
+    )
     parser.add_argument("overrides", nargs="*", help="key=value for every run")
     args = parser.parse_args()
     if args.runs.exists() != args.resume:
@@ -178,6 +181,11 @@ def main() -> None:
     steps = default_steps if args.steps is None else args.steps
     if steps < 1:
         error(f"steps={steps}; expected an integer >= 1")
+    previous = RESULTS / "seed_baselines.json"
+    figures = json.loads(previous.read_text())["figures"] if previous.is_file() else {}
+    last = figures.get(args.section)
+    if args.add and (last is None or (last["env_steps"], last["overrides"]) != (steps, args.overrides)):
+        error(f"add=true; expected the section {args.section} measured before with steps={steps} and these overrides")
     args.runs.mkdir(parents=True, exist_ok=args.resume)
     keys = [(task, variant, seed) for seed in args.seeds for task in tasks for variant in variants]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -186,27 +194,32 @@ def main() -> None:
             for key in keys
         }
         results = {key: future.result() for key, future in futures.items()}
+    per_seed = {task: {v: {f"seed{s}": results[task, v, s] for s in args.seeds} for v in variants} for task in tasks}
+    seeds, commands = args.seeds, []
+    if args.add:  # the seeds measured before, with the same steps and overrides, and their commands
+        seeds = sorted(set(last["seeds"]) | set(args.seeds))
+        commands = last.get("commands", [last["command"]])
+        for task in tasks:
+            for variant in variants:
+                per_seed[task][variant] = {**last["tasks"][task]["per_seed"][variant], **per_seed[task][variant]}
     section = {
         "compares": compares,
         "env_steps": steps,
-        "seeds": args.seeds,
+        "seeds": seeds,
         "overrides": args.overrides,
         "tasks": {
             task: {
                 "overrides": tasks[task],
                 "variants": {variant: overrides for variant, overrides in variants.items()},
-                "figures": summarise(
-                    {v: {f"seed{s}": results[task, v, s] for s in args.seeds} for v in variants},
-                ),
-                "per_seed": {v: {f"seed{s}": results[task, v, s] for s in args.seeds} for v in variants},
+                "figures": summarise(per_seed[task]),
+                "per_seed": per_seed[task],
             }
             for task in tasks
         },
     }
     print(json.dumps({task: part["figures"] for task, part in section["tasks"].items()}, indent=1))
-    previous = RESULTS / "seed_baselines.json"
-    figures = json.loads(previous.read_text())["figures"] if previous.is_file() else {}
-    figures[args.section] = {**section, "command": " ".join(["python -m benchmarks.seed_baselines", *sys.argv[1:]])}
+    command = " ".join(["python -m benchmarks.seed_baselines", *sys.argv[1:]])
+    figures[args.section] = {**section, "command": command, **({"commands": [*commands, command]} if commands else {})}
     print("wrote", write_result("seed_baselines", figures))
 
 
