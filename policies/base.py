@@ -13,6 +13,8 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
 - ``policy_state()`` / ``load_policy_state()``: the weights an actor needs, ``acting_random_state()`` /
   ``load_acting_random_state()``: what its acting draws from (kept in a checkpoint),
 - ``state_dict()`` / ``load_state_dict()``: everything a resumed learner needs,
+- ``drop_learning()``: an acting-only agent, as an actor holds it (the policy apart from the algorithm, as LeRobot's
+  policies are): the critics, their targets and the optimizers are let go,
 - ``sequence_length``: the K of the action sequences its batches must carry (1 = none),
 - ``conservative``: set by ``robot-rl pretrain`` (:mod:`robot_rl.policies.conservative`), the CQL / Cal-QL term its
   critic loss adds on offline data (batches then carry ``mc_return`` for Cal-QL); None while learning online.
@@ -52,6 +54,7 @@ class OffPolicyAgent:
     optimizers: tuple[str, ...] = ()
     acting_slots: tuple[str, ...] = ()  # attributes holding the per-slot acting state (lists, one entry per slot)
     sequence_length = 1
+    acting_only = False  # drop_learning() made it an actor's agent
 
     def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config, seed: int = 0):
         config.validate()
@@ -303,13 +306,30 @@ class OffPolicyAgent:
             "generator": self.generator.get_state(),
         }
 
+    def drop_learning(self) -> OffPolicyAgent:
+        """Make this an acting-only agent, as an actor holds it (it loads :meth:`policy_state` weights and acts): the
+        modules outside ``policy_modules`` (critics, their targets, auxiliary heads), the optimizers with their
+        moments and any recorded learning steps are let go. They are built first and dropped after, so the policy's
+        initial weights are the same as a learner's of the same seed. Acting, evaluating and :meth:`policy_state`
+        are unchanged; :meth:`load_state_dict` then takes a checkpoint's policy modules only; learning is gone.
+        Returns the agent."""
+        for name in (*self.modules, *self.optimizers):
+            if name not in self.policy_modules:
+                delattr(self, name)
+        self.modules, self.optimizers, self.graphed_steps = self.policy_modules, (), None
+        self.acting_only = True
+        return self
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_identity(state.get("identity", {}), self.identity())
         if self.graphed_steps is not None:  # the recordings read the optimizers' state tensors, replaced below
             self.graphed_steps.clear()
         for name, module_state in state["modules"].items():
-            getattr(self, name).load_state_dict(module_state)
+            if not self.acting_only or name in self.policy_modules:
+                getattr(self, name).load_state_dict(module_state)
         for name, optimizer_state in state["optimizers"].items():
+            if self.acting_only:
+                break
             optimizer = getattr(self, name)
             optimizer.load_state_dict(optimizer_state)
             self.restore_optimizer_options(optimizer)

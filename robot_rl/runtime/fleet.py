@@ -134,7 +134,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     counters = learning.open(settings.resume)
     learner = learning.learner
     learner.update_in_this_thread()  # the driver's loop makes the updates
-    evaluated = make_agent(cfg, shapes, action_dim, seed)  # the learner's policy, copied at each evaluation
+    evaluated = make_agent(cfg, shapes, action_dim, seed, acting=True)  # the learner's policy, at each evaluation
     store = episode_store(cfg, run_dir, task, eval_env)
     # in processes of their own, one per actor: the driver neither waits on the disk nor shares its interpreter with
     # the recording; one records ~1,400 steps/s of 40-step pick_cube episodes, one actor plays ~640-810 (2-core AMD

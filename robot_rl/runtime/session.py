@@ -75,13 +75,17 @@ class Counters:
             self.env_steps += online_steps
 
 
-def make_agent(cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int):
-    """The agent named by ``cfg.agent`` (entry point + its config dataclass)."""
+def make_agent(
+    cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int, acting: bool = False
+):
+    """The agent named by ``cfg.agent`` (entry point + its config dataclass); ``acting``: only what acts (an actor's,
+    an evaluation's: :meth:`~robot_rl.policies.base.OffPolicyAgent.drop_learning`)."""
     agent_cfg = OmegaConf.to_container(cfg.agent, resolve=True)
     entry_point, config_entry_point = agent_cfg.pop("entry_point"), agent_cfg.pop("config")
     agent_cfg.pop("name", None)
     config = settings_of("agent", load_entry_point(config_entry_point), agent_cfg)
-    return load_entry_point(entry_point)(observation_shapes, action_dim, config, seed=seed)
+    agent = load_entry_point(entry_point)(observation_shapes, action_dim, config, seed=seed)
+    return agent.drop_learning() if acting else agent
 
 
 def require_one_env(settings: TrainSettings, where: str) -> None:
@@ -108,7 +112,7 @@ class ActorSession:
         counters: Counters | None = None,
     ):
         self.settings = settings_from(cfg.train)
-        self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed))
+        self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed), acting=True)
         self.safety_settings = safety_settings(cfg.get("safety"))
         self.safety = SafetyActor(self.safety_settings)
         self.safeties = [self.safety]  # one per env stepped (play_envs), each filter with its own hysteresis

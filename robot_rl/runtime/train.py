@@ -134,7 +134,8 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
         output_path("eval.report_dir", cfg.eval.report_dir, folder=True)
     task = OmegaConf.to_container(cfg.task, resolve=True)
     env = make_env(task)
-    agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), integer("seed", cfg.seed))
+    seed = integer("seed", cfg.seed)
+    agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), seed, acting=True)
     folder = load_checkpoint_agent(agent, cfg)
     randomization = cfg.get("randomization")
     if randomization:
