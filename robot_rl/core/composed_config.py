@@ -1,19 +1,26 @@
 """The composed config: ``configs/config.yaml`` with its parts (``configs/settings/``: train, data, safety, ros, tools),
 its groups (task, agent, exploration, randomization, graph, fleet, robot) and the command line's Hydra overrides,
-checked before anything runs. Every verb of ``robot-rl`` and every node composes its config here."""
+checked before anything runs. Every verb of ``robot-rl`` and every node composes its config here.
+
+The one module that knows the config library (Hydra and OmegaConf): it composes a config, reads and writes a run
+folder's ``config.yaml`` with its interpolations (``${train.run_dir}``) as written, and sets keys of one. Everything
+else reads a config as a mapping (:data:`~robot_rl.core.config.Config`) and turns its sections into typed settings."""
 
 from __future__ import annotations
 
 import functools
 import re
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
+import yaml
 from hydra import compose, initialize_config_module
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from robot_rl.core.config import ConfigError, finite_everywhere, integer
+from robot_rl.core.config import Config, ConfigError, finite_everywhere, integer, plain
 
 SETTINGS = "settings"  # configs/settings/: the root config's parts (train, data, safety, ros, tools), always all in
 
@@ -77,7 +84,7 @@ def task_names() -> list[str]:
     return group_options("task")
 
 
-def load_config(overrides: list[str]) -> DictConfig:
+def load_config(overrides: list[str]) -> Config:
     """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError.
 
     Checked here for every verb and node: each override names a known key or group option (a group typo lists the
@@ -91,7 +98,7 @@ def load_config(overrides: list[str]) -> DictConfig:
     try:
         with initialize_config_module(config_module="robot_rl.configs", version_base=None):
             cfg = compose(config_name="config", overrides=overrides)
-        values = OmegaConf.to_container(cfg, resolve=True)
+        values = plain(cfg)
     except (HydraException, OmegaConfBaseException) as error:
         message = str(error).strip().splitlines()[0]
         unknown = re.search(r"Could not override '([^']+)'", message)
@@ -111,16 +118,57 @@ def given(key: str, overrides: list[str]) -> bool:
     return any(override.partition("=")[0].lstrip("+~") == key for override in overrides)
 
 
-def warm_start_without_demos(cfg: DictConfig, overrides: list[str]) -> None:
+def warm_start_without_demos(cfg: Config, overrides: list[str]) -> None:
     """WSRL keeps no offline data: a warm start (``init.checkpoint``) collects no scripted demonstrations unless the
     command line asks for them (``train.demo_episodes=N``); a run from scratch keeps ``train.demo_episodes``."""
     train, init = cfg.get("train"), cfg.get("init")
     if train is None or init is None or init.get("checkpoint") is None or given("train.demo_episodes", overrides):
         return
-    train.demo_episodes = 0
+    train["demo_episodes"] = 0
 
 
-def steps_to_record(cfg: DictConfig) -> int:
+def steps_to_record(cfg: Config) -> int:
     """Steps a run records at most: ``train.env_steps`` online and the demonstrations' (``train.demo_episodes``
     episodes of ``task.episode_steps``), for estimating what it writes."""
-    return int(cfg.train.env_steps) + int(cfg.train.get("demo_episodes") or 0) * int(cfg.task.get("episode_steps") or 0)
+    return int(cfg["train"]["env_steps"]) + int(cfg["train"].get("demo_episodes") or 0) * int(
+        cfg["task"].get("episode_steps") or 0
+    )
+
+
+# ----------------------------------------------------------------------------- a run folder's config.yaml
+def config_yaml(cfg: Config) -> str:
+    """``cfg`` as YAML: a composed config's interpolations (``${train.run_dir}/episodes.zarr``) as written, so a run
+    folder's ``config.yaml`` follows the folder; a plain mapping as its values."""
+    return OmegaConf.to_yaml(cfg if OmegaConf.is_config(cfg) else OmegaConf.create(plain(cfg)))
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    """Write :func:`config_yaml` of ``cfg`` to ``path``."""
+    Path(path).write_text(config_yaml(cfg))
+
+
+def read_config(source: Path | str) -> dict[str, Any]:
+    """The values of a ``config.yaml`` (a path) or of its text, as written (interpolations unresolved); a file that
+    is not a YAML mapping raises ValueError (OSError when it cannot be read)."""
+    text = Path(source).read_text() if isinstance(source, Path) else source
+    try:
+        values = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+    except (OmegaConfBaseException, yaml.YAMLError) as error:
+        values = " ".join(str(error).split())
+    if isinstance(values, dict):
+        return values
+    raise ValueError(values if isinstance(values, str) else "not a YAML mapping")
+
+
+def unresolved(cfg: Config) -> dict[str, Any]:
+    """``cfg``'s values as written: a composed config's interpolations unresolved, a plain mapping as it is."""
+    return OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else plain(cfg)
+
+
+def config_with(values: dict[str, Any], changes: dict[str, Any]) -> Config:
+    """A config of ``values`` (as written, interpolations live) with each dotted key of ``changes`` set (added where
+    it is missing)."""
+    cfg = OmegaConf.create(values)
+    for key, value in changes.items():
+        OmegaConf.update(cfg, key, value, force_add=True)
+    return cfg

@@ -23,6 +23,34 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 Settings = TypeVar("Settings")
+# a run's configuration, as the command line or a node hands it over: sections of values, read by key (the composed
+# YAML: an OmegaConf container at the edge, plain dicts and lists in a Ray actor or an env worker)
+Config = Mapping[str, Any]
+
+
+def plain(value: Any) -> Any:
+    """A configuration value as plain Python: mappings as dicts and lists as lists, recursively (a config library's
+    containers too; OmegaConf's resolve their interpolations as they are read), tuples kept, strings as they are."""
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(plain(item) for item in value)
+    if isinstance(value, Sequence):
+        return [plain(item) for item in value]
+    return value
+
+
+def select(cfg: Config, dotted: str, default: Any = None) -> Any:
+    """The value at ``dotted`` (``data.min_free_mb``) of ``cfg``, or ``default`` when a part of the path is missing
+    (or null)."""
+    value: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or value.get(part) is None:
+            return default
+        value = value[part]
+    return value
 
 
 class ConfigError(ValueError):
@@ -254,8 +282,9 @@ def require_all(prefix: str, settings: Any, checks: dict[str, tuple[bool, str]])
 
 
 def settings_of(prefix: str, cls: type[Settings], values: Mapping[str, Any] | None) -> Settings:
-    """``cls(**values)`` for a config section: a key that is no field of the dataclass is named as ``<prefix>.<key>``."""
-    values = dict(values or {})
+    """``cls(**values)`` for a config section (as plain values: :func:`plain`): a key that is no field of the dataclass
+    is named as ``<prefix>.<key>``."""
+    values = plain(values or {})
     known = {f.name for f in fields(cls)}
     for key in values:
         if key not in known:

@@ -51,6 +51,7 @@ from zarr.codecs import BloscCodec, BloscShuffle, Crc32cCodec
 from zarr.core.sync import sync
 
 import robot_rl
+from robot_rl.core.config import plain
 
 ZARR_EXIT_WAIT = 10.0  # s the exit waits for zarr's I/O thread to stop; zarr's own hook waits 0.2 s
 
@@ -665,8 +666,8 @@ def _fsync_tree(path: Path) -> None:
 
 
 def _jsonable(value: Any) -> Any:
-    """Plain JSON types (numpy scalars and arrays, tuples, OmegaConf containers included)."""
-    return json.loads(json.dumps(value, default=_json_default))
+    """Plain JSON types (numpy scalars and arrays, tuples, a config's containers included)."""
+    return json.loads(json.dumps(plain(value), default=_json_default))
 
 
 def _json_default(value: Any) -> Any:
@@ -674,8 +675,4 @@ def _json_default(value: Any) -> Any:
         return value.item()
     if isinstance(value, np.ndarray):
         return value.tolist()
-    from omegaconf import OmegaConf
-
-    if OmegaConf.is_config(value):
-        return OmegaConf.to_container(value, resolve=True)
     raise TypeError(f"cannot store {type(value).__name__} in episode metadata")

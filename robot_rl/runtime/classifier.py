@@ -15,41 +15,39 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
-from robot_rl.core.config import ConfigError, integer, output_path
+from robot_rl.core.config import Config, ConfigError, integer, output_path
 
 
-def classifier_module(cfg: DictConfig):
-    return importlib.import_module(cfg.classifier.entry_point)
+def classifier_module(cfg: Config):
+    return importlib.import_module(cfg["classifier"]["entry_point"])
 
 
-def train_classifier(cfg: DictConfig) -> dict[str, Any]:
+def train_classifier(cfg: Config) -> dict[str, Any]:
     module = classifier_module(cfg)
-    settings = cfg.classifier
-    if not settings.store or not Path(str(settings.store)).is_dir():
-        raise ConfigError("classifier.store", settings.store, "an episode store with labelled frames")
-    out = output_path("classifier.out", settings.out, folder=False)
-    seed = integer("seed", cfg.seed)
+    settings = cfg["classifier"]
+    store = settings["store"]
+    if not store or not Path(str(store)).is_dir():
+        raise ConfigError("classifier.store", store, "an episode store with labelled frames")
+    out = output_path("classifier.out", settings["out"], folder=False)
+    seed = integer("seed", cfg["seed"])
     config = module.RewardClassifierConfig(
-        cameras=tuple(settings.cameras),
-        camera_encoder=settings.camera_encoder,
-        pretrained_weights=settings.pretrained_weights,
-        updates=settings.updates,
-        threshold=settings.threshold,
-        target_fpr=settings.target_fpr,
+        cameras=tuple(settings["cameras"]),
+        **{
+            key: settings[key] for key in ("camera_encoder", "pretrained_weights", "updates", "threshold", "target_fpr")
+        },
     )
-    images, labels, groups = module.frames_from_store(settings.store, config.cameras)
+    images, labels, groups = module.frames_from_store(store, config.cameras)
     model, report = module.train_reward_classifier(images, labels, groups, config, seed=seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
-    return {"store": str(settings.store), "out": str(out), "positive_frames": int(labels.sum()), **report}
+    return {"store": str(store), "out": str(out), "positive_frames": int(labels.sum()), **report}
 
 
-def load_classifier(cfg: DictConfig):
+def load_classifier(cfg: Config):
     """(classifier at ``classifier.out``, threshold, where the threshold comes from): ``classifier.threshold`` when
     it is a number (a probability), else the one calibrated into the file, else 0.5 for a file saved before
     calibration. The reward node's rule."""
-    model = classifier_module(cfg).RewardClassifier.load(cfg.classifier.out, threshold=cfg.classifier.threshold)
+    settings = cfg["classifier"]
+    model = classifier_module(cfg).RewardClassifier.load(settings["out"], threshold=settings["threshold"])
     threshold, source = model.decision_threshold()
     return model, threshold, source

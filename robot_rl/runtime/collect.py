@@ -10,21 +10,22 @@ are stored as ``probe`` episodes, not demos: clumsy runs into the hazards whose 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from robot_rl.core.config import (
+    Config,
     ConfigError,
     check_disk_space,
     integer,
     is_number,
     non_negative,
     output_path,
+    plain,
     positive,
+    select,
     stops_on_full_disk,
 )
 from robot_rl.core.interrupts import interrupt_requests
@@ -93,19 +94,18 @@ def run_episode(
 @stops_on_full_disk(
     "collect.out", "every finished episode is kept: free space, then collect into the store again (it appends)"
 )
-def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+def collect(cfg: Config) -> dict[str, Any]:
     """Record ``collect.episodes`` expert episodes of ``task`` into ``collect.out``. A full disk stops it with one line
     (:class:`~robot_rl.core.config.DiskSpaceError`): the episodes finished so far stay in the store."""
-    cfg = OmegaConf.create(cfg) if not isinstance(cfg, DictConfig) else cfg
-    episodes = positive("collect.episodes", cfg.collect.episodes, integer=True)
-    action_noise = non_negative("collect.action_noise", cfg.collect.get("action_noise", 0.0))
-    correlation = cfg.collect.get("noise_correlation", 0.0)
+    episodes = positive("collect.episodes", cfg["collect"]["episodes"], integer=True)
+    action_noise = non_negative("collect.action_noise", cfg["collect"].get("action_noise", 0.0))
+    correlation = cfg["collect"].get("noise_correlation", 0.0)
     if not (is_number(correlation) and 0.0 <= correlation < 1.0):
         raise ConfigError("collect.noise_correlation", correlation, "a number in [0, 1)")
-    out = output_path("collect.out", cfg.collect.out, folder=True)
-    seed = integer("seed", cfg.seed)
+    out = output_path("collect.out", cfg["collect"]["out"], folder=True)
+    seed = integer("seed", cfg["seed"])
     source = "probe" if action_noise else "demo"
-    task = OmegaConf.to_container(cfg.task, resolve=True)
+    task = plain(cfg["task"])
     env = randomized(make_env(task), cfg.get("randomization"), seed)
     attach_fast_loop(env, fast_loop_of(cfg))  # with safety.fast_critic.sim_rate_hz: ticks recorded too
     expert = make_expert(task, env)
@@ -113,7 +113,7 @@ def collect(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     steps = episodes * int(task.get("episode_steps") or 0)  # at most
     try:
         need = steps * bytes_per_step(metadata["observation_shapes"], metadata["action_dim"])
-        check_disk_space("collect.out", out, need, OmegaConf.select(cfg, "data.min_free_mb", default=0))
+        check_disk_space("collect.out", out, need, select(cfg, "data.min_free_mb", 0))
     except ConfigError:
         env.close()
         raise

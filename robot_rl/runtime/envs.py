@@ -14,7 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from robot_rl.core.config import ConfigError
+from robot_rl.core.config import Config, ConfigError, plain
 from robot_rl.core.observation_keys import PRIVILEGED_KEY
 from robot_rl.data.task_spec import TaskSpec
 from robot_rl.safety.fast_critic import fast_critic_config
@@ -154,10 +154,7 @@ def task_spec(task: Mapping[str, Any], env: gym.Env | None = None) -> TaskSpec:
             spec_env.close()
 
 
-def fast_loop_of(cfg: Any) -> SimFastLoop | None:
+def fast_loop_of(cfg: Config) -> SimFastLoop | None:
     """The sim's fast loop (:func:`~robot_rl.sim.fast_critic_loop.sim_fast_loop`) of a config's
     ``safety.fast_critic`` and ``robot.limits``; None without ``safety.fast_critic.sim_rate_hz``."""
-    from omegaconf import OmegaConf
-
-    limits = OmegaConf.to_container(cfg.robot.limits, resolve=True)
-    return sim_fast_loop(fast_critic_config(cfg), limits)
+    return sim_fast_loop(fast_critic_config(cfg), plain(cfg["robot"]["limits"]))

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-from robot_rl.core.config import ConfigError, integer, output_path
+from robot_rl.core.config import Config, ConfigError, integer, output_path
 from robot_rl.data import EpisodeStore
 from robot_rl.policies.fast_critic import (
     FastCriticFitSettings,
@@ -23,18 +22,18 @@ from robot_rl.policies.fast_critic import (
 )
 
 
-def fit_fast_critic(cfg: DictConfig) -> dict[str, Any]:
+def fit_fast_critic(cfg: Config) -> dict[str, Any]:
     """Fit and save; returns a report (store, out, rows, positive share, loss, recall of each class)."""
-    settings = cfg.fast_critic
-    config = fast_critic_fit_settings(OmegaConf.to_container(settings, resolve=True))
-    out = output_path("fast_critic.out", settings.out, folder=False)
+    settings = cfg["fast_critic"]
+    config = fast_critic_fit_settings(settings)
+    out = output_path("fast_critic.out", settings["out"], folder=False)
     if out.exists():
         raise ConfigError("fast_critic.out", str(out), "a new file (a fitted model is never overwritten)")
-    features, labels = store_ticks("fast_critic.store", settings.store, config)
-    model, report = fit_fast_risk_model(features, labels, config, seed=integer("seed", cfg.seed))
+    features, labels = store_ticks("fast_critic.store", settings["store"], config)
+    model, report = fit_fast_risk_model(features, labels, config, seed=integer("seed", cfg["seed"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
-    return {"store": str(settings.store), "out": str(out), **report}
+    return {"store": str(settings["store"]), "out": str(out), **report}
 
 
 def store_ticks(key: str, store: Any, config: FastCriticFitSettings) -> tuple[np.ndarray, np.ndarray]:

@@ -37,10 +37,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from robot_rl.core.config import ConfigError
+from robot_rl.core.config import Config, ConfigError, plain
 from robot_rl.core.interrupts import deferred_interrupt
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data import StreamRecorders
@@ -75,9 +74,9 @@ class SimActor:
 
     def __init__(self, cfg: dict[str, Any], name: str):
         torch.set_num_threads(1)
-        self.cfg, self.name = OmegaConf.create(cfg), name
-        task = OmegaConf.to_container(self.cfg.task, resolve=True)
-        seed = int(self.cfg.seed)
+        self.cfg, self.name = cfg, name
+        task = plain(self.cfg["task"])
+        seed = int(self.cfg["seed"])
         self.env = sim_env(self.cfg, task, seed, randomize=True)
         shapes, action_dim = observation_shapes(self.env), int(self.env.action_space.shape[0])
         self.session = ActorSession(self.cfg, shapes, action_dim, scripted_human(self.cfg, task, self.env))
@@ -114,7 +113,7 @@ class SimActor:
         return payload, json.dumps(report, default=float)
 
 
-def train_fleet(cfg: DictConfig) -> dict[str, Any]:
+def train_fleet(cfg: Config) -> dict[str, Any]:
     """``robot-rl train`` with ``fleet=ray``; its summary (also ``summary.json``)."""
     try:
         import ray
@@ -155,7 +154,7 @@ def train_fleet(cfg: DictConfig) -> dict[str, Any]:
     if started_ray:
         ray.init(**ray_init_arguments(fleet))
     demos = max(settings.demo_episodes - counters.demo_episodes_done, 0)  # a resumed run's are done
-    crew = Crew(OmegaConf.to_container(cfg, resolve=True), fleet, demos, learner, counters)
+    crew = Crew(plain(cfg), fleet, demos, learner, counters)
     speed = FleetSpeed(crew.actors)
 
     def running() -> bool:  # the online budget, and every demonstration due handed in (they are not in it)

@@ -7,9 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
-from robot_rl.core.config import choice, is_integer, is_number, require_all, settings_of, yaml_defaults
+from robot_rl.core.config import Config, choice, is_integer, is_number, require_all, settings_of, yaml_defaults
 
 
 @yaml_defaults("fleet/local.yaml")
@@ -26,8 +24,8 @@ class FleetSettings:
     robots: list[str] | None  # launch: one namespaced actor + safety node + drivers per robot; null: one robot
 
 
-def fleet_settings(cfg: DictConfig) -> FleetSettings:
-    settings = settings_of("fleet", FleetSettings, OmegaConf.to_container(cfg.get("fleet") or {}, resolve=True))
+def fleet_settings(cfg: Config) -> FleetSettings:
+    settings = settings_of("fleet", FleetSettings, cfg.get("fleet") or {})
     choice("fleet.kind", settings.kind, ("local", "ray"))
     choice("fleet.pace", settings.pace, PACES)
     require_all(

@@ -10,11 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.checkpoint import load_agent
 from robot_rl.core.config import is_integer, is_number, positive, require_all, settings_of, yaml_defaults
@@ -57,8 +57,9 @@ class TrainSettings:
     # with every step sent (slower), and torch uses deterministic algorithms
 
 
-def settings_from(cfg: DictConfig) -> TrainSettings:
-    settings = settings_of("train", TrainSettings, OmegaConf.to_container(cfg, resolve=True))
+def settings_from(section: Mapping[str, Any]) -> TrainSettings:
+    """``train.*`` as checked settings."""
+    settings = settings_of("train", TrainSettings, section)
     for key in (
         "env_steps",
         "batch_size",

@@ -21,15 +21,17 @@ from dataclasses import asdict
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from robot_rl.core.checkpoint import PRETRAIN_FILE, write_task_definition
+from robot_rl.core.composed_config import save_config
 from robot_rl.core.config import (
+    Config,
     ConfigError,
     integer,
     is_integer,
     output_path,
+    plain,
     positive,
     require_all,
     settings_of,
@@ -69,8 +71,8 @@ class PretrainSettings:
         return ConservativeConfig(self.algorithm, self.alpha, self.actions, self.temperature, self.bc_weight)
 
 
-def pretrain_settings(cfg: DictConfig) -> PretrainSettings:
-    settings = settings_of("pretrain", PretrainSettings, OmegaConf.to_container(cfg.pretrain, resolve=True))
+def pretrain_settings(cfg: Config) -> PretrainSettings:
+    settings = settings_of("pretrain", PretrainSettings, plain(cfg["pretrain"]))
     settings.conservative.validate()
     for key in ("updates", "batch_size", "log_every"):
         positive(f"pretrain.{key}", getattr(settings, key), integer=True)
@@ -87,19 +89,19 @@ def pretrain_settings(cfg: DictConfig) -> PretrainSettings:
     return settings
 
 
-def pretrain(cfg: DictConfig) -> dict[str, Any]:
+def pretrain(cfg: Config) -> dict[str, Any]:
     """Pretrain and write the run folder; returns the summary (also ``summary.json``)."""
     settings = pretrain_settings(cfg)
     out = output_path("pretrain.out", settings.out, folder=True)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError("pretrain.out", str(out), "a new folder (a pretraining run is never overwritten)")
-    seed = integer("seed", cfg.seed)
-    n_step = positive("train.n_step", cfg.train.n_step, integer=True)
-    task = OmegaConf.to_container(cfg.task, resolve=True)
+    seed = integer("seed", cfg["seed"])
+    n_step = positive("train.n_step", cfg["train"]["n_step"], integer=True)
+    task = plain(cfg["task"])
     env = make_env(task)
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
     torch.manual_seed(seed)
-    torch.set_num_threads(positive("train.torch_threads", cfg.train.torch_threads, integer=True))
+    torch.set_num_threads(positive("train.torch_threads", cfg["train"]["torch_threads"], integer=True))
     agent = make_agent(cfg, shapes, action_dim, seed)
     agent.conservative = settings.conservative
     relabel = SafetyRelabel.of(safety_settings(cfg.get("safety")), fast_critic_config(cfg))  # as online steps are
@@ -114,7 +116,7 @@ def pretrain(cfg: DictConfig) -> dict[str, Any]:
     from torch.utils.tensorboard import SummaryWriter
 
     with replacing(out) as tmp:  # a crash or Ctrl-C leaves no half-written run folder
-        OmegaConf.save(cfg, tmp / "config.yaml")
+        save_config(cfg, tmp / "config.yaml")
         tb = SummaryWriter(str(tmp / "tb"))
         utd = int(getattr(agent.config, "utd", 1))
         calls = math.ceil(settings.updates / utd)

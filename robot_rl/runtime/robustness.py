@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from omegaconf import DictConfig, OmegaConf
 
-from robot_rl.core.config import ConfigError
+from robot_rl.core.config import ConfigError, plain
 from robot_rl.runtime.envs import make_env
 from robot_rl.runtime.evaluate import evaluate
 
@@ -28,8 +27,7 @@ def randomization_entries(randomization: Mapping[str, Any] | None) -> list:
     """The entries of a randomization config (empty without one); bad keys raise ConfigError."""
     if not randomization:
         return []
-    if isinstance(randomization, DictConfig):
-        randomization = OmegaConf.to_container(randomization, resolve=True)
+    randomization = plain(randomization)
     for key in randomization:
         if key not in RANDOMIZATION_KEYS:
             raise ConfigError(f"randomization.{key}", randomization[key], "one of " + ", ".join(RANDOMIZATION_KEYS))

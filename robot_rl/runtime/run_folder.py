@@ -18,9 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from robot_rl.core.config import ConfigError, output_path
+from robot_rl.core.composed_config import config_with, config_yaml, load_config, read_config, unresolved
+from robot_rl.core.config import Config, ConfigError, output_path
 from robot_rl.core.folders import latest, write_text_atomically
 
 CONFIG_FILE = "config.yaml"
@@ -86,9 +85,9 @@ def leaves(values: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: values}
 
 
-def config_leaves(cfg: DictConfig) -> dict[str, Any]:
+def config_leaves(cfg: Config) -> dict[str, Any]:
     """``cfg``'s leaves as written (interpolations such as ``${train.run_dir}`` unresolved)."""
-    return leaves(OmegaConf.to_container(cfg, resolve=False))
+    return leaves(unresolved(cfg))
 
 
 def may_change(key: str) -> bool:
@@ -101,24 +100,22 @@ def under(key: str, prefixes: Iterable[str]) -> bool:
     return any(key == p or key.startswith(p + ".") for p in prefixes)
 
 
-def resumed_config(cfg: DictConfig, given: Iterable[str] = ()) -> DictConfig:
+def resumed_config(cfg: Config, given: Iterable[str] = ()) -> Config:
     """The configuration of the run ``cfg`` resumes: its ``<train.run_dir>/config.yaml``, with the keys the command line
     gave that a resumed run may change (``RESUME_MAY_CHANGE``, sections outside ``RUN_SECTIONS``). A key counts as
     given when it is in ``given`` (the command line's keys and groups) or differs from the packaged default; a given
     key of ``RUN_SECTIONS`` whose value differs from the run's raises ConfigError naming the key and both values.
     Keys added to robot_rl since the run was made (outside ``GROUP_SECTIONS``) take ``cfg``'s values."""
-    from robot_rl.core.composed_config import load_config
-
-    path = Path(str(cfg.train.run_dir)) / CONFIG_FILE
+    path = Path(str(cfg["train"]["run_dir"])) / CONFIG_FILE
     try:
-        saved_cfg = OmegaConf.load(path)
-    except Exception as error:  # noqa: BLE001 - unreadable or not YAML: one line, naming the file
+        saved_cfg = read_config(path)
+    except (OSError, ValueError) as error:  # unreadable or not YAML: one line, naming the file
         raise ConfigError("train.resume", True, f"a run folder with a readable {path} ({error})") from None
     for old, renamed in RENAMED_SECTIONS.items():
         if old in saved_cfg and renamed not in saved_cfg:
             saved_cfg[renamed] = saved_cfg.pop(old)
     saved, new = config_leaves(saved_cfg), config_leaves(cfg)
-    base = config_leaves(load_config([f"graph={cfg.graph.name}"] if "graph" in cfg else []))
+    base = config_leaves(load_config(["graph=" + cfg["graph"]["name"]] if "graph" in cfg else []))
     given = [key.lstrip("+~") for key in given]
     conflicts, taken = [], {}
     for key in sorted(new.keys() | saved.keys()):
@@ -145,15 +142,10 @@ def resumed_config(cfg: DictConfig, given: Iterable[str] = ()) -> DictConfig:
             "starts another)",
         )
     taken.update({key: new[key] for key in LAUNCH_KEYS if key in new})
-    result = OmegaConf.create(OmegaConf.to_container(saved_cfg, resolve=False))
     for key, value in new.items():
         if key not in saved and not under(key, GROUP_SECTIONS) and not any(prefix in saved for prefix in parents(key)):
             taken.setdefault(key, value)  # a key added since the run was made
-    for key, value in taken.items():
-        if value == ABSENT:
-            continue
-        OmegaConf.update(result, key, value, force_add=True)
-    return result
+    return config_with(saved_cfg, {key: value for key, value in taken.items() if value != ABSENT})
 
 
 def parents(key: str) -> list[str]:
@@ -162,13 +154,13 @@ def parents(key: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(1, len(parts))]
 
 
-def record_resume(run_dir: Path, cfg: DictConfig) -> dict[str, tuple[Any, Any]]:
+def record_resume(run_dir: Path, cfg: Config) -> dict[str, tuple[Any, Any]]:
     """Write ``cfg`` (a resumed run's configuration) as the run's ``config.yaml`` when it changed a key (the budget,
     evaluation, ...): a comment line at the top says when and what (``# resumed <date>: train.env_steps 60 -> 100``),
     below those of earlier resumes. The file is written to a temporary sibling and renamed. Returns the changes."""
     path = Path(run_dir) / CONFIG_FILE
     text = path.read_text()
-    saved, new = config_leaves(OmegaConf.create(text)), config_leaves(cfg)
+    saved, new = leaves(read_config(text)), config_leaves(cfg)
     changes = {
         key: (saved.get(key, ABSENT), value)
         for key, value in new.items()
@@ -178,7 +170,7 @@ def record_resume(run_dir: Path, cfg: DictConfig) -> dict[str, tuple[Any, Any]]:
         date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         header = [*itertools.takewhile(lambda line: line.startswith("#"), text.splitlines())]
         header.append(f"# resumed {date}: " + ", ".join(f"{k} {old} -> {value}" for k, (old, value) in changes.items()))
-        write_text_atomically(path, "\n".join(header) + "\n" + OmegaConf.to_yaml(cfg))
+        write_text_atomically(path, "\n".join(header) + "\n" + config_yaml(cfg))
     return changes
 
 

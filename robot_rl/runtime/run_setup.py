@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
-from robot_rl.core.config import ConfigError, integer, settings_of
+from robot_rl.core.config import Config, ConfigError, integer, plain, settings_of
 from robot_rl.data import EpisodeStore
 from robot_rl.runtime.env_workers import EnvWorker
 from robot_rl.runtime.envs import fast_loop_of, make_env, make_expert, task_spec
@@ -23,12 +22,12 @@ from robot_rl.safety.fast_critic import FastCriticSettings, fast_critic_config
 from robot_rl.sim.fast_critic_loop import attach_fast_loop
 
 
-def run_settings(cfg: DictConfig) -> tuple[TrainSettings, int, dict[str, Any], Path]:
+def run_settings(cfg: Config) -> tuple[TrainSettings, int, dict[str, Any], Path]:
     """(train settings, seed, task, run folder) of a training run, checked: a new run folder, or with
     ``train.resume`` a run folder with a checkpoint (:func:`~robot_rl.runtime.run_folder.run_folder`)."""
-    settings = settings_from(cfg.train)
-    seed = integer("seed", cfg.seed)
-    task = OmegaConf.to_container(cfg.task, resolve=True)
+    settings = settings_from(cfg["train"])
+    seed = integer("seed", cfg["seed"])
+    task = plain(cfg["task"])
     run_dir = run_folder(settings.run_dir, settings.resume)
     fast_critic_needs_a_rate(fast_critic_config(cfg))
     torch.manual_seed(seed)
@@ -50,17 +49,17 @@ def fast_critic_needs_a_rate(fast: FastCriticSettings) -> None:
         )
 
 
-def run_config(cfg: DictConfig, given: list[str] | tuple[str, ...] = ()) -> DictConfig:
+def run_config(cfg: Config, given: list[str] | tuple[str, ...] = ()) -> Config:
     """The configuration a training run runs with: ``cfg``, or with ``train.resume=true`` on a run folder the run's own
     ``config.yaml`` with the budget and evaluation keys ``cfg`` changes (:func:`~robot_rl.runtime.run_folder.resumed_config`;
     ``given``: the command line's keys). Bad input raises ConfigError."""
-    if cfg.train.get("resume") is not True:
+    if cfg["train"].get("resume") is not True:
         return cfg
-    run_folder(cfg.train.run_dir, True)
+    run_folder(cfg["train"]["run_dir"], True)
     return resumed_config(cfg, given)
 
 
-def sim_env(cfg: DictConfig, task: dict[str, Any], seed: int, randomize: bool):
+def sim_env(cfg: Config, task: dict[str, Any], seed: int, randomize: bool):
     """The task's env: randomized (``cfg.randomization``, draws from ``seed``) for acting, nominal for evaluation;
     with the safety node's tick in the control substeps (``safety.fast_critic.sim_rate_hz``)."""
     env = randomized(make_env(task), cfg.get("randomization"), seed) if randomize else make_env(task)
@@ -68,13 +67,13 @@ def sim_env(cfg: DictConfig, task: dict[str, Any], seed: int, randomize: bool):
     return env
 
 
-def acting_envs(cfg: DictConfig, settings: TrainSettings, task: dict[str, Any], seed: int) -> tuple[list, list]:
+def acting_envs(cfg: Config, settings: TrainSettings, task: dict[str, Any], seed: int) -> tuple[list, list]:
     """The ``train.num_envs`` envs that act (env k randomized from ``seed + 1000 k``) and their scripted humans: in
     this process, or with ``train.vectorization=async`` each env with its human in a worker process of its own
     (:class:`~robot_rl.runtime.env_workers.EnvWorker`)."""
     seeds = [seed + 1000 * k for k in range(settings.num_envs)]
     if settings.vectorization == "async" and settings.num_envs > 1:
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config = plain(cfg)  # to the workers as plain values
         envs = [EnvWorker(partial(worker_env, config, task, each), name=f"env{k}") for k, each in enumerate(seeds)]
         return envs, [each.human for each in envs]
     envs = [sim_env(cfg, task, each, randomize=True) for each in seeds]
@@ -83,20 +82,19 @@ def acting_envs(cfg: DictConfig, settings: TrainSettings, task: dict[str, Any], 
 
 def worker_env(config: dict[str, Any], task: dict[str, Any], seed: int) -> tuple[Any, Any]:
     """An env worker's (randomized env, scripted human), built in the worker from the run's resolved config."""
-    cfg = OmegaConf.create(config)
-    env = sim_env(cfg, task, seed, randomize=True)
-    return env, scripted_human(cfg, task, env)
+    env = sim_env(config, task, seed, randomize=True)
+    return env, scripted_human(config, task, env)
 
 
-def scripted_human(cfg: DictConfig, task: dict[str, Any], env):
+def scripted_human(cfg: Config, task: dict[str, Any], env):
     """The scripted human of ``human.*`` on ``env`` (demos and takeovers), or none when neither is asked for."""
-    rules = settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
-    return ScriptedHuman(make_expert(task, env), rules) if cfg.train.demo_episodes or rules.enabled else NoHuman()
+    rules = settings_of("human", InterventionRules, plain(cfg["human"]))
+    return ScriptedHuman(make_expert(task, env), rules) if cfg["train"]["demo_episodes"] or rules.enabled else NoHuman()
 
 
-def episode_store(cfg: DictConfig, run_dir: Path, task: dict[str, Any], env) -> EpisodeStore | None:
+def episode_store(cfg: Config, run_dir: Path, task: dict[str, Any], env) -> EpisodeStore | None:
     """The run's ``episodes.zarr`` (``train.record_episodes``), or None."""
-    if not cfg.train.record_episodes:
+    if not cfg["train"]["record_episodes"]:
         return None
-    metadata = {**task_spec(task, env).metadata(), "config": OmegaConf.to_container(cfg, resolve=True)}
+    metadata = {**task_spec(task, env).metadata(), "config": plain(cfg)}
     return EpisodeStore.create(run_dir / "episodes.zarr", metadata)

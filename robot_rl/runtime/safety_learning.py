@@ -18,11 +18,11 @@ are counted per episode.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import field, fields
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
 from robot_rl.safety.fast_critic import fast_critic_settings
@@ -55,8 +55,9 @@ class SafetySettings:
     fast_critic: dict[str, Any] = field(default_factory=dict)  # the safety node's: FastCriticSettings fields
 
 
-def safety_settings(cfg: DictConfig | None) -> SafetySettings:
-    settings = settings_of("safety", SafetySettings, OmegaConf.to_container(cfg, resolve=True) if cfg else None)
+def safety_settings(section: Mapping[str, Any] | None) -> SafetySettings:
+    """``safety.*`` (None: the defaults) as checked settings."""
+    settings = settings_of("safety", SafetySettings, section or None)
     require_all(
         "safety",
         settings,

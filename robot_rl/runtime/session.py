@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.checkpoint import check_task_definition, load_agent, task_definition, write_task_definition
-from robot_rl.core.config import ConfigError, settings_of
+from robot_rl.core.composed_config import save_config
+from robot_rl.core.config import Config, ConfigError, plain, settings_of
 from robot_rl.core.folders import latest, replacing
 from robot_rl.core.transport import Transport
 from robot_rl.data import EpisodeRecorder
@@ -76,11 +76,11 @@ class Counters:
 
 
 def make_agent(
-    cfg: DictConfig, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int, acting: bool = False
+    cfg: Config, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, seed: int, acting: bool = False
 ):
     """The agent named by ``cfg.agent`` (entry point + its config dataclass); ``acting``: only what acts (an actor's,
     an evaluation's: :meth:`~robot_rl.policies.base.OffPolicyAgent.drop_learning`)."""
-    agent_cfg = OmegaConf.to_container(cfg.agent, resolve=True)
+    agent_cfg = plain(cfg["agent"])
     entry_point, config_entry_point = agent_cfg.pop("entry_point"), agent_cfg.pop("config")
     agent_cfg.pop("name", None)
     config = settings_of("agent", load_entry_point(config_entry_point), agent_cfg)
@@ -105,14 +105,14 @@ class ActorSession:
 
     def __init__(
         self,
-        cfg: DictConfig,
+        cfg: Config,
         shapes: dict[str, tuple[int, ...]],
         action_dim: int,
         human,
         counters: Counters | None = None,
     ):
-        self.settings = settings_from(cfg.train)
-        self.agent = make_agent(cfg, shapes, action_dim, int(cfg.seed), acting=True)
+        self.settings = settings_from(cfg["train"])
+        self.agent = make_agent(cfg, shapes, action_dim, int(cfg["seed"]), acting=True)
         self.safety_settings = safety_settings(cfg.get("safety"))
         self.safety = SafetyActor(self.safety_settings)
         self.safeties = [self.safety]  # one per env stepped (play_envs), each filter with its own hysteresis
@@ -253,9 +253,9 @@ class LearnerSession:
     another task definition is refused before anything is loaded).
     """
 
-    def __init__(self, cfg: DictConfig, shapes: dict[str, tuple[int, ...]], action_dim: int, transport: Transport):
-        self.cfg, self.settings = cfg, settings_from(cfg.train)
-        seed = int(cfg.seed)
+    def __init__(self, cfg: Config, shapes: dict[str, tuple[int, ...]], action_dim: int, transport: Transport):
+        self.cfg, self.settings = cfg, settings_from(cfg["train"])
+        seed = int(cfg["seed"])
         safety = safety_settings(cfg.get("safety"))
         self.agent = make_agent(cfg, shapes, action_dim, seed)
         fast = fast_critic_config(cfg)
@@ -291,9 +291,9 @@ class LearnerSession:
         else:
             if self.init.checkpoint is not None:  # before the run folder is made: a refused checkpoint leaves none
                 self.warm_start = warm_start(self.learner, self.init, self.definition)
-                self.warm_start["demo_episodes"] = int(self.cfg.train.demo_episodes)  # 0 unless asked (WSRL)
+                self.warm_start["demo_episodes"] = int(self.cfg["train"]["demo_episodes"])  # 0 unless asked (WSRL)
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            OmegaConf.save(self.cfg, self.run_dir / "config.yaml")
+            save_config(self.cfg, self.run_dir / "config.yaml")
         self.last_checkpoint = self.learner.online_received
         return counters
 
@@ -308,7 +308,7 @@ class LearnerSession:
 
 
 def auxiliary_learners(
-    cfg: DictConfig,
+    cfg: Config,
     safety: SafetySettings,
     fast: FastCriticSettings,
     shapes: dict[str, tuple[int, ...]],
@@ -327,14 +327,12 @@ def auxiliary_learners(
     return auxiliaries
 
 
-def online_fast_critic(cfg: DictConfig, fast: FastCriticSettings, seed: int) -> FastCriticLearner:
+def online_fast_critic(cfg: Config, fast: FastCriticSettings, seed: int) -> FastCriticLearner:
     """The fast-loop critic's online learner (``fast_critic.*``), started from ``safety.fast_critic.pretrain_store``'s
     ticks when one is given."""
-    learner = FastCriticLearner(
-        fast_critic_fit_settings(OmegaConf.to_container(cfg.fast_critic, resolve=True)), seed=seed
-    )
+    learner = FastCriticLearner(fast_critic_fit_settings(plain(cfg["fast_critic"])), seed=seed)
     if fast.pretrain_store is not None:
-        torch.set_num_threads(settings_from(cfg.train).torch_threads)  # as the learner's own updates will run
+        torch.set_num_threads(settings_from(cfg["train"]).torch_threads)  # as the learner's own updates will run
         start_from_store(learner, fast.pretrain_store)
     return learner
 
@@ -361,14 +359,12 @@ def save_checkpoint(
         (tmp / "counters.json").write_text(json.dumps(state))
 
 
-def run_definition(cfg: DictConfig, agent) -> dict[str, Any]:
+def run_definition(cfg: Config, agent) -> dict[str, Any]:
     """The task definition (:func:`~robot_rl.core.checkpoint.task_definition`) of a run's config and agent."""
-    return task_definition(
-        OmegaConf.to_container(cfg.task, resolve=True), OmegaConf.to_container(cfg.agent, resolve=True), agent
-    )
+    return task_definition(plain(cfg["task"]), plain(cfg["agent"]), agent)
 
 
-def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
+def restore(folder: Path, learner: Learner, cfg: Config) -> Counters:
     """Load a checkpoint into ``learner``; a checkpoint of another task definition is refused before anything
     is loaded."""
     folder = latest(folder)
@@ -378,11 +374,11 @@ def restore(folder: Path, learner: Learner, cfg: DictConfig) -> Counters:
     return Counters(**state["counters"])
 
 
-def load_checkpoint_agent(agent, cfg: DictConfig) -> Path:
+def load_checkpoint_agent(agent, cfg: Config) -> Path:
     """Load ``<eval.checkpoint>/agent.pt`` (the newest complete checkpoint) into ``agent``; returns the folder. An
     agent configured otherwise than the checkpoint's (``agent.hidden``, ``agent=``, ...) is refused naming the key
     and the checkpoint's value, before anything is loaded."""
-    folder = latest(cfg.eval.checkpoint)
+    folder = latest(cfg["eval"]["checkpoint"])
     if not (folder / "agent.pt").is_file():
         raise ConfigError("eval.checkpoint", str(folder), "a checkpoint folder with agent.pt")
     check_task_definition(folder, run_definition(cfg, agent), key="eval.checkpoint", prefixes=("agent.",))

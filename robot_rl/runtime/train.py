@@ -17,10 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.composed_config import steps_to_record
-from robot_rl.core.config import check_disk_space, integer, output_path, positive, stops_on_full_disk
+from robot_rl.core.config import (
+    Config,
+    check_disk_space,
+    integer,
+    output_path,
+    plain,
+    positive,
+    select,
+    stops_on_full_disk,
+)
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data import EpisodeRecorder
 from robot_rl.data.episode_store import bytes_per_step
@@ -37,7 +45,7 @@ from robot_rl.runtime.session import ActorSession, LearnerSession, load_checkpoi
     "train.run_dir",
     "every finished episode and the last checkpoint are kept: free space, then run again with train.resume=true",
 )
-def train(cfg: DictConfig) -> dict[str, Any]:
+def train(cfg: Config) -> dict[str, Any]:
     cfg = run_config(cfg)  # a resumed run: its own config.yaml
     settings, seed, task, run_dir = run_settings(cfg)
     envs, humans = acting_envs(cfg, settings, task, seed)
@@ -111,7 +119,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return run.finish()
 
 
-def check_run_disk(cfg: DictConfig, settings: TrainSettings, run_dir: Path, learning: LearnerSession) -> None:
+def check_run_disk(cfg: Config, settings: TrainSettings, run_dir: Path, learning: LearnerSession) -> None:
     """Before the run writes anything: refuse a run folder whose disk has less than ``data.min_free_mb`` free, warn
     when it has less than the run may write (its episodes, :func:`~robot_rl.data.episode_store.bytes_per_step` times
     the step budget and the demonstrations' steps, and two checkpoints: a new one is written beside the last)."""
@@ -120,32 +128,30 @@ def check_run_disk(cfg: DictConfig, settings: TrainSettings, run_dir: Path, lear
     shapes = {key: shape for key, (shape, _) in online.observation_space.items()}
     episodes = steps * bytes_per_step(shapes, online.action_dim) if settings.record_episodes else 0
     need = episodes + 2 * checkpoint_bytes(learning)
-    check_disk_space("train.run_dir", run_dir, need, OmegaConf.select(cfg, "data.min_free_mb", default=0))
+    check_disk_space("train.run_dir", run_dir, need, select(cfg, "data.min_free_mb", 0))
 
 
-def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
+def evaluate_checkpoint(cfg: Config) -> dict[str, Any]:
     """``robot-rl eval``: load ``eval.checkpoint`` and run deterministic episodes."""
-    episodes = positive("eval.episodes", cfg.eval.episodes, integer=True)
-    points = positive("eval.grid_points", cfg.eval.grid_points, integer=True)
-    eval_seed = integer("eval.seed", cfg.eval.seed)
-    if cfg.eval.video is not None:
-        output_path("eval.video", cfg.eval.video, folder=False)
-    if cfg.eval.report_dir is not None:
-        output_path("eval.report_dir", cfg.eval.report_dir, folder=True)
-    task = OmegaConf.to_container(cfg.task, resolve=True)
+    episodes = positive("eval.episodes", cfg["eval"]["episodes"], integer=True)
+    points = positive("eval.grid_points", cfg["eval"]["grid_points"], integer=True)
+    eval_seed = integer("eval.seed", cfg["eval"]["seed"])
+    if cfg["eval"]["video"] is not None:
+        output_path("eval.video", cfg["eval"]["video"], folder=False)
+    if cfg["eval"]["report_dir"] is not None:
+        output_path("eval.report_dir", cfg["eval"]["report_dir"], folder=True)
+    task = plain(cfg["task"])
     env = make_env(task)
-    seed = integer("seed", cfg.seed)
+    seed = integer("seed", cfg["seed"])
     agent = make_agent(cfg, observation_shapes(env), int(env.action_space.shape[0]), seed, acting=True)
     folder = load_checkpoint_agent(agent, cfg)
     randomization = cfg.get("randomization")
     if randomization:
         env.close()
-        rows = robustness_sweep(
-            agent, task, OmegaConf.to_container(randomization, resolve=True), points, episodes, eval_seed
-        )
+        rows = robustness_sweep(agent, task, plain(randomization), points, episodes, eval_seed)
         name = randomization.get("name", "randomization")
         files = write_sweep(
-            Path(cfg.eval.report_dir or folder.parent / f"robustness_{name}"),
+            Path(cfg["eval"]["report_dir"] or folder.parent / f"robustness_{name}"),
             rows,
             f"{task.get('name')}: success under {name} perturbations",
         )
@@ -156,6 +162,6 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
             "files": files,
             "table": [{k: row[k] for k in ("entry", "value", "success_rate", "mean_length")} for row in rows],
         }
-    result = evaluate(agent, env, episodes, seed=eval_seed, video=cfg.eval.video)
+    result = evaluate(agent, env, episodes, seed=eval_seed, video=cfg["eval"]["video"])
     env.close()
     return {"task": task.get("name"), "checkpoint": str(folder), **result}

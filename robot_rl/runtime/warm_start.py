@@ -29,10 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from robot_rl.core.checkpoint import PRETRAIN_FILE, check_task_definition, load_agent
-from robot_rl.core.config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
+from robot_rl.core.config import Config, ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
 from robot_rl.core.folders import latest
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.offline_data import add_offline, store_paths
@@ -50,8 +48,8 @@ class InitSettings:
     anchor_tau: float  # per actor update, how far the anchor follows the policy (0: the pretrained policy stays it)
 
 
-def init_settings(cfg: DictConfig) -> InitSettings:
-    settings = settings_of("init", InitSettings, OmegaConf.to_container(cfg.get("init") or {}, resolve=True))
+def init_settings(cfg: Config) -> InitSettings:
+    settings = settings_of("init", InitSettings, cfg.get("init") or {})
     require_all(
         "init",
         settings,

@@ -8,9 +8,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from robot_rl.core.config import ConfigError, is_integer, is_number, require_all, settings_of, yaml_defaults
+from robot_rl.core.config import (
+    Config,
+    ConfigError,
+    is_integer,
+    is_number,
+    plain,
+    require_all,
+    select,
+    settings_of,
+    yaml_defaults,
+)
 
 from ..filter import FilterSettings
 from .model import FastCriticError, FastCriticModel
@@ -113,13 +121,12 @@ def fast_critic_settings(values: Mapping[str, Any] | None) -> FastCriticSettings
     return settings_of("safety.fast_critic", FastCriticSettings, values)
 
 
-def fast_critic_config(cfg) -> FastCriticSettings:
-    """``safety.fast_critic`` of a whole config (an OmegaConf DictConfig; absent: the defaults) as checked
-    settings."""
-    block = OmegaConf.select(cfg, "safety.fast_critic")
-    if block is not None and not OmegaConf.is_dict(block):
+def fast_critic_config(cfg: Config) -> FastCriticSettings:
+    """``safety.fast_critic`` of a whole config (absent: the defaults) as checked settings."""
+    block = select(cfg, "safety.fast_critic")
+    if block is not None and not isinstance(block, Mapping):
         raise ConfigError("safety.fast_critic", block, "a mapping of the fast critic's settings")
-    return fast_critic_settings(None if block is None else OmegaConf.to_container(block, resolve=True))
+    return fast_critic_settings(None if block is None else plain(block))
 
 
 def load_fast_model(settings: FastCriticSettings) -> tuple[FastCriticModel | None, int]:
