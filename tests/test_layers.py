@@ -182,3 +182,35 @@ def test_a_refused_command_line_the_launcher_and_the_message_nodes_never_import_
     )
     result = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "[]", (result.stdout, result.stderr[-2000:])
+
+
+CONFIG_LIBRARY = ("omegaconf", "hydra")
+CONFIG_LIBRARY_READERS = {  # the modules below the drivers that may import the config library, and why
+    "robot_rl.core.composed_config": "composes the config, reads and writes a run folder's config.yaml",
+    "robot_rl.core.config": "reads the packaged YAML defaults of the settings classes (OmegaConf's YAML floats)",
+}
+
+
+def library_imports(path: Path) -> set[str]:
+    """The top-level packages of everything ``path`` imports (function-local imports too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_below_the_drivers_a_config_is_a_mapping():
+    """Issue 53: the config turned into typed settings at the edge. Below the command line and the nodes (and the
+    hardware drivers' nodes' helpers) only the loader knows the config library; everything else reads a config as a
+    mapping, so a Ray actor or an env worker runs on plain dicts and no floor below the drivers depends on OmegaConf's
+    types."""
+    known = modules()
+    below = {m: p for m, p in known.items() if layer(m) < 3 and not m.startswith("robot_rl.hardware")}
+    readers = {m for m, p in below.items() if library_imports(p) & set(CONFIG_LIBRARY)}
+    assert readers <= set(CONFIG_LIBRARY_READERS), sorted(readers - set(CONFIG_LIBRARY_READERS))
+    assert "robot_rl.core.composed_config" in readers  # the check sees an import it guards
+    named = [m for m, p in below.items() if "DictConfig" in p.read_text()]
+    assert named == [], named
