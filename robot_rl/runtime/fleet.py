@@ -190,6 +190,7 @@ def train_fleet(cfg: Config) -> dict[str, Any]:
             if not crew.pending and counters.env_steps < settings.env_steps:
                 raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
         finally:
+            run.close_progress()
             crew.stop()
             if started_ray:
                 ray.shutdown()

@@ -106,6 +106,12 @@ class Run:
         """Whether the run ended on Ctrl-C or SIGTERM rather than its budget."""
         return self.interrupted or self.stop.is_set()
 
+    def close_progress(self) -> None:
+        """Close the progress bar (again: a no-op), before anything else is printed: an error line (a full disk) must
+        be the last line on stderr, not the bar's final redraw."""
+        if self.progress is not None:
+            self.progress.close()
+
     def show_steps(self) -> None:
         """Bring the progress bar to the online steps counted."""
         if self.progress is not None:
@@ -186,8 +192,7 @@ class Run:
     def finish(self, **extra: Any) -> dict[str, Any]:
         """The end of the run: the final checkpoint (a Ctrl-C meanwhile waits for it), ``summary.json`` (with
         ``extra`` entries) and the learning curve; returns the summary."""
-        if self.progress is not None:
-            self.progress.close()
+        self.close_progress()
         with deferred_interrupt():
             self.checkpoint("final")
         if self.tb is not None:

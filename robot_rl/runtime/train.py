@@ -112,6 +112,7 @@ def train(cfg: Config) -> dict[str, Any]:
                     recorder.discard()
             raise
         finally:
+            run.close_progress()
             learner.close()
             learner.ingest_everything_sent(transport.sent)
             for each in [*envs, eval_env]:
