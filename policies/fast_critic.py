@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.core.config import is_integer, is_number, require_all, settings_of, yaml_defaults
+from robot_rl.core.config import is_integer, is_number, plain, require_all, settings_of, yaml_defaults
 from robot_rl.safety.fast_critic import INPUT_WIDTH, MAX_CONTEXT, FastCriticModel
 
 
@@ -62,8 +62,9 @@ class FastCriticFitSettings:
 
 
 def fast_critic_fit_settings(block: Mapping[str, Any]) -> FastCriticFitSettings:
-    """The checked :class:`FastCriticFitSettings` of the config's ``fast_critic`` block (its ``store`` and ``out`` aside)."""
-    values = {key: value for key, value in block.items() if key not in ("store", "out")}
+    """The checked :class:`FastCriticFitSettings` of the config's ``fast_critic`` block (its ``store`` and ``out`` aside;
+    read as plain values, so a config's list of widths is a list)."""
+    values = {key: value for key, value in plain(block).items() if key not in ("store", "out")}
     if isinstance(values.get("hidden"), (list, tuple)):
         values["hidden"] = tuple(values["hidden"])
     config = settings_of("fast_critic", FastCriticFitSettings, values)

@@ -98,7 +98,7 @@ def load_config(overrides: list[str]) -> Config:
     try:
         with initialize_config_module(config_module="robot_rl.configs", version_base=None):
             cfg = compose(config_name="config", overrides=overrides)
-        values = plain(cfg)
+        values = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as error:
         message = str(error).strip().splitlines()[0]
         unknown = re.search(r"Could not override '([^']+)'", message)

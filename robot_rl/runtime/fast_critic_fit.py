@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.core.config import Config, ConfigError, integer, output_path, plain
+from robot_rl.core.config import Config, ConfigError, integer, output_path
 from robot_rl.data import EpisodeStore
 from robot_rl.policies.fast_critic import (
     FastCriticFitSettings,
@@ -25,7 +25,7 @@ from robot_rl.policies.fast_critic import (
 def fit_fast_critic(cfg: Config) -> dict[str, Any]:
     """Fit and save; returns a report (store, out, rows, positive share, loss, recall of each class)."""
     settings = cfg["fast_critic"]
-    config = fast_critic_fit_settings(plain(settings))
+    config = fast_critic_fit_settings(settings)
     out = output_path("fast_critic.out", settings["out"], folder=False)
     if out.exists():
         raise ConfigError("fast_critic.out", str(out), "a new file (a fitted model is never overwritten)")

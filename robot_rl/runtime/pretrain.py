@@ -72,7 +72,7 @@ class PretrainSettings:
 
 
 def pretrain_settings(cfg: Config) -> PretrainSettings:
-    settings = settings_of("pretrain", PretrainSettings, plain(cfg["pretrain"]))
+    settings = settings_of("pretrain", PretrainSettings, cfg["pretrain"])
     settings.conservative.validate()
     for key in ("updates", "batch_size", "log_every"):
         positive(f"pretrain.{key}", getattr(settings, key), integer=True)

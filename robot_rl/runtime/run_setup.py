@@ -88,7 +88,7 @@ def worker_env(config: dict[str, Any], task: dict[str, Any], seed: int) -> tuple
 
 def scripted_human(cfg: Config, task: dict[str, Any], env):
     """The scripted human of ``human.*`` on ``env`` (demos and takeovers), or none when neither is asked for."""
-    rules = settings_of("human", InterventionRules, plain(cfg["human"]))
+    rules = settings_of("human", InterventionRules, cfg["human"])
     return ScriptedHuman(make_expert(task, env), rules) if cfg["train"]["demo_episodes"] or rules.enabled else NoHuman()
 
 

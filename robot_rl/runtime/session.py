@@ -330,7 +330,7 @@ def auxiliary_learners(
 def online_fast_critic(cfg: Config, fast: FastCriticSettings, seed: int) -> FastCriticLearner:
     """The fast-loop critic's online learner (``fast_critic.*``), started from ``safety.fast_critic.pretrain_store``'s
     ticks when one is given."""
-    learner = FastCriticLearner(fast_critic_fit_settings(plain(cfg["fast_critic"])), seed=seed)
+    learner = FastCriticLearner(fast_critic_fit_settings(cfg["fast_critic"]), seed=seed)
     if fast.pretrain_store is not None:
         torch.set_num_threads(settings_from(cfg["train"]).torch_threads)  # as the learner's own updates will run
         start_from_store(learner, fast.pretrain_store)
