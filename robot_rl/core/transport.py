@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import Transition, stream_position
 
 
 def updates_due(online_received: int, update_calls: int, start_training: int, update_every: int = 1) -> int:
@@ -136,10 +136,10 @@ class LocalTransport(Transport):
 class DeliveryLedger:
     """The learner's record of what it ingested, so a resend or a backfill never adds a step twice.
 
-    Transitions that carry ``actor`` and ``seq`` (the ROS actor numbers them) are taken once per
-    ``(actor, seq)`` and in order: one that skips ahead (the actor's live stream reached a restarted
-    learner before the resend of what it lacks) is dropped, and comes again with the resend. ``floor``
-    is the lowest ``seq`` the actor still holds; what lies below it can no longer be asked for.
+    Numbered transitions (:class:`~robot_rl.data.transition.NumberedTransition`: the ROS actor numbers them) are
+    taken once per ``(actor, seq)`` and in order: one that skips ahead (the actor's live stream reached a restarted
+    learner before the resend of what it lacks) is dropped, and comes again with the resend. ``floor`` is the lowest
+    ``seq`` the actor still holds; what lies below it can no longer be asked for.
     Transitions that carry ``episode`` (a uid) are taken only for episodes whose first step was taken,
     and an episode whose first step arrives a second time (a resend of an episode backfilled from a
     store) is skipped. Transitions that carry ``step`` (their index in the episode) are taken only in
@@ -168,9 +168,10 @@ class DeliveryLedger:
         return True
 
     def _accept(self, transition: Transition) -> bool:
-        actor, seq, uid = transition.actor, transition.seq, transition.episode
+        actor, uid = transition.actor, transition.episode
+        seq, floor = stream_position(transition)
         if seq:
-            last = max(self.received.get(actor, 0), (transition.floor or 1) - 1)
+            last = max(self.received.get(actor, 0), (floor or 1) - 1)
             if seq <= last:
                 self.duplicates += 1
                 return False

@@ -29,7 +29,7 @@ from typing import Any
 from robot_rl.core.interrupts import sigint_ignored
 
 from .episode_store import EpisodeStore
-from .transition import Transition
+from .transition import Transition, stream_position
 
 MAX_PENDING_CUTS = 64  # cuts of episodes whose last step has not come yet (the oldest is forgotten)
 
@@ -83,10 +83,11 @@ class EpisodeRecorder:
         self.last_receipt = time.monotonic()
         committed = []
         for t in transitions:
-            if t.seq and not resent:
-                if t.seq <= self.last_seq.get(t.actor, 0):
+            seq, _ = stream_position(t)
+            if seq and not resent:
+                if seq <= self.last_seq.get(t.actor, 0):
                     continue  # sent again for a restarted learner
-                self.last_seq[t.actor] = t.seq
+                self.last_seq[t.actor] = seq
             if t.first:
                 if self.writer.active:
                     self._warn("dropped an unfinished episode (the actor started a new one)")
@@ -104,8 +105,8 @@ class EpisodeRecorder:
             self.counts["interventions"] += t.intervened
             self.counts["filter_interventions"] += t.filtered
             self.counts["violations"] += t.violation != 0
-            self.open_seq = t.seq
-            if t.terminated or t.truncated or (t.seq and t.seq >= self.cuts.get(t.episode, t.seq + 1)):
+            self.open_seq = seq
+            if t.terminated or t.truncated or (seq and seq >= self.cuts.get(t.episode, seq + 1)):
                 self.cuts.pop(t.episode, None)
                 committed.append(self._commit())
         return committed

@@ -2,13 +2,17 @@
 (:class:`robot_rl.core.transport.LocalTransport`), in the node graph on ``/rl/transitions`` (:mod:`robot_rl.data.wire`),
 and back from an episode store (:func:`stored_transitions`).
 
+A :class:`Transition` holds the step only. In the node graph an actor's outbox (:mod:`robot_rl.ros.delivery`) sends
+each as a :class:`NumberedTransition`, which adds its place in the actor's stream, so that the learner and the recorder
+take each step once and in order (:func:`stream_position` reads it from either).
+
 Observations map a key to an array (camera images uint8 HxWxC, the rest float32); actions are the env's, normalised
 to [-1, 1] per dimension (the TCP step in the tool frame, then the gripper command).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -32,9 +36,7 @@ class Transition:
     violation: int = 0  # the constraint flags of the step (robot_rl.sim.constraints), 0 = none
     episode: str = ""  # the episode's uid ("" unknown)
     step: int | None = None  # the step's index in its episode (None unknown)
-    actor: str = ""  # graph: the sending actor session
-    seq: int = 0  # graph: the step's number in that session's stream, from 1 (0 unnumbered)
-    floor: int = 0  # graph: the lowest ``seq`` the actor still holds
+    actor: str = ""  # the acting session whose stream of episodes the step belongs to ("" the run's one actor)
     stamp: float = 0.0  # s: when ``next_obs`` was observed, on the actor's clock (sim or wall); 0 unknown
     # samples at their own rate during the step: name -> (values (N, ...), timestamps (N,) s), e.g. the sim's fast
     # loop (robot_rl.sim.fast_critic_loop.FastStream.as_streams); recorded as the episode's streams, not sent over ROS
@@ -63,9 +65,31 @@ class Transition:
         writer.add_streams(self.streams or {})
 
 
-def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first_seq: int = 0) -> list[Transition]:
+@dataclass
+class NumberedTransition(Transition):
+    """A transition as an actor of the node graph sends it: with its place in the stream of the actor session
+    (``actor``), which the learner's delivery ledger and the recorder use to take each step once and in order."""
+
+    seq: int = 0  # the step's number in the actor session's stream, from 1 (0 unnumbered)
+    floor: int = 0  # the lowest ``seq`` the actor still holds: what lies below can no longer be sent again
+
+    @classmethod
+    def of(cls, transition: Transition, actor: str, seq: int, floor: int = 0) -> NumberedTransition:
+        """``transition`` (not changed) numbered ``seq`` in the stream of ``actor``."""
+        step = {f.name: getattr(transition, f.name) for f in fields(Transition)}
+        return cls(**{**step, "actor": actor}, seq=seq, floor=floor)
+
+
+def stream_position(transition: Transition) -> tuple[int, int]:
+    """(``seq``, ``floor``) of a numbered transition; (0, 0) of one that is not (one process, a store)."""
+    if isinstance(transition, NumberedTransition):
+        return transition.seq, transition.floor
+    return 0, 0
+
+
+def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "") -> list[Transition]:
     """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as
-    the actor sent them; ``first_seq`` numbers them from there (0: unnumbered)."""
+    the actor (``actor``) sent them."""
     demo = episode["attrs"].get("source") == "demo"
     filtered, stamps = episode.get("filtered"), episode.get("timestamp")
     streams = step_streams(episode.get("streams") or {}, stamps, len(episode["action"]))
@@ -88,7 +112,6 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "", first
             episode=uid,
             step=t,
             actor=actor,
-            seq=first_seq + t if first_seq else 0,
             stamp=float(stamps[t]) if stamps is not None else 0.0,
             streams=streams[t],
         )

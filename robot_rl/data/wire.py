@@ -10,9 +10,10 @@ size, the archive's declared sizes (no zip bombs), the header, every column's na
 against the receiver's :class:`TransitionSchema` (or the actor's own weight shapes), and finite
 values. Anything else raises :class:`MessageError` and the message is dropped.
 
-Every transition carries where it comes from: ``actor`` (the sending actor's session id), ``seq``
-(its position in that actor's stream, from 1), ``floor`` (the lowest ``seq`` the actor still holds), ``episode`` (the episode's uid) and ``step`` (its index
-in the episode). The learner uses them to drop duplicates of a resend and to acknowledge delivery.
+Every transition carries where it comes from (a :class:`~robot_rl.data.transition.NumberedTransition`): ``actor``
+(the sending actor's session id), ``seq`` (its position in that actor's stream, from 1), ``floor`` (the lowest ``seq``
+the actor still holds), ``episode`` (the episode's uid) and ``step`` (its index in the episode). The learner uses them
+to drop duplicates of a resend and to acknowledge delivery. A transition sent without a number travels as ``seq`` 0.
 
 A transition's streams (samples at their own rate during the step: the safety node's ticks, ``fast_features``,
 ``fast_risk``, ``fast_flags``, ``fast_violation``) travel as ``streams/<name>/values`` and ``streams/<name>/time``,
@@ -33,7 +34,7 @@ import numpy as np
 
 from ..safety.fast_critic import INPUT_WIDTH, MAX_CONTEXT
 from ..safety.risk_model import RiskModel
-from .transition import Transition
+from .transition import NumberedTransition, Transition
 
 if TYPE_CHECKING:  # imported where weights are coded: the safety, sim and teleop nodes code transitions only
     import torch
@@ -152,8 +153,8 @@ def encode_transitions(transitions: list[Transition], meta: dict[str, Any] | Non
             arrays[f"{part}/{key}"] = np.stack([getattr(t, part)[key] for t in transitions])
     for key in VECTORS:
         arrays[key] = np.stack([np.asarray(getattr(t, key), np.float32) for t in transitions])
-    for key, dtype in SCALARS.items():  # an unknown step index travels as 0
-        arrays[key] = np.array([getattr(t, key) or 0 for t in transitions], dtype=dtype)
+    for key, dtype in SCALARS.items():  # an unknown step index, an unnumbered transition's seq travel as 0
+        arrays[key] = np.array([getattr(t, key, 0) or 0 for t in transitions], dtype=dtype)
     for key in IDS:
         arrays[key] = np.array([getattr(t, key)[:UID_CHARS] for t in transitions], dtype=f"<U{UID_CHARS}")
     arrays.update(_encode_streams(transitions))
@@ -213,7 +214,7 @@ def _decode_streams(arrays: dict[str, np.ndarray], count: int) -> list[dict[str,
     return [streams or None for streams in per_transition]
 
 
-def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[Transition], dict[str, Any]]:
+def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[NumberedTransition], dict[str, Any]]:
     """Transitions of a payload, checked against ``schema`` (column set, dtypes, shapes, finite
     values); ``schema=None`` checks the framing only (for tools that read foreign recordings)."""
     arrays, meta = unpack(data, MAX_TRANSITIONS_BYTES)
@@ -257,7 +258,7 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
                 t[part][name] = rows[i]
             else:
                 t[part] = rows[i]
-        transitions.append(Transition(**t, streams=streams[i]))
+        transitions.append(NumberedTransition(**t, streams=streams[i]))
     return transitions, meta
 
 

@@ -38,11 +38,11 @@ from robot_rl.runtime.safety_learning import safety_settings
 from robot_rl.runtime.session import ActorSession, load_checkpoint_agent, require_one_env
 
 from ..data import EpisodeRecorder, EpisodeStore
-from ..data.transition import Transition, stored_transitions
+from ..data.transition import NumberedTransition, Transition, stored_transitions
 from ..data.wire import weight_shapes
 from ..safety.fast_critic import fast_critic_config
 from . import qos
-from .delivery import Outbox
+from .delivery import Outbox, numbered
 from .node_main import (
     TopicError,
     exit_with_error,
@@ -238,7 +238,7 @@ class ActorLoop:
                 f"recorded {name} in the actor's store {self.local_store.path} (the recorder did not confirm it)"
             )
 
-    def read_local(self, spilled: list[tuple[str, int]]) -> list[list[Transition]]:
+    def read_local(self, spilled: list[tuple[str, int]]) -> list[list[NumberedTransition]]:
         """Spilled episodes, read back from the actor's store as the transitions first sent."""
         if not spilled or self.local_store is None:
             return []
@@ -246,7 +246,7 @@ class ActorLoop:
         names = {self.local_store.episode_attrs(name).get("uid"): name for name in self.local_store.episode_names()}
         actor = self.transport.outbox.actor_id
         return [
-            stored_transitions(self.local_store.read_episode(names[uid]), uid, actor, first)
+            numbered(stored_transitions(self.local_store.read_episode(names[uid]), uid), actor, first)
             for uid, first in wanted.items()
             if uid in names
         ]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.transition import Transition
+from ..data.transition import NumberedTransition, Transition
 from .guard import MessageError
 
 ACK_TOPIC = "rl/transitions_ack"  # relative: each robot's own, under its namespace
@@ -40,6 +40,11 @@ def transition_bytes(transition: Transition) -> int:
     return sum(np.asarray(v).nbytes for part in (transition.obs, transition.next_obs) for v in part.values()) + 64
 
 
+def numbered(transitions: list[Transition], actor: str, first_seq: int) -> list[NumberedTransition]:
+    """An episode read back from a store (spilled), numbered as it was first sent: from ``first_seq`` on."""
+    return [NumberedTransition.of(t, actor, first_seq + i) for i, t in enumerate(transitions)]
+
+
 class Outbox:
     """The actor's transitions, episode by episode, until the learner has them durably and the
     recorder (or the actor's own store) has each finished episode."""
@@ -49,7 +54,7 @@ class Outbox:
         actor_id: str,
         memory_limit: int,
         record_timeout: float,
-        spill: Callable[[list[Transition]], None],
+        spill: Callable[[list[NumberedTransition]], None],
         for_learner: bool = True,
         for_recorder: bool = True,
     ):
@@ -58,7 +63,7 @@ class Outbox:
         self.for_learner, self.for_recorder = for_learner, for_recorder
         self.spill_episode = spill  # writes a finished episode to the actor's store
         self.seq = 0
-        self.episodes: OrderedDict[str, list[Transition]] = OrderedDict()  # uid -> transitions, in memory
+        self.episodes: OrderedDict[str, list[NumberedTransition]] = OrderedDict()  # uid -> transitions, in memory
         self.finished_at: dict[str, float] = {}  # uid -> when the episode ended (waiting for the recorder)
         self.recorded: set[str] = set()  # uid of finished episodes the recorder or our store holds
         self.spilled: OrderedDict[str, tuple[int, int]] = OrderedDict()  # uid -> (first seq, last seq), on disk
@@ -72,10 +77,10 @@ class Outbox:
         self.recorded_locally = 0  # episodes the actor wrote to its own store
 
     # ----------------------------------------------------------------- sending
-    def stamp(self, transition: Transition) -> Transition:
-        """Number a new transition and keep it."""
+    def stamp(self, step: Transition) -> NumberedTransition:
+        """A new transition, numbered (``step`` itself is not changed), kept until delivered."""
         self.seq += 1
-        transition.actor, transition.seq, transition.floor = self.actor_id, self.seq, self.durable + 1
+        transition = NumberedTransition.of(step, self.actor_id, self.seq, floor=self.durable + 1)
         self.episodes.setdefault(transition.episode, []).append(transition)
         self.bytes += transition_bytes(transition)
         if not self.for_learner:
@@ -127,7 +132,7 @@ class Outbox:
             if last <= self.durable:
                 del self.spilled[uid]
 
-    def _remove(self, uid: str) -> list[Transition]:
+    def _remove(self, uid: str) -> list[NumberedTransition]:
         transitions = self.episodes.pop(uid)
         self.bytes -= sum(transition_bytes(t) for t in transitions)
         self.finished_at.pop(uid, None)
@@ -165,7 +170,7 @@ class Outbox:
             if transitions[-1].seq > self.durable:
                 self.spilled[uid] = (transitions[0].seq, transitions[-1].seq)
 
-    def resend(self) -> tuple[list[tuple[str, int]], list[Transition]]:
+    def resend(self) -> tuple[list[tuple[str, int]], list[NumberedTransition]]:
         """([(spilled episode uid, its first seq)], in-memory transitions) the current learner session lacks."""
         spilled = [(uid, first) for uid, (first, last) in self.spilled.items() if last > self.received]
         pending = [t for transitions in self.episodes.values() for t in transitions if t.seq > self.received]

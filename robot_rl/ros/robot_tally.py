@@ -11,7 +11,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..data.transition import Transition
+from ..data.transition import NumberedTransition
 
 
 @dataclass
@@ -32,7 +32,7 @@ class RobotTally:
         self.solved: dict[str, bool] = {}  # actor -> its current episode was solved at some step
         self.lock = threading.Lock()
 
-    def add(self, robot: str, transitions: list[Transition]) -> None:
+    def add(self, robot: str, transitions: list[NumberedTransition]) -> None:
         with self.lock:
             counts = self.counts.setdefault(robot, RobotCounts())
             for t in transitions:

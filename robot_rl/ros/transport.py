@@ -32,7 +32,7 @@ from std_msgs.msg import String, UInt8MultiArray
 
 from robot_rl.core.transport import LearnerProgress, LocalTransport, Transport
 
-from ..data.transition import Transition
+from ..data.transition import NumberedTransition, Transition
 from ..data.wire import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
 from ..safety.fast_critic import FAST_CRITIC_KEY
 from . import qos
@@ -144,13 +144,14 @@ class RosTransport(Transport):
         self._require("actor")
         if not transitions:
             return
+        numbered = []
         with self.lock:
             for t in transitions:
                 if t.first and self.current_episode is not None:
                     self.outbox.end_episode(self.current_episode)
                 self.current_episode = t.episode or self.current_episode
-                self.outbox.stamp(t)
-        self._publish(transitions)
+                numbered.append(self.outbox.stamp(t))
+        self._publish(numbered)
 
     def cut_episode(self, uid: str) -> None:
         """The budget cut episode ``uid`` short: it is finished, and the recorder hears which step was its last."""
@@ -163,7 +164,7 @@ class RosTransport(Transport):
             self.outbox.end_episode(uid)
         self._cuts.publish(String(data=cut_message(self.outbox.actor_id, uid, last)))
 
-    def _publish(self, transitions: list[Transition]) -> None:
+    def _publish(self, transitions: list[NumberedTransition]) -> None:
         self._out.publish(UInt8MultiArray(data=encode_transitions(transitions, {"session": self.session})))
 
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
@@ -204,7 +205,7 @@ class RosTransport(Transport):
         self._require("actor")
         return self.outbox.seq - progress.received.get(self.outbox.actor_id, 0)
 
-    def service(self, read_spilled: Callable[[list[str]], list[list[Transition]]]) -> None:
+    def service(self, read_spilled: Callable[[list[tuple[str, int]]], list[list[NumberedTransition]]]) -> None:
         """The actor thread's housekeeping between steps: resend what a restarted learner lacks
         (spilled episodes through ``read_spilled``), record episodes the recorder did not
         acknowledge, keep the outbox under its memory limit."""
@@ -220,7 +221,10 @@ class RosTransport(Transport):
         self._publish_batches(pending)
 
     def deliver_rest(
-        self, read_spilled: Callable[[list[str]], list[list[Transition]]], silence: float, timeout: float
+        self,
+        read_spilled: Callable[[list[tuple[str, int]]], list[list[NumberedTransition]]],
+        silence: float,
+        timeout: float,
     ) -> int:
         """At the actor's exit: go on resending what the learner lacks (a restarted learner still catching
         up, a lost message) until it acknowledged every transition, it was silent for ``silence`` s (down,
@@ -236,7 +240,7 @@ class RosTransport(Transport):
             self.service(read_spilled)
             time.sleep(0.05)
 
-    def _publish_batches(self, transitions: list[Transition], size: int = 64) -> None:
+    def _publish_batches(self, transitions: list[NumberedTransition], size: int = 64) -> None:
         for start in range(0, len(transitions), size):
             self._publish(transitions[start : start + size])
 

@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import NumberedTransition, Transition, stream_position
 
 SHAPES = {"state": (5,), "front": (8, 8, 3)}
 
@@ -25,7 +25,7 @@ def codec():
 def transitions(count=3, seed=1):
     rng = np.random.default_rng(seed)
     return [
-        Transition(
+        NumberedTransition(
             obs={"state": rng.random(5, dtype=np.float32), "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)},
             next_obs={
                 "state": rng.random(5, dtype=np.float32),
@@ -56,6 +56,18 @@ def schema(codec):
     return codec.TransitionSchema(SHAPES, 4)
 
 
+def test_a_transition_sent_without_a_number_travels_as_seq_0(codec):
+    """Only the node graph's actor numbers its steps (robot_rl.ros.delivery); the Ray fleet's and a tool's plain
+    transitions travel as ``seq`` 0, which the learner's ledger and the recorder do not check."""
+    plain = [
+        Transition(**{f: getattr(t, f) for f in ("obs", "next_obs", "action", "reward", "terminated", "truncated")})
+        for t in transitions()
+    ]
+    decoded, _ = codec.decode_transitions(codec.encode_transitions(plain), schema(codec))
+    assert [stream_position(t) for t in decoded] == [(0, 0)] * 3 and [stream_position(t) for t in plain] == [(0, 0)] * 3
+    assert not any(hasattr(t, "seq") for t in plain)
+
+
 def test_transitions_round_trip_with_their_stream_identity(codec):
     original = transitions()
     decoded, meta = codec.decode_transitions(codec.encode_transitions(original, {"session": "abc"}), schema(codec))
@@ -74,6 +86,7 @@ def test_transitions_round_trip_with_their_stream_identity(codec):
             "violation",
             "actor",
             "seq",
+            "floor",
             "episode",
             "step",
         ):

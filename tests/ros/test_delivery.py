@@ -2,8 +2,6 @@
 the actor's outbox keeps what the learner has not checkpointed and what the recorder has not confirmed; the
 learner's ledger takes every transition exactly once however resends interleave."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,11 +9,12 @@ from hypothesis import strategies as st
 
 from robot_rl.core.transport import DeliveryLedger
 from robot_rl.data import EpisodeRecorder
-from robot_rl.data.transition import Transition, stored_transitions
+from robot_rl.data.transition import NumberedTransition, Transition, stored_transitions
 from robot_rl.ros.delivery import (
     MAX_CONTROL_CHARS,
     Outbox,
     cut_message,
+    numbered,
     parse_ack,
     parse_control,
     parse_cut,
@@ -108,11 +107,10 @@ def test_a_graph_without_learner_or_recorder_keeps_nothing_for_them():
 @settings(max_examples=200, deadline=None)
 @given(lengths=st.lists(st.integers(1, 6), min_size=1, max_size=6), data=st.data())
 def test_any_pattern_of_resends_ingests_each_transition_exactly_once(lengths, data):
-    stream = []
+    steps = []
     for index, length in enumerate(lengths):
-        stream += episode(f"e{index}", length)
-    for seq, t in enumerate(stream, start=1):
-        t.actor, t.seq = "a", seq
+        steps += episode(f"e{index}", length)
+    stream = numbered(steps, "a", 1)
     delivered, position = [], 0
     while position < len(stream):  # send a chunk, then maybe resend a suffix of what was sent (a new learner)
         end = data.draw(st.integers(position + 1, len(stream)))
@@ -130,8 +128,7 @@ def test_a_backfilled_episode_is_not_taken_again_when_the_actor_resends_it():
     ledger = DeliveryLedger()
     backfilled = episode("e1", 3)
     assert all(ledger.accept(t) for t in backfilled)  # from the recorder's store: no actor numbering
-    resent = [replace(t, actor="a", seq=i + 1) for i, t in enumerate(episode("e1", 3))]
-    live = [replace(t, actor="a", seq=i + 4) for i, t in enumerate(episode("e2", 2))]
+    resent, live = numbered(episode("e1", 3), "a", 1), numbered(episode("e2", 2), "a", 4)
     assert [ledger.accept(t) for t in resent + live] == [False] * 3 + [True] * 2
 
 
@@ -142,8 +139,8 @@ def test_stored_episodes_come_back_as_the_transitions_that_were_sent(tmp_path):
     sent = episode("0123456789abcdef0123456789abcdef", 4)
     name = EpisodeRecorder(store).record(sent)
     assert store.episode_attrs(name)["uid"] == sent[0].episode
-    back = stored_transitions(store.read_episode(name), sent[0].episode, "a", first_seq=5)
-    assert [t.seq for t in back] == [5, 6, 7, 8]
+    back = numbered(stored_transitions(store.read_episode(name), sent[0].episode), "a", 5)
+    assert [t.seq for t in back] == [5, 6, 7, 8] and {t.actor for t in back} == {"a"}
     for before, after in zip(sent, back):
         np.testing.assert_array_equal(before.obs["state"], after.obs["state"])
         np.testing.assert_array_equal(before.next_obs["state"], after.next_obs["state"])
@@ -155,9 +152,8 @@ def test_stored_episodes_come_back_as_the_transitions_that_were_sent(tmp_path):
 
 
 def test_live_transitions_that_overtake_a_resend_wait_for_it():
-    stream = episode("e1", 5) + episode("e2", 4)
-    for seq, t in enumerate(stream, start=1):
-        t.actor, t.seq, t.floor = "a", seq, 1
+    steps = episode("e1", 5) + episode("e2", 4)
+    stream = [NumberedTransition.of(t, "a", seq, floor=1) for seq, t in enumerate(steps, start=1)]
     ledger = DeliveryLedger()
     order = stream[:3] + stream[6:8] + stream[3:8] + stream[8:]  # 7, 8 arrive live before the resend of 4..8
     assert [t.seq for t in order if ledger.accept(t)] == list(range(1, 10))
@@ -165,11 +161,20 @@ def test_live_transitions_that_overtake_a_resend_wait_for_it():
 
 
 def test_a_fresh_learner_starts_at_the_actors_floor():
-    stream = episode("e1", 3) + episode("e2", 3)
-    for seq, t in enumerate(stream, start=11):
-        t.actor, t.seq, t.floor = "a", seq, 11  # seq 1..10 are durable at an earlier learner
+    steps = episode("e1", 3) + episode("e2", 3)
+    # seq 1..10 are durable at an earlier learner
+    stream = [NumberedTransition.of(t, "a", seq, floor=11) for seq, t in enumerate(steps, start=11)]
     ledger = DeliveryLedger()
     assert all(ledger.accept(t) for t in stream) and ledger.received == {"a": 16}
+
+
+def test_the_outbox_numbers_a_copy_and_leaves_the_step_as_it_was():
+    outbox = Outbox("a", memory_limit=10**9, record_timeout=5.0, spill=lambda episode: None)
+    steps = episode("e1", 2)
+    sent = [outbox.stamp(t) for t in steps]
+    assert [(t.actor, t.seq, t.floor) for t in sent] == [("a", 1, 1), ("a", 2, 1)]
+    assert all(type(t) is Transition and t.actor == "" for t in steps)  # the actor's own episode is not changed
+    assert outbox.episodes["e1"] == sent and sent[1].obs is steps[1].obs  # a shallow copy: no array is copied
 
 
 def test_a_learner_that_stops_acknowledging_progress_gets_the_rest_again():
@@ -250,7 +255,7 @@ def test_an_episode_the_budget_cut_short_is_committed_when_its_last_step_and_the
     acknowledged: list[str] = []
     recorder = EpisodeRecorder(store, acknowledge=acknowledged.extend)
     uid = "0123456789abcdef0123456789abcdef"
-    sent = [replace(t, actor="a", seq=t.step + 1) for t in episode(uid, 10)[:6]]  # cut after its 6th step
+    sent = numbered(episode(uid, 10)[:6], "a", 1)  # cut after its 6th step
     cut = parse_cut(cut_message("a", uid, sent[-1].seq))
     assert cut == (uid, 6)
     if cut_first:
@@ -264,7 +269,7 @@ def test_an_episode_the_budget_cut_short_is_committed_when_its_last_step_and_the
     assert recorder.cut(*cut) is None and acknowledged == [uid, uid]  # a cut heard again is confirmed again
     assert len(store.episode_names()) == 1
 
-    nxt = [replace(t, actor="a", seq=7 + t.step) for t in episode("f" * 32, 3)]  # the next episode is not cut
+    nxt = numbered(episode("f" * 32, 3), "a", 7)  # the next episode is not cut
     assert len(recorder.add(nxt)) == 1 and len(store.episode_names()) == 2
 
 
