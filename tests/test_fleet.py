@@ -33,6 +33,36 @@ def test_each_actor_gets_its_seed_and_share_of_the_demonstrations():
     assert fleet_settings(load_config([])).kind == "local"
 
 
+def test_a_ray_start_that_timed_out_is_tried_again_and_any_other_error_is_not(monkeypatch, capsys):
+    """Ray waits a fixed 30 s for its raylet to register; on two loaded cores that failed a full test run once
+    ("The current node timed out during startup"). The fleet shuts the half-started instance down and starts again."""
+    ray = require("ray")
+    from robot_rl.runtime import fleet as fleet_module
+
+    timed_out = Exception("The current node timed out during startup. This could happen because ...")
+    outcomes: list[Exception | None] = [timed_out, None]
+    calls = {"init": 0, "shutdown": 0}
+
+    def init(**_):
+        calls["init"] += 1
+        if outcome := outcomes.pop(0):
+            raise outcome
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.__setitem__("shutdown", calls["shutdown"] + 1))
+    settings = fleet_settings(load_config(["fleet=ray"]))
+    fleet_module.start_ray(settings)
+    assert calls == {"init": 2, "shutdown": 1} and "Ray did not start in time" in capsys.readouterr().err
+
+    outcomes[:] = [timed_out] * fleet_module.RAY_START_TRIES  # it gives up after its tries, with Ray's error
+    with pytest.raises(Exception, match="timed out during startup"):
+        fleet_module.start_ray(settings)
+    outcomes[:] = [RuntimeError("address in use")]  # any other error is Ray's to report, at once
+    with pytest.raises(RuntimeError, match="address in use"):
+        fleet_module.start_ray(settings)
+    assert calls["init"] == 2 + fleet_module.RAY_START_TRIES + 1
+
+
 @pytest.mark.slow
 def test_two_ray_actors_learn_and_a_killed_one_does_not_stop_the_run(tmp_path):
     require("ray")

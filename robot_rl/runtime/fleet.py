@@ -152,7 +152,7 @@ def train_fleet(cfg: Config) -> dict[str, Any]:
     )
     started_ray = not ray.is_initialized()
     if started_ray:
-        ray.init(**ray_init_arguments(fleet))
+        start_ray(fleet)
     demos = max(settings.demo_episodes - counters.demo_episodes_done, 0)  # a resumed run's are done
     crew = Crew(plain(cfg), fleet, demos, learner, counters)
     speed = FleetSpeed(crew.actors)
@@ -353,6 +353,25 @@ class FleetSpeed:
         if since is None or self.last is None or self.last[0] <= since[0]:
             return None
         return round((self.last[1] - since[1]) / (self.last[0] - since[0]), 2)
+
+
+RAY_START_TRIES = 3  # Ray gives its raylet 30 s to register, fixed; a loaded machine (2 busy cores) may need longer
+
+
+def start_ray(fleet: FleetSettings) -> None:
+    """``ray.init`` (:func:`ray_init_arguments`); a start whose raylet did not register in time is shut down and
+    tried again, up to :data:`RAY_START_TRIES` times in all, saying so on stderr."""
+    import ray
+
+    for attempt in range(1, RAY_START_TRIES + 1):
+        try:
+            ray.init(**ray_init_arguments(fleet))
+            return
+        except Exception as error:  # Ray raises a bare Exception for this one
+            if "timed out during startup" not in str(error) or attempt == RAY_START_TRIES:
+                raise
+            ray.shutdown()
+            print(f"robot-rl fleet: Ray did not start in time ({error}); starting it again", file=sys.stderr)
 
 
 def ray_init_arguments(fleet: FleetSettings) -> dict[str, Any]:
