@@ -66,6 +66,7 @@ class Outbox:
         self.episodes: OrderedDict[str, list[NumberedTransition]] = OrderedDict()  # uid -> transitions, in memory
         self.finished_at: dict[str, float] = {}  # uid -> when the episode ended (waiting for the recorder)
         self.recorded: set[str] = set()  # uid of finished episodes the recorder or our store holds
+        self.abandoned: set[str] = set()  # uid of episodes left without their last step: no store records them
         self.spilled: OrderedDict[str, tuple[int, int]] = OrderedDict()  # uid -> (first seq, last seq), on disk
         self.bytes = 0
         self.learner_session: str | None = None
@@ -97,6 +98,19 @@ class Outbox:
                 self.recorded.add(uid)
             self._forget()
 
+    def abandon(self, uid: str) -> None:
+        """The actor left episode ``uid`` without its last step (a stream stalled mid-episode, and the actor plays
+        a new one): the learner still gets its steps, but no store records it, as the recorder drops an episode that
+        ends without its last step. An episode already finished (its last step, or cut by the budget) stays so."""
+        if uid in self.episodes and uid not in self.finished_at:
+            self.finished_at[uid] = time.monotonic()
+            self.abandoned.add(uid)
+            self._forget()
+
+    def unconfirmed(self) -> list[str]:
+        """Finished episodes that the recorder has not confirmed and the actor's store does not hold."""
+        return [uid for uid in self.finished_at if uid not in self.recorded and uid not in self.abandoned]
+
     # ----------------------------------------------------------------- acknowledgements
     def on_ack(self, ack: dict[str, Any]) -> bool:
         """Apply an acknowledgement; True when a new learner session asks for a resend."""
@@ -126,7 +140,8 @@ class Outbox:
         """Drop finished episodes that are durable at the learner and recorded."""
         for uid in list(self.episodes):
             transitions = self.episodes[uid]
-            if uid in self.finished_at and uid in self.recorded and transitions[-1].seq <= self.durable:
+            kept = uid in self.recorded or uid in self.abandoned
+            if uid in self.finished_at and kept and transitions[-1].seq <= self.durable:
                 self._remove(uid)
         for uid, (_, last) in list(self.spilled.items()):  # the store keeps the episode itself
             if last <= self.durable:
@@ -137,17 +152,14 @@ class Outbox:
         self.bytes -= sum(transition_bytes(t) for t in transitions)
         self.finished_at.pop(uid, None)
         self.recorded.discard(uid)
+        self.abandoned.discard(uid)
         return transitions
 
     # ----------------------------------------------------------------- housekeeping (the actor's loop)
     def unrecorded_due(self, now: float | None = None) -> list[str]:
         """Finished episodes the recorder has not acknowledged within ``record_timeout``."""
         now = time.monotonic() if now is None else now
-        return [
-            uid
-            for uid, ended in self.finished_at.items()
-            if uid not in self.recorded and now - ended > self.record_timeout
-        ]
+        return [uid for uid in self.unconfirmed() if now - self.finished_at[uid] > self.record_timeout]
 
     def record_locally(self, uid: str) -> None:
         self.spill_episode(self.episodes[uid])
@@ -156,12 +168,13 @@ class Outbox:
         self._forget()
 
     def enforce_memory_limit(self) -> None:
-        """Move the oldest finished episodes to the actor's store while over the memory limit."""
+        """Move the oldest finished episodes to the actor's store while over the memory limit (an abandoned one stays
+        in memory until the learner holds it durably)."""
         for uid in list(self.episodes):
             if self.bytes <= self.memory_limit:
                 return
-            if uid not in self.finished_at:
-                continue
+            if uid not in self.finished_at or uid in self.abandoned:
+                continue  # unfinished, or abandoned: no store holds it to read back for a learner's resend
             if uid not in self.recorded:
                 self.record_locally(uid)
                 if uid not in self.episodes:

@@ -148,7 +148,7 @@ class RosTransport(Transport):
         with self.lock:
             for t in transitions:
                 if t.first and self.current_episode is not None:
-                    self.outbox.end_episode(self.current_episode)
+                    self.outbox.abandon(self.current_episode)  # unless it ended: its last step, or a budget cut
                 self.current_episode = t.episode or self.current_episode
                 numbered.append(self.outbox.stamp(t))
         self._publish(numbered)
@@ -246,19 +246,20 @@ class RosTransport(Transport):
 
     def finish(self, record_wait: float) -> None:
         """At the actor's exit: wait up to ``record_wait`` s for the recorder to acknowledge the finished
-        episodes, then record the rest in the actor's own store."""
+        episodes, then record the rest in the actor's own store. An episode left without its last step is recorded
+        by neither (the recorder drops it too)."""
         with self.lock:
             if self.current_episode is not None:
-                self.outbox.end_episode(self.current_episode)
+                self.outbox.abandon(self.current_episode)
         deadline = time.monotonic() + record_wait
         while time.monotonic() < deadline:
             with self.lock:
-                waiting = [uid for uid in self.outbox.finished_at if uid not in self.outbox.recorded]
+                waiting = self.outbox.unconfirmed()
             if not waiting:
                 return
             time.sleep(0.05)
         with self.lock:
-            for uid in [uid for uid in self.outbox.finished_at if uid not in self.outbox.recorded]:
+            for uid in self.outbox.unconfirmed():
                 self.outbox.record_locally(uid)
 
     # ----------------------------------------------------------------- learner side

@@ -2,6 +2,7 @@
 no transition lost from the first one on once they are matched."""
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,6 +25,38 @@ def transition(index: int) -> Transition:
         episode="e" * 32,
         step=index,
     )
+
+
+def test_an_episode_left_without_its_last_step_goes_to_the_learner_and_to_no_store():
+    """A stream that stalls mid-episode makes the actor play a new episode; the recorder drops the one left without
+    its last step. The actor's outbox used to take it for finished and, as no recorder confirmed it, wrote it to the
+    actor's own store: a 21st demonstration of a few steps in a full run on loaded cores
+    (test_graph::test_distributed_training_learns_reach). The learner still gets its steps."""
+    rclpy = require("rclpy")
+    from rclpy.context import Context
+
+    from robot_rl.ros.delivery import Outbox
+    from robot_rl.ros.transport import RosTransport
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        stored: list[list[Transition]] = []  # what the actor writes to its own store
+        outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=0.0, spill=stored.append)
+        node = rclpy.create_node("robot_rl_actor", context=context)
+        actor = RosTransport(node, "actor", expected_weights={}, outbox=outbox)
+        stalled = [replace(transition(i), episode="a" * 32) for i in range(3)]  # no last step: a stream stalled
+        finished = [replace(transition(i), episode="b" * 32, terminated=i == 2) for i in range(3)]
+        actor.send_transitions(stalled)
+        actor.send_transitions(finished)
+        time.sleep(0.01)  # past record_timeout: the recorder (none here) did not confirm
+        actor.service(lambda spilled: [])
+        actor.send_transitions([replace(transition(0), episode="c" * 32)])  # at the exit: mid-episode again
+        actor.finish(record_wait=0.0)
+        assert [episode[0].episode for episode in stored] == ["b" * 32]
+        assert [t.seq for t in outbox.resend()[1]] == list(range(1, 8))  # every step still goes to a learner
+    finally:
+        rclpy.shutdown(context=context)
 
 
 def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition():
