@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 from robot_rl.core.config import ConfigError
 from robot_rl.core.interrupts import interrupt_on_sigterm
 
+from .senders import UNNAMED
 from .sim_clock import BackwardJumps
 
 if TYPE_CHECKING:  # imported where used: robot_rl.data imports torch, which a node without a policy never needs
@@ -114,15 +115,31 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
 # s a starting node gives discovery to show it the graph's nodes, at most: on two loaded cores a node already running
 # took more than 1 s to show (a second safety node then started beside the first)
 DISCOVERY_S = 3.0
+# s, at most, while the graph shows topic endpoints of nodes it has not named yet: on loaded cores the first safety
+# node's publishers showed, unnamed, for more than DISCOVERY_S, and a second one started beside it
+DISCOVERY_UNNAMED_S = 30.0
 STABLE_S = 0.5  # s the nodes shown must stay the same before the graph counts as seen (when it shows any but this)
 LEASE_S = 25.0  # s a node of the same name may take to leave the graph: a killed process's lingers until its lease ends
 
 
-def name_taken(node, discovery: float = DISCOVERY_S, lease: float = LEASE_S) -> str | None:
+def unnamed_endpoints(node) -> bool:
+    """Whether the ROS graph shows a publisher or subscription whose node it has not named yet (discovery of a node
+    lags its endpoints')."""
+    for topic, _ in node.get_topic_names_and_types():
+        endpoints = (*node.get_publishers_info_by_topic(topic), *node.get_subscriptions_info_by_topic(topic))
+        if any(info.node_name == UNNAMED for info in endpoints):
+            return True
+    return False
+
+
+def name_taken(
+    node, discovery: float = DISCOVERY_S, lease: float = LEASE_S, unnamed_wait: float = DISCOVERY_UNNAMED_S
+) -> str | None:
     """Why ``node`` may not run, or None: another node of its fully qualified name in the ROS graph (two safety nodes
     would both command the arm). Waits up to ``discovery`` s for the graph to show its nodes (less once it shows some
-    and they stay the same for ``STABLE_S``); a namesake found is given ``lease`` s more to go (the lingering entry of a
-    killed process, restarted at once), then named in the answer."""
+    and they stay the same for ``STABLE_S``), up to ``unnamed_wait`` s while it shows endpoints of nodes not named yet
+    (:func:`unnamed_endpoints`); a namesake found is given ``lease`` s more to go (the lingering entry of a killed
+    process, restarted at once), then named in the answer."""
     import os
 
     name = node.get_fully_qualified_name()
@@ -134,14 +151,16 @@ def name_taken(node, discovery: float = DISCOVERY_S, lease: float = LEASE_S) -> 
 
     start = time.monotonic()
     seen, stable_since = 1, start
-    while time.monotonic() - start < discovery:
+    while True:
         count, total = namesakes()
         if count > 1:
             break
+        now = time.monotonic()
         if total != seen:
-            seen, stable_since = total, time.monotonic()
-        elif total > 1 and time.monotonic() - stable_since >= STABLE_S:
-            return None
+            seen, stable_since = total, now
+        stable, waited = total > 1 and now - stable_since >= STABLE_S, now - start
+        if (stable or waited >= discovery) and (waited >= unnamed_wait or not unnamed_endpoints(node)):
+            return None  # the graph is seen: every endpoint's node is named, and none has this one's name
         time.sleep(0.02)
     deadline = time.monotonic() + lease
     while namesakes()[0] > 1:

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -210,6 +211,37 @@ class GraphView:
     def get_node_names_and_namespaces(self) -> list[tuple[str, str]]:
         late = time.monotonic() - self.started >= self.shown_at
         return [("robot_rl_safety", "/")] * (2 if late else 1)
+
+    def get_topic_names_and_types(self) -> list[tuple[str, list[str]]]:
+        return []  # no endpoint without its node's name
+
+
+class UnnamedFirst(GraphView):
+    """As :class:`GraphView`, and until ``shown_at`` the namesake's publisher shows without its node's name (the
+    endpoint discovered before the node's name: rmw's ``_NODE_NAME_UNKNOWN_``)."""
+
+    def get_topic_names_and_types(self) -> list[tuple[str, list[str]]]:
+        return [("/rl/arm_command", ["geometry_msgs/msg/PoseStamped"])]
+
+    def get_publishers_info_by_topic(self, topic: str) -> list[SimpleNamespace]:
+        late = time.monotonic() - self.started >= self.shown_at
+        return [SimpleNamespace(node_name="robot_rl_safety" if late else "_NODE_NAME_UNKNOWN_", node_namespace="/")]
+
+    def get_subscriptions_info_by_topic(self, topic: str) -> list[SimpleNamespace]:
+        return []
+
+
+def test_a_namesake_whose_publishers_show_before_its_name_is_waited_for():
+    """The last full run on loaded cores: the first safety node's publishers showed, unnamed, for longer than the
+    3 s a starting node looks, and a second safety node started beside it. While the graph shows endpoints of nodes
+    it has not named, a starting node waits (up to 30 s)."""
+    from robot_rl.ros.node_main import DISCOVERY_S, name_taken
+
+    taken = name_taken(UnnamedFirst(shown_at=DISCOVERY_S + 1.0), lease=0.1)
+    assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
+    started = time.monotonic()
+    assert name_taken(UnnamedFirst(shown_at=60.0), discovery=0.2, unnamed_wait=0.5) is None  # it gives up, and runs
+    assert time.monotonic() - started >= 0.5
 
 
 def test_a_namesake_that_discovery_shows_after_a_second_is_still_found():
