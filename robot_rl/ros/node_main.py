@@ -150,7 +150,7 @@ def name_taken(
         return sum(1 for n, ns in nodes if f"{ns.rstrip('/')}/{n}" == name), len(nodes)
 
     start = time.monotonic()
-    seen, stable_since = 1, start
+    seen, stable_since, said = 1, start, False
     while True:
         count, total = namesakes()
         if count > 1:
@@ -159,8 +159,15 @@ def name_taken(
         if total != seen:
             seen, stable_since = total, now
         stable, waited = total > 1 and now - stable_since >= STABLE_S, now - start
-        if (stable or waited >= discovery) and (waited >= unnamed_wait or not unnamed_endpoints(node)):
-            return None  # the graph is seen: every endpoint's node is named, and none has this one's name
+        if stable or waited >= discovery:
+            if waited >= unnamed_wait or not unnamed_endpoints(node):
+                return None  # the graph is seen: every endpoint's node is named, and none has this one's name
+            if not said:
+                node.get_logger().info(
+                    f"the ROS graph shows topic endpoints of nodes not named yet; waiting up to {unnamed_wait:g} s "
+                    "for their names (is one of them this node's namesake?)"
+                )
+                said = True
         time.sleep(0.02)
     deadline = time.monotonic() + lease
     while namesakes()[0] > 1:

@@ -218,7 +218,11 @@ class GraphView:
 
 class UnnamedFirst(GraphView):
     """As :class:`GraphView`, and until ``shown_at`` the namesake's publisher shows without its node's name (the
-    endpoint discovered before the node's name: rmw's ``_NODE_NAME_UNKNOWN_``)."""
+    endpoint discovered before the node's name: rmw's ``_NODE_NAME_UNKNOWN_``); keeps what the node logs."""
+
+    def __init__(self, shown_at: float):
+        super().__init__(shown_at)
+        self.said: list[str] = []
 
     def get_topic_names_and_types(self) -> list[tuple[str, list[str]]]:
         return [("/rl/arm_command", ["geometry_msgs/msg/PoseStamped"])]
@@ -230,6 +234,9 @@ class UnnamedFirst(GraphView):
     def get_subscriptions_info_by_topic(self, topic: str) -> list[SimpleNamespace]:
         return []
 
+    def get_logger(self) -> SimpleNamespace:
+        return SimpleNamespace(info=self.said.append)
+
 
 def test_a_namesake_whose_publishers_show_before_its_name_is_waited_for():
     """The last full run on loaded cores: the first safety node's publishers showed, unnamed, for longer than the
@@ -237,8 +244,10 @@ def test_a_namesake_whose_publishers_show_before_its_name_is_waited_for():
     it has not named, a starting node waits (up to 30 s)."""
     from robot_rl.ros.node_main import DISCOVERY_S, name_taken
 
-    taken = name_taken(UnnamedFirst(shown_at=DISCOVERY_S + 1.0), lease=0.1)
+    graph = UnnamedFirst(shown_at=DISCOVERY_S + 1.0)
+    taken = name_taken(graph, lease=0.1)
     assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
+    assert len(graph.said) == 1 and "not named yet; waiting up to 30 s" in graph.said[0]  # said once, why it waits
     started = time.monotonic()
     assert name_taken(UnnamedFirst(shown_at=60.0), discovery=0.2, unnamed_wait=0.5) is None  # it gives up, and runs
     assert time.monotonic() - started >= 0.5
