@@ -1,11 +1,20 @@
 """Ctrl-C during a write: the write finishes, then the signal goes where it would have gone without the deferral."""
 
-import os
 import signal
+import threading
 
 import pytest
 
 from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
+
+
+def ctrl_c() -> None:
+    """SIGINT to this process's main thread: it is delivered there as the call returns, and Python runs its handler
+    at the next statement. ``os.kill(os.getpid(), ...)`` lets the kernel pick any thread that does not block the
+    signal; in a test worker that earlier tests left with ROS, Ray or torch threads, the signal can land on one of
+    them and reach the main thread late on loaded cores, after the block has ended (a loaded full run: "DID NOT
+    RAISE")."""
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def test_ctrl_c_inside_a_deferred_write_becomes_the_runs_stop_request_not_an_exception():
@@ -14,7 +23,7 @@ def test_ctrl_c_inside_a_deferred_write_becomes_the_runs_stop_request_not_an_exc
     written = []
     with interrupt_requests() as stop:
         with deferred_interrupt():
-            os.kill(os.getpid(), signal.SIGINT)
+            ctrl_c()
             written.append("episode")
         assert stop.is_set() and written == ["episode"]
 
@@ -22,7 +31,7 @@ def test_ctrl_c_inside_a_deferred_write_becomes_the_runs_stop_request_not_an_exc
 def test_ctrl_c_inside_a_deferred_write_raises_after_it_without_a_stop_request():
     written = []
     with pytest.raises(KeyboardInterrupt), deferred_interrupt():
-        os.kill(os.getpid(), signal.SIGINT)
+        ctrl_c()
         written.append("episode")
     assert written == ["episode"]
 
@@ -31,6 +40,6 @@ def test_an_ignored_ctrl_c_stays_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         with deferred_interrupt():
-            os.kill(os.getpid(), signal.SIGINT)
+            ctrl_c()
     finally:
         signal.signal(signal.SIGINT, previous)
