@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -46,6 +47,18 @@ def scheduling_stays_ordinary() -> Iterator[None]:
     before = os.sched_getscheduler(0)
     yield
     assert os.sched_getscheduler(0) == before, "a test left the test process on a real-time scheduling policy"
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_restored() -> Iterator[None]:
+    """No test may leave the test process with other SIGINT or SIGTERM handlers than it found: a node's clean-up run
+    in this process ignores both (``ros.node_main``: a second Ctrl-C must not cut it short), and a later test of the
+    worker then found Ctrl-C ignored."""
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for number, handler in before.items():
+        if handler is not None and signal.getsignal(number) is not handler:
+            signal.signal(number, handler)
 
 
 @pytest.fixture(autouse=True)

@@ -9,12 +9,19 @@ from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
 
 
 def ctrl_c() -> None:
-    """SIGINT to this process's main thread: it is delivered there as the call returns, and Python runs its handler
-    at the next statement. ``os.kill(os.getpid(), ...)`` lets the kernel pick any thread that does not block the
-    signal; in a test worker that earlier tests left with ROS, Ray or torch threads, the signal can land on one of
-    them and reach the main thread late on loaded cores, after the block has ended (a loaded full run: "DID NOT
-    RAISE")."""
+    """SIGINT to this process's main thread: delivered there as the call returns, and Python runs its handler at the
+    next statement (a process-directed signal may land on any thread)."""
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
+@pytest.fixture(autouse=True)
+def pythons_ctrl_c():
+    """Each test starts from Python's own Ctrl-C (KeyboardInterrupt), whatever an earlier test of the worker left.
+    Two loaded full runs failed here with "DID NOT RAISE", as this test does after any test that leaves SIGINT
+    ignored (a node's clean-up run in the test process does): the deferred Ctrl-C is then rightly ignored too."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_inside_a_deferred_write_becomes_the_runs_stop_request_not_an_exception():
