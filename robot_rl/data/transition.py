@@ -87,9 +87,9 @@ def stream_position(transition: Transition) -> tuple[int, int]:
     return 0, 0
 
 
-def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "") -> list[Transition]:
-    """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as
-    the actor (``actor``) sent them."""
+def stored_transitions(episode: dict[str, Any], uid: str) -> list[Transition]:
+    """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as the actor sent
+    them (:func:`robot_rl.ros.delivery.numbered` numbers them again in an actor's stream)."""
     demo = episode["attrs"].get("source") == "demo"
     filtered, stamps = episode.get("filtered"), episode.get("timestamp")
     streams = step_streams(episode.get("streams") or {}, stamps, len(episode["action"]))
@@ -111,7 +111,6 @@ def stored_transitions(episode: dict[str, Any], uid: str, actor: str = "") -> li
             violation=int(episode["safety_flags"][t]),
             episode=uid,
             step=t,
-            actor=actor,
             stamp=float(stamps[t]) if stamps is not None else 0.0,
             streams=streams[t],
         )
