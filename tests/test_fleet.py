@@ -100,7 +100,14 @@ def test_an_actor_killed_with_a_play_queued_is_restarted_once_and_plays_on(tmp_p
             "fleet.pace=actors",
             f"train.run_dir={run_dir}",
         ),
-        *("train.env_steps=6000", "train.eval_every=100000", "train.final_eval_episodes=1"),
+        # no updates (start_training past the budget): the crash is the test, and a driver busy updating slowed the
+        # actors to a quarter of their pace on loaded cores (266 s); 6,000 steps leave the restarted actor time to play
+        *(
+            "train.env_steps=6000",
+            "train.start_training=100000",
+            "train.eval_every=100000",
+            "train.final_eval_episodes=1",
+        ),
     ]
     summary, err = run_killing_one_actor(command, run_dir, after_episodes=6)
     assert err.count("crashed; Ray restarts it") == 1  # the play queued behind the killed one failed with it, uncounted
@@ -165,7 +172,8 @@ def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
     from robot_rl.cli.main import main
 
     run_dir = tmp_path / "run"
-    base = ["train", *TINY_FLEET, f"train.run_dir={run_dir}", "train.eval_every=1000", "train.final_eval_episodes=1"]
+    base = ["train", *TINY_FLEET, "fleet.actors=1", f"train.run_dir={run_dir}", "train.eval_every=1000"]
+    base.append("train.final_eval_episodes=1")  # one actor: each of the two runs starts one Ray worker, not two
     assert main([*base, "train.env_steps=60"]) == 0
     first = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert first["online_received"] >= 60 and first["counters"]["demo_episodes_done"] == 2

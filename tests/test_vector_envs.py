@@ -30,22 +30,34 @@ def episode_tuples(episode) -> list[tuple]:
     return rows
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("vectorization", ["sync", "async"])
-def test_envs_stepped_together_keep_their_episodes_whole(tmp_path, vectorization):
-    """In this process and with each env in a worker process (train.vectorization=async)."""
+def run_vectorized(run_dir, vectorization: str) -> tuple[dict, list[dict]]:
+    """Three envs stepped together for 400 steps, deterministic (the actor takes new weights only once the learner
+    has caught up): (summary, every recorded episode with its attributes)."""
     summary = train(
-        small_run(tmp_path, "train.num_envs=3", "train.env_steps=400", f"train.vectorization={vectorization}")
+        small_run(
+            run_dir,
+            "train.num_envs=3",
+            "train.env_steps=400",
+            f"train.vectorization={vectorization}",
+            "train.deterministic=true",
+        )
     )
-    run = tmp_path / "run"
-    store = EpisodeStore.open(run / "episodes.zarr")
-    names = store.episode_names()
-    online = [store.read_episode(n) for n in names if store.episode_attrs(n)["source"] == "online"]
+    store = EpisodeStore.open(run_dir / "run" / "episodes.zarr")
+    return summary, [{**store.read_episode(n), **store.episode_attrs(n)} for n in store.episode_names()]
+
+
+@pytest.mark.slow
+def test_envs_stepped_together_keep_their_episodes_whole_in_this_process_and_in_worker_processes(tmp_path):
+    """In this process (train.vectorization=sync), every env's episodes whole in the store and the replay; with each
+    env in a worker process (async), the very same run: same episodes, same evaluations."""
+    summary, episodes = run_vectorized(tmp_path / "sync", "sync")
+    run = tmp_path / "sync" / "run"
+    online = [episode for episode in episodes if episode["source"] == "online"]
     assert summary["env_steps"] == 400 and summary["demo_episodes"] == 3
-    assert summary["episodes"] == len(names)  # every episode counted is recorded, the last ones cut by the budget
+    assert summary["episodes"] == len(episodes)  # every episode counted is recorded, the last ones cut by the budget
     assert [entry["env_steps"] for entry in summary["eval_history"]].count(400) == 1  # one final evaluation (was 3)
     assert sum(len(episode["action"]) for episode in online) == 400
-    assert len({store.episode_attrs(n)["seed"] for n in names}) == len(names)  # each reset its own seed
+    assert len({episode["seed"] for episode in episodes}) == len(episodes)  # each reset its own seed
     buffer = ReplayBuffer.load(latest(run / "checkpoint") / "online_buffer")
     held = stored_tuples(buffer)
     assert len(held) == 400
@@ -54,9 +66,20 @@ def test_envs_stepped_together_keep_their_episodes_whole(tmp_path, vectorization
     missing = [row for episode in ended for row in episode_tuples(episode) if row not in set(held)]
     assert not missing, f"{len(missing)} recorded transitions are not in the replay as recorded"
 
+    # the worker processes step the same envs with the same seeds: the run is the same, step for step (so the sync
+    # run's learning test below stands for both)
+    async_summary, async_episodes = run_vectorized(tmp_path / "async", "async")
+    assert [episode_tuples(e) for e in async_episodes] == [episode_tuples(e) for e in episodes]
+    assert [e["seed"] for e in async_episodes] == [e["seed"] for e in episodes]
+    assert evaluations(async_summary) == evaluations(summary)
+
+
+def evaluations(summary: dict) -> list[dict]:
+    """A run's evaluation history without the wall-clock times."""
+    return [{key: value for key, value in entry.items() if key != "wall_seconds"} for entry in summary["eval_history"]]
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("vectorization", ["sync", "async"])
-def test_it_learns_with_envs_stepped_together(tmp_path, vectorization):
-    summary = train(small_run(tmp_path, *LEARNING_REACH, "train.num_envs=2", f"train.vectorization={vectorization}"))
+def test_it_learns_with_envs_stepped_together(tmp_path):
+    summary = train(small_run(tmp_path, *LEARNING_REACH, "train.num_envs=2"))
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]  # the bar of the one-env test

@@ -31,7 +31,8 @@ def run_settings(cfg: Config) -> tuple[TrainSettings, int, dict[str, Any], Path]
     run_dir = run_folder(settings.run_dir, settings.resume)
     fast_critic_needs_a_rate(fast_critic_config(cfg))
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(settings.deterministic)
+    if torch.are_deterministic_algorithms_enabled() != settings.deterministic:  # the call imports torch's compiler
+        torch.use_deterministic_algorithms(settings.deterministic)  # stack (1.5-3 s a process): only to change it
     return settings, seed, task, run_dir
 
 

@@ -347,9 +347,10 @@ def test_cell_faults_a_stopped_camera_a_reflex_and_an_e_stop_hold_the_arm_and_tr
         # a camera stops for 8 s (longer than a reset): the actor pauses naming it, the arm holds, training goes on
         since, seen = time.monotonic(), len(watcher.records)
         watcher.fault("camera_stop", 8.0)
-        watcher.wait_for(  # the camera, or the classifier's reward that stops with it when a frame was in flight
+        stopped_with_it = ("camera/front", "rl/reward", "rl/success")  # the classifier's outputs stop with its frames
+        watcher.wait_for(  # the camera, or the classifier's reward or success, whichever the actor was waiting on
             lambda: any(
-                r["kind"] == "paused" and ("camera/front" in r["topic"] or "rl/reward" in r["topic"])
+                r["kind"] == "paused" and any(topic in r["topic"] for topic in stopped_with_it)
                 for r in watcher.records[seen:]
             ),
             60,
