@@ -4,13 +4,14 @@ It runs :func:`robot_rl.runtime.actor.run_episode` on a :class:`~robot_rl.ros.to
 the intervention mux (:class:`~robot_rl.ros.teleop_source.TopicTeleop`) and the learned safety
 filter when the learner publishes one, sends every transition to the learner
 (:class:`~robot_rl.ros.transport.RosTransport`) and loads new weights between episodes. Without
-a learner it keeps acting on the weights it has. A stream that goes silent pauses the episode
+a learner it keeps acting on the weights it has. A stream that goes silent pauses the actor
 (logged with the topic) until it returns; so does the operator's pause (``/rl/pause`` true, the console's: a
-``paused`` record with reason ``operator``) until ``/rl/pause`` false. The operator's stop (``/rl/stop``,
-std_msgs/Empty) ends the run as a spent step budget does: the episode in progress ends at its next step, recorded as
-it is, its record says ``"stopped": true``, no evaluation follows, and the actor exits 0 (a graph's required node: the
-launch then stops the others, the learner checkpoints). Every ``ros.eval_every_episodes`` training episodes it
-runs ``ros.eval_episodes`` deterministic episodes. With ``ros.demos_only`` it stops after the
+``paused`` record with reason ``operator``) until ``/rl/pause`` false. The episode in progress ends there: an online
+one is recorded as it is (its steps count in the budget), a demonstration is dropped and played again. The operator's
+stop (``/rl/stop``, std_msgs/Empty) ends the run as a spent step budget does: the episode in progress ends at its
+next step, recorded as it is, its record says ``"stopped": true``, no evaluation follows, and the actor exits 0 (a
+graph's required node: the launch then stops the others, the learner checkpoints). Every ``ros.eval_every_episodes``
+training episodes it runs ``ros.eval_episodes`` deterministic episodes. With ``ros.demos_only`` it stops after the
 ``train.demo_episodes`` demonstrations (demo collection); with ``ros.eval_only`` it runs
 ``ros.eval_episodes`` deterministic episodes of ``eval.checkpoint`` on the cell and stops. Each episode's stats go out as JSON on
 ``/rl/episode_stats`` (std_msgs/String) and to the log.
@@ -288,6 +289,9 @@ class ActorLoop:
             try:
                 stats = self.session.play(self.env, self.transport, None, None, self.between_steps)
             except StreamStalled as stall:
+                # now, not at the next episode's first step: the recorder hears of the cut before that step drops
+                # the episode it still has open (an online one is recorded cut short, a demonstration played again)
+                self.transport.leave_episode()
                 awaited = (
                     f"the word to go on ({stall.topic})"
                     if isinstance(stall, OperatorPause)

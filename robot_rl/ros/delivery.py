@@ -9,7 +9,10 @@ drops what it already has (by ``seq``). So a learner restart, also after ``kill 
 
 The recorder acknowledges each episode it committed (by episode uid). An episode the actor's step budget cut
 short ends with no terminated or truncated step: the actor says so on ``rl/episode_cut`` (std_msgs/String, JSON:
-the actor, the episode uid and the ``seq`` of its last step) and the recorder commits it once that step is in.
+the actor, the episode uid and the ``seq`` of its last step) and the recorder commits it once that step is in. So
+does an online episode the actor leaves mid-way (a stream stalled, the operator paused): its steps count in the step
+budget, which a resumed graph's actor counts from the stores. A demonstration left so is played again: no store
+records it (:meth:`Outbox.abandon`).
 A finished episode the recorder did not acknowledge within ``record_timeout`` seconds (recorder down, or it
 missed the start) is written by the actor to its own episode store, so no episode is lost while the recorder
 is away; both stores hold the episode uid, so ``robot-rl data merge`` never counts an episode twice.
@@ -99,9 +102,10 @@ class Outbox:
             self._forget()
 
     def abandon(self, uid: str) -> None:
-        """The actor left episode ``uid`` without its last step (a stream stalled mid-episode, and the actor plays
-        a new one): the learner still gets its steps, but no store records it, as the recorder drops an episode that
-        ends without its last step. An episode already finished (its last step, or cut by the budget) stays so."""
+        """The actor left episode ``uid`` without its last step and will not say where it ended (a demonstration a
+        stream stalled, played again; the episode in progress at a Ctrl-C): the learner still gets its steps, but no
+        store records it, as the recorder drops an episode that ends without its last step. An episode already
+        finished (its last step, or cut by the budget or a stall) stays so."""
         if uid in self.episodes and uid not in self.finished_at:
             self.finished_at[uid] = time.monotonic()
             self.abandoned.add(uid)

@@ -34,7 +34,8 @@ A stream that stays silent for ``stream_timeout`` raises
 :class:`StreamStalled` naming it; the actor pauses the episode and waits for it to return. The operator's pause
 (``/rl/pause``, std_msgs/Bool, latched: true pauses, false resumes; the console's pause and resume) raises
 :class:`OperatorPause`, a stall of its own, at the next reset or step, before any command goes out: the actor takes
-the same path (the episode is dropped, the arm holds on the safety node's stale-command rule) and
+the same path (the episode in progress ends: an online one is recorded as it is, a demonstration dropped; the arm
+holds on the safety node's stale-command rule) and
 :meth:`TopicEnv.wait_for_streams` waits until the operator resumes. The recorder's ``disk_full`` record on
 ``/rl/episode_stats`` holds the actor the same way until its ``disk_space`` record (``ros.recorder.hold_on_full_disk``):
 a session does not train on what nobody keeps.

@@ -144,25 +144,56 @@ class RosTransport(Transport):
         self._require("actor")
         if not transitions:
             return
-        numbered = []
+        numbered, cuts = [], []
         with self.lock:
             for t in transitions:
                 if t.first and self.current_episode is not None:
-                    self.outbox.abandon(self.current_episode)  # unless it ended: its last step, or a budget cut
+                    cuts.append(self._leave(self.current_episode))  # unless it ended: its last step, or a budget cut
                 self.current_episode = t.episode or self.current_episode
                 numbered.append(self.outbox.stamp(t))
+        self._publish_cuts(cuts)
         self._publish(numbered)
 
     def cut_episode(self, uid: str) -> None:
         """The budget cut episode ``uid`` short: it is finished, and the recorder hears which step was its last."""
         self._require("actor")
         with self.lock:
-            sent = self.outbox.episodes.get(uid)
-            if not sent:
-                return  # never sent, or already gone (confirmed and durable)
-            last = sent[-1].seq
-            self.outbox.end_episode(uid)
-        self._cuts.publish(String(data=cut_message(self.outbox.actor_id, uid, last)))
+            cut = self._cut(uid)
+        self._publish_cuts([cut])
+
+    def leave_episode(self) -> None:
+        """The actor leaves the episode in progress without its last step (a stream stalled, the operator paused) and
+        plays a new one next. An online episode ends there, as one the budget cuts short: its steps count in the step
+        budget and the learner has them, so a store must hold them too (a resumed graph's actor counts its budget from
+        the stores); the recorder hears which step was its last. A demonstration is played again (not counted), so
+        the one left is abandoned: no store records it. An episode that already ended stays as it is."""
+        self._require("actor")
+        with self.lock:
+            cut = None if self.current_episode is None else self._leave(self.current_episode)
+        self._publish_cuts([cut])
+
+    def _leave(self, uid: str) -> tuple[str, int] | None:
+        """(uid, seq of its last step) to tell the recorder when episode ``uid``, left unfinished, is online; under
+        ``self.lock``."""
+        sent = self.outbox.episodes.get(uid)
+        if not sent or uid in self.outbox.finished_at:
+            return None  # never sent, gone (confirmed and durable), or ended (its last step, a cut)
+        if sent[0].demo:
+            self.outbox.abandon(uid)
+            return None
+        return self._cut(uid)
+
+    def _cut(self, uid: str) -> tuple[str, int] | None:
+        """End episode ``uid`` at the last step sent; (uid, that step's seq) for the recorder; under ``self.lock``."""
+        sent = self.outbox.episodes.get(uid)
+        if not sent:
+            return None  # never sent, or already gone (confirmed and durable)
+        self.outbox.end_episode(uid)
+        return uid, sent[-1].seq
+
+    def _publish_cuts(self, cuts: list[tuple[str, int] | None]) -> None:
+        for uid, seq in filter(None, cuts):
+            self._cuts.publish(String(data=cut_message(self.outbox.actor_id, uid, seq)))
 
     def _publish(self, transitions: list[NumberedTransition]) -> None:
         self._out.publish(UInt8MultiArray(data=encode_transitions(transitions, {"session": self.session})))
@@ -246,8 +277,8 @@ class RosTransport(Transport):
 
     def finish(self, record_wait: float) -> None:
         """At the actor's exit: wait up to ``record_wait`` s for the recorder to acknowledge the finished
-        episodes, then record the rest in the actor's own store. An episode left without its last step is recorded
-        by neither (the recorder drops it too)."""
+        episodes, then record the rest in the actor's own store. An episode left without its last step at the exit
+        (Ctrl-C, SIGTERM mid-episode) is recorded by neither (the recorder drops it too)."""
         with self.lock:
             if self.current_episode is not None:
                 self.outbox.abandon(self.current_episode)

@@ -2,7 +2,10 @@
 no transition lost from the first one on once they are matched."""
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -27,11 +30,10 @@ def transition(index: int) -> Transition:
     )
 
 
-def test_an_episode_left_without_its_last_step_goes_to_the_learner_and_to_no_store():
-    """A stream that stalls mid-episode makes the actor play a new episode; the recorder drops the one left without
-    its last step. The actor's outbox used to take it for finished and, as no recorder confirmed it, wrote it to the
-    actor's own store: a 21st demonstration of a few steps in a full run on loaded cores
-    (test_graph::test_distributed_training_learns_reach). The learner still gets its steps."""
+@contextmanager
+def actor_transport() -> Iterator[tuple[Any, Any, list[list[Transition]]]]:
+    """An actor's :class:`RosTransport` on a real node of its own context, its outbox recording at once what no
+    recorder confirmed (``record_timeout`` 0) into a list: (transport, outbox, episodes the actor's store got)."""
     rclpy = require("rclpy")
     from rclpy.context import Context
 
@@ -41,10 +43,20 @@ def test_an_episode_left_without_its_last_step_goes_to_the_learner_and_to_no_sto
     context = Context()
     rclpy.init(context=context)
     try:
-        stored: list[list[Transition]] = []  # what the actor writes to its own store
+        stored: list[list[Transition]] = []
         outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=0.0, spill=stored.append)
         node = rclpy.create_node("robot_rl_actor", context=context)
-        actor = RosTransport(node, "actor", expected_weights={}, outbox=outbox)
+        yield RosTransport(node, "actor", expected_weights={}, outbox=outbox), outbox, stored
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def test_an_episode_left_without_its_last_step_goes_to_the_learner_and_to_no_store():
+    """A stream that stalls mid-episode makes the actor play a new episode; the recorder drops the one left without
+    its last step. The actor's outbox used to take it for finished and, as no recorder confirmed it, wrote it to the
+    actor's own store: a 21st demonstration of a few steps in a full run on loaded cores
+    (test_graph::test_distributed_training_learns_reach). The learner still gets its steps."""
+    with actor_transport() as (actor, outbox, stored):
         stalled = [replace(transition(i), episode="a" * 32) for i in range(3)]  # no last step: a stream stalled
         finished = [replace(transition(i), episode="b" * 32, terminated=i == 2) for i in range(3)]
         actor.send_transitions(stalled)
@@ -55,8 +67,49 @@ def test_an_episode_left_without_its_last_step_goes_to_the_learner_and_to_no_sto
         actor.finish(record_wait=0.0)
         assert [episode[0].episode for episode in stored] == ["b" * 32]
         assert [t.seq for t in outbox.resend()[1]] == list(range(1, 8))  # every step still goes to a learner
-    finally:
-        rclpy.shutdown(context=context)
+
+
+class Published:
+    """A publisher that keeps what it is given (the actor's ``rl/episode_cut``), with no DDS matching to wait for."""
+
+    def __init__(self):
+        self.messages = []
+
+    def publish(self, msg) -> None:
+        self.messages.append(msg)
+
+
+def test_an_online_episode_a_stall_leaves_is_cut_there_and_recorded_and_a_demonstration_is_not():
+    """A resumed ``launch sim_train`` on loaded cores (test_graph_resume) kept 89 of its 100 online steps: a stream
+    stalled 11 steps into an episode, the actor played a new one, and the recorder dropped the one left without its
+    last step; the outbox abandoned it too (27e05ab), so no store held the 11 steps that the learner ingested and the
+    step budget counted (a resumed actor counts its budget from the stores). Left mid-way, an online episode ends
+    there as a budget cut one does: the recorder hears its last step on rl/episode_cut (at the stall, or at the next
+    episode's first step at the latest) and, unconfirmed, the actor's store records it. A demonstration left so is
+    played again: abandoned, no cut, no store."""
+    from robot_rl.ros.delivery import parse_cut
+
+    def episode(uid: str, steps: int, demo: bool = False) -> list[Transition]:
+        return [replace(transition(i), episode=uid * 32, demo=demo) for i in range(steps)]
+
+    with actor_transport() as (actor, outbox, stored):
+        actor._cuts = cuts = Published()
+        actor.send_transitions(episode("a", 3))  # a stream stalls after the third step ...
+        actor.send_transitions(episode("b", 2))  # ... and the actor plays a new episode
+        time.sleep(0.01)  # past record_timeout: the recorder (none here) did not confirm
+        actor.service(lambda spilled: [])
+        assert [(t[0].episode, len(t)) for t in stored] == [("a" * 32, 3)]
+        assert [parse_cut(msg.data) for msg in cuts.messages] == [("a" * 32, 3)]
+        actor.leave_episode()  # "b" stalls too: the actor's stall handler cuts it at once
+        actor.leave_episode()  # said once
+        actor.send_transitions(episode("c", 2, demo=True))  # a demonstration the next stall leaves mid-way
+        actor.leave_episode()
+        actor.send_transitions(episode("d", 1, demo=True))  # played again
+        time.sleep(0.01)
+        actor.service(lambda spilled: [])
+        assert [(t[0].episode, len(t)) for t in stored] == [("a" * 32, 3), ("b" * 32, 2)]
+        assert [parse_cut(msg.data) for msg in cuts.messages] == [("a" * 32, 3), ("b" * 32, 5)]
+        assert [t.seq for t in outbox.resend()[1]] == list(range(1, 9))  # every step still goes to a learner
 
 
 def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition():
@@ -302,6 +355,7 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
             time.sleep(0.05)
         for index in range(5):  # an episode the budget cut short
             actor.send_transitions([transition(index)])
+        actor.cut_episode("e" * 32)
         confirm = threading.Timer(
             STOPPED_WAIT + 1.0,  # the recorder commits the episode after longer than a stopped actor waits
             lambda: acks.publish(String(data=json.dumps({"node": "recorder", "episodes": ["e" * 32]}))),
@@ -309,8 +363,9 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
         confirm.start()
         started = time.monotonic()
         actor.finish(record_wait=spent.record)
+        waited = time.monotonic() - started
         confirm.join()
-        assert STOPPED_WAIT < time.monotonic() - started < spent.record
+        assert STOPPED_WAIT < waited < spent.record
         assert outbox.recorded_locally == 0 and spilled == []  # the recorder has it
         assert outbox.episodes == {} and outbox.finished_at == {}  # confirmed, so it left the actor's memory
     finally:
