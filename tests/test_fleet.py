@@ -172,8 +172,10 @@ def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
     from robot_rl.cli.main import main
 
     run_dir = tmp_path / "run"
-    base = ["train", *TINY_FLEET, "fleet.actors=1", f"train.run_dir={run_dir}", "train.eval_every=1000"]
-    base.append("train.final_eval_episodes=1")  # one actor: each of the two runs starts one Ray worker, not two
+    base = [
+        *("train", *TINY_FLEET, "fleet.actors=1"),  # one actor: each of the two runs starts one Ray worker, not two
+        *(f"train.run_dir={run_dir}", "train.eval_every=1000", "train.final_eval_episodes=1"),
+    ]
     assert main([*base, "train.env_steps=60"]) == 0
     first = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert first["online_received"] >= 60 and first["counters"]["demo_episodes_done"] == 2

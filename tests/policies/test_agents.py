@@ -26,7 +26,8 @@ EASY_REACH = [
 
 
 # networks of 64 units (the defaults: 256): as good on this reach and 25-40% faster on 2 cores; seeds 0 and 1 scored
-# (at 1,000 steps; 3,000 for gSDE) CQN 1.00 1.00, CQN-AS 1.00 1.00, gSDE 1.00 1.00, bang-bang 0.85 0.80, Lagrangian (seed 0) 0.95 (2026-11-29)
+# (at 1,000 steps; 3,000 for gSDE) CQN 1.00 1.00, CQN-AS 1.00 1.00, gSDE 1.00 1.00, bang-bang 0.85 0.80, Lagrangian
+# (seed 0) 0.95 (2026-11-29)
 SMALL_CQN, SMALL_SAC = "agent.hidden=64", "agent.hidden=[64,64]"
 
 
@@ -37,7 +38,7 @@ SMALL_CQN, SMALL_SAC = "agent.hidden=64", "agent.hidden=[64,64]"
         (["agent=cqn", SMALL_CQN], 600, 128, 0.7),  # seeds 0, 1: 0.95, 0.95 at 600 steps (2026-11-29)
         # an update costs ~horizon (4) CQN updates: seeds 0, 1 scored 0.95, 0.90 at 600 steps
         (["agent=cqn_as", SMALL_CQN], 600, 128, 0.7),
-        # gSDE learns more slowly, less evenly: 2,000 steps (seeds 0 and 1 scored 1.00 and 0.95, 2026-11-29; 3,000 before)
+        # gSDE learns more slowly, less evenly: 2,000 steps (seeds 0, 1 scored 1.00, 0.95, 2026-11-29; 3,000 before)
         (["exploration=gsde", "agent.utd=2", SMALL_SAC], 2000, 256, 0.5),
         # every step a full +-4 cm per axis: within 3.5 cm of any goal
         (["exploration=bang_bang", SMALL_SAC], 1000, 128, 0.7),
