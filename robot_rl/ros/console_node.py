@@ -71,6 +71,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Empty, Float64, String
 
 from robot_rl.core.config import ConfigError, image_size, integer, positive
+from robot_rl.core.interrupts import StopRequest
 
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError
@@ -588,7 +589,7 @@ async def telemetry_forever(app: web.Application, live: Live, hub: Hub) -> None:
 
 
 async def serve(
-    settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub, episodes: Episodes, stop: threading.Event
+    settings: ConsoleSettings, ros: ConsoleRos, live: Live, hub: Hub, episodes: Episodes, stop: StopRequest
 ) -> None:
     """Serve the page until ``stop`` is set; prints the page's address with its token once it listens."""
     hub.loop = asyncio.get_running_loop()

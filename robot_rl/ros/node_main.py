@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from robot_rl.core.config import ConfigError
-from robot_rl.core.interrupts import interrupt_on_sigterm
+from robot_rl.core.interrupts import StopRequest, interrupt_on_sigterm
 
 from .senders import UNNAMED
 from .sim_clock import BackwardJumps
@@ -216,11 +216,12 @@ def spinning_in_background(node) -> Iterator[threading.Thread]:
 
 
 @contextmanager
-def stop_requests() -> Iterator[threading.Event]:
-    """For the block, SIGINT and SIGTERM set the returned event instead of raising: a KeyboardInterrupt raised
+def stop_requests() -> Iterator[StopRequest]:
+    """For the block, SIGINT and SIGTERM set the returned request instead of raising: a KeyboardInterrupt raised
     inside rclpy's C++ code (``spin_once`` converting a callback's arguments) surfaces as a ``RuntimeError``
-    traceback instead of a clean stop."""
-    requested = threading.Event()
+    traceback instead of a clean stop. A node stopped by its process group's Ctrl-C and by its launcher gets two
+    signals: the request takes no lock (:class:`~robot_rl.core.interrupts.StopRequest`)."""
+    requested = StopRequest()
     previous = {
         number: signal.signal(number, lambda signum, frame: requested.set())
         for number in (signal.SIGINT, signal.SIGTERM)

@@ -52,7 +52,6 @@ Two clocks (:mod:`robot_rl.ros.sim_clock`):
 from __future__ import annotations
 
 import sys
-import threading
 import time
 
 import mujoco
@@ -64,6 +63,7 @@ from std_msgs.msg import Bool, Float32MultiArray, Float64, MultiArrayDimension, 
 from std_srvs.srv import SetBool
 
 from robot_rl.core.geometry import matrix_from_rotvec
+from robot_rl.core.interrupts import StopRequest
 
 from ..sim.panda_env import PandaTaskEnv
 from . import qos
@@ -324,7 +324,7 @@ class SimRobot:
             self.teleop.tick(time.monotonic(), self.env.dense_reward())
 
     # ----------------------------------------------------------------- sim time
-    def run_lockstep(self, stop: threading.Event) -> None:
+    def run_lockstep(self, stop: StopRequest) -> None:
         """Sim time: one control period per command of the actor, until ``stop`` or shutdown."""
         import rclpy
 
@@ -363,7 +363,7 @@ class SimRobot:
         msg.clock.sec, msg.clock.nanosec = divmod(self.clock_ns, 1_000_000_000)
         self.clock_pub.publish(msg)
 
-    def wait_for_arm_command(self, stop: threading.Event) -> bool:
+    def wait_for_arm_command(self, stop: StopRequest) -> bool:
         """Spin until the safety node's arm command of the robot's time arrived (its gripper command goes out just
         before), at most ``command_wait`` wall s: without one the arm keeps its last command, as a real arm would.
         False on stop."""

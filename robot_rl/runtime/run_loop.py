@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ import torch
 from tqdm import tqdm
 
 from robot_rl.core.config import MB, disk_full, free_bytes
-from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
+from robot_rl.core.interrupts import StopRequest, deferred_interrupt, interrupt_requests
 from robot_rl.data import ReplayBuffer
 from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
 from robot_rl.runtime.safety_learning import SAFETY_COUNTS
@@ -70,7 +69,7 @@ class Run:
         self.before_checkpoint, self.after_checkpoint = before_checkpoint, after_checkpoint
         self.started = time.monotonic() - counters.wall_seconds  # a resumed run's clock goes on
         self.evaluations = EvalSchedule(self.settings.eval_every, counters.history)
-        self.stop = threading.Event()  # a stop request (Ctrl-C under interruptible(), or the caller's)
+        self.stop = StopRequest()  # a stop request (Ctrl-C under interruptible(), or the caller's)
         self.interrupted = False  # a second Ctrl-C or SIGTERM ended the loop at once
         self.tb = self.progress = None
         if reports:
@@ -90,7 +89,7 @@ class Run:
         return time.monotonic() - self.started
 
     @contextmanager
-    def interruptible(self) -> Iterator[threading.Event]:
+    def interruptible(self) -> Iterator[StopRequest]:
         """Ctrl-C while the block runs: the first sets :attr:`stop` (the caller checks it after every step and between
         episodes, so it never lands inside an episode commit, an evaluation or a checkpoint write); a second, or
         SIGTERM, raises KeyboardInterrupt at once, ends the block and marks the run :attr:`interrupted`."""

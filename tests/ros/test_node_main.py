@@ -1,6 +1,8 @@
 """The nodes' shared set-up (robot_rl/ros/node_main.py) against real rclpy."""
 
 import random
+import subprocess
+import sys
 import threading
 
 from tests.conftest import require
@@ -35,3 +37,49 @@ def test_a_background_executor_stops_without_an_error_in_its_thread(monkeypatch)
         node.destroy_node()
         rclpy.shutdown()
     assert fired  # the timers ran: the executor spun
+
+
+# The second SIGINT, sent from every line the first one's ``set`` runs (never from a nested one): Python runs the
+# second handler at its next check, inside that ``set``, where ``threading.Event.set`` holds the event's lock.
+TWO_SIGNALS = """
+import signal, sys, threading
+from robot_rl.ros.node_main import stop_requests
+
+inside = []
+
+def lines(frame, event, arg):
+    if event == "line" and len(inside) == 1:
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    elif event == "return":
+        inside.pop()
+    return lines
+
+def calls(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "set":
+        inside.append(frame)
+        return lines
+    return None
+
+with stop_requests() as stop:
+    sys.settrace(calls)
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    while not stop.is_set():
+        pass
+    sys.settrace(None)
+print("stopped", stop.is_set(), signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+"""
+
+
+def test_a_second_stop_signal_inside_the_first_ones_handler_does_not_hang_the_node():
+    """CI saw the emulated cell not stop within its launcher's 10 s after a Ctrl-C, and killed without its report: a
+    node stopped with Ctrl-C gets SIGINT from its process group and again from its launcher, and the second handler
+    ran inside the first one's ``threading.Event.set``, waiting forever for the lock that set held. Old code: the
+    process below hangs."""
+    require("rclpy")
+    try:
+        child = [sys.executable, "-c", TWO_SIGNALS]
+        result = subprocess.run(child, check=False, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("a second SIGINT inside the first one's handler hung the process") from None
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["stopped", "True", "True"]  # stopped, and later signals ignored in the clean-up
