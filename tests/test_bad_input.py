@@ -62,6 +62,8 @@ CASES = [
     (["train", "train.update_every=0"], "train.update_every"),
     (["train", "fleet=ray", "train.num_envs=2"], "train.num_envs"),
     (["train", "train.demo_fraction=half"], "train.demo_fraction"),
+    (["train", "train.stop_at_success=1.5"], "train.stop_at_success"),
+    (["train", "train.stop_at_success=all"], "train.stop_at_success"),
     (["train", "safety.critic.lr=0"], "safety.critic.lr"),
     (["train", "safety.pretrain_updates=0"], "safety.pretrain_updates"),
     (["train", "human.stall_steps=0"], "human.stall_steps"),

@@ -173,10 +173,20 @@ def test_training_is_reproducible_with_train_deterministic(tmp_path):
 
 
 @pytest.mark.slow
-def test_learning_on_reach_with_a_tiny_budget(tmp_path):
-    cfg = small_run(tmp_path, *LEARNING_REACH)
+def test_learning_on_reach_with_a_tiny_budget_ends_at_the_evaluation_that_reaches_the_target(tmp_path):
+    """LEARNING_REACH's budget (2,000 steps), with train.stop_at_success: evaluations every 250 steps, and the first
+    that reaches 0.9 ends the run, its final evaluation made at once (0.95-1.0 at 520-780 steps in two seeds)."""
+    cfg = small_run(
+        tmp_path, *LEARNING_REACH, "train.eval_every=250", "train.eval_episodes=10", "train.stop_at_success=0.9"
+    )
     summary = train(cfg)
-    assert summary["final_eval_success"] >= 0.7, summary["eval_history"]
+    history = summary["eval_history"]
+    assert summary["final_eval_success"] >= 0.7, history
+    assert summary["stop_at_success_reached"] and summary["env_steps"] < 2000, history
+    *before, reached, final = history
+    assert reached["success_rate"] >= 0.9 and all(entry["success_rate"] < 0.9 for entry in before), history
+    assert final["env_steps"] == reached["env_steps"] and final["episodes"] == 20  # the final evaluation, at once
+    assert (tmp_path / "run" / "checkpoint" / "agent.pt").exists()
 
 
 @pytest.mark.slow

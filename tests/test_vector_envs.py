@@ -80,6 +80,14 @@ def evaluations(summary: dict) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_it_learns_with_envs_stepped_together(tmp_path):
-    summary = train(small_run(tmp_path, *LEARNING_REACH, "train.num_envs=2"))
+def test_it_learns_with_envs_stepped_together_and_ends_at_the_target(tmp_path):
+    """The one-env learning test's run on two envs: the evaluation that reaches train.stop_at_success ends it, and
+    the other env's episode in progress ends at its next step, kept whole (every step counted is recorded)."""
+    overrides = ["train.num_envs=2", "train.eval_every=250", "train.eval_episodes=10", "train.stop_at_success=0.9"]
+    summary = train(small_run(tmp_path, *LEARNING_REACH, *overrides))
     assert summary["final_eval_success"] >= 0.7, summary["eval_history"]  # the bar of the one-env test
+    assert summary["stop_at_success_reached"] and summary["env_steps"] < 2000, summary["eval_history"]
+    store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
+    names = [name for name in store.episode_names() if store.episode_attrs(name)["source"] == "online"]
+    steps = sum(len(store.read_episode(name, {"action"})["action"]) for name in names)
+    assert steps == summary["env_steps"] and len(names) == summary["episodes"] - summary["demo_episodes"]

@@ -11,7 +11,8 @@ one is recorded as it is (its steps count in the budget), a demonstration is dro
 stop (``/rl/stop``, std_msgs/Empty) ends the run as a spent step budget does: the episode in progress ends at its
 next step, recorded as it is, its record says ``"stopped": true``, no evaluation follows, and the actor exits 0 (a
 graph's required node: the launch then stops the others, the learner checkpoints). Every ``ros.eval_every_episodes``
-training episodes it runs ``ros.eval_episodes`` deterministic episodes. With ``ros.demos_only`` it stops after the
+training episodes it runs ``ros.eval_episodes`` deterministic episodes; one that reaches ``train.stop_at_success``
+ends the run as a spent budget does. With ``ros.demos_only`` it stops after the
 ``train.demo_episodes`` demonstrations (demo collection); with ``ros.eval_only`` it runs
 ``ros.eval_episodes`` deterministic episodes of ``eval.checkpoint`` on the cell and stops. Each episode's stats go out as JSON on
 ``/rl/episode_stats`` (std_msgs/String) and to the log.
@@ -307,7 +308,14 @@ class ActorLoop:
                 return
             if not demo and ros.eval_every_episodes and self.counters.episodes % ros.eval_every_episodes == 0:
                 self.load_new_weights()
-                self.publish("eval", self.evaluate_on_cell())
+                evaluation = self.evaluate_on_cell()
+                self.publish("eval", evaluation)
+                if self.settings.target_reached(evaluation["success_rate"]):
+                    self.log.info(
+                        f"evaluation success {evaluation['success_rate']:.2f} reached train.stop_at_success="
+                        f"{self.settings.stop_at_success:g}: ending the run"
+                    )
+                    return  # as a spent budget ends it
 
     def wait_for_streams(self, paused_on: str | None = None) -> None:
         """Until every stream the actor reads is live again. A stream that is now the one missing, other than

@@ -157,16 +157,18 @@ def train_fleet(cfg: Config) -> dict[str, Any]:
     crew = Crew(plain(cfg), fleet, demos, learner, counters)
     speed = FleetSpeed(crew.actors)
 
-    def running() -> bool:  # the online budget, and every demonstration due handed in (they are not in it)
-        due = counters.demo_episodes_done < settings.demo_episodes
-        return counters.env_steps < settings.env_steps or due
+    def online() -> bool:  # online steps to play: the budget, unless an evaluation reached train.stop_at_success
+        return counters.env_steps < settings.env_steps and not run.target_reached
+
+    def running() -> bool:  # online steps to play, or a demonstration due to be handed in (they are not in it)
+        return online() or counters.demo_episodes_done < settings.demo_episodes
 
     with run.interruptible() as stop:
         try:
             while crew.pending and running() and not stop.is_set():
                 behind = fleet.pace == "actors" and learner.due_updates() > 0
                 for name, (payload, report) in crew.hand_ins(timeout=0.0 if behind else 1.0):
-                    if fleet.pace == "actors" and counters.env_steps < settings.env_steps:
+                    if fleet.pace == "actors" and online():
                         crew.top_up(name)  # it plays its queued play on while this one's transitions are taken in
                     transitions = decode_hand_in(schema, payload) if payload is not None else []
                     learner.ingest_locked(transitions)
@@ -183,11 +185,11 @@ def train_fleet(cfg: Config) -> dict[str, Any]:
                     run.show_steps()
                     speed.count(name, play, counters.env_steps, counters.env_steps - online_before, settings.env_steps)
                     run.after_episode(finished=not running())
-                    if fleet.pace == "learner" and counters.env_steps < settings.env_steps:
+                    if fleet.pace == "learner" and online():
                         crew.top_up(name)
                 if behind and learner.update_if_due():  # fleet.pace=actors: one update after the hand-ins in
                     crew.publish_when_new()
-            if not crew.pending and counters.env_steps < settings.env_steps:
+            if not crew.pending and online():
                 raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
         finally:
             run.close_progress()

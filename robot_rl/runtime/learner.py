@@ -50,11 +50,16 @@ class TrainSettings:
     eval_every: int
     eval_episodes: int
     final_eval_episodes: int
+    stop_at_success: float | None  # an evaluation's success rate that ends the run (None: the whole budget)
     checkpoint_every: int
     record_episodes: bool
     torch_threads: int
     deterministic: bool  # same seed, same weights: the actor takes new weights only once the learner has caught up
     # with every step sent (slower), and torch uses deterministic algorithms
+
+    def target_reached(self, success_rate: float) -> bool:
+        """Whether an evaluation with this success rate ends the run (``stop_at_success``)."""
+        return self.stop_at_success is not None and success_rate >= self.stop_at_success
 
 
 def settings_from(section: Mapping[str, Any]) -> TrainSettings:
@@ -87,6 +92,11 @@ def settings_from(section: Mapping[str, Any]) -> TrainSettings:
             "demo_episodes": (is_integer(settings.demo_episodes) and settings.demo_episodes >= 0, "an integer >= 0"),
             "start_training": (is_integer(settings.start_training) and settings.start_training >= 0, "an integer >= 0"),
             "vectorization": (settings.vectorization in VECTORIZATIONS, " or ".join(VECTORIZATIONS)),
+            "stop_at_success": (
+                settings.stop_at_success is None
+                or (is_number(settings.stop_at_success) and 0.0 < settings.stop_at_success <= 1.0),
+                "a success rate in (0, 1], or null (the whole budget)",
+            ),
             "demo_fraction": (
                 is_number(settings.demo_fraction) and 0.0 <= settings.demo_fraction <= 1.0,
                 "a number in [0, 1]",

@@ -32,6 +32,7 @@ RESUME_MAY_CHANGE = (
     "train.eval_every",
     "train.eval_episodes",
     "train.final_eval_episodes",
+    "train.stop_at_success",
     "train.checkpoint_every",
     "train.torch_threads",
 )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -71,7 +72,9 @@ class Run:
         self.evaluations = EvalSchedule(self.settings.eval_every, counters.history)
         self.stop = StopRequest()  # a stop request (Ctrl-C under interruptible(), or the caller's)
         self.interrupted = False  # a second Ctrl-C or SIGTERM ended the loop at once
+        self.target_reached = False  # an evaluation reached train.stop_at_success: the caller ends the run
         self.tb = self.progress = None
+        self.title = title
         if reports:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -143,9 +146,14 @@ class Run:
 
     def after_episode(self, finished: bool) -> None:
         """Between two episodes: an evaluation when one is due (``finished``: the budget is spent, the final one),
-        then a checkpoint when one is due."""
+        then a checkpoint when one is due. An evaluation that reaches ``train.stop_at_success`` sets
+        :attr:`target_reached` and the final evaluation follows at once: the caller ends the run as if its budget
+        were spent (the episodes in progress end at their next step)."""
         if self.evaluate is not None and self.evaluations.due(self.counters.env_steps, finished):
             self.record_evaluation(finished)
+            if self.target_reached and not finished:
+                self.after_episode(finished=True)
+                return
         self.checkpoint_if_due()
 
     def checkpoint_if_due(self) -> None:
@@ -177,6 +185,14 @@ class Run:
             **result,
         }
         counters.history.append(entry)
+        if not finished and self.settings.target_reached(result["success_rate"]):
+            self.target_reached = True
+            tqdm.write(
+                f"robot-rl {self.title}: evaluation success {result['success_rate']:.2f} at {counters.env_steps} "
+                f"online steps reached train.stop_at_success={self.settings.stop_at_success:g}: the final "
+                "evaluation, then the end of the run",
+                file=sys.stderr,
+            )
         if self.tb is not None:
             self.tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
             self.tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
@@ -197,7 +213,10 @@ class Run:
         if self.tb is not None:
             self.tb.close()
         run_dir = self.learning.run_dir
-        summary = write_summary(run_dir, self.counters, self.task_name, self.stopped, self.learning.warm_start, **extra)
+        reached = {"stop_at_success_reached": self.target_reached}  # the run ended at train.stop_at_success
+        summary = write_summary(
+            run_dir, self.counters, self.task_name, self.stopped, self.learning.warm_start, **reached, **extra
+        )
         plot_learning_curve(run_dir / "learning_curve.png", self.counters, self.task_name)
         return summary
 

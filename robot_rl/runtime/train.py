@@ -94,6 +94,8 @@ def train(cfg: Config) -> dict[str, Any]:
                 acting.arm_fast_loop(each)
         run.episode_ended(stats)
         run.after_episode(finished=acting.budget_spent)
+        if run.target_reached:  # train.stop_at_success: the run ends as if its budget were spent
+            acting.ended = True
 
     with run.interruptible() as stop:
         try:

@@ -33,6 +33,7 @@ def test_distributed_training_learns_reach(tmp_path):
             "train.checkpoint_every=200",
             "ros.eval_every_episodes=10",
             "ros.eval_episodes=10",
+            "train.stop_at_success=0.6",  # the actor's first evaluation that reaches it ends the run
         ],
     )
     rclpy.init()
@@ -46,6 +47,10 @@ def test_distributed_training_learns_reach(tmp_path):
             what="deterministic eval success >= 0.6 on reach",
             show=lambda records: [(r["env_steps"], r["success_rate"]) for r in records if r["kind"] == "eval"],
         )
+        assert graph.processes["actor"].wait(timeout=120) == 0  # it ended the run there, by itself
+        assert "reached train.stop_at_success=0.6: ending the run" in graph.log("actor")
+        watcher.spin(1.0)
+        assert watcher.records[-1] == best  # nothing played after the evaluation that reached the target
         train = [r for r in watcher.records if r["kind"] == "train"]
         demos = [r for r in watcher.records if r["kind"] == "demo"]
         assert len(demos) == 20 and all(r["interventions"] == r["length"] for r in demos)
