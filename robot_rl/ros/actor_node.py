@@ -292,13 +292,16 @@ class ActorLoop:
             except StreamStalled as stall:
                 # now, not at the next episode's first step: the recorder hears of the cut before that step drops
                 # the episode it still has open (an online one is recorded cut short, a demonstration played again)
-                self.transport.leave_episode()
+                abandoned = self.transport.leave_episode()
                 awaited = (
                     f"the word to go on ({stall.topic})"
                     if isinstance(stall, OperatorPause)
                     else f"{stall.topic} to return"
                 )
-                self.log.warning(f"episode {self.counters.episodes} paused: {stall}; waiting for {awaited}")
+                again = (
+                    f"; demonstration {abandoned} abandoned (no store records it), played again" if abandoned else ""
+                )
+                self.log.warning(f"episode {self.counters.episodes} paused: {stall}; waiting for {awaited}{again}")
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
                 self.wait_for_streams(stall.topic)
                 continue

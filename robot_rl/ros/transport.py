@@ -161,16 +161,20 @@ class RosTransport(Transport):
             cut = self._cut(uid)
         self._publish_cuts([cut])
 
-    def leave_episode(self) -> None:
+    def leave_episode(self) -> str | None:
         """The actor leaves the episode in progress without its last step (a stream stalled, the operator paused) and
         plays a new one next. An online episode ends there, as one the budget cuts short: its steps count in the step
         budget and the learner has them, so a store must hold them too (a resumed graph's actor counts its budget from
         the stores); the recorder hears which step was its last. A demonstration is played again (not counted), so
-        the one left is abandoned: no store records it. An episode that already ended stays as it is."""
+        the one left is abandoned: the learner has its steps, no store records it; its uid is returned (None
+        otherwise), for the actor's log. An episode that already ended stays as it is."""
         self._require("actor")
         with self.lock:
-            cut = None if self.current_episode is None else self._leave(self.current_episode)
+            uid, abandoned_before = self.current_episode, set(self.outbox.abandoned)
+            cut = None if uid is None else self._leave(uid)
+            abandoned = uid if uid in self.outbox.abandoned - abandoned_before else None
         self._publish_cuts([cut])
+        return abandoned
 
     def _leave(self, uid: str) -> tuple[str, int] | None:
         """(uid, seq of its last step) to tell the recorder when episode ``uid``, left unfinished, is online; under

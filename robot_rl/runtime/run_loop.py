@@ -147,13 +147,16 @@ class Run:
     def after_episode(self, finished: bool) -> None:
         """Between two episodes: an evaluation when one is due (``finished``: the budget is spent, the final one),
         then a checkpoint when one is due. An evaluation that reaches ``train.stop_at_success`` sets
-        :attr:`target_reached` and the final evaluation follows at once: the caller ends the run as if its budget
-        were spent (the episodes in progress end at their next step)."""
+        :attr:`target_reached`, and the caller ends the run as if its budget were spent (the episodes in progress end
+        at their next step); the final evaluation follows at once, unless that one played as many episodes (it is
+        the final one: the same seeds on the same weights)."""
         if self.evaluate is not None and self.evaluations.due(self.counters.env_steps, finished):
             self.record_evaluation(finished)
             if self.target_reached and not finished:
-                self.after_episode(finished=True)
-                return
+                if self.settings.eval_episodes < self.settings.final_eval_episodes:
+                    self.after_episode(finished=True)
+                    return
+                self.evaluations.final_made = True
         self.checkpoint_if_due()
 
     def checkpoint_if_due(self) -> None:

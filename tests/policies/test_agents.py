@@ -47,16 +47,20 @@ SMALL_CQN, SMALL_SAC = "agent.hidden=64", "agent.hidden=[64,64]"
     ],
 )
 def test_learning_on_reach_with_a_tiny_budget(tmp_path, agent, steps, batch, bar):
+    """Each agent within its budget of ``steps``, which its first evaluation (every 400 steps, on the final
+    evaluation's 20 episodes) that reaches 0.9 ends."""
     cfg = small_run(
         tmp_path,
         *EASY_REACH,
         *agent,
         f"train.env_steps={steps}",
-        f"train.eval_every={steps}",
+        *("train.eval_every=400", "train.eval_episodes=20", "train.stop_at_success=0.9"),
         f"train.batch_size={batch}",
     )
     summary = train(cfg)
     assert summary["final_eval_success"] >= bar, summary["eval_history"]
+    ends = [entry["env_steps"] for entry in summary["eval_history"]].count(summary["env_steps"])
+    assert ends == 1  # the evaluation that reached the target, of the final one's episodes, is the final one
     assert summary["final_eval_continuity_cost"] >= 0 and summary["train_continuity_cost"] > 0
 
 

@@ -91,12 +91,16 @@ def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
     assert len(graph_versions) == len(stores["graph"]) - DEMOS, output[-3000:]
     assert graph_versions == sorted(graph_versions) and all(v % WEIGHTS_EVERY == 0 for v in graph_versions)
 
-    # recorded episodes: the same sources, steps and metadata, and exactly the episodes each learner took
+    # recorded episodes: the same sources, steps and metadata, and exactly the episodes each learner took, but for a
+    # demonstration a stalled stream left (on loaded cores): played again, the one left is abandoned, and the
+    # actor's log names it (the learner took its steps, no store records it)
+    abandoned = {"in_process": set(), "graph": set(re.findall(r"demonstration (\w+) abandoned", output))}
     for name, attrs in stores.items():
         assert [a["source"] for a in attrs] == ["demo"] * DEMOS + ["online"] * (len(attrs) - DEMOS), name
         assert sum(a["length"] for a in attrs[DEMOS:]) == ONLINE_STEPS, name
         assert all(0 < a["length"] <= EPISODE_STEPS for a in attrs), name
-        assert sorted(a["uid"] for a in attrs) == states[name]["delivery"]["episodes"], name
+        took = sorted({a["uid"] for a in attrs} | abandoned[name])
+        assert took == states[name]["delivery"]["episodes"], (name, abandoned[name])
         assert [a["interventions"] for a in attrs[:DEMOS]] == [a["length"] for a in attrs[:DEMOS]], name
     keys = {name: set(attrs[0]) - {"seed"} for name, attrs in stores.items()}
     assert keys["in_process"] == keys["graph"]

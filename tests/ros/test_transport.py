@@ -100,10 +100,11 @@ def test_an_online_episode_a_stall_leaves_is_cut_there_and_recorded_and_a_demons
         actor.service(lambda spilled: [])
         assert [(t[0].episode, len(t)) for t in stored] == [("a" * 32, 3)]
         assert [parse_cut(msg.data) for msg in cuts.messages] == [("a" * 32, 3)]
-        actor.leave_episode()  # "b" stalls too: the actor's stall handler cuts it at once
-        actor.leave_episode()  # said once
+        assert actor.leave_episode() is None  # "b" stalls too: the actor's stall handler cuts it at once
+        assert actor.leave_episode() is None  # said once
         actor.send_transitions(episode("c", 2, demo=True))  # a demonstration the next stall leaves mid-way
-        actor.leave_episode()
+        assert actor.leave_episode() == "c" * 32  # abandoned: the actor's log names it
+        assert actor.leave_episode() is None  # once
         actor.send_transitions(episode("d", 1, demo=True))  # played again
         time.sleep(0.01)
         actor.service(lambda spilled: [])
