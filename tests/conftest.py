@@ -22,33 +22,6 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
-# The files that take longest, longest first (s of test time in a loaded full run, 2026-11-29): scripts/test.sh hands
-# the workers whole files in collection order (--dist loadfile --no-loadscope-reorder), and these go first so no
-# worker ends the run alone on one of them. pytest-xdist's own order (most tests first) put them last: a file of a
-# few slow tests ran while the other worker had nothing left.
-LONGEST_FILES = (
-    "tests/test_fleet.py",  # 340
-    "tests/ros/test_cell_rehearsal.py",  # 280
-    "tests/ros/test_graph.py",  # 210
-    "tests/policies/test_agents.py",  # 200
-    "tests/test_train.py",  # 140
-    "tests/ros/test_robot_fleet.py",  # 130
-    "tests/ros/test_launch_and_teleop.py",  # 110
-    "tests/ros/test_node_restarts.py",  # 110
-    "tests/test_disk_space.py",  # 110
-    "tests/policies/test_reward_classifier.py",  # 90
-    "tests/ros/test_sim_time.py",  # 90
-    "tests/test_fault_matrix.py",  # 90
-    "tests/test_vector_envs.py",  # 75
-    "tests/ros/test_console.py",  # 70
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of :data:`LONGEST_FILES` first, in that order; the others after them, as collected."""
-    rank = {path: index for index, path in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
 
 def require(module: str):
     try:

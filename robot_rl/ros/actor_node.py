@@ -7,14 +7,14 @@ filter when the learner publishes one, sends every transition to the learner
 a learner it keeps acting on the weights it has. A stream that goes silent pauses the actor
 (logged with the topic) until it returns; so does the operator's pause (``/rl/pause`` true, the console's: a
 ``paused`` record with reason ``operator``) until ``/rl/pause`` false. The episode in progress ends there: an online
-one is recorded as it is (its steps count in the budget), a demonstration is dropped and played again. The operator's
-stop (``/rl/stop``, std_msgs/Empty) ends the run as a spent step budget does: the episode in progress ends at its
-next step, recorded as it is, its record says ``"stopped": true``, no evaluation follows, and the actor exits 0 (a
-graph's required node: the launch then stops the others, the learner checkpoints). Every ``ros.eval_every_episodes``
-training episodes it runs ``ros.eval_episodes`` deterministic episodes; one that reaches ``train.stop_at_success``
-ends the run as a spent budget does. With ``ros.demos_only`` it stops after the
-``train.demo_episodes`` demonstrations (demo collection); with ``ros.eval_only`` it runs
-``ros.eval_episodes`` deterministic episodes of ``eval.checkpoint`` on the cell and stops. Each episode's stats go out as JSON on
+one is recorded as it is (it counts as an episode, its steps in the budget), a demonstration is dropped and played
+again. The operator's stop (``/rl/stop``, std_msgs/Empty) ends the run as a spent step budget does: the episode in
+progress ends at its next step, recorded as it is, its record says ``"stopped": true``, no evaluation follows, and the
+actor exits 0 (a graph's required node: the launch then stops the others, the learner checkpoints). Every
+``ros.eval_every_episodes`` training episodes it runs ``ros.eval_episodes`` deterministic episodes; one that reaches
+``train.stop_at_success`` ends the run as a spent budget does. With ``ros.demos_only`` it stops after the
+``train.demo_episodes`` demonstrations (demo collection); with ``ros.eval_only`` it runs ``ros.eval_episodes``
+deterministic episodes of ``eval.checkpoint`` on the cell and stops. Each episode's stats go out as JSON on
 ``/rl/episode_stats`` (std_msgs/String) and to the log.
 
     python -m robot_rl.ros.actor_node task=reach train.env_steps=2000 [--ros-args ...]
@@ -292,16 +292,22 @@ class ActorLoop:
             except StreamStalled as stall:
                 # now, not at the next episode's first step: the recorder hears of the cut before that step drops
                 # the episode it still has open (an online one is recorded cut short, a demonstration played again)
-                abandoned = self.transport.leave_episode()
+                left = self.transport.leave_episode()
+                if left is not None and not left.abandoned:
+                    self.counters.count_episode(demo=False)  # recorded cut short: as a resumed actor counts it
                 awaited = (
                     f"the word to go on ({stall.topic})"
                     if isinstance(stall, OperatorPause)
                     else f"{stall.topic} to return"
                 )
-                again = (
-                    f"; demonstration {abandoned} abandoned (no store records it), played again" if abandoned else ""
-                )
-                self.log.warning(f"episode {self.counters.episodes} paused: {stall}; waiting for {awaited}{again}")
+                fate = ""
+                if left is not None:
+                    fate = (
+                        f"; demonstration {left.uid} abandoned (no store records it), played again"
+                        if left.abandoned
+                        else f"; episode {left.uid} recorded as it is"
+                    )
+                self.log.warning(f"episode {self.counters.episodes} paused: {stall}; waiting for {awaited}{fate}")
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
                 self.wait_for_streams(stall.topic)
                 continue

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from std_msgs.msg import String, UInt8MultiArray
 
@@ -73,6 +73,14 @@ def robot_topic(robot: str | None, topic: str) -> str:
     """``topic`` (relative) of robot ``robot``'s namespace: ``/<robot>/<topic>``, or ``/<topic>`` without a fleet of
     robots (``robot`` None)."""
     return f"/{robot}/{topic}" if robot else f"/{topic}"
+
+
+class LeftEpisode(NamedTuple):
+    """An episode the actor left without its last step (:meth:`RosTransport.leave_episode`): ``abandoned`` (a
+    demonstration, played again: no store records it) or cut there (an online one: recorded as it is)."""
+
+    uid: str
+    abandoned: bool
 
 
 class RosTransport(Transport):
@@ -161,20 +169,22 @@ class RosTransport(Transport):
             cut = self._cut(uid)
         self._publish_cuts([cut])
 
-    def leave_episode(self) -> str | None:
+    def leave_episode(self) -> LeftEpisode | None:
         """The actor leaves the episode in progress without its last step (a stream stalled, the operator paused) and
         plays a new one next. An online episode ends there, as one the budget cuts short: its steps count in the step
-        budget and the learner has them, so a store must hold them too (a resumed graph's actor counts its budget from
-        the stores); the recorder hears which step was its last. A demonstration is played again (not counted), so
-        the one left is abandoned: the learner has its steps, no store records it; its uid is returned (None
-        otherwise), for the actor's log. An episode that already ended stays as it is."""
+        budget and the learner has them, so a store must hold them too (a resumed graph's actor counts its budget and
+        its episodes from the stores); the recorder hears which step was its last. A demonstration is played again
+        (not counted), so the one left is abandoned: the learner has its steps, no store records it. Returns what
+        became of the episode (None: there was none, or it had ended already), for the actor's counts and log."""
         self._require("actor")
         with self.lock:
             uid, abandoned_before = self.current_episode, set(self.outbox.abandoned)
             cut = None if uid is None else self._leave(uid)
-            abandoned = uid if uid in self.outbox.abandoned - abandoned_before else None
+            abandoned = uid in self.outbox.abandoned - abandoned_before
         self._publish_cuts([cut])
-        return abandoned
+        if cut is None and not abandoned:
+            return None
+        return LeftEpisode(uid, abandoned)
 
     def _leave(self, uid: str) -> tuple[str, int] | None:
         """(uid, seq of its last step) to tell the recorder when episode ``uid``, left unfinished, is online; under

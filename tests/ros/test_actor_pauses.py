@@ -104,3 +104,54 @@ def test_a_stall_names_the_stream_silent_the_longest_the_cause_not_what_follows_
     with pytest.raises(StreamStalled) as stall:
         inbox.wait_newer(["rl/reward", "camera/front/color/image_raw"], time.monotonic(), timeout=0.05)
     assert stall.value.topic == "camera/front/color/image_raw"
+
+
+def test_an_online_episode_a_stall_cuts_counts_as_the_stores_count_it_and_an_abandoned_demonstration_does_not():
+    """A loaded full run (test_node_restarts) stored 50 episodes while the actor said it played 49: an online
+    episode a stalled stream cut short is recorded as it is (and a resumed actor counts it from the stores), but the
+    live actor did not count it. A demonstration the stall abandons is played again: no store, no count."""
+    require("rclpy")
+    from robot_rl.ros.actor_node import ActorLoop
+    from robot_rl.ros.topic_env import StreamStalled
+    from robot_rl.ros.transport import LeftEpisode
+    from robot_rl.runtime.session import Counters
+
+    counters = Counters()
+    left = iter([LeftEpisode("a" * 32, abandoned=False), LeftEpisode("b" * 32, abandoned=True)])
+    stalls = [StreamStalled("/joint_states", 1.0), StreamStalled("/joint_states", 1.0)]
+
+    finished = []
+
+    def play(*args):
+        if stalls:
+            raise stalls.pop(0)
+        counters.count_episode(demo=False)  # as ActorSession.play counts a finished episode
+        finished.append(1)
+        return {"demo": False, "length": 5}
+
+    class Session:  # the budget: spent once an episode has finished, after both stalls
+        ended, demo_due = False, False
+
+        @property
+        def budget_spent(self) -> bool:
+            return bool(finished)
+
+    session = Session()
+    session.play = play
+    warnings: list[str] = []
+    loop = SimpleNamespace(
+        cfg=SimpleNamespace(ros=SimpleNamespace(eval_only=False, demos_only=False, eval_every_episodes=0)),
+        session=session,
+        counters=counters,
+        env=None,
+        between_steps=None,
+        transport=SimpleNamespace(leave_episode=lambda: next(left)),
+        load_new_weights=lambda: None,
+        log=SimpleNamespace(warning=lambda text, **k: warnings.append(text), info=lambda *a, **k: None),
+        publish=lambda kind, stats: None,
+        wait_for_streams=lambda topic: None,
+    )
+    ActorLoop.run(loop)
+    assert counters.episodes == 2  # the cut one and the finished one, not the abandoned demonstration
+    assert "episode " + "a" * 32 + " recorded as it is" in warnings[0]
+    assert "demonstration " + "b" * 32 + " abandoned" in warnings[1]

@@ -100,10 +100,10 @@ def test_an_online_episode_a_stall_leaves_is_cut_there_and_recorded_and_a_demons
         actor.service(lambda spilled: [])
         assert [(t[0].episode, len(t)) for t in stored] == [("a" * 32, 3)]
         assert [parse_cut(msg.data) for msg in cuts.messages] == [("a" * 32, 3)]
-        assert actor.leave_episode() is None  # "b" stalls too: the actor's stall handler cuts it at once
+        assert actor.leave_episode() == ("b" * 32, False)  # "b" stalls too: the actor's stall handler cuts it at once
         assert actor.leave_episode() is None  # said once
         actor.send_transitions(episode("c", 2, demo=True))  # a demonstration the next stall leaves mid-way
-        assert actor.leave_episode() == "c" * 32  # abandoned: the actor's log names it
+        assert actor.leave_episode() == ("c" * 32, True)  # abandoned: the actor's log names it
         assert actor.leave_episode() is None  # once
         actor.send_transitions(episode("d", 1, demo=True))  # played again
         time.sleep(0.01)
