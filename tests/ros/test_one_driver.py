@@ -88,7 +88,9 @@ def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
         for line in output.splitlines()
         if '"kind": "train"' in line and "{" in line
     ]
-    assert len(graph_versions) == len(stores["graph"]) - DEMOS, output[-3000:]
+    # an online episode a stalled stream cut short (loaded cores) is recorded as it is, with no "train" record
+    pauses = output.count('"kind": "paused"')
+    assert 0 <= len(stores["graph"]) - DEMOS - len(graph_versions) <= pauses, output[-3000:]
     assert graph_versions == sorted(graph_versions) and all(v % WEIGHTS_EVERY == 0 for v in graph_versions)
 
     # recorded episodes: the same sources, steps and metadata, and exactly the episodes each learner took, but for a
