@@ -5,7 +5,8 @@ Episodes are rebuilt from the transitions on ``/rl/transitions`` (the stream the
 step (the actor crashed or was stopped, a demonstration a stall paused) is dropped, so the store only ever holds
 finished episodes, also after Ctrl-C or SIGTERM; an online one the actor's step budget, a stall or the operator's
 pause cut short is committed when the actor says so on ``rl/episode_cut`` (its steps count in the budget). Each
-committed episode keeps the actor's episode uid and is acknowledged on ``/rl/transitions_ack``: an episode the recorder never confirms (it was down) is recorded by the actor itself.
+committed episode keeps the actor's episode uid and is acknowledged on ``/rl/transitions_ack``: an episode the
+recorder never confirms (it was down) is recorded by the actor itself.
 Malformed transition messages are dropped and counted. The operator's label (``rl/operator_label``, std_msgs/Bool:
 the console's success or failure) is kept as the open episode's ``operator_label`` attribute (one that comes between
 episodes is logged and not kept).
