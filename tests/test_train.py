@@ -160,6 +160,7 @@ def test_training_is_reproducible_with_train_deterministic(tmp_path):
                 "train.eval_every=250",
                 "train.final_eval_episodes=3",
                 "train.weights_every=5",
+                "agent.hidden=[64,64]",  # determinism does not depend on the networks' size: small ones are cheaper
                 name=name,
             )
         )
@@ -228,6 +229,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
         "train.eval_every=5000",
         "train.final_eval_episodes=2",
         "train.start_training=20",
+        "agent.hidden=[64,64]",  # what is kept across the kill does not depend on the networks' size
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     counters_file = run / "checkpoint" / "counters.json"
@@ -258,6 +260,7 @@ def test_resume_after_sigkill_keeps_counters_and_buffers(tmp_path):
             "train.eval_every=5000",
             "train.final_eval_episodes=2",
             "train.start_training=20",
+            "agent.hidden=[64,64]",
         ]
     )
     summary = train(cfg)

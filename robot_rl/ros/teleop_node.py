@@ -299,7 +299,8 @@ class SpaceMouse(EventDevice):
     def handle(self, data: bytes) -> None:
         report, payload = data[0], data[1:]
         if report in (1, 2) and len(payload) >= 6:
-            values = struct.unpack(f"<{min(len(payload), 12) // 2}h", payload[: min(len(payload), 12)])
+            count = min(len(payload) // 2, 6 if report == 1 else 3)  # report 1: translation (and rotation); 2: rotation
+            values = struct.unpack(f"<{count}h", payload[: 2 * count])
             first = 0 if report == 1 else 3
             for offset, raw in enumerate(values):
                 axis = first + offset

@@ -269,6 +269,35 @@ def spacemouse_node(tmp_path, *extra):
     return fifo, node
 
 
+def hid_report(device, report: bytes, timeout: float = 30.0) -> None:
+    """Write one HID report into the SpaceMouse FIFO and wait until the node has read it. hidraw hands over one
+    report per read; a FIFO joins the reports a late reader finds waiting into one read, whose first report alone
+    the node parses (a loaded CI run lost the operator's motion behind a button report so)."""
+    import fcntl
+    import termios
+
+    device.write(report)
+    end = time.monotonic() + timeout
+    while struct.unpack("i", fcntl.ioctl(device.fileno(), termios.FIONREAD, b"\0" * 4))[0]:
+        assert time.monotonic() < end, f"the teleop node did not read the report {report.hex()} within {timeout} s"
+        time.sleep(0.01)
+
+
+def test_a_rotation_report_longer_than_its_three_axes_sets_the_rotation_alone(tmp_path):
+    """A report 2 (rotation) with more than three axes' bytes, padded or junk, sets the three rotation axes: it ran
+    past the sixth axis (an IndexError), which ended the teleop node's reading thread."""
+    require("rclpy")
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.ros.teleop_node import SpaceMouse, TeleopState
+
+    teleop = load_config([]).teleop_device
+    state = TeleopState()
+    signs = dict(teleop.spacemouse_signs)
+    parser = SpaceMouse(state, str(tmp_path), signs, teleop.full_scale, 0.0, None, dict(teleop.spacemouse_buttons))
+    parser.handle((bytes([2]) + struct.pack("<3h", 350, 0, -175)).ljust(64, b"\x7f"))
+    np.testing.assert_allclose(state.twist, [0.0, 0.0, 0.0, signs["rx"], 0.0, -0.5 * signs["rz"]])
+
+
 @pytest.mark.slow
 def test_spacemouse_teleop_from_recorded_hid_reports(tmp_path):
     rclpy = require("rclpy")
@@ -282,8 +311,7 @@ def test_spacemouse_teleop_from_recorded_hid_reports(tmp_path):
                 bytes([2]) + struct.pack("<3h", 0, 0, 0),  # rotation report
                 bytes([3, 1, 0]),
             ):  # left button: close
-                device.write(report)
-                time.sleep(0.05)
+                hid_report(device, report)
             # x: +175/350, y: sign -1 * -350/350 = +1, z: 10/350 = 0.029 < deadzone
             watcher.wait_for(
                 lambda _: watcher.twists and watcher.joys and watcher.twists[-1][0] > 0 and watcher.joys[-1] == [1, 0],
@@ -291,7 +319,7 @@ def test_spacemouse_teleop_from_recorded_hid_reports(tmp_path):
                 "the SpaceMouse's translation and button",
             )
             np.testing.assert_allclose(watcher.twists[-1], [0.5, 1.0, 0.0], atol=1e-6)
-            device.write(bytes([1]) + struct.pack("<6h", -350, 0, 0, 0, 0, 0))  # 12-byte report of newer models
+            hid_report(device, bytes([1]) + struct.pack("<6h", -350, 0, 0, 0, 0, 0))  # 12-byte report of newer models
             watcher.wait_for(lambda _: watcher.twists[-1][0] < 0, 10, "the 12-byte report")
             np.testing.assert_allclose(watcher.twists[-1], [-1.0, 0.0, 0.0], atol=1e-6)
     finally:
@@ -325,11 +353,9 @@ def test_a_spacemouse_unplugged_mid_takeover_holds_the_arm_and_is_named_and_its_
     fifo, node = spacemouse_node(tmp_path, "teleop_device.spacemouse_buttons={close:0,open:1,takeover:2}")
     try:
         with open(fifo, "wb", buffering=0) as device:
-            device.write(bytes([3, 0b100, 0]))  # the take-over button, pressed ...
-            time.sleep(0.05)
-            device.write(bytes([3, 0, 0]))  # ... and released: one toggle
-            time.sleep(0.05)
-            device.write(bytes([1]) + struct.pack("<6h", 200, 0, 0, 0, 0, 0))  # the operator drives
+            hid_report(device, bytes([3, 0b100, 0]))  # the take-over button, pressed ...
+            hid_report(device, bytes([3, 0, 0]))  # ... and released: one toggle
+            hid_report(device, bytes([1]) + struct.pack("<6h", 200, 0, 0, 0, 0, 0))  # the operator drives
             watcher.wait_for(lambda _: watcher.twists and watcher.twists[-1][0] > 0.5, 30, "the operator's motion")
             watcher.wait_for(lambda _: watcher.switches and watcher.switches[-1], 10, "take-over from bit 2")
             assert not watcher.estops
@@ -337,9 +363,9 @@ def test_a_spacemouse_unplugged_mid_takeover_holds_the_arm_and_is_named_and_its_
         watcher.wait_for(lambda _: watcher.estops == [True], 20, "an e-stop when the SpaceMouse goes away")
         watcher.wait_for(lambda _: watcher.twists[-1] == [0, 0, 0] and not watcher.switches[-1], 10, "no motion")
         with open(fifo, "wb", buffering=0) as device:  # plugged in again: read again, no new e-stop
-            device.write(bytes([1]) + struct.pack("<6h", 0, 350, 0, 0, 0, 0))
+            hid_report(device, bytes([1]) + struct.pack("<6h", 0, 350, 0, 0, 0, 0))
             watcher.wait_for(lambda _: watcher.twists[-1][1] < -0.9, 30, "the returned SpaceMouse's motion")
-            device.write(bytes([1]) + struct.pack("<6h", 0, 0, 0, 0, 0, 0))  # the puck released
+            hid_report(device, bytes([1]) + struct.pack("<6h", 0, 0, 0, 0, 0, 0))  # the puck released
             watcher.wait_for(lambda _: watcher.twists[-1] == [0, 0, 0], 10, "the released puck")
         watcher.spin(1.5)
         assert watcher.estops == [True]  # it went away again with nobody driving: no second e-stop
