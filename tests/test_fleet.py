@@ -141,10 +141,10 @@ def command_line(pid: int) -> str:
 
 def run_killing_one_actor(command: list[str], run_dir, after_episodes: int) -> tuple[dict, str]:
     """Run ``command`` (a two-actor Ray fleet), SIGKILL one actor process once ``after_episodes`` episodes are
-    recorded; check that the run ends well, counts one crash, and that both actors play to the end; (summary,
-    stderr)."""
+    recorded; check that the run ends well, counts one crash, and that the killed actor, restarted, plays online
+    episodes after the kill; (summary, stderr)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = None
+    killed, recorded_at_kill = None, 0
     deadline = time.monotonic() + 600
     while killed is None and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -155,15 +155,20 @@ def run_killing_one_actor(command: list[str], run_dir, after_episodes: int) -> t
             if workers:  # this run's actors only: a run beside it on the machine (CI, a benchmark) is not touched
                 killed = workers[0]
                 os.kill(killed, signal.SIGKILL)
+                recorded_at_kill = len(list((run_dir / "episodes.zarr").glob("episodes/*")))
     _, err = process.communicate(timeout=900)
     assert killed is not None, err[-3000:]
     assert process.returncode == 0, err[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["fleet"]["crashes"] in ({"ray0": 1, "ray1": 0}, {"ray0": 0, "ray1": 1}), summary["fleet"]
     assert "crashed; Ray restarts it" in err
+    crashed = next(name for name, count in summary["fleet"]["crashes"].items() if count)
     log = json.loads((run_dir / "checkpoint" / "counters.json").read_text())["counters"]["episode_log"]
-    late = [entry["actor"] for entry in log[len(log) // 2 :]]
-    assert {"ray0", "ray1"} <= set(late)  # both actors play to the end: the killed one was restarted
+    # the online episodes from the kill on (the store held the demonstrations too: this starts after the kill)
+    after = [entry["actor"] for entry in log[recorded_at_kill:]]
+    # the killed actor was restarted and played on (unloaded: killed at 21 episodes, back at the 161st of 306; the
+    # old check, "in the last half", held by 8 episodes)
+    assert crashed in after, (crashed, recorded_at_kill, len(log))
     return summary, err
 
 
