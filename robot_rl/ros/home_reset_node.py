@@ -72,10 +72,13 @@ class HomeReset:
         self.lock = threading.Lock()
         self.busy = threading.Lock()  # held while a reset moves the arm
         self.stopping = threading.Event()  # set at shutdown: a running reset gives up
+        self.mover: threading.Thread | None = None  # the thread of the reset in flight
         self.guard = InputGuard(node)
         from rclpy.callback_groups import ReentrantCallbackGroup
 
-        group = ReentrantCallbackGroup()  # the pose keeps arriving while a reset runs
+        # one group that excludes nothing: a reset's answer is a coroutine that holds its callback's group until the
+        # arm is home, and the pose, the arm's errors, the recovery's answer and a second request come meanwhile
+        group = ReentrantCallbackGroup()
         self.guard.subscribe(PoseStamped, POSE_TOPIC, self._on_pose, qos.STREAM_SUBSCRIBER, callback_group=group)
         self.action_pub = node.create_publisher(PoseStamped, "rl/action", qos.COMMAND)
         self.gripper_pub = node.create_publisher(Float64, "rl/gripper", qos.COMMAND)
@@ -100,11 +103,27 @@ class HomeReset:
         with self.lock:
             self.pose = pose
 
-    def _on_reset(self, request, response):
-        log = self.node.get_logger()
+    async def _on_reset(self, request, response):
+        """Answer once the reset is done: it moves the arm on a thread of its own (:meth:`reset`) while this node's
+        single executor thread goes on serving the pose, the arm's errors, the scene's signal and the recovery
+        service's answer, which the reset waits for. (A multi-threaded executor did this before: rclpy's spun a
+        whole core between two poses, and took 5 of the 100 poses a second.)"""
         if not self.busy.acquire(blocking=False):
             response.success, response.message = False, "a reset is already running"
             return response
+        from rclpy.task import Future
+
+        finished = Future()
+        self.mover = threading.Thread(
+            target=lambda: finished.set_result(self.reset(request, response)), name="home_reset", daemon=True
+        )
+        self.mover.start()
+        return await finished
+
+    def reset(self, request, response):
+        """Bring the arm home (recovering it from an error first), then wait for the scene; ``response`` filled in.
+        Runs on the reset's own thread, holding ``busy``."""
+        log = self.node.get_logger()
         started = time.monotonic()
         try:
             demo = "; a demonstration comes next, take the SpaceMouse" if request.data else ""
@@ -199,27 +218,21 @@ class HomeReset:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import rclpy
     from omegaconf import OmegaConf
-    from rclpy.executors import MultiThreadedExecutor
 
-    from .node_main import exit_with_error, node_config, ros_node
+    from .node_main import exit_with_error, node_config, ros_node, spin
 
     try:
         cfg, ros_args = node_config(sys.argv[1:] if argv is None else argv)
         settings = OmegaConf.to_container(cfg.reset, resolve=True)
         with ros_node("robot_rl_home_reset", ros_args) as node:
             reset = HomeReset(node, settings)
-            executor = MultiThreadedExecutor(num_threads=2)  # a slow service next to its pose stream, not a fast loop
-            executor.add_node(node)
             try:
-                while rclpy.ok():  # waking every 0.1 s, so Ctrl-C / SIGTERM is seen when nothing arrives
-                    executor.spin_once(timeout_sec=0.1)
-            except KeyboardInterrupt:
-                pass
+                spin(node)
             finally:
                 reset.stopping.set()  # a reset in flight stops streaming targets
-                executor.shutdown(timeout_sec=5.0)
+                if reset.mover is not None:
+                    reset.mover.join(timeout=5.0)
     except ConfigError as error:
         return exit_with_error("robot_rl.ros.home_reset_node", error)
     return 0
