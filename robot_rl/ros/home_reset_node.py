@@ -106,8 +106,8 @@ class HomeReset:
     async def _on_reset(self, request, response):
         """Answer once the reset is done: it moves the arm on a thread of its own (:meth:`reset`) while this node's
         single executor thread goes on serving the pose, the arm's errors, the scene's signal and the recovery
-        service's answer, which the reset waits for. (A multi-threaded executor did this before: rclpy's spun a
-        whole core between two poses, and took 5 of the 100 poses a second.)"""
+        service's answer, which the reset waits for. (A multi-threaded executor did this before: rclpy's used
+        0.25-1.0 cores between two 100 Hz poses, and in a bench took 5 of them a second.)"""
         if not self.busy.acquire(blocking=False):
             response.success, response.message = False, "a reset is already running"
             return response
