@@ -59,6 +59,7 @@ from .teleop_source import TopicTeleop
 from .topic_env import EPISODE_STATS, STOP, OperatorPause, StreamStalled, TopicEnv, TopicEnvSettings
 from .transport import RosTransport
 
+LEARNER = "robot_rl_learner"  # the learner node's name (in ``ros.transition_subscribers``)
 LEARNER_SILENCE = 5.0  # s (wall clock) without news from the learner before the actor stops waiting for it
 STOPPED_WAIT = 3.0  # s (wall clock) each exit step may take when the actor is stopped: all within the launch's grace
 
@@ -114,6 +115,7 @@ class ActorLoop:
                 "ros.delivery.actor_store", self.local_store_path, "the path of the actor's own episode store"
             )
         self.local_store: EpisodeStore | None = None  # created at the first episode it must keep
+        self.waited_for_weights = False  # the wait for a learner's first weights is done (once per actor run)
         self.exit_timeout = non_negative("ros.delivery.exit_timeout", delivery.exit_timeout)
         self.record_timeout = non_negative("ros.delivery.record_timeout", delivery.record_timeout)
         outbox = Outbox(
@@ -121,7 +123,7 @@ class ActorLoop:
             int(positive("ros.delivery.memory_mb", delivery.memory_mb) * 2**20),
             self.record_timeout,
             self.record_locally,
-            for_learner="robot_rl_learner" in self.transition_subscribers,
+            for_learner=LEARNER in self.transition_subscribers,
             for_recorder="robot_rl_recorder" in self.transition_subscribers,
         )
         risk_input = (shapes["state"][0], action_dim) if safety.enabled and "state" in shapes else None
@@ -173,6 +175,29 @@ class ActorLoop:
             self.log.info(
                 f"loaded policy weights: learner {self.transport.weights_meta.get('session')} "
                 f"update {self.transport.weights_meta.get('version')}"
+            )
+
+    def wait_for_learner_weights(self) -> None:
+        """Before an online episode while the actor holds no learner's weights (its run's first, or the first after
+        the actor restarted): with the learner in ``ros.transition_subscribers``, wait up to ``ros.startup_timeout`` s
+        for the weights it publishes once it has opened its session. Acting on the actor's own initialisation spends
+        cell time on a policy no learner made (a resumed learner's are trained), and the episode names no weights
+        version. Demonstrations do not wait: the human acts. Not in time: it acts on the weights it has, warned; it
+        waits once per actor run, so a learner that never comes costs one wait."""
+        if self.waited_for_weights or self.session.weights_version is not None:
+            return
+        self.waited_for_weights = True
+        if LEARNER not in self.transition_subscribers:
+            return
+        timeout = float(self.cfg.ros.startup_timeout)
+        deadline = time.monotonic() + timeout
+        while self.session.weights_version is None and not self.session.ended and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self.load_new_weights()
+        if self.session.weights_version is None and not self.session.ended:
+            self.log.warning(
+                f"no weights from {LEARNER} within {timeout:.0f} s (ros.startup_timeout): acting on the actor's own "
+                "initial weights until it publishes"
             )
 
     def publish(self, kind: str, stats: dict) -> None:
@@ -287,6 +312,8 @@ class ActorLoop:
             self.load_new_weights()
             if ros.demos_only and not self.session.demo_due:
                 return
+            if not self.session.demo_due:
+                self.wait_for_learner_weights()
             try:
                 stats = self.session.play(self.env, self.transport, None, None, self.between_steps)
             except StreamStalled as stall:

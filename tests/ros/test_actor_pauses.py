@@ -147,6 +147,7 @@ def test_an_online_episode_a_stall_cuts_counts_as_the_stores_count_it_and_an_aba
         between_steps=None,
         transport=SimpleNamespace(leave_episode=lambda: next(left)),
         load_new_weights=lambda: None,
+        wait_for_learner_weights=lambda: None,
         log=SimpleNamespace(warning=lambda text, **k: warnings.append(text), info=lambda *a, **k: None),
         publish=lambda kind, stats: None,
         wait_for_streams=lambda topic: None,
