@@ -3,8 +3,9 @@
 It runs :func:`robot_rl.runtime.actor.run_episode` on a :class:`~robot_rl.ros.topic_env.TopicEnv` with
 the intervention mux (:class:`~robot_rl.ros.teleop_source.TopicTeleop`) and the learned safety
 filter when the learner publishes one, sends every transition to the learner
-(:class:`~robot_rl.ros.transport.RosTransport`) and loads new weights between episodes. Without
-a learner it keeps acting on the weights it has. A stream that goes silent pauses the actor
+(:class:`~robot_rl.ros.transport.RosTransport`) and loads new weights between episodes. Its first online episode
+waits (at most ``ros.startup_timeout`` s) for the learner's first weights; without a learner it acts on the weights
+it has. A stream that goes silent pauses the actor
 (logged with the topic) until it returns; so does the operator's pause (``/rl/pause`` true, the console's: a
 ``paused`` record with reason ``operator``) until ``/rl/pause`` false. The episode in progress ends there: an online
 one is recorded as it is (it counts as an episode, its steps in the budget), a demonstration is dropped and played
