@@ -68,7 +68,8 @@ from robot_rl.core.transport import LocalTransport, updates_due
 from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
 from robot_rl.runtime.fleet_settings import PACES
-from robot_rl.runtime.learner import Learner, TrainSettings
+from robot_rl.runtime.learner import Learner
+from robot_rl.runtime.train_settings import TrainSettings
 
 RAY_ACTORS = (1, 2, 4, 8, 12)  # Ray runs: those this machine has the cores for (always 1 and 2)
 
@@ -189,9 +190,9 @@ def acting_speed(num_envs: int, steps: int, vectorization: str = "sync") -> floa
     from omegaconf import OmegaConf
 
     from robot_rl.runtime.envs import observation_shapes
-    from robot_rl.runtime.learner import settings_from
     from robot_rl.runtime.run_setup import acting_envs
     from robot_rl.runtime.session import ActorSession
+    from robot_rl.runtime.train_settings import settings_from
 
     overrides = [f"train.env_steps={steps}", f"train.num_envs={num_envs}", f"train.vectorization={vectorization}"]
     cfg = load_config(["task=pick_cube", *overrides])

@@ -15,10 +15,10 @@ from robot_rl.policies.fast_critic import FastCriticFitSettings
 from robot_rl.policies.sac import SACConfig
 from robot_rl.policies.safety_critic import SafetyCriticConfig
 from robot_rl.runtime.fleet_settings import FleetSettings
-from robot_rl.runtime.learner import TrainSettings
 from robot_rl.runtime.pretrain import PretrainSettings
 from robot_rl.runtime.safety_learning import SafetySettings
 from robot_rl.runtime.teleop import InterventionRules
+from robot_rl.runtime.train_settings import TrainSettings
 from robot_rl.runtime.warm_start import InitSettings
 from robot_rl.safety.fast_critic import FastCriticSettings
 from robot_rl.safety.filter import FilterSettings

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data.streams import stored_tuples
 from robot_rl.data.transition import Transition
-from robot_rl.runtime.learner import Learner, TrainSettings
+from robot_rl.runtime.learner import Learner
+from robot_rl.runtime.train_settings import TrainSettings
 
 
 class _Agent:

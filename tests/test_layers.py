@@ -169,15 +169,22 @@ WITHOUT_TORCH = (
 )
 
 
-def test_a_refused_command_line_the_launcher_and_the_message_nodes_never_import_torch():
+def test_a_refused_command_line_the_launcher_and_the_message_nodes_never_import_torch(tmp_path):
     import subprocess
     import sys
 
+    (tmp_path / "user_file.txt").write_text("a user's file")
+    refused = [  # an unknown task; a bad train value, a folder of the user's, a resume of no run: before torch too
+        ["train", "task=nope"],
+        ["train", "train.batch_size=0"],
+        ["train", f"train.run_dir={tmp_path}"],
+        ["train", "train.resume=true", f"train.run_dir={tmp_path / 'nothing_here'}"],
+    ]
     script = (
         "import sys\n"
         + "".join(f"import {module}\n" for module in WITHOUT_TORCH)
         + "from robot_rl.cli.main import main\n"
-        + "assert main(['train', 'task=nope']) == 2\n"
+        + "".join(f"assert main({args!r}) == 2\n" for args in refused)
         + "print(sorted(name for name in sys.modules if name.split('.')[0] == 'torch')[:3])\n"
     )
     result = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)

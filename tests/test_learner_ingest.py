@@ -5,9 +5,10 @@ import pytest
 
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data.transition import Transition
-from robot_rl.runtime.learner import Learner, TrainSettings
+from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.safety_learning import SafetySettings
+from robot_rl.runtime.train_settings import TrainSettings
 from robot_rl.safety.fast_critic import FastCriticSettings
 
 

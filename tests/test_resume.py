@@ -144,9 +144,9 @@ def test_the_final_evaluation_says_it_runs():
     """The progress bar sat at 100% with no word for the final 50 episodes (~36 s)."""
     from types import SimpleNamespace
 
-    from robot_rl.runtime.learner import TrainSettings
     from robot_rl.runtime.run_loop import Run
     from robot_rl.runtime.session import Counters
+    from robot_rl.runtime.train_settings import TrainSettings
 
     shown = []
 

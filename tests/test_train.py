@@ -16,8 +16,9 @@ from robot_rl.core.composed_config import load_config
 from robot_rl.core.config import ConfigError
 from robot_rl.core.transport import LocalTransport, updates_due
 from robot_rl.data.transition import Transition
-from robot_rl.runtime.learner import Learner, TrainSettings
+from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.train import train
+from robot_rl.runtime.train_settings import TrainSettings
 from tests.conftest import LEARNING_REACH
 
 

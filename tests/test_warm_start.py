@@ -189,10 +189,11 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
     from robot_rl.core.transport import LocalTransport
     from robot_rl.data import EpisodeRecorder, EpisodeStore
     from robot_rl.data.transition import Transition
-    from robot_rl.runtime.learner import Learner, TrainSettings
+    from robot_rl.runtime.learner import Learner
     from robot_rl.runtime.offline_data import add_offline, load_offline
     from robot_rl.runtime.replay_router import SafetyRelabel
     from robot_rl.runtime.safety_learning import safety_settings
+    from robot_rl.runtime.train_settings import TrainSettings
 
     rng = np.random.default_rng(0)
     filtered = [False, True, True, False]

@@ -175,11 +175,12 @@ def learning_run(verb: str, cfg: DictConfig, overrides: list[str] = ()) -> dict:
 
         return pretrain(cfg)
     from robot_rl.runtime.fleet_settings import fleet_settings
-    from robot_rl.runtime.run_folder import given_keys
-    from robot_rl.runtime.run_setup import run_config
+    from robot_rl.runtime.run_folder import given_keys, run_config, run_folder
+    from robot_rl.runtime.train_settings import settings_from
 
     cfg = run_config(cfg, given_keys(overrides))
-
+    settings = settings_from(cfg["train"])  # a bad value or run folder is refused before torch is imported (~1.5 s)
+    run_folder(settings.run_dir, settings.resume)
     if fleet_settings(cfg).kind == "ray":
         from robot_rl.runtime.fleet import train_fleet
 
@@ -244,9 +245,9 @@ def check_settings(cfg: DictConfig) -> None:
     safety, the agent's hyperparameters), so a value train would refuse is refused here too (ConfigError)."""
     from robot_rl.runtime.envs import load_entry_point
     from robot_rl.runtime.fleet_settings import fleet_settings
-    from robot_rl.runtime.learner import settings_from
     from robot_rl.runtime.safety_learning import safety_settings
     from robot_rl.runtime.teleop import InterventionRules
+    from robot_rl.runtime.train_settings import settings_from
 
     settings_from(cfg.train)
     fleet_settings(cfg)

@@ -35,10 +35,11 @@ from std_msgs.msg import Empty, String
 from robot_rl.core.config import ConfigError
 from robot_rl.core.folders import write_text_atomically
 from robot_rl.runtime.fleet_settings import fleet_settings, robot_path
-from robot_rl.runtime.learner import Learner, settings_from
+from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.run_folder import given_keys, resumed_config, run_folder
 from robot_rl.runtime.run_loop import Run
 from robot_rl.runtime.session import LearnerSession
+from robot_rl.runtime.train_settings import settings_from
 
 from ..data import EpisodeStore
 from ..data.episode_store import EpisodeStoreError

@@ -76,6 +76,16 @@ def run_folder(run_dir: Any, resume: Any) -> Path:
     return path
 
 
+def run_config(cfg: Config, given: list[str] | tuple[str, ...] = ()) -> Config:
+    """The configuration a training run runs with: ``cfg``, or with ``train.resume=true`` on a run folder the run's own
+    ``config.yaml`` with the budget and evaluation keys ``cfg`` changes (:func:`resumed_config`;
+    ``given``: the command line's keys). Bad input raises ConfigError."""
+    if cfg["train"].get("resume") is not True:
+        return cfg
+    run_folder(cfg["train"]["run_dir"], True)
+    return resumed_config(cfg, given)
+
+
 def leaves(values: Any, prefix: str = "") -> dict[str, Any]:
     """A nested config container as ``{dotted key: value}``; a list, a scalar or an empty section is one leaf."""
     if isinstance(values, dict) and values:

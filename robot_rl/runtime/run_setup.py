@@ -14,10 +14,10 @@ from robot_rl.core.config import Config, ConfigError, integer, plain, settings_o
 from robot_rl.data import EpisodeStore
 from robot_rl.runtime.env_workers import EnvWorker
 from robot_rl.runtime.envs import fast_loop_of, make_env, make_expert, task_spec
-from robot_rl.runtime.learner import TrainSettings, settings_from
 from robot_rl.runtime.robustness import randomized
-from robot_rl.runtime.run_folder import resumed_config, run_folder
+from robot_rl.runtime.run_folder import run_folder
 from robot_rl.runtime.teleop import InterventionRules, NoHuman, ScriptedHuman
+from robot_rl.runtime.train_settings import TrainSettings, settings_from
 from robot_rl.safety.fast_critic import FastCriticSettings, fast_critic_config
 from robot_rl.sim.fast_critic_loop import attach_fast_loop
 
@@ -48,16 +48,6 @@ def fast_critic_needs_a_rate(fast: FastCriticSettings) -> None:
             f"a tick rate in Hz (e.g. 500) with safety.fast_critic.{asked[0]} in robot-rl train: the sim runs the "
             "fast critic in its control substeps at that rate, and without one it does not run at all",
         )
-
-
-def run_config(cfg: Config, given: list[str] | tuple[str, ...] = ()) -> Config:
-    """The configuration a training run runs with: ``cfg``, or with ``train.resume=true`` on a run folder the run's own
-    ``config.yaml`` with the budget and evaluation keys ``cfg`` changes (:func:`~robot_rl.runtime.run_folder.resumed_config`;
-    ``given``: the command line's keys). Bad input raises ConfigError."""
-    if cfg["train"].get("resume") is not True:
-        return cfg
-    run_folder(cfg["train"]["run_dir"], True)
-    return resumed_config(cfg, given)
 
 
 def sim_env(cfg: Config, task: dict[str, Any], seed: int, randomize: bool):

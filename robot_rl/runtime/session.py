@@ -30,7 +30,7 @@ from robot_rl.runtime.actor import run_envs, run_episode, set_training_step
 from robot_rl.runtime.auxiliary_learners import AuxiliaryLearner, FastCriticLearning, SafetyCriticLearning
 from robot_rl.runtime.envs import load_entry_point
 from robot_rl.runtime.fast_critic_fit import store_ticks
-from robot_rl.runtime.learner import Learner, TrainSettings, settings_from
+from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.run_folder import record_resume
 from robot_rl.runtime.safety_learning import (
@@ -40,6 +40,7 @@ from robot_rl.runtime.safety_learning import (
     make_safety_learner,
     safety_settings,
 )
+from robot_rl.runtime.train_settings import TrainSettings, settings_from
 from robot_rl.runtime.warm_start import init_settings, warm_settings, warm_start
 from robot_rl.safety.fast_critic import FAST_CRITIC_KEY, FastCriticSettings, fast_critic_config
 

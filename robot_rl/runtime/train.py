@@ -34,11 +34,12 @@ from robot_rl.data import EpisodeRecorder
 from robot_rl.data.episode_store import bytes_per_step
 from robot_rl.runtime.envs import make_env, observation_shapes
 from robot_rl.runtime.evaluate import evaluate
-from robot_rl.runtime.learner import TrainSettings
 from robot_rl.runtime.robustness import robustness_sweep, write_sweep
+from robot_rl.runtime.run_folder import run_config
 from robot_rl.runtime.run_loop import Run, checkpoint_bytes, policy_evaluation
-from robot_rl.runtime.run_setup import acting_envs, episode_store, run_config, run_settings, sim_env
+from robot_rl.runtime.run_setup import acting_envs, episode_store, run_settings, sim_env
 from robot_rl.runtime.session import ActorSession, LearnerSession, load_checkpoint_agent, make_agent
+from robot_rl.runtime.train_settings import TrainSettings
 
 
 @stops_on_full_disk(

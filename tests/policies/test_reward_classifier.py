@@ -45,9 +45,10 @@ def pick_cube_frames(tmp_path_factory):
 def test_held_out_accuracy_is_at_least_95_percent(pick_cube_frames, tmp_path):
     images, labels, groups = pick_cube_frames
     assert 0.1 < labels.mean() < 0.9  # both classes are there
-    # 500 updates, not the default 1,500: held-out accuracy 1.00 at 400 and 500 updates, 0.996 at 700 (seed 0, one
-    # thread, 2026-11-29); each update costs ~0.2 s of CPU here, so the test took ~290 s with 1,500
-    model, report = train_reward_classifier(images, labels, groups, RewardClassifierConfig(updates=500), seed=0)
+    # 250 updates, not the default 1,500: held-out accuracy 0.996, 0.991 and 0.991 with seeds 0, 1 and 2 (one thread,
+    # 2026-12-01; 1.00 at 400 and 500 updates, 0.996 at 700, seed 0); 250 updates cost ~17 s of CPU here, and the
+    # test took ~290 s with 1,500
+    model, report = train_reward_classifier(images, labels, groups, RewardClassifierConfig(updates=250), seed=0)
     print(report)
     assert report["held_out_accuracy"] >= 0.95, report
     assert report["held_out_positive"] > 0 and report["held_out_frames"] > report["held_out_positive"]

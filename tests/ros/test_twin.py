@@ -260,9 +260,10 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     from robot_rl.ros.delivery import Outbox
     from robot_rl.ros.transport import RosTransport
     from robot_rl.runtime.envs import make_env, make_expert, observation_shapes
-    from robot_rl.runtime.learner import Learner, settings_from
+    from robot_rl.runtime.learner import Learner
     from robot_rl.runtime.session import make_agent
     from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
+    from robot_rl.runtime.train_settings import settings_from
 
     overrides = [
         "task=pick_cube",
