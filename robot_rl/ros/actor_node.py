@@ -24,7 +24,6 @@ deterministic episodes of ``eval.checkpoint`` on the cell and stops. Each episod
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 import uuid
@@ -388,9 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                 stopped = False
                 try:
                     actor.run()
-                except KeyboardInterrupt:
-                    signal.signal(signal.SIGINT, signal.SIG_IGN)
-                    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                except KeyboardInterrupt:  # later signals are ignored (ros_node): the clean-up below runs whole
                     stopped = True  # exit within the grace: the learner's checkpoint says what it has
                 waits = ExitWaits.at_exit(actor.exit_timeout, actor.record_timeout, stopped)
                 actor.transport.flush(timeout=waits.flush)  # the recorder and learner get the last episode

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from robot_rl.core.config import ConfigError
-from robot_rl.core.interrupts import StopRequest, interrupt_on_sigterm
+from robot_rl.core.interrupts import StopRequest, interrupt_once
 
 from .senders import UNNAMED
 from .sim_clock import BackwardJumps
@@ -78,16 +78,17 @@ def node_task_spec(cfg: DictConfig) -> TaskSpec:
 @contextmanager
 def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: bool = False) -> Iterator:
     """An initialised rclpy context and one node (on ``/clock`` with ``sim_time``:
-    :mod:`robot_rl.ros.sim_clock`; with ``lifecycle`` a managed node serving the lifecycle services); SIGTERM is
-    turned into KeyboardInterrupt so the same clean-up (checkpoints, episode stores) runs for ``kill`` and Ctrl-C."""
+    :mod:`robot_rl.ros.sim_clock`; with ``lifecycle`` a managed node serving the lifecycle services); the first SIGINT
+    or SIGTERM raises KeyboardInterrupt and later ones are ignored (:func:`~robot_rl.core.interrupts.interrupt_once`),
+    so the same clean-up (checkpoints, episode stores) runs whole for ``kill`` and Ctrl-C."""
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
     from .sim_clock import sim_time_parameters
 
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, interrupt_on_sigterm)
+    signal.signal(signal.SIGINT, interrupt_once)
+    signal.signal(signal.SIGTERM, interrupt_once)
     # no parameter services: the nodes are configured by Hydra, and six services more in every wait set cost time
     settings = {"parameter_overrides": sim_time_parameters(sim_time), "start_parameter_services": False}
     if lifecycle:

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from tests.conftest import require
 
 ROUNDS = 500  # the old code failed within 20-195 rounds in every try (6 tries)
@@ -83,3 +85,32 @@ def test_a_second_stop_signal_inside_the_first_ones_handler_does_not_hang_the_no
         raise AssertionError("a second SIGINT inside the first one's handler hung the process") from None
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["stopped", "True", "True"]  # stopped, and later signals ignored in the clean-up
+
+
+# A node stopped as a launch stops it: SIGINT, then a second signal while the node cleans up
+SECOND_SIGNAL_IN_THE_CLEAN_UP = """
+import os, signal, sys, time
+from robot_rl.ros.node_main import ros_node
+
+second = getattr(signal, sys.argv[1])
+with ros_node("robot_rl_two_stops", []) as node:
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the process group's Ctrl-C
+        time.sleep(60)
+    except KeyboardInterrupt:  # the clean-up, as the actor's: the launcher's signal comes in it
+        os.kill(os.getpid(), second)
+        time.sleep(0.2)
+        print("cleaned up", flush=True)
+"""
+
+
+@pytest.mark.parametrize("second", ["SIGINT", "SIGTERM"])
+def test_a_second_stop_signal_during_a_nodes_clean_up_is_ignored(second):
+    """A loaded CI run's actor died with a traceback as its launch stopped it: the second SIGINT (its process group's,
+    then its launcher's) came in its ``except KeyboardInterrupt`` clause, before that clause ignored signals. Now the
+    first signal's handler ignores the later ones. Old code: a KeyboardInterrupt in the clean-up, no "cleaned up"."""
+    require("rclpy")
+    child = [sys.executable, "-c", SECOND_SIGNAL_IN_THE_CLEAN_UP, second]
+    result = subprocess.run(child, check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stdout.split() == ["cleaned", "up"]
