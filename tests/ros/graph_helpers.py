@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from robot_rl.cli.graph import NodeSpec, graph_nodes, ros_environment
@@ -42,14 +43,27 @@ def sim_robot(*args: str) -> list[str]:
     ]
 
 
+#: the safety node's tick rate in the wall-clock graph tests that are not about its loop: the sim robot's state rate, a
+#: tick per state (the robot's limits are per second, so the arm moves alike). sim_train's 500 Hz cost ~0.7 cores of
+#: the sim robot and the safety node in the restart test, 100 Hz ~0.3 (2026-12-01)
+STATE_RATE_HZ = 100
+
+
 class Graph:
     """The nodes of a graph config as child processes, each logging to ``<folder>/<name>.log``, in the domain a
-    launch of that config would use (the test's own, from the ``ros_domain`` fixture)."""
+    launch of that config would use (the test's own, from the ``ros_domain`` fixture). ``safety_rate_hz``: the safety
+    node's ``--rate-hz`` instead of the graph's."""
 
-    def __init__(self, folder: Path, overrides: list[str], graph: str = "sim_train"):
+    def __init__(
+        self, folder: Path, overrides: list[str], graph: str = "sim_train", safety_rate_hz: float | None = None
+    ):
         self.folder, self.overrides = folder, [f"graph={graph}", *overrides]
         cfg = load_config(self.overrides)
         self.specs = {node.name: node for node in graph_nodes(cfg)}
+        if safety_rate_hz is not None:
+            args = list(self.specs["safety"].args)
+            args[args.index("--rate-hz") + 1] = str(safety_rate_hz)
+            self.specs["safety"] = replace(self.specs["safety"], args=args)
         self.env = ros_environment(cfg.ros)
         self.processes: dict[str, subprocess.Popen] = {}
 

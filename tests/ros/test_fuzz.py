@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Graph, Watcher, python, stop_processes
+from tests.ros.graph_helpers import STATE_RATE_HZ, Graph, Watcher, python, stop_processes
 
 CAMERA = "/camera/front/color/image_raw"
 POSE = "/franka_robot_state_broadcaster/current_pose"
@@ -193,6 +193,7 @@ def test_training_graph_survives_a_flood_of_malformed_messages(tmp_path):
             "ros.stream_timeout=1.0",
             "ros.sim_time=false",
         ],
+        safety_rate_hz=STATE_RATE_HZ,
     )  # the test plays a camera on the wall clock
     rclpy.init()
     watcher = Watcher(rclpy)

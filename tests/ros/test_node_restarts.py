@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Graph, Watcher
+from tests.ros.graph_helpers import STATE_RATE_HZ, Graph, Watcher
 
 
 @pytest.mark.slow
@@ -33,6 +33,7 @@ def test_a_learner_killed_for_seconds_and_a_recorder_killed_lose_nothing(tmp_pat
             "ros.delivery.record_timeout=2.0",
             "ros.sim_time=false",
         ],
+        safety_rate_hz=STATE_RATE_HZ,
     )  # restarts on the wall clock (sim time: tests/ros/test_twin.py)
     rclpy.init()
     watcher = Watcher(rclpy)
