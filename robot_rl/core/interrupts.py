@@ -95,8 +95,8 @@ def interrupt_once(signum=None, frame=None) -> None:
     """Signal handler for SIGINT and SIGTERM of a process whose clean-up must run whole (a node: its checkpoint, its
     episode store, the actor's last deliveries): the first signal raises KeyboardInterrupt, and from then on both are
     ignored, set before it raises. A node stopped with Ctrl-C gets SIGINT from its process group and again from its
-    launcher; the second, set off by a handler that only raised, landed in the actor's ``except KeyboardInterrupt``
-    clause before that could ignore it, and the actor died with a traceback (a loaded CI run)."""
+    launcher; with a handler that only raised, the second landed in the actor's ``except KeyboardInterrupt`` clause
+    before that clause could ignore it, and the actor died with a traceback (a loaded CI run)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
