@@ -35,10 +35,8 @@ stamp=$VENV/.robot_rl_installed
 fingerprint=$(cat pyproject.toml scripts/setup.sh robot_rl/safety/_mlp.c | sha256sum | cut -d' ' -f1)  # C: rebuilt
 if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  # --no-compile: Python compiles a module when it is first imported; compiling every installed file at install time,
-  # most of them never imported, made the two installs 87 s instead of 52 s (2 cores, 2026-12-01)
-  "$VENV/bin/python" -m pip install -q --no-compile "$TORCH_SPEC"
-  "$VENV/bin/python" -m pip install -q --no-compile -e ".[robosuite,ros,realsense,suites,data,fleet,dev]"
+  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  "$VENV/bin/python" -m pip install -q -e ".[robosuite,ros,realsense,suites,data,fleet,dev]"
   echo "$fingerprint" > "$stamp"
 fi
 echo "robot-rl setup: ready ($VENV, $("$VENV/bin/python" --version))"
