@@ -13,8 +13,8 @@ LEARNER_VERSION = 0  # the update count of the weights a learner publishes when 
 
 def actor_loop(*, demos: int, weights_after: int | None, subscribers: list[str], startup_timeout: float = 30.0):
     """An ``ActorLoop`` over a session that plays ``demos`` demonstrations, then online episodes until 3 episodes are
-    played; the learner's weights arrive at the ``weights_after``-th load (never when None). Returns the loop, the
-    weights version each episode was played with (demo or online) and the warnings logged."""
+    played; the learner's weights arrive at the ``weights_after``-th load (never when None). Returns each episode's
+    kind (demo or online) with the weights version it was played with, and the warnings logged."""
     require("rclpy")
     from robot_rl.ros.actor_node import ActorLoop
 
