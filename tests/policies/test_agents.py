@@ -43,7 +43,14 @@ SMALL_CQN, SMALL_SAC = "agent.hidden=64", "agent.hidden=[64,64]"
         # every step a full +-4 cm per axis: within 3.5 cm of any goal
         (["exploration=bang_bang", SMALL_SAC], 1000, 128, 0.7),
         (["agent=sac_lagrangian", SMALL_SAC], 1000, 128, 0.7),  # reach has no hazard: no cost, it learns as SAC does
-        (["ssl=latent", "task.cameras=[front]", "task.image_size=32"], 600, 64, 0.7),  # state and a camera
+        # state and a camera, the encoder's stride 2 twice ([2, 1, 1, 1] by default): seeds 0, 1, 2 scored 1.00, 1.00,
+        # 0.95 (at 600, 403 and 419 steps), seed 0 in 40 s of CPU, 60 s with the default encoder and trunk (2026-12-01)
+        (
+            ["ssl=latent", "task.cameras=[front]", "task.image_size=32", SMALL_SAC, "agent.camera_strides=[2,2,1,1]"],
+            600,
+            64,
+            0.7,
+        ),
     ],
 )
 def test_learning_on_reach_with_a_tiny_budget(tmp_path, agent, steps, batch, bar):
