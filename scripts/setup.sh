@@ -41,5 +41,5 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
 fi
 # bytecode for our own packages (the editable install compiles none): where PYTHONDONTWRITEBYTECODE=1 no import
 # writes it, and every node process of a test would compile them again; quick when nothing changed
-"$VENV/bin/python" -m compileall -q -j 0 robot_rl sim policies hardware >/dev/null
+"$VENV/bin/python" -m compileall -q -j 0 robot_rl sim policies hardware  # -q: only errors are printed
 echo "robot-rl setup: ready ($VENV, $("$VENV/bin/python" --version))"
