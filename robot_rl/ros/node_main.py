@@ -84,6 +84,7 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
+    from .mismatch_watch import MismatchWatch, quiet_node
     from .sim_clock import sim_time_parameters
 
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
@@ -91,12 +92,9 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
     signal.signal(signal.SIGTERM, interrupt_once)
     # no parameter services: the nodes are configured by Hydra, and six services more in every wait set cost time
     settings = {"parameter_overrides": sim_time_parameters(sim_time), "start_parameter_services": False}
-    if lifecycle:
-        from rclpy.lifecycle import LifecycleNode
-
-        node = LifecycleNode(name, **settings)
-    else:
-        node = rclpy.create_node(name, **settings)
+    # no default QoS-event handlers in every wait set: a look at the graph reports the same mismatches
+    node = quiet_node(name, lifecycle, **settings)
+    MismatchWatch(node)
     jumps = BackwardJumps(node) if sim_time else None
     try:
         taken = name_taken(node)
@@ -193,10 +191,9 @@ def spinning_in_background(node) -> Iterator[threading.Thread]:
     without an active exception``), and rclpy's ``Executor.shutdown`` from another thread does not wait for the spin
     in progress: it destroyed the executor's guard condition under a callback about to trigger it (``InvalidHandle``
     or ``'NoneType' object has no attribute 'trigger'`` in the executor thread)."""
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.executors import ExternalShutdownException
 
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
+    executor = executor_of(node)
     stopping = threading.Event()
 
     def spin() -> None:
