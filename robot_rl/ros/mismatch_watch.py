@@ -4,14 +4,14 @@ event handlers.
 rclpy gives every publisher and subscription two event handlers unless told otherwise: one logs a warning when
 discovery matches an endpoint of incompatible QoS (a best-effort camera driver and a reliable subscription: no frame
 ever arrives), the other one of another message type. The single-threaded executor adds every handler to its wait
-set and checks it at every wake-up, in Python. On this machine a node of 23 publishers and subscriptions, taking a
-500 Hz stream, spent 0.69-0.71 ms of CPU per message with them and 0.33 ms without; the sim robot and the safety node
-wake at 500 Hz and more.
+set and checks it at every wake-up, in Python. A node with 12 publishers and 10 subscriptions besides a 500 Hz
+stream spent 0.71-0.77 ms of CPU per message of it with them and 0.28-0.37 ms without (``python -m
+benchmarks.wait_set``); the sim robot and the safety node wake hundreds of times a second.
 
 The robot_rl nodes (:func:`~robot_rl.ros.node_main.ros_node`) therefore create their publishers and subscriptions
 without those handlers (:func:`quiet_node`) and log the same mismatches with a
 :class:`MismatchWatch`: a steady-clock timer that checks one of the node's own endpoints per look against the
-graph's endpoints of the other side on its topic (one graph query, ~20 us), each endpoint in turn, and warns once
+graph's endpoints on its topic (two graph queries, ~20 us each), each endpoint in turn, and warns once
 per pair that cannot talk.
 """
 
