@@ -36,6 +36,7 @@ def toward_x(limit: float, context: int = 0):
 
 SCALE_DOWN = 0.015  # 3 cm ahead: risk 0.998; half of it 0.5, a quarter 0.047 (< threshold_off): scaled to 7.5 mm
 HOLD = 0.01  # 3 cm, 1.5 cm, 7.5 mm all above threshold_off; holding (0.018) below it: hold the measured pose
+SETTLED = 100  # outputs checked once a state is reached: 0.5 s of the node's 200 Hz on an idle machine
 
 
 def steady(outputs: list[tuple[float, int]], x_max: float, flags: int, x_min: float = HOME[0]) -> bool:
@@ -99,10 +100,10 @@ class Rig:
     def send_weights(self, data: bytes) -> None:
         self.weights_pub.publish(self.messages["weights"](data=data))
 
-    def settle(self, condition, timeout: float = 10.0) -> None:
-        """Wait until ``condition(x, flags)`` holds for the newest output, then 0.6 s more (the recent window)."""
+    def settle(self, condition, timeout: float = 10.0) -> list[tuple[float, int]]:
+        """Wait until ``condition(x, flags)`` holds for the newest output; returns the next ``SETTLED`` outputs."""
         self.arm.wait_for(condition, timeout=timeout)
-        self.arm.spin(0.6)
+        return self.arm.next_outputs(SETTLED)
 
     def close(self) -> None:
         self.arm.close()
@@ -119,10 +120,10 @@ def test_risky_commands_are_scaled_down_or_held_and_the_hard_layer_still_clamps(
         arm.wait_for(lambda x, flags: True, timeout=10)
         rig.target = HOME + [0.03, 0.0, 0.0]
         # a quarter of the 3 cm step, approached in the hard layer's 2 mm steps, both flagged
-        rig.settle(lambda x, flags: abs(x - (HOME[0] + 0.0075)) < 1e-6 and flags == RISK_FILTERED)
+        settled = rig.settle(lambda x, flags: abs(x - (HOME[0] + 0.0075)) < 1e-6 and flags == RISK_FILTERED)
         assert any(flags == RISK_FILTERED | TRANSLATION_STEP for _, _, flags in arm.outputs)
         assert max(x for _, x, _ in arm.outputs) < HOME[0] + 0.0075 + 1e-6  # never beyond the safe scale
-        assert steady(arm.recent(0.5), HOME[0] + 0.0075, RISK_FILTERED)
+        assert steady(settled, HOME[0] + 0.0075, RISK_FILTERED)
         # the commanded step's risk, on the newest tick that scored it (as in steady(): a tick whose arm state went
         # stale on a loaded machine is bypassed, its risk NaN; the README test run of 2ee5f1f ended on one)
         scored = [risk for risk in rig.risks if not np.isnan(risk)]
@@ -136,8 +137,8 @@ def test_risky_commands_are_scaled_down_or_held_and_the_hard_layer_still_clamps(
         # a model that finds every scale of the step risky: the node holds the measured pose
         rig.safety.fast.risk_filter.swap(toward_x(HOLD), version=1)
         rig.target = HOME + [0.03, 0.0, 0.0]
-        rig.settle(lambda x, flags: abs(x - HOME[0]) < 1e-6 and flags == RISK_FILTERED)
-        assert steady(arm.recent(0.5), HOME[0], RISK_FILTERED)
+        settled = rig.settle(lambda x, flags: abs(x - HOME[0]) < 1e-6 and flags == RISK_FILTERED)
+        assert steady(settled, HOME[0], RISK_FILTERED)
 
         arm.until(lambda: rig.reports and rig.reports[-1]["model_version"] == 1, timeout=5, what="a stats report")
         counts = rig.safety.fast.totals_now()
@@ -160,8 +161,8 @@ def test_weights_come_over_the_latched_topic_bad_ones_are_refused_and_the_last_g
     arm = rig.arm
     try:
         rig.target = HOME + [0.03, 0.0, 0.0]
-        rig.settle(lambda x, flags: abs(x - HOME[0] - 0.03) < 1e-6 and flags == RISK_BYPASSED)
-        assert steady(arm.recent(0.5), HOME[0] + 0.03, RISK_BYPASSED)  # the hard layer alone: the target reached
+        settled = rig.settle(lambda x, flags: abs(x - HOME[0] - 0.03) < 1e-6 and flags == RISK_BYPASSED)
+        assert steady(settled, HOME[0] + 0.03, RISK_BYPASSED)  # the hard layer alone: the target reached
         assert np.isnan(rig.risks[-1]) and rig.safety.fast.totals_now()["no_model"] > 0
 
         rig.send_weights(toward_x(HOLD).to_bytes(version=5))
@@ -174,18 +175,15 @@ def test_weights_come_over_the_latched_topic_bad_ones_are_refused_and_the_last_g
         for count, bad in enumerate((nan, narrow), start=1):
             rig.send_weights(npz(bad))
             arm.until(lambda count=count: rig.safety.guard.dropped.get(WEIGHTS_TOPIC) == count, 5, f"refusal {count}")
-            rig.settle(lambda x, flags: flags == RISK_FILTERED | RISK_MODEL_REJECTED)
+            settled = rig.settle(lambda x, flags: flags == RISK_FILTERED | RISK_MODEL_REJECTED)
             # the last good model (v5: hold) still decides
             assert rig.safety.fast.risk_filter.current[1] == 5
-            assert steady(arm.recent(0.5), HOME[0], RISK_FILTERED | RISK_MODEL_REJECTED)
+            assert steady(settled, HOME[0], RISK_FILTERED | RISK_MODEL_REJECTED)
         assert rig.safety.fast.totals_now()["rejected"] == 2
 
         # the learner goes away: the node keeps ticking on its last model, still flagging the refused weights
         rig.arm.node.destroy_publisher(rig.weights_pub)
-        outputs = len(arm.outputs)
-        arm.spin(1.0)
-        assert len(arm.outputs) > outputs + 20  # 200 Hz on an idle machine
-        assert steady(arm.recent(0.5), HOME[0], RISK_FILTERED | RISK_MODEL_REJECTED)
+        assert steady(arm.next_outputs(SETTLED), HOME[0], RISK_FILTERED | RISK_MODEL_REJECTED)
     finally:
         rig.close()
         rclpy.shutdown()
@@ -212,8 +210,8 @@ def test_a_model_that_reads_task_context_is_bypassed_until_the_context_comes_and
         context.publish(Float32MultiArray(data=[0.0, 0.0]))
         arm.until(lambda: rig.safety.fast.risk_filter.context.size == 2, 5, "the context taken")
         # the same 3 cm step, now scored: the model finds it risky and the node holds the measured pose
-        rig.settle(lambda x, flags: abs(x - HOME[0]) < 1e-6 and flags == RISK_FILTERED)
-        assert steady(arm.recent(0.5), HOME[0], RISK_FILTERED)
+        settled = rig.settle(lambda x, flags: abs(x - HOME[0]) < 1e-6 and flags == RISK_FILTERED)
+        assert steady(settled, HOME[0], RISK_FILTERED)
     finally:
         rig.close()
         rclpy.shutdown()
@@ -250,8 +248,7 @@ def test_the_node_process_reads_its_starting_weights_at_configure_and_refuses_a_
     try:
         # the actor commands 3 cm ahead; the starting model finds it risky: the node holds, flagged
         arm.wait_for(lambda x, flags: flags == RISK_FILTERED, timeout=60)
-        arm.spin(0.6)
-        assert steady(arm.recent(0.5), HOME[0], RISK_FILTERED)
+        assert steady(arm.next_outputs(SETTLED), HOME[0], RISK_FILTERED)
         text = wait_for_text(log, "fast critic over", timeout=10)
         assert f"model version 3 from {good}" in text and "risk filtered" in text
     finally:
