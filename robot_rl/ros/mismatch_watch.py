@@ -27,7 +27,7 @@ from rclpy.node import Node
 from rclpy.publisher import Publisher
 from rclpy.qos import QoSCompatibility, qos_check_compatible
 
-from .senders import UNNAMED
+from .senders import UNNAMED, endpoint_node
 
 LOOK_PERIOD_S = 0.1  # s between two looks (steady clock): with ~20 endpoints each is checked every ~2 s
 NAMING_GRACE_S = 5.0  # s an endpoint's node may stay unnamed (discovery) before the mismatch is named without it
@@ -91,8 +91,8 @@ class MismatchWatch:
         publishers = self.node.get_publishers_info_by_topic(topic)
         subscriptions = self.node.get_subscriptions_info_by_topic(topic)
         ours, theirs = (publishers, subscriptions) if publishing else (subscriptions, publishers)
-        me = (self.node.get_namespace(), self.node.get_name())
-        mine = next((info for info in ours if (info.node_namespace, info.node_name) == me), None)
+        me = self.node.get_fully_qualified_name()
+        mine = next((info for info in ours if endpoint_node(info) == me), None)
         if mine is None:  # not in the graph yet
             return
         now = time.monotonic()
@@ -111,7 +111,7 @@ class MismatchWatch:
                 problem = f"has a QoS that this node's {'publisher' if publishing else 'subscription'} cannot match ({reason.rstrip(';')})"
             if other.node_name == UNNAMED and now - self._unnamed_since.setdefault(key, now) < NAMING_GRACE_S:
                 continue  # discovery names an endpoint's node after the endpoint: wait for the name a while
-            who = f"{other.node_namespace.rstrip('/')}/{other.node_name}" if other.node_name != UNNAMED else "a node"
+            who = endpoint_node(other) if other.node_name != UNNAMED else "a node"
             line = f"{topic}: {who} {problem}"
             self._reported.add(key)
             self.found.append(line)
