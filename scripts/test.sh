@@ -16,7 +16,9 @@ export MUJOCO_GL=${MUJOCO_GL:-egl}
 workers=${ROBOT_RL_TEST_WORKERS:-$(($(nproc) < 4 ? $(nproc) : 4))}
 parallel=()
 if ((workers > 1)); then
-  parallel=(-n "$workers" --dist loadfile)  # a file's tests on one worker: its module fixtures are built once
+  # a file's tests on one worker: its module fixtures are built once; the files in the order tests/conftest.py
+  # gives them (those with a slow test first), not xdist's (the most tests first: the long single tests came last)
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
   # one OpenMP thread per process unless asked: two workers training torch models on two threads each spin-waited
   # each other out (the reward classifier's test took 638 s instead of 123 s)
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

@@ -39,6 +39,21 @@ def missing_capability(what: str, error: Exception):
     pytest.skip(f"{what} not available: {error!r}")
 
 
+def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The test files with a ``slow`` test first, the others after, each part in collection order.
+
+    ``scripts/test.sh`` hands whole files to its workers in this order (``--dist loadfile --no-loadscope-reorder``).
+    xdist's own order, the files with the most tests first, left the files of one long test (the node restarts,
+    ~80 s; the fault matrix, ~60 s) to the end, where one worker ran them alone while the other had nothing left to
+    do. The ~300 s of files without a slow test now fill the other worker's time at the end instead."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    return sorted(items, key=lambda item: item.path not in slow_files)  # sorted is stable: collection order within
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items[:] = slow_files_first(items)
+
+
 @pytest.fixture(autouse=True)
 def scheduling_stays_ordinary() -> Iterator[None]:
     """No test may leave the test process real-time: run as root, the SVT-AV1 encoder (the LeRobot test folders'
