@@ -22,5 +22,8 @@ if ((workers > 1)); then
   # one OpenMP thread per process unless asked: two workers training torch models on two threads each spin-waited
   # each other out (the reward classifier's test took 638 s instead of 123 s)
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+  # and Mesa's llvmpipe (EGL rendering without a GPU) rasterizes in the calling thread, not in a pool of its own:
+  # 5-14% less CPU per camera frame (python -m benchmarks.render_threads)
+  export LP_NUM_THREADS=${LP_NUM_THREADS:-0}
 fi
 exec .venv/bin/python -m pytest -q --durations=25 "${parallel[@]}" "${selection[@]}" "$@"  # the slowest 25 at the end: docs/testing.md
