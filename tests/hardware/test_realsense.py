@@ -57,15 +57,21 @@ class SoftwareCamera:
         return self.sensor.add_video_stream(stream)
 
     def inject(self, fps=30, seconds=1.0):
-        """Push frames at ``fps`` from a thread (hardware clock = host ms), until ``streaming`` is cleared."""
+        """Push ``seconds * fps`` frames from a thread, as a device does: frame n stamped (hardware clock = host ms)
+        and sent at start + n / fps, a late one at once, until ``streaming`` is cleared. (Paced by a sleep after each
+        frame, a loaded machine once stretched the stream below 24 Hz: the test's clock, not the driver's.)"""
         self.streaming = True
+        start = time.time()
 
         def run():
-            end = time.monotonic() + seconds
-            while self.streaming and time.monotonic() < end:
+            for n in range(round(seconds * fps)):
+                due = start + n / fps
+                time.sleep(max(0.0, due - time.time()))
+                if not self.streaming:
+                    return
                 frame = self.rs.software_video_frame()
                 frame.pixels, frame.bpp, frame.stride = self.image, 3, 640 * 3
-                frame.timestamp, frame.domain = time.time() * 1000.0, self.rs.timestamp_domain.hardware_clock
+                frame.timestamp, frame.domain = due * 1000.0, self.rs.timestamp_domain.hardware_clock
                 self.number += 1
                 frame.frame_number, frame.profile = self.number, self.profiles[fps].as_video_stream_profile()
                 if self.depth is not None:
@@ -75,7 +81,6 @@ class SoftwareCamera:
                     depth.profile = self.depth_profile.as_video_stream_profile()
                     self.depth_sensor.on_video_frame(depth)
                 self.sensor.on_video_frame(frame)
-                time.sleep(1.0 / fps)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
@@ -103,8 +108,8 @@ def test_frames_arrive_at_the_configured_size_and_rate_with_monotonic_stamps():
     stamps = np.array([f.stamp for f in frames])
     assert np.all(np.diff(stamps) > 0)
     rate = (len(frames) - 1) / (stamps[-1] - stamps[0])
-    assert 24 < rate < 34, rate  # 30 Hz, stamped from the hardware clock (sleep jitter aside)
-    assert abs(stamps[-1] - time.time()) < 0.5  # host time
+    assert abs(rate - 30.0) < 0.5, rate  # the device's clock (librealsense maps it to host time), not when read
+    assert abs(stamps[-1] - time.time()) < 5.0  # host time (a device's own clock counts from its start)
 
 
 def test_crop_then_resize_and_the_intrinsics_follow():
