@@ -10,6 +10,7 @@ APT_PACKAGES=(libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6 libusb-1.0-0 chrom
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}   # the CPU wheel on the lab's machines; any torch >= 2.2 works
+UV_SPEC=${UV_SPEC:-uv==0.13.9}            # the installer; UV_SPEC=none installs with pip
 
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
@@ -32,11 +33,21 @@ fi
 [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
 
 stamp=$VENV/.robot_rl_installed
-fingerprint=$(cat pyproject.toml scripts/setup.sh robot_rl/safety/_mlp.c | sha256sum | cut -d' ' -f1)  # C: rebuilt
+fingerprint=$(cat pyproject.toml scripts/setup.sh scripts/uv_env.py robot_rl/safety/_mlp.c | sha256sum | cut -d' ' -f1)  # C: rebuilt
 if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
-  "$VENV/bin/python" -m pip install -q -e ".[robosuite,ros,realsense,suites,data,fleet,dev]"
+  # uv when it can be had: the same packages from the same sources, a fresh install in 24 s here instead of pip's 70
+  if [[ $UV_SPEC != none ]] && "$VENV/bin/python" -m pip install -q "$UV_SPEC" 2>/dev/null; then
+    # pip's find-links, indexes and constraints (scripts/uv_env.py); bytecode compiled, as pip does: where
+    # PYTHONDONTWRITEBYTECODE=1 no import writes it, and every process would compile torch again
+    mapfile -t uv_env < <("$VENV/bin/python" scripts/uv_env.py)
+    install=(env "${uv_env[@]}" "$VENV/bin/python" -m uv pip install --python "$VENV/bin/python" -q --compile-bytecode)
+  else
+    echo "robot-rl setup: installing with pip (UV_SPEC=$UV_SPEC)"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    install=("$VENV/bin/python" -m pip install -q)
+  fi
+  "${install[@]}" "$TORCH_SPEC"
+  "${install[@]}" -e ".[robosuite,ros,realsense,suites,data,fleet,dev]"
   echo "$fingerprint" > "$stamp"
 fi
 # bytecode for our own packages (the editable install compiles none): where PYTHONDONTWRITEBYTECODE=1 no import
