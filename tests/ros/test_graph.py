@@ -12,7 +12,7 @@ import pytest
 
 from robot_rl.safety import Violation
 from tests.conftest import require
-from tests.ros.graph_helpers import EASY_REACH, Graph, Watcher, recorded_episodes
+from tests.ros.graph_helpers import EASY_REACH, STATE_RATE_HZ, Graph, Watcher, recorded_episodes
 
 STALE_COMMAND = int(Violation.STALE_COMMAND)
 # flags of a tick that sends no new target of the actor's: no command (held at the measured pose), no fresh state
@@ -96,6 +96,7 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
             "ros.transition_subscribers=[robot_rl_learner]",  # no recorder in this graph
             "ros.sim_time=false",
         ],
+        safety_rate_hz=STATE_RATE_HZ,
     )  # the test plays a camera on the wall clock
     rclpy.init()
     watcher = Watcher(rclpy)
