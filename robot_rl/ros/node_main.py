@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 from robot_rl.core.config import ConfigError
 from robot_rl.core.interrupts import StopRequest, interrupt_once
 
+from .name_claim import NameClaim, namesake_error
 from .senders import UNNAMED
 from .sim_clock import BackwardJumps
 
@@ -96,11 +97,13 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
     node = quiet_node(name, lifecycle, **settings)
     MismatchWatch(node)
     jumps = BackwardJumps(node) if sim_time else None
+    claim = None
     try:
         taken = name_taken(node)
         if taken:
             print(f"{name}: error: {taken}", file=sys.stderr)
             raise SystemExit(2)
+        claim = NameClaim(node)  # an older namesake that discovery shows only later stops this node
         yield node
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
@@ -109,6 +112,9 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
             jumps.handle.unregister()
         node.destroy_node()
         rclpy.try_shutdown()
+        if claim is not None and claim.refused:  # stopped for an older namesake: the start-up refusal's line and code
+            print(f"{name}: error: {claim.refused}", file=sys.stderr)
+            raise SystemExit(2)
 
 
 # s a starting node gives discovery to show it the graph's nodes, at most: on two loaded cores a node already running
@@ -138,9 +144,8 @@ def name_taken(
     would both command the arm). Waits up to ``discovery`` s for the graph to show its nodes (less once it shows some
     and they stay the same for ``STABLE_S``), up to ``unnamed_wait`` s while it shows endpoints of nodes not named yet
     (:func:`unnamed_endpoints`); a namesake found is given ``lease`` s more to go (the lingering entry of a killed
-    process, restarted at once), then named in the answer."""
-    import os
-
+    process, restarted at once), then named in the answer. A namesake that discovery shows only later is found by
+    :class:`~robot_rl.ros.name_claim.NameClaim`."""
     name = node.get_fully_qualified_name()
 
     def namesakes() -> tuple[int, int]:
@@ -171,11 +176,7 @@ def name_taken(
     deadline = time.monotonic() + lease
     while namesakes()[0] > 1:
         if time.monotonic() > deadline:
-            domain = os.environ.get("ROS_DOMAIN_ID", "0")
-            return (
-                f"a node named {name} already runs in this ROS graph (ROS_DOMAIN_ID={domain}); stop it first, or "
-                "start this one under another name or namespace (--ros-args -r __node:=<name> -r __ns:=/<namespace>)"
-            )
+            return namesake_error(name)
         time.sleep(0.1)
     return None
 

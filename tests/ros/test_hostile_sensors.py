@@ -11,6 +11,7 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from tests.conftest import require
 from tests.ros.graph_helpers import Graph, python, stop_processes
@@ -172,7 +173,10 @@ def test_a_clock_that_jumps_back_is_logged_and_survived(tmp_path):
         rclpy.shutdown()
 
 
-def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
+def refused_second_safety_node(tmp_path, *, late: bool) -> str:
+    """Start a safety node, then a second one beside it (``late``: one whose start-up look at the graph saw no
+    namesake, as when discovery shows the first too late); check the second exits 2 with the refusal's line and the
+    first goes on, and return the second's stderr."""
     require("rclpy")
     graph = Graph(tmp_path, ["task=reach", "ros.sim_time=false", "ros.startup_timeout=300"])
     first = graph.start("safety")
@@ -181,21 +185,68 @@ def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
         # the second came up alone, ran as the only safety node and never exited)
         wait_for_log(tmp_path / "safety.log", r"safety node (configured|active)", timeout=300)
         assert first.poll() is None, graph.log("safety")
+        command = graph.specs["safety"].command(graph.overrides)
+        if late:
+            command = [command[0], "-c", LATE_NAMESAKE, *command[3:]]
         second = subprocess.run(
-            graph.specs["safety"].command(graph.overrides),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, **graph.env},
-            check=False,
+            command, capture_output=True, text=True, timeout=120, env={**os.environ, **graph.env}, check=False
         )
         lines = second.stderr.strip().splitlines()
         assert second.returncode == 2, second.stderr[-3000:]
         assert lines[-1].startswith("robot_rl_safety: error: a node named /robot_rl_safety already runs"), lines
         assert "Traceback" not in second.stderr
         assert first.poll() is None  # the first one goes on
+        assert "showed only now" not in graph.log("safety")  # and does not stop for the younger's claim
+        return second.stderr
     finally:
         graph.stop()
+
+
+def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
+    refused_second_safety_node(tmp_path, late=False)
+
+
+#: a safety node whose start-up look at the graph saw no namesake: discovery that showed the first one too late
+LATE_NAMESAKE = """
+import sys
+
+import robot_rl.ros.node_main as node_main
+
+node_main.name_taken = lambda node: None
+from robot_rl.ros.safety_node import main
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_namesake_that_discovery_showed_late_stops_the_younger_node_with_the_refusals_line(tmp_path):
+    """A loaded run once started a second safety node beside the first (its start-up look saw no namesake in time):
+    both ran, holding the arm on each other's commands, and the second never exited. The younger now reads the older's
+    claim to the name and stops itself, with the refusal's line and exit code; the older goes on."""
+    stderr = refused_second_safety_node(tmp_path, late=True)
+    assert "which discovery showed only now: stopping" in stderr
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "not json",
+        "[1, 2]",
+        '{"name": "/robot_rl_safety", "started": 1.0}',
+        '{"name": "/robot_rl_safety", "started": "yesterday", "token": "a"}',
+        '{"name": "/robot_rl_safety", "started": NaN, "token": "a"}',
+        '{"name": "/robot_rl_safety", "started": true, "token": "a"}',
+        '{"name": 7, "started": 1.0, "token": "a"}',
+        '{"name": "/x", "started": 1.0, "token": "' + "a" * 2000 + '"}',
+    ],
+)
+def test_a_malformed_claim_is_refused_by_its_reader(data):
+    from robot_rl.data.wire import MessageError
+    from robot_rl.ros.name_claim import parse_claim
+
+    with pytest.raises(MessageError):
+        parse_claim(data)
+    assert parse_claim('{"name": "/robot_rl_safety", "started": 1.5, "token": "a"}') == ("/robot_rl_safety", 1.5, "a")
 
 
 class GraphView:
