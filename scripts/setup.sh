@@ -35,7 +35,7 @@ fi
 stamp=$VENV/.robot_rl_installed
 fingerprint=$(cat pyproject.toml scripts/setup.sh scripts/uv_env.py robot_rl/safety/_mlp.c | sha256sum | cut -d' ' -f1)  # C: rebuilt
 if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
-  # uv when it can be had: the same packages from the same sources, a fresh install in 24 s here instead of pip's 70
+  # uv when it can be had: the same packages from the same sources, a fresh install in 24 s here instead of pip's 67
   if [[ $UV_SPEC != none ]] && "$VENV/bin/python" -m pip install -q "$UV_SPEC" 2>/dev/null; then
     # pip's find-links, indexes and constraints (scripts/uv_env.py); bytecode compiled, as pip does: where
     # PYTHONDONTWRITEBYTECODE=1 no import writes it, and every process would compile torch again
