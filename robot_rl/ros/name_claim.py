@@ -56,8 +56,10 @@ def parse_claim(data: str) -> tuple[str, float, str]:
 
 
 class NameClaim:
-    """``node``'s claim to its name (made once its start-up look at the graph passed), and the watch over the others'
-    claims while it runs. ``refused``: why this node must go (a namesake that started before it), else None."""
+    """``node``'s claim to its name (made by :meth:`claim` once its start-up look at the graph passed), and the watch
+    over the others' claims from its start. ``namesake_heard``: a namesake's claim came during that look, so the
+    namesake runs (the look need not wait out its lease); ``refused``: why this node must go (a namesake that started
+    before it), else None."""
 
     def __init__(self, node):
         from std_msgs.msg import String
@@ -65,11 +67,18 @@ class NameClaim:
         from . import qos
 
         self.node, self.name = node, node.get_fully_qualified_name()
-        self.started, self.token = time.time(), uuid.uuid4().hex
+        self.started, self.token = math.inf, ""  # no claim made yet (:meth:`claim`)
         self.refused: str | None = None
+        self.namesake_heard = False  # a namesake's claim came before this node made its own: that namesake runs
         self.guard = InputGuard(node)
         self.guard.subscribe(String, CLAIMS_TOPIC, self._on_claim, qos.LATCHED)
         self.publisher = node.create_publisher(String, CLAIMS_TOPIC, qos.LATCHED)
+
+    def claim(self) -> None:
+        """Make this node's claim, once its start-up look at the graph passed."""
+        from std_msgs.msg import String
+
+        self.started, self.token = time.time(), uuid.uuid4().hex
         claim = {"name": self.name, "started": self.started, "token": self.token}
         self.publisher.publish(String(data=json.dumps(claim)))
 
@@ -77,6 +86,9 @@ class NameClaim:
         name, started, token = parse_claim(msg.data)
         if name != self.name or token == self.token or self.refused is not None:
             return  # another node's, or this node's own
+        if not self.token:  # still starting: only a running process sends a claim, a killed one's lingering entry none
+            self.namesake_heard = True
+            return
         if (started, token) < (self.started, self.token):  # the namesake is older: this one goes
             self.refused = namesake_error(self.name)
             self.node.get_logger().error(

@@ -97,13 +97,19 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
     node = quiet_node(name, lifecycle, **settings)
     MismatchWatch(node)
     jumps = BackwardJumps(node) if sim_time else None
-    claim = None
+    claim = NameClaim(node)  # a namesake's claim heard at start-up, or an older one that discovery shows later
     try:
-        taken = name_taken(node)
+        executor = executor_of(node)  # spun while the node looks at the graph: the namesakes' claims come in
+        try:
+            taken = name_taken(
+                node, wait=lambda s: executor.spin_once(timeout_sec=s), heard=lambda: claim.namesake_heard
+            )
+        finally:
+            release(executor, node)
         if taken:
             print(f"{name}: error: {taken}", file=sys.stderr)
             raise SystemExit(2)
-        claim = NameClaim(node)  # an older namesake that discovery shows only later stops this node
+        claim.claim()
         yield node
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
@@ -112,7 +118,7 @@ def ros_node(name: str, ros_args: list[str], sim_time: bool = False, lifecycle: 
             jumps.handle.unregister()
         node.destroy_node()
         rclpy.try_shutdown()
-        if claim is not None and claim.refused:  # stopped for an older namesake: the start-up refusal's line and code
+        if claim.refused:  # stopped for an older namesake: the start-up refusal's line and code
             print(f"{name}: error: {claim.refused}", file=sys.stderr)
             raise SystemExit(2)
 
@@ -138,14 +144,21 @@ def unnamed_endpoints(node) -> bool:
 
 
 def name_taken(
-    node, discovery: float = DISCOVERY_S, lease: float = LEASE_S, unnamed_wait: float = DISCOVERY_UNNAMED_S
+    node,
+    discovery: float = DISCOVERY_S,
+    lease: float = LEASE_S,
+    unnamed_wait: float = DISCOVERY_UNNAMED_S,
+    wait: Callable[[float], object] = time.sleep,
+    heard: Callable[[], bool] = lambda: False,
 ) -> str | None:
     """Why ``node`` may not run, or None: another node of its fully qualified name in the ROS graph (two safety nodes
     would both command the arm). Waits up to ``discovery`` s for the graph to show its nodes (less once it shows some
     and they stay the same for ``STABLE_S``), up to ``unnamed_wait`` s while it shows endpoints of nodes not named yet
     (:func:`unnamed_endpoints`); a namesake found is given ``lease`` s more to go (the lingering entry of a killed
     process, restarted at once), then named in the answer. A namesake that discovery shows only later is found by
-    :class:`~robot_rl.ros.name_claim.NameClaim`."""
+    :class:`~robot_rl.ros.name_claim.NameClaim`. ``wait(s)`` passes the time between looks (spinning the node), and
+    ``heard()`` says whether a namesake's claim came: such a namesake runs, and is named without waiting out a lease
+    (a killed process's lingering entry sends nothing)."""
     name = node.get_fully_qualified_name()
 
     def namesakes() -> tuple[int, int]:
@@ -172,12 +185,15 @@ def name_taken(
                     "for their names (is one of them this node's namesake?)"
                 )
                 said = True
-        time.sleep(0.02)
+        wait(0.02)
     deadline = time.monotonic() + lease
     while namesakes()[0] > 1:
+        if heard():
+            node.get_logger().info(f"a node named {name} sent its claim to the name: it runs (no lease to wait out)")
+            return namesake_error(name)
         if time.monotonic() > deadline:
             return namesake_error(name)
-        time.sleep(0.1)
+        wait(0.1)
     return None
 
 

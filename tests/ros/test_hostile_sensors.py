@@ -203,7 +203,8 @@ def refused_second_safety_node(tmp_path, *, late: bool) -> str:
 
 
 def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
-    refused_second_safety_node(tmp_path, late=False)
+    stderr = refused_second_safety_node(tmp_path, late=False)
+    assert "sent its claim to the name: it runs" in stderr  # refused on the first's claim, not after its lease (25 s)
 
 
 #: a safety node whose start-up look at the graph saw no namesake: discovery that showed the first one too late
@@ -212,7 +213,7 @@ import sys
 
 import robot_rl.ros.node_main as node_main
 
-node_main.name_taken = lambda node: None
+node_main.name_taken = lambda node, **looks: None
 from robot_rl.ros.safety_node import main
 
 sys.exit(main(sys.argv[1:]))
@@ -302,6 +303,20 @@ def test_a_namesake_whose_publishers_show_before_its_name_is_waited_for():
     started = time.monotonic()
     assert name_taken(UnnamedFirst(shown_at=60.0), discovery=0.2, unnamed_wait=0.5) is None  # it gives up, and runs
     assert time.monotonic() - started >= 0.5
+
+
+def test_a_namesake_that_sends_its_claim_is_named_without_waiting_out_its_lease():
+    """A second safety node waited the whole 25 s lease of a namesake that was running (only a killed process's
+    lingering entry needs it). One whose claim to the name came runs: it is named at once."""
+    from robot_rl.ros.node_main import name_taken
+
+    graph = UnnamedFirst(shown_at=0.0)
+    started = time.monotonic()
+    taken = name_taken(graph, lease=600.0, heard=lambda: True)
+    assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
+    assert time.monotonic() - started < 600.0 and "sent its claim to the name: it runs" in graph.said[-1]
+    taken = name_taken(UnnamedFirst(shown_at=0.0), lease=0.5, heard=lambda: False)  # silent: a lease, then named
+    assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
 
 
 def test_a_namesake_that_discovery_shows_after_a_second_is_still_found():
