@@ -4,8 +4,10 @@ At start-up every node looks at the ROS graph for a node of its own name (:func:
 two safety nodes would both command the arm. That look waits for discovery only so long, and on loaded cores or a busy
 network discovery can take longer (a second safety node once started beside the first and ran, both holding the arm on
 the other's foreign commands). So every node that passed it also publishes its claim, latched, on ``/rl/node_claims``
-(its fully qualified name, its start time and a random token) and reads everyone else's for as long as it runs: a node
-that reads a namesake's claim older than its own is the one that must go. It logs why, stops itself as SIGTERM would
+(its fully qualified name, its start time and a random token) and reads everyone else's from its start. A namesake's
+claim heard during the look names a namesake that runs (a killed process's lingering entry sends none), so the look
+refuses at once instead of waiting out the namesake's lease. Once running, a node that reads a namesake's claim older
+than its own is the one that must go. It logs why, stops itself as SIGTERM would
 (its own clean-up runs whole) and its process exits with code 2 and the same line as a refusal at start-up
 (:attr:`NameClaim.refused`). The older one reads the younger's claim and goes on. Start times are wall-clock seconds
 (``time.time()``): nodes on different machines compare them, so a cell's clocks must agree (NTP) to well within the
