@@ -204,7 +204,9 @@ def refused_second_safety_node(tmp_path, *, late: bool) -> str:
 
 def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
     stderr = refused_second_safety_node(tmp_path, late=False)
-    assert "sent its claim to the name: it runs" in stderr  # refused on the first's claim, not after its lease (25 s)
+    # refused on the first's claim, not after its lease (25 s): heard during its look at the graph, or, where loaded
+    # cores delay discovery past that look (DISCOVERY_S), once it runs (as in the late-namesake test below)
+    assert "sent its claim to the name: it runs" in stderr or "showed only now: stopping" in stderr, stderr[-3000:]
 
 
 #: a safety node whose start-up look at the graph saw no namesake: discovery that showed the first one too late
