@@ -37,9 +37,10 @@ fingerprint=$(cat pyproject.toml scripts/setup.sh scripts/uv_env.py robot_rl/saf
 if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
   # uv when it can be had: the same packages from the same sources, a fresh install in 24 s here instead of pip's 67
   if [[ $UV_SPEC != none ]] && "$VENV/bin/python" -m pip install -q "$UV_SPEC" 2>/dev/null; then
-    # pip's find-links, indexes and constraints (scripts/uv_env.py); the bytecode below, not all of it here
+    # pip's find-links, indexes and constraints (scripts/uv_env.py); bytecode compiled, as pip does: where
+    # PYTHONDONTWRITEBYTECODE=1 no import writes it, and every process would compile torch again
     mapfile -t uv_env < <("$VENV/bin/python" scripts/uv_env.py)
-    install=(env "${uv_env[@]}" "$VENV/bin/python" -m uv pip install --python "$VENV/bin/python" -q)
+    install=(env "${uv_env[@]}" "$VENV/bin/python" -m uv pip install --python "$VENV/bin/python" -q --compile-bytecode)
   else
     echo "robot-rl setup: installing with pip (UV_SPEC=$UV_SPEC)"
     "$VENV/bin/python" -m pip install -q --upgrade pip
@@ -49,15 +50,7 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$fingerprint" ]]; then
   "${install[@]}" -e ".[robosuite,ros,realsense,suites,data,fleet,dev]"
   echo "$fingerprint" > "$stamp"
 fi
-# Bytecode: where PYTHONDONTWRITEBYTECODE=1 no import writes it, and every process would compile torch again, so
-# every installed module is compiled, once per install (19 s here). Elsewhere the first import of a module writes
-# its own (~4 s at the suite's first imports: 3,300 of 18,000 files; a fresh set-up 21 -> 9 s).
-compiled=$VENV/.robot_rl_bytecode
-if [[ -n ${PYTHONDONTWRITEBYTECODE:-} && $(cat "$compiled" 2>/dev/null) != "$fingerprint" ]]; then
-  # -qq || true: a package's file for a newer Python does not compile (torch's py312_intrinsics.py), as under pip
-  "$VENV/bin/python" -m compileall -qq -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
-  echo "$fingerprint" > "$compiled"
-fi
-# and our own packages (the editable install compiles none); quick when nothing changed
+# bytecode for our own packages (the editable install compiles none): where PYTHONDONTWRITEBYTECODE=1 no import
+# writes it, and every node process of a test would compile them again; quick when nothing changed
 "$VENV/bin/python" -m compileall -q -j 0 robot_rl sim policies hardware  # -q: only errors are printed
 echo "robot-rl setup: ready ($VENV, $("$VENV/bin/python" --version))"
