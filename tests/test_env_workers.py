@@ -5,13 +5,18 @@ an env that raises, or a worker that dies, is the driver's one clear error, neve
 
 import os
 import signal
+import subprocess
+import sys
+from contextlib import nullcontext
 from functools import partial
 
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from robot_rl.core.blas import blas_kernels
 from robot_rl.core.composed_config import load_config
+from robot_rl.runtime import env_workers
 from robot_rl.runtime.env_workers import EnvWorker, EnvWorkerError
 from robot_rl.runtime.evaluate import task_progress
 from robot_rl.runtime.run_setup import scripted_human, sim_env, worker_env
@@ -54,9 +59,9 @@ def test_a_worker_env_plays_what_the_env_and_human_play_in_this_process(demo):
         got = play(worker, worker.human, seed=11, demo=demo, steps=40)
         assert len(got) == len(expected)
         for (action, active, reward, obs), (action_here, active_here, reward_here, obs_here) in zip(got, expected):
-            # the same up to the last bits of float64 arithmetic (BLAS kernels may differ between processes)
-            assert active == active_here and np.allclose(action, action_here, rtol=1e-6, atol=1e-7)
-            assert reward == pytest.approx(reward_here, rel=1e-9) and np.allclose(obs, obs_here, rtol=1e-6, atol=1e-7)
+            # bit for bit: the worker computes with this process's BLAS kernels
+            assert active == active_here and np.array_equal(action, action_here)
+            assert reward == reward_here and np.array_equal(obs, obs_here)
         assert any(active for _, active, _, _ in got)  # the human took over: their decisions came from the worker
         assert worker.observation_space == env.observation_space and worker.action_space == env.action_space
     finally:
@@ -142,3 +147,53 @@ def test_a_worker_envs_curriculum_follows_the_run_step_the_driver_tells_it():
         assert info["randomization"]["state_noise"]["sensor.state_noise"] > 0
     finally:
         worker.close()
+
+
+def differing_steps(seeds=(11, 12, 13), steps: int = 100) -> int:
+    """pick_cube played from ``seeds`` (demos and policy episodes) in this process and in a worker: the number of
+    steps whose observations differ in any bit."""
+    cfg = load_config([])
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    env = sim_env(cfg, task, 7, randomize=True)
+    human = scripted_human(cfg, task, env)
+    worker = EnvWorker(partial(worker_env, OmegaConf.to_container(cfg, resolve=True), task, 7))
+    differing = 0
+    try:
+        for seed in seeds:
+            expected = play(env, human, seed=seed, demo=seed % 2 == 0, steps=steps)
+            got = play(worker, worker.human, seed=seed, demo=seed % 2 == 0, steps=steps)
+            assert len(got) == len(expected)
+            differing += sum(not np.array_equal(a[3], b[3]) for a, b in zip(got, expected))
+    finally:
+        worker.close()
+        env.close()
+    return differing
+
+
+def test_a_worker_computes_with_its_parents_blas_kernels_where_openblas_would_choose_other_ones():
+    """Issue 71 item 1: on an Intel Xeon the suite's process (numpy loaded by zarr's pytest plugin, before
+    robot_rl) ran OpenBLAS's own kernels and its workers robot_rl's choice; their observations differed in the last
+    bit. Here the parent runs the generic Prescott kernels, as such a machine's did, and the worker would choose the
+    AVX2 ones: the worker is started with the parent's and plays the same episodes bit for bit (19 of 174 steps
+    differed before)."""
+    code = (
+        "import os, numpy; os.environ.pop('OPENBLAS_CORETYPE')\n"  # numpy loaded first, as under pytest
+        "from tests.test_env_workers import differing_steps; print(differing_steps())"
+    )
+    env = {**os.environ, "OPENBLAS_CORETYPE": "Prescott"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "0"
+
+
+def test_a_worker_that_computes_with_other_blas_kernels_is_an_error_at_its_start(monkeypatch):
+    """Were a worker started without this process's kernels (here: told other ones), it says so, not a run whose
+    episodes quietly differ from this process's."""
+    other = "Core2" if blas_kernels()[1].lower() == "prescott" else "Prescott"
+    monkeypatch.setattr(env_workers, "children_compute_as_this_process", nullcontext)
+    monkeypatch.setenv("OPENBLAS_CORETYPE", other)
+    cfg, task = config_and_task()
+    with pytest.raises(EnvWorkerError, match=f"computes with BLAS kernels .*{other}"):
+        EnvWorker(partial(worker_env, OmegaConf.to_container(cfg, resolve=True), task, 0))

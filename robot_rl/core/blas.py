@@ -11,13 +11,21 @@ instruction-set flags (``/proc/cpuinfo``) in ``OPENBLAS_CORETYPE``, which OpenBL
 with AVX-512, ``Haswell`` with AVX2 and FMA. It leaves a value the user set alone, and does nothing once numpy is
 loaded (OpenBLAS has chosen by then) or when the flags are unknown (another OS or architecture). torch uses its own
 BLAS and is not affected. ``robot-rl doctor`` shows the kernels numpy got (:func:`blas_kernels`).
+
+A process that loaded numpy before ``robot_rl`` (pytest does: zarr's plugin imports numpy) keeps OpenBLAS's own
+choice, and a child it spawns would make robot_rl's. Two kernel sets round differently (FMA or not, another order of
+the sums): the same env stepped in a worker process gave an observation one bit off the parent's on an Intel Xeon,
+where OpenBLAS's choice and robot_rl's differ. :func:`children_compute_as_this_process` starts children with the
+kernels this process runs, so a worker computes what its parent computes, bit for bit.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import MutableMapping
+import threading
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
 from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -77,3 +85,34 @@ def blas_kernels() -> tuple[str, str] | None:
 def generic_kernels(architecture: str, flags: frozenset[str]) -> bool:
     """True when ``architecture`` is a generic kernel set although the CPU (``flags``) can run a faster one."""
     return architecture.lower() in GENERIC_KERNELS and kernels_for(flags) is not None
+
+
+def kernels_for_children() -> dict[str, str]:
+    """The environment a child process needs to load numpy's BLAS with the kernels this process runs:
+    ``{"OPENBLAS_CORETYPE": <this process's kernels>}``, or empty where numpy reports no OpenBLAS kernels."""
+    kernels = blas_kernels()
+    if kernels is None or kernels[0] != "openblas" or kernels[1] in ("", "None"):
+        return {}
+    return {"OPENBLAS_CORETYPE": kernels[1]}
+
+
+CHILD_ENVIRONMENT = threading.Lock()  # one start at a time changes os.environ
+
+
+@contextmanager
+def children_compute_as_this_process() -> Iterator[dict[str, str]]:
+    """While open, a process started from this one (``multiprocessing`` spawn, ``subprocess``) inherits
+    :func:`kernels_for_children` in its environment, so its numpy computes what this process's numpy computes; the
+    environment is as it was afterwards. Yields what was set."""
+    pinned = kernels_for_children()
+    with CHILD_ENVIRONMENT:
+        before = {name: os.environ.get(name) for name in pinned}
+        os.environ.update(pinned)
+        try:
+            yield pinned
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

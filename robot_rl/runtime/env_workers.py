@@ -9,6 +9,10 @@ driver needs one round trip per step. :func:`robot_rl.runtime.actor.step_all` se
 the first answer (``step_async`` / ``step_wait``, as gymnasium's ``AsyncVectorEnv``), so the physics of N envs runs
 on N cores while the driver batches the policy call.
 
+A worker computes what the driver computes, bit for bit: it is started with the driver's BLAS kernels
+(:func:`robot_rl.core.blas.children_compute_as_this_process`; the env's numpy products round by them), and a
+worker that reports other kernels is an error at its start. The physics is MuJoCo's, single-threaded in both.
+
 Workers are spawned (not forked: the driver runs torch and a learner thread) and ignore Ctrl-C: the driver's stop
 request ends the run, and :meth:`EnvWorker.close` (or the driver's exit: they are daemons) ends them. Messages are
 pickled over the pipe between the driver and the workers it spawned, nothing else; a worker's exception comes back
@@ -25,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.blas import blas_kernels, children_compute_as_this_process
 from robot_rl.runtime.actor import set_training_step
 from robot_rl.runtime.evaluate import task_progress
 
@@ -61,10 +66,11 @@ def serve(connection, build: Callable[[], tuple[Any, Any]]) -> None:
 
 
 def describe(env) -> dict[str, Any]:
-    """What the driver asks of an env besides stepping it: its spaces, state layout and whether it runs a
-    fast-loop critic."""
+    """What the driver asks of an env besides stepping it: its spaces, state layout, whether it runs a fast-loop
+    critic, and the BLAS kernels the worker's numpy computes with."""
     loop = getattr(env.unwrapped, "fast_loop", None)
     return {
+        "blas_kernels": blas_kernels(),
         "observation_space": env.observation_space,
         "action_space": env.action_space,
         "state_layout": getattr(env.unwrapped, "state_layout", None),
@@ -147,13 +153,20 @@ class EnvWorker:
         context = multiprocessing.get_context("spawn")
         self.connection, child = context.Pipe()
         self.process = context.Process(target=serve, args=(child, build), name=name, daemon=True)
-        self.process.start()
+        with children_compute_as_this_process():
+            self.process.start()
         child.close()
         self.human = WorkerHuman()
         self.training_step: int | None = None  # the run's online env steps, sent with the next reset or step
         self.progress = 0.0  # the task's progress after the last step (task_progress reads it as the dense reward)
         self.waiting = False
         description = self.receive()
+        if description["blas_kernels"] != blas_kernels():
+            self.close()
+            raise EnvWorkerError(
+                f"env worker {name} computes with BLAS kernels {description['blas_kernels']}, this process with "
+                f"{blas_kernels()}: its episodes would differ from this process's in the last bits"
+            )
         self.observation_space, self.action_space = description["observation_space"], description["action_space"]
         self.state_layout = description["state_layout"]
         self.fast_loop = RemoteFastLoop(RemoteRiskFilter(self)) if description["fast_critic"] else None

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from robot_rl.core.blas import children_compute_as_this_process
 from robot_rl.core.config import Config, ConfigError, plain
 from robot_rl.core.interrupts import deferred_interrupt
 from robot_rl.core.transport import LocalTransport
@@ -362,12 +363,14 @@ RAY_START_TRIES = 3  # Ray gives its raylet 30 s to register, fixed; a loaded ma
 
 def start_ray(fleet: FleetSettings) -> None:
     """``ray.init`` (:func:`ray_init_arguments`); a start whose raylet did not register in time is shut down and
-    tried again, up to :data:`RAY_START_TRIES` times in all, saying so on stderr."""
+    tried again, up to :data:`RAY_START_TRIES` times in all, saying so on stderr. A local instance's processes (and
+    so its actors) start with this process's BLAS kernels: an actor's env computes what this process's would."""
     import ray
 
     for attempt in range(1, RAY_START_TRIES + 1):
         try:
-            ray.init(**ray_init_arguments(fleet))
+            with children_compute_as_this_process():
+                ray.init(**ray_init_arguments(fleet))
             return
         except Exception as error:  # Ray raises a bare Exception for this one
             if "timed out during startup" not in str(error) or attempt == RAY_START_TRIES:
