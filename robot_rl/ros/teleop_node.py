@@ -2,7 +2,7 @@
 
 Publishes at ``teleop_device.rate_hz``: ``/spacenav/twist`` (geometry_msgs/Twist, normalised
 [-1, 1], base frame), ``/spacenav/joy`` (sensor_msgs/Joy: button 0 close, button 1 open the
-gripper) and ``/rl/intervention`` (std_msgs/Bool, the take-over switch). The operator's e-stop button
+gripper, each 1 for ``BUTTON_HOLD`` s after its press, 0 otherwise: no button pressed keeps the gripper as it is) and ``/rl/intervention`` (std_msgs/Bool, the take-over switch). The operator's e-stop button
 publishes ``/rl/estop`` (std_msgs/Bool true: the safety node holds the arm) and the reset button
 ``/rl/estop_reset`` (std_msgs/Empty): this node is the safety node's default operator, the only one
 whose reset it obeys.
@@ -52,6 +52,7 @@ JS_EVENT = struct.Struct("IhBB")  # time (ms), value, type, number
 JS_BUTTON, JS_AXIS, JS_INIT = 0x01, 0x02, 0x80
 AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")
 SUCCESS_HOLD = 0.5  # s a success mark lasts
+BUTTON_HOLD = 0.5  # s a gripper button reads pressed after its press: the actor (10 Hz) sees a click
 REOPEN_PERIOD = 0.5  # s between two attempts to open a device that went away
 
 
@@ -59,7 +60,8 @@ class TeleopState:
     """What the operator asks for now: a 6-D twist, the gripper, the take-over switch."""
 
     def __init__(self):
-        self.twist, self.gripper_close, self.takeover = np.zeros(6), False, False
+        self.twist, self.takeover = np.zeros(6), False
+        self.gripper_press = ("", -np.inf)  # the last gripper button ("close" / "open") and its monotonic time
         self.success_until = -np.inf  # monotonic time until which the operator marks success
         self.success_held = False  # a device's success button held down: success for as long as it is
         self.requests: list[str] = []  # "estop" / "reset" presses not yet published
@@ -77,13 +79,18 @@ class TeleopState:
         else:
             log.warning(f"teleop device {device} went away; waiting for it to return")
 
+    def gripper_buttons(self, now: float) -> list[int]:
+        """The Joy buttons [close, open] at monotonic time ``now``: the last gripper button for ``BUTTON_HOLD`` s after
+        its press (hold the lock)."""
+        button, pressed = self.gripper_press
+        held = now - pressed < BUTTON_HOLD
+        return [int(held and button == "close"), int(held and button == "open")]
+
     def press(self, button: str) -> None:
         """A button of any device: ``close``, ``open``, ``takeover`` (toggles), ``success``, ``estop`` or ``reset``
         (hold the lock)."""
-        if button == "close":
-            self.gripper_close = True
-        elif button == "open":
-            self.gripper_close = False
+        if button in ("close", "open"):
+            self.gripper_press = (button, time.monotonic())
         elif button == "takeover":
             self.takeover = not self.takeover
         elif button == "success":
@@ -361,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 while not state.quit and reader.is_alive():  # a device reader runs until the node quits
                     with state.lock:
-                        twist, close, takeover = state.twist.copy(), state.gripper_close, state.takeover
+                        twist, takeover = state.twist.copy(), state.takeover
+                        buttons = state.gripper_buttons(time.monotonic())
                         requests, state.requests = state.requests, []
                     for request in requests:
                         if request == "estop":
@@ -373,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                     msg.linear.x, msg.linear.y, msg.linear.z = map(float, twist[:3])
                     msg.angular.x, msg.angular.y, msg.angular.z = map(float, twist[3:])
                     twist_pub.publish(msg)
-                    joy_pub.publish(joy_msg(twist.tolist(), [int(close), int(not close)], time.time()))
+                    joy_pub.publish(joy_msg(twist.tolist(), buttons, time.time()))
                     switch_pub.publish(Bool(data=bool(takeover)))
                     if device_cfg.publish_success:
                         success = state.success_held or time.monotonic() < state.success_until

@@ -83,6 +83,7 @@ STOP = "rl/stop"  # std_msgs/Empty: the operator's stop (the actor node ends the
 ARM_ERROR = "arm/error"  # std_msgs/String, latched: the arm's own error (a Franka's reflex); empty or absent: none
 MAX_VELOCITY_GAP = 0.1  # s: poses further apart (a reset, a stall) give no velocity (zero)
 COMMAND_REPEAT = 0.2  # s (wall clock): sim time, the step's command again while the period it started is not over
+OPEN_FRACTION = 0.9  # a gripper measured this open (of gripper_max_opening) at a reset is open; less holds something
 MAX_REWARD = 1e6  # |reward| beyond this is a fault of the publisher: it would swamp the critic's targets
 TICKS_WAIT = 0.5  # s (wall clock): sim time, the longest a step waits for the safety node's ticks of its period
 TYPES = {
@@ -236,6 +237,9 @@ class TopicEnv(gym.Env):
         self.arm_error = ""  # the arm's own error (ARM_ERROR), until recovered
         self.reference_rot = np.eye(3)
         self._steps, self._last_command = 0, 0.0
+        # the gripper as it is, in [-1, 1] (-1 open, +1 closed): the last command sent; at a reset, open when the fingers
+        # measure at least OPEN_FRACTION open, else closed (a part held from the start). A take-over keeps it.
+        self.gripper_command = -1.0
         self._obs_stamp = 0.0
         self._episode_start = 0.0  # s: the stamp of the episode's first observation
 
@@ -387,6 +391,7 @@ class TopicEnv(gym.Env):
         values = self.inbox.wait_newer(self.streams + self.lockstep_inputs, requested, timeout)
         self.reference_rot = values[POSE][1]
         self._steps, self._last_command = 0, time.monotonic()
+        self.gripper_command = -1.0 if values[JOINTS] >= OPEN_FRACTION else 1.0
         obs = self._observation(values)
         self._episode_start = self._obs_stamp  # the episode's ticks start with its first observation
         return obs, {"success": bool(values[SUCCESS]), "reset": future.result().message}
@@ -408,6 +413,7 @@ class TopicEnv(gym.Env):
         )
         self.gripper_pub.publish(gripper)
         self.action_pub.publish(command)
+        self.gripper_command = gripper.data
         if s.sim_time:  # the sim robot steps the period as soon as it has the command; its end is the pose stamped
             values = self._wait_for_period(sent, gripper, command)  # one control period later
         else:

@@ -198,14 +198,14 @@ def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser
     for name in ("takeover", "close"):
         parser.handle(button_report(1 << teleop.spacemouse_buttons[name]))
         parser.handle(button_report(0))
-    assert state.takeover and state.gripper_close
+    assert state.takeover and state.gripper_press[0] == "close"
     parser.handle(button_report(1 << teleop.spacemouse_buttons["takeover"]))
     parser.handle(button_report(1 << teleop.spacemouse_buttons["takeover"]))  # held: not a second press
     assert not state.takeover
     success = 1 << teleop.spacemouse_buttons["success"]
     parser.handle(button_report(success))  # held down while the task is done: every frame a success
     parser.handle(button_report(success | 1 << teleop.spacemouse_buttons["open"]))
-    assert state.success_held and not state.gripper_close
+    assert state.success_held and state.gripper_press[0] == "open"
     parser.handle(button_report(0))
     assert not state.success_held
 
