@@ -5,7 +5,8 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
 - ``act(obs, explore) -> action`` in [-1, 1]^A for one observation dict, and ``act_batch(obs, explore) -> (N, A)``
   for N of them (one per env an actor steps): row k acts for *slot* k, whose episode has its own exploration state,
 - ``begin_episode(slot=0)`` before the first action of an episode on that slot (noise resampling, gripper command,
-  action chunks), and ``evaluating()``: a context in which it acts with slots of its own (an evaluation between two
+  action chunks), ``executed(action, slot=0)`` after each step with the action the env executed there (a human's
+  in a take-over, the safety filter's), and ``evaluating()``: a context in which it acts with slots of its own (an evaluation between two
   steps of acting episodes leaves them as they were),
 - ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch (a dict of arrays or of tensors,
   as :class:`robot_rl.data.MixedSampler` gives them) and the metrics are 0-d tensors on the agent's device, read
@@ -173,6 +174,11 @@ class OffPolicyAgent:
 
     def begin_episode(self, slot: int = 0) -> None:
         """Called by the actor before the first action of every episode on ``slot`` (stateless agents: nothing)."""
+
+    def executed(self, action: np.ndarray, slot: int = 0) -> None:
+        """Called by the actor after every step on ``slot`` with the action the env executed (the human's in a
+        take-over, the safety filter's, else its own): acting state that continues from the command in force (the
+        gripper critic's held command) follows it (stateless agents: nothing)."""
 
     def observe(self, transition) -> None:
         """Called by the learner with every online transition it ingests, in order (agents that learn from whole

@@ -4,8 +4,9 @@ A continuous actor is poor at the gripper, whose useful commands are "open", "cl
 it". With ``gripper_critic`` the SAC actor drives the arm dimensions and this critic the last
 action dimension, an absolute gripper command in [-1, 1] (-1 open, +1 closed):
 
-- execution: open -> -1, close -> +1, stay -> the previous command (the episode starts at
-  ``initial_command``)
+- execution: open -> -1, close -> +1, stay -> the previous executed command (the episode starts at
+  ``initial_command``; after a human's or the safety filter's step, the command they executed: "stay" means what
+  the labels read it as, the gripper kept as it is)
 - labels of stored actions (demos, interventions, own steps): a command >= 0.5 after a previous
   command < 0.5 is "close", <= -0.5 after > -0.5 is "open", anything else "stay"
 - reward: the task reward minus ``grasp_penalty`` per open/close toggle
@@ -45,7 +46,7 @@ class GripperCritic(nn.Module):
 
 
 class GripperPolicy:
-    """Acting side: epsilon-greedy class choice and the held command."""
+    """Acting side: epsilon-greedy class choice and the held command (the last executed, :meth:`follow`)."""
 
     def __init__(self, initial_command: float = -1.0, epsilon: float = 0.1, seed: int = 0):
         self.initial_command, self.epsilon = initial_command, epsilon
@@ -54,6 +55,10 @@ class GripperPolicy:
 
     def begin_episode(self) -> None:
         self.command = self.initial_command
+
+    def follow(self, executed: float) -> None:
+        """The gripper command the env executed this step (a take-over's, the safety filter's): "stay" holds it."""
+        self.command = executed
 
     def __call__(self, q_values: torch.Tensor, explore: bool) -> float:
         """The gripper command for Q values (E, 1, 3) of one observation."""

@@ -221,6 +221,10 @@ class SACAgent(OffPolicyAgent):
         if self.config.gripper_critic:
             self.gripper_policies(slot + 1)[slot].begin_episode()
 
+    def executed(self, action: np.ndarray, slot: int = 0) -> None:
+        if self.config.gripper_critic:
+            self.gripper_policies(slot + 1)[slot].follow(float(action[-1]))
+
     @torch.no_grad()
     def _act_batch(self, obs: dict[str, np.ndarray], explore: bool) -> np.ndarray:
         features = self.encoder(self.obs_tensors(obs))

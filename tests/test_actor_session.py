@@ -239,3 +239,44 @@ def test_curricula_follow_the_runs_online_steps_not_each_wrappers_own_count():
     assert [env.steps for env in envs] == [20020, 20020]  # the run's count in each, not 10 of their own
     for env in envs:
         env.close()
+
+
+class ClosesOnSteps:
+    """A human who takes over on ``steps`` of each episode with no motion and the gripper closed."""
+
+    def __init__(self, steps: range, action_dim: int):
+        self.steps, self.action_dim, self.step = steps, action_dim, 0
+
+    def begin_episode(self, demo: bool) -> None:
+        self.step = 0
+
+    def __call__(self, obs, policy_action):
+        active, self.step = self.step in self.steps, self.step + 1
+        return (True, np.eye(self.action_dim, dtype=np.float32)[-1]) if active else (False, None)
+
+    def observe(self, progress: float) -> None:
+        pass
+
+
+def test_after_a_takeover_the_gripper_critics_stay_keeps_the_gripper_the_human_left():
+    """Issue 72 item 2: the gripper policy held its own last choice, so "stay" after a take-over repeated the policy's
+    command from before it, while training labels "stay" as "repeat the previous executed command". The human closes
+    on steps 3-7; a policy whose critic says "stay" keeps it closed on step 8 (it executed open)."""
+    import torch
+
+    cfg = load_config(
+        ["task=pick_cube", "train.demo_episodes=0", "task.episode_steps=10", "agent.gripper_critic=true"]
+        + ["agent.gripper_epsilon=0.0", "agent.gripper_initial_command=-1.0"]
+    )
+    env = make_env(cfg.task)
+    action_dim = int(env.action_space.shape[0])
+    acting = ActorSession(cfg, observation_shapes(env), action_dim, ClosesOnSteps(range(3, 8), action_dim))
+    head = acting.agent.gripper_critic.net.net[-1]
+    with torch.no_grad():  # Q(s, stay) above open and close everywhere
+        head.weight.zero_()
+        head.bias.copy_(torch.tensor([0.0, 1.0, 0.0]).expand_as(head.bias))
+    transport = LocalTransport()
+    acting.play(env, transport, None, seed=0)
+    grippers = [float(t.action[-1]) for t in transport.receive_transitions(timeout=1.0)]
+    env.close()
+    assert grippers == [-1.0] * 3 + [1.0] * 7, grippers

@@ -122,6 +122,9 @@ class _Still:
     def act(self, obs, explore):
         return np.zeros(2)
 
+    def executed(self, action):
+        pass
+
     unwrapped = None
 
     def reset(self, seed):

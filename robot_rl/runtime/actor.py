@@ -158,6 +158,7 @@ def run_episode(
     agent.begin_episode()
     while True:
         ended = play.step(agent.act(play.obs, explore=True))
+        agent.executed(play.actions[-1])  # a take-over's gripper command is the one a "stay" holds next
         budget_spent = after_step(play.intervened) if after_step is not None else False  # counts the step sent
         if ended:
             break  # recorded, even when a stop came with the last step
@@ -198,6 +199,7 @@ def run_envs(
         answers = step_all(envs, [play.choose(actions[k]) for k, play in enumerate(plays)])
         for k, play in enumerate(plays):
             ended = play.take(*answers[k])
+            agent.executed(play.actions[-1], k)
             budget_spent = after_step(play.intervened)
             if ended:
                 yield k, play.stats()

@@ -47,6 +47,7 @@ def evaluation_episode(agent, env, seed: int, frames: list[np.ndarray] | None = 
     while True:
         action = agent.act(obs, explore=False)
         obs, reward, terminated, truncated, info = env.step(action)
+        agent.executed(action)
         actions.append(action)
         ret += reward
         if frames is not None:

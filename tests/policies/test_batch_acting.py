@@ -80,3 +80,12 @@ def test_the_gripper_command_is_held_per_slot():
     policies[0].command, policies[1].command = 1.0, -1.0
     agent.begin_episode(0)  # back to the initial command (open) on slot 0 only
     assert (policies[0].command, policies[1].command) == (agent.config.gripper_initial_command, -1.0)
+
+
+def test_the_gripper_command_follows_what_was_executed_on_each_slot():
+    """A take-over's (or the safety filter's) gripper command on one slot is what that slot's "stay" holds next."""
+    agent = AGENTS["sac_gsde_gripper"]()
+    agent.begin_episode(0), agent.begin_episode(1)
+    agent.executed(np.array([0.0, 0.0, 0.0, 1.0], np.float32), 1)
+    policies = agent.gripper_policies(2)
+    assert (policies[0].command, policies[1].command) == (agent.config.gripper_initial_command, 1.0)

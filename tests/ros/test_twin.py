@@ -71,6 +71,9 @@ class ActionSequence:
         self.step += 1
         return rng.uniform(-0.6, 0.6, self.action_dim).astype(np.float32)
 
+    def executed(self, action: np.ndarray) -> None:
+        pass
+
 
 class Captured(LocalTransport):
     """A transport that keeps what the learner would receive."""
