@@ -394,8 +394,8 @@ class CellEmulator(SimRobot):
         self.scene_succeeded = self.scene_succeeded or bool(self.env.is_success())
         if self.settings.publish_reward:
             success = self.env.is_success()
+            self.success_pub.publish(Bool(data=bool(success)))  # then its reward, which carries it (TopicEnv)
             self.reward_pub.publish(Float64(data=float(self.env.reward(success))))
-            self.success_pub.publish(Bool(data=bool(success)))
         if self.trackers and now >= self.next_tracker:
             self.next_tracker = now + 1.0 / self.settings.tracker_rate_hz
             stamp = self.time()

@@ -439,8 +439,8 @@ class SimRobot:
         if context.size:
             self.pub["safety_context"].publish(Float32MultiArray(data=context.tolist()))
         success = env.is_success()
+        self.pub["success"].publish(Bool(data=bool(success)))  # then its reward, which carries it (TopicEnv)
         self.pub["reward"].publish(Float64(data=env.reward(success)))
-        self.pub["success"].publish(Bool(data=bool(success)))
         if not self.violation_every_state:
             self.publish_violation()
         features = env.task_state()

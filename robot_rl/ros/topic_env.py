@@ -16,7 +16,11 @@ between ``robot-rl train`` and the node graph unchanged:
 * an arm that reports an error on ``/arm/error`` (a Franka's reflex: it stopped and takes no command until
   recovered) ends the episode at that step, truncated, with ``info["arm_error"]`` naming it; the reset recovers
   it (``robot_rl.ros.home_reset_node``'s ``reset.recovery_service``).
-* reward and success from ``/rl/reward`` / ``/rl/success``; ``/rl/reset`` (std_srvs/SetBool)
+* reward and success from ``/rl/reward`` / ``/rl/success``, one reading: a publisher of the two (the reward node, the
+  sim robot, the cell, the console, the teleop node) sends an instant's success, then its reward, and a reward
+  carries the success that came before it, so a step never reads a new success with the reward of the frame
+  before (a terminal step with reward 0). In sim time the two of the period are the only ones after the command.
+  ``/rl/reset`` (std_srvs/SetBool)
   resets the cell, ``data`` saying whether a human demonstration comes next. Before a reset the
   env stops commanding for ``reset_pause`` s, longer than the safety node's command timeout, so
   the safety node holds the measured pose and follows the arm through the reset.
@@ -265,8 +269,8 @@ class TopicEnv(gym.Env):
         self.subscriptions = {
             POSE: subscribe(PoseStamped, POSE, self._on_pose, stream),
             JOINTS: subscribe(JointState, JOINTS, self._on_joints, stream),
-            REWARD: subscribe(Float64, REWARD, self._on_reward, stream),
             SUCCESS: subscribe(Bool, SUCCESS, lambda m: self.inbox.put(SUCCESS, bool(m.data)), stream),
+            REWARD: subscribe(Float64, REWARD, self._on_reward, stream),  # after success: served after it
             VIOLATION: subscribe(UInt32, VIOLATION, lambda m: self.inbox.put(VIOLATION, int(m.data)), stream),
             ARM_ERROR: subscribe(String, ARM_ERROR, self._on_arm_error, qos.LATCHED),
         }
@@ -345,7 +349,8 @@ class TopicEnv(gym.Env):
         reward = finite_scalar("reward", msg.data)
         if abs(reward) > MAX_REWARD:
             raise MessageError(f"reward={reward:g} is beyond +-{MAX_REWARD:g}; expected a bounded reward")
-        self.inbox.put(REWARD, reward)
+        latest = self.inbox.latest.get(SUCCESS)
+        self.inbox.put(REWARD, (reward, None if latest is None else latest[0]))  # the success it goes with
 
     def _on_task_state(self, msg) -> None:
         expected = [(name, size) for name, (_, size) in self.extra_fields.items()]
@@ -394,7 +399,7 @@ class TopicEnv(gym.Env):
         self.gripper_command = -1.0 if values[JOINTS] >= OPEN_FRACTION else 1.0
         obs = self._observation(values)
         self._episode_start = self._obs_stamp  # the episode's ticks start with its first observation
-        return obs, {"success": bool(values[SUCCESS]), "reset": future.result().message}
+        return obs, {"success": self._reward_and_success(values)[1], "reset": future.result().message}
 
     def step(self, action):
         self.check_pause()  # before the command: paused, the actor sends nothing and the safety node holds the arm
@@ -422,7 +427,7 @@ class TopicEnv(gym.Env):
             self._last_command = period_end
             values = self.inbox.wait_newer(self.streams, sent, s.stream_timeout)
         self._steps += 1
-        success = bool(values[SUCCESS])
+        reward, success = self._reward_and_success(values)
         terminated = success and s.terminate_on_success
         truncated = (self._steps >= s.episode_steps or bool(self.arm_error)) and not terminated
         obs = self._observation(values)
@@ -438,7 +443,14 @@ class TopicEnv(gym.Env):
             if fast is not None:  # a violation within the step counts, as with a MuJoCo task's own fast loop
                 info["fast_loop"] = fast
                 info["violation"] |= int(np.bitwise_or.reduce(fast.violation))
-        return obs, float(values[REWARD]), terminated, truncated, info
+        return obs, reward, terminated, truncated, info
+
+    def _reward_and_success(self, values: dict[str, Any]) -> tuple[float, bool]:
+        """The step's reward and success, of one instant: in real time the success that came with the reward."""
+        reward, success = values[REWARD]
+        if self.settings.sim_time or success is None:
+            success = values[SUCCESS]
+        return float(reward), bool(success)
 
     def _step_ticks(self):
         """The safety node's ticks of this step, between the episode's first observation and this step's (a

@@ -187,3 +187,97 @@ def recorded_episodes(run_dir: Path) -> list[dict]:
                 attrs = store.episode_attrs(name)
                 episodes.setdefault(attrs.get("uid") or (str(path), name), attrs)
     return list(episodes.values())
+
+
+class TopicCell:
+    """A cell over real topics in real time for a :class:`~robot_rl.ros.topic_env.TopicEnv` in the test process: the
+    arm's pose and fingers (``finger`` m each) and the operator's twist (``push`` m/s up) and gripper ``buttons``,
+    each published every ``period`` s by a timer (as drivers and spacenav_node do), and the reset service. With
+    ``signals`` the timer publishes success false and reward 0 too; without, the test publishes them."""
+
+    def __init__(self, node, signals: bool = True, period: float = 0.02):
+        import numpy as np
+        from geometry_msgs.msg import PoseStamped, Twist
+        from sensor_msgs.msg import JointState, Joy
+        from std_msgs.msg import Bool, Float64
+        from std_srvs.srv import SetBool
+
+        from robot_rl.ros import qos
+        from robot_rl.ros.messages import joint_state_msg, joy_msg, pose_msg
+        from robot_rl.ros.topic_env import JOINTS, POSE, REWARD, SUCCESS
+
+        self.node, self.finger, self.push, self.buttons, self.resets = node, 0.04, 0.0, [0, 0], 0
+        publish = {
+            topic: node.create_publisher(kind, topic, qos.STREAM_PUBLISHER)
+            for topic, kind in (
+                (POSE, PoseStamped),
+                (JOINTS, JointState),
+                (REWARD, Float64),
+                (SUCCESS, Bool),
+                ("/spacenav/twist", Twist),
+                ("/spacenav/joy", Joy),
+            )
+        }
+        self.success_pub, self.reward_pub = publish[SUCCESS], publish[REWARD]
+
+        def tick() -> None:
+            now = time.time()
+            if signals:
+                publish[SUCCESS].publish(Bool(data=False))
+                publish[REWARD].publish(Float64(data=0.0))
+            fingers = np.full(2, self.finger)
+            publish[JOINTS].publish(
+                joint_state_msg(["finger_left", "finger_right"], fingers, 0 * fingers, 0 * fingers, now)
+            )
+            publish[POSE].publish(pose_msg(np.array([0.45, 0.0, 0.2]), np.eye(3), now, "base"))
+            twist = Twist()
+            twist.linear.z = self.push
+            publish["/spacenav/twist"].publish(twist)
+            publish["/spacenav/joy"].publish(joy_msg([0.0] * 6, self.buttons, now))
+
+        def reset(request, response):
+            self.resets += 1
+            response.success, response.message = True, f"reset {self.resets}"
+            return response
+
+        node.create_timer(period, tick)
+        node.create_service(SetBool, "/rl/reset", reset)
+
+
+def topic_env_settings(**changes):
+    """TopicEnvSettings of a 4-D action at 10 Hz on the :class:`TopicCell`'s streams (no cameras), real time."""
+    import numpy as np
+
+    from robot_rl.ros.topic_env import TopicEnvSettings
+
+    settings = TopicEnvSettings(
+        control_rate_hz=10.0,
+        action_dim=4,
+        pos_step=0.02,
+        rot_step=0.1,
+        workspace=np.array([[0.2, -0.4, 0.0], [0.8, 0.4, 0.5]]),
+        episode_steps=50,
+        cameras=(),
+        image_size=(64, 64),
+        terminate_on_success=True,
+        stream_timeout=10.0,
+        reset_pause=0.0,
+    )
+    return replace(settings, **changes)
+
+
+#: the state layout of a TopicEnv without task state
+PROPRIO_LAYOUT = {
+    "tcp_pos": (0, 3),
+    "tcp_rotvec": (3, 3),
+    "tcp_linvel": (6, 3),
+    "tcp_angvel": (9, 3),
+    "gripper": (12, 1),
+}
+
+
+def wait_until(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.01)

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -144,4 +145,96 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
     finally:
         stop_processes([node])
         watcher.node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_a_step_reads_the_reward_that_goes_with_its_success():
+    """Issue 72 item 4: success and reward travel on two topics. A classifier that publishes a frame's success, then
+    its reward 40 ms later (of 50 ms between frames), while the arm's streams wake the actor every 20 ms: the actor
+    read a new success with the frame before's reward (a terminal step with reward 0). Each step's reward is the one
+    of its success, and every episode ends on a success with reward 1."""
+    rclpy = require("rclpy")
+    import threading
+
+    from std_msgs.msg import Bool, Float64
+
+    from robot_rl.ros.node_main import spinning_in_background
+    from robot_rl.ros.topic_env import TopicEnv
+    from tests.ros.graph_helpers import PROPRIO_LAYOUT, TopicCell, topic_env_settings
+
+    rclpy.init()
+    actor, cell_node = rclpy.create_node("robot_rl_actor"), rclpy.create_node("robot_rl_test_cell")
+    cell = TopicCell(cell_node, signals=False)
+    episode_start, stop = [time.monotonic()], threading.Event()
+
+    def classifier() -> None:  # success from 0.35 s into each episode
+        while not stop.is_set():
+            success = time.monotonic() - episode_start[0] > 0.35
+            cell.success_pub.publish(Bool(data=success))
+            time.sleep(0.04)
+            cell.reward_pub.publish(Float64(data=float(success)))
+            time.sleep(0.01)
+
+    scoring = threading.Thread(target=classifier, daemon=True)
+    steps: list[tuple[float, bool]] = []
+    try:
+        env = TopicEnv(actor, topic_env_settings(episode_steps=20), PROPRIO_LAYOUT)
+        with spinning_in_background(actor), spinning_in_background(cell_node):
+            scoring.start()
+            for _ in range(6):
+                env.reset()
+                episode_start[0] = time.monotonic()
+                while True:
+                    _, reward, terminated, truncated, info = env.step(np.zeros(4, np.float32))
+                    steps.append((reward, info["success"]))
+                    if terminated or truncated:
+                        break
+                assert terminated, "the episode did not end on its success"
+    finally:
+        stop.set()
+        actor.destroy_node()
+        cell_node.destroy_node()
+        rclpy.shutdown()
+    mismatched = [(reward, success) for reward, success in steps if reward != float(success)]
+    assert not mismatched, f"{len(mismatched)} of {len(steps)} steps read a success with another frame's reward"
+
+
+def test_a_silent_second_camera_stops_the_scores_instead_of_its_last_frame_being_scored_again():
+    """Issue 72 item 4: a classifier on two cameras scored every new frame of the first with the second's last frame,
+    for as long as the second was dead. Scores need a new frame from every camera; the silent one is named."""
+    rclpy = require("rclpy")
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Bool
+
+    from robot_rl.ros import qos
+    from robot_rl.ros.messages import image_msg
+    from robot_rl.ros.node_main import spinning_in_background
+    from robot_rl.ros.reward_node import RewardPublisher
+    from tests.ros.graph_helpers import wait_until
+
+    cameras = ("front", "wrist")
+    model = RewardClassifier({c: (16, 16, 3) for c in cameras}, RewardClassifierConfig(cameras=cameras))
+    rclpy.init()
+    node, driver = rclpy.create_node("robot_rl_reward"), rclpy.create_node("robot_rl_test_cameras")
+    RewardPublisher(node, model, threshold=0.5)
+    publish = {c: driver.create_publisher(Image, f"/camera/{c}/color/image_raw", qos.STREAM_PUBLISHER) for c in cameras}
+    scores: list[bool] = []
+    driver.create_subscription(Bool, "/rl/success", lambda m: scores.append(m.data), qos.STREAM_SUBSCRIBER)
+    frame = np.full((16, 16, 3), 100, np.uint8)
+    try:
+        with spinning_in_background(node), spinning_in_background(driver):
+            wait_until(lambda: all(p.get_subscription_count() for p in publish.values()), "the reward node")
+            for camera in reversed(cameras):
+                publish[camera].publish(image_msg(frame, 0.0, camera))
+            wait_until(lambda: len(scores) == 1, "a score of both cameras' frames")
+            for _ in range(10):  # the wrist camera is dead: the front's frames alone
+                publish["front"].publish(image_msg(frame, 0.0, "front"))
+                time.sleep(0.02)
+            publish["wrist"].publish(image_msg(frame, 0.0, "wrist"))  # it returns: one score of the two
+            wait_until(lambda: len(scores) >= 2, "a score once the wrist camera returned")
+            time.sleep(0.3)
+        assert len(scores) == 2, f"{len(scores)} scores: frames of a dead camera were scored again"
+    finally:
+        node.destroy_node()
+        driver.destroy_node()
         rclpy.shutdown()
