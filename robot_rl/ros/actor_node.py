@@ -285,9 +285,10 @@ class ActorLoop:
         clock (s) at which each counted episode ended, for matching them with what the cell saw."""
         played: list[dict] = []
         ends: list[float] = []
+        safety = self.session.another_safety_actor()  # the learned filter as in training, then the safety node
         while len(played) < int(self.cfg.ros.eval_episodes):
             try:
-                played.append(evaluation_episode(self.agent, self.env, seed=len(played)))
+                played.append(evaluation_episode(self.agent, self.env, seed=len(played), safety=safety))
                 ends.append(round(time.time(), 3))
             except StreamStalled as stall:
                 self.log.warning(

@@ -22,8 +22,10 @@ def task_progress(env, reward: float) -> float:
         return float(reward)
 
 
-def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = None) -> dict[str, Any]:
-    """Run ``episodes`` episodes with the policy's mode (no exploration), seeds ``seed + i``.
+def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = None, safety=None) -> dict[str, Any]:
+    """Run ``episodes`` episodes with the policy's mode (no exploration), seeds ``seed + i``, through ``safety`` (a
+    :class:`~robot_rl.runtime.safety_learning.SafetyActor`: the learned filter, as in training; None: the policy's
+    actions as they are).
 
     Returns success rate, mean episode length (cycle time in steps), mean return, and the
     continuity cost of the executed actions; with ``video`` (a new .mp4 path in an existing folder, checked before
@@ -32,20 +34,26 @@ def evaluate(agent, env, episodes: int, seed: int, video: str | Path | None = No
     if video is not None:
         video = new_file_path("eval.video", video, ".mp4")
     frames: list[np.ndarray] | None = [] if video is not None else None
-    played = [evaluation_episode(agent, env, seed + index, frames) for index in range(episodes)]
+    played = [evaluation_episode(agent, env, seed + index, frames, safety) for index in range(episodes)]
     if video is not None:
         write_video(video, frames, fps=10)
     return {**evaluation_summary(played), **({"video": str(video)} if video is not None else {})}
 
 
-def evaluation_episode(agent, env, seed: int, frames: list[np.ndarray] | None = None) -> dict[str, float]:
-    """One episode with the policy's mode from ``env.reset(seed=seed)``: its success, length (steps), return and
-    continuity cost; each rendered frame appended to ``frames`` when given."""
+def evaluation_episode(agent, env, seed: int, frames: list[np.ndarray] | None = None, safety=None) -> dict[str, float]:
+    """One episode with the policy's mode from ``env.reset(seed=seed)``, its actions through ``safety`` when given:
+    its success, length (steps), return, continuity cost and the steps the learned filter changed
+    (``filter_interventions``); each rendered frame appended to ``frames`` when given."""
     obs, info = env.reset(seed=seed)
     agent.begin_episode()
-    actions, ret = [], 0.0
+    if safety is not None:
+        safety.begin_episode()
+    actions, ret, filtered = [], 0.0, 0
     while True:
         action = agent.act(obs, explore=False)
+        if safety is not None:
+            action, changed = safety(obs, action)
+            filtered += changed
         obs, reward, terminated, truncated, info = env.step(action)
         agent.executed(action)
         actions.append(action)
@@ -59,6 +67,7 @@ def evaluation_episode(agent, env, seed: int, frames: list[np.ndarray] | None = 
         "length": len(actions),
         "return": ret,
         "continuity_cost": continuity_cost(np.asarray(actions)),
+        "filter_interventions": filtered,
     }
 
 
@@ -70,6 +79,7 @@ def evaluation_summary(played: list[dict[str, float]]) -> dict[str, Any]:
         "mean_length": float(np.mean([e["length"] for e in played])),
         "mean_return": float(np.mean([e["return"] for e in played])),
         "continuity_cost": float(np.mean([e["continuity_cost"] for e in played])),
+        "filter_interventions": int(sum(e["filter_interventions"] for e in played)),
     }
 
 

@@ -224,9 +224,12 @@ class Run:
         return summary
 
 
-def policy_evaluation(agent, env, prepare: Callable[[], None] | None = None) -> Evaluation:
+def policy_evaluation(
+    agent, env, prepare: Callable[[], None] | None = None, safety: Callable[[], Any] | None = None
+) -> Evaluation:
     """A run's evaluation: deterministic episodes of ``agent`` on ``env`` on the seeds from ``EVAL_SEED`` on (the same
-    episodes at every evaluation), ``prepare()`` first (load the newest weights, arm the fast loop). The agent
+    episodes at every evaluation), ``prepare()`` first (load the newest weights, arm the fast loop), through the
+    safety actor ``safety()`` gives (the learned filter on the newest risk model, as in training). The agent
     evaluates with acting state of its own (:meth:`~robot_rl.policies.base.OffPolicyAgent.evaluating`): acting
     episodes in progress (N envs stepped together) go on with their gripper commands, action chunks and noise."""
 
@@ -234,7 +237,7 @@ def policy_evaluation(agent, env, prepare: Callable[[], None] | None = None) -> 
         if prepare is not None:
             prepare()
         with agent.evaluating():
-            return evaluate(agent, env, episodes, seed=EVAL_SEED)
+            return evaluate(agent, env, episodes, seed=EVAL_SEED, safety=None if safety is None else safety())
 
     return play
 

@@ -210,11 +210,17 @@ class ActorSession:
     def safety_actors(self, count: int) -> list[SafetyActor]:
         """The safety actors of ``count`` envs, all on the newest risk model (the first is :attr:`safety`)."""
         while len(self.safeties) < count:
-            safety = SafetyActor(self.safety_settings)
-            if self.safety.filter is not None:
-                safety.load({RISK_MODEL_KEY: self.safety.filter.risk})
-            self.safeties.append(safety)
+            self.safeties.append(self.another_safety_actor())
         return self.safeties[:count]
+
+    def another_safety_actor(self) -> SafetyActor:
+        """A safety actor of its own on the newest risk model: another env's, or an evaluation's (the learned filter
+        between the policy and the arm as in every acting episode, the episodes in progress keeping their filters'
+        state and counts)."""
+        safety = SafetyActor(self.safety_settings)
+        if self.safety.filter is not None:
+            safety.load({RISK_MODEL_KEY: self.safety.filter.risk})
+        return safety
 
     def play_envs(
         self,

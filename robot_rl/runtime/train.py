@@ -65,7 +65,9 @@ def train(cfg: Config) -> dict[str, Any]:
         learning,
         counters,
         task.get("name"),
-        evaluate=policy_evaluation(acting.agent, eval_env, prepare=lambda: acting.arm_fast_loop(eval_env)),
+        evaluate=policy_evaluation(
+            acting.agent, eval_env, prepare=lambda: acting.arm_fast_loop(eval_env), safety=acting.another_safety_actor
+        ),
         before_checkpoint=lambda: learner.ingest_everything_sent(transport.sent),  # it holds every step counted
     )
     learner.start()
