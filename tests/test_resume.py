@@ -68,6 +68,10 @@ def test_a_run_resumed_without_overrides_runs_its_own_config(tiny_run, tmp_path,
         ("exploration=gsde", "agent.exploration", "'gsde'", "'gaussian'"),
         ("seed=3", "seed", "3", "0"),
         ("human.stall_steps=4", "human.stall_steps", "4", "10"),
+        # the reward's settings (issue 72 item 8): another reward under a buffer labelled with the run's
+        ("classifier.threshold=0.9", "classifier.threshold", "0.9", "None"),
+        ("classifier.target_fpr=0.05", "classifier.target_fpr", "0.05", "0.01"),
+        ("classifier.out=other.pt", "classifier.out", "'other.pt'", "'${train.run_dir}/reward_classifier.pt'"),
     ],
 )
 def test_an_override_that_changes_what_the_run_is_is_refused(tiny_run, capsys, override, key, given, saved):

@@ -48,6 +48,7 @@ RUN_SECTIONS = (
     "robot",
     "fleet",
     "fast_critic",
+    "classifier",  # the reward of a cell's session: another threshold or model under a buffer labelled with this one's
     "train",
 )
 #: sections a group option writes whole (``task=reach``): a resumed run keeps its own, without keys added from another
