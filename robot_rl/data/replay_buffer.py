@@ -554,8 +554,9 @@ class MixedSampler:
     """Draws a fixed expected fraction of every batch from the demo buffer (RLPD / HIL-SERL).
 
     With ``demo_fraction`` f and batch size B, a batch takes floor(f B) demo rows plus one more
-    with probability frac(f B), so the long-run fraction is exactly f. If one buffer is empty
-    the whole batch comes from the other. ``is_demo`` ((B,) bool) marks the demo rows, which come last.
+    with probability frac(f B), so the long-run fraction is exactly f; but never more rows than the demo buffer
+    holds (N < f B: N rows), so a warm start without demos does not draw half of every batch from its first
+    take-over's handful of rows. If one buffer is empty the whole batch comes from the other. ``is_demo`` ((B,) bool) marks the demo rows, which come last.
     Both buffers must hold the same observations on the same devices; the batch is the buffers'
     (:meth:`ReplayBuffer.sample`), each part's observations gathered straight into its rows.
     """
@@ -571,7 +572,7 @@ class MixedSampler:
         n_online, n_demo = len(self.online), len(self.demo)
         if not n_online and not n_demo:
             raise ValueError("both replay buffers are empty")
-        exact = self.demo_fraction * batch_size
+        exact = min(self.demo_fraction * batch_size, n_demo)
         take_demo = int(exact) + int(self.rng.random() < exact - int(exact))
         if not n_demo:
             take_demo = 0

@@ -107,8 +107,8 @@ def test_episode_longer_than_the_buffer_is_rejected():
 
 @pytest.mark.parametrize("fraction", [0.5, 0.3, 0.9])
 def test_mixed_sampler_draws_the_configured_demo_fraction(two_episodes, fraction):
-    demo = ReplayBuffer(20, SPACE, action_dim=1)
-    fill(demo, [7.0, 7.0], True, False, start_marker=500)
+    demo = ReplayBuffer(300, SPACE, action_dim=1)
+    fill(demo, [7.0] * 240, True, False, start_marker=500)
     sampler = MixedSampler(two_episodes, demo, demo_fraction=fraction, seed=1)
     singles = np.mean([sampler.sample(1)["is_demo"][0] for _ in range(10_000)])
     assert abs(singles - fraction) < 0.02
@@ -116,6 +116,16 @@ def test_mixed_sampler_draws_the_configured_demo_fraction(two_episodes, fraction
     demo_rows = batch["is_demo"]
     assert abs(demo_rows.sum() - fraction * 256) <= 1
     assert (batch["obs"]["state"][demo_rows, 0] >= 500).all() and (batch["obs"]["state"][~demo_rows, 0] < 500).all()
+
+
+def test_a_demo_buffer_of_a_few_rows_gives_no_more_rows_per_batch_than_it_holds(two_episodes):
+    """Issue 72 item 9: a warm start without demos; its first take-over's few rows in the demo buffer made half of
+    every batch (64 of 128 rows drawn from 3). A batch takes at most as many demo rows as the buffer holds."""
+    demo = ReplayBuffer(20, SPACE, action_dim=1)
+    fill(demo, [7.0, 7.0, 7.0], True, False, start_marker=500)
+    sampler = MixedSampler(two_episodes, demo, demo_fraction=0.5, seed=1)
+    taken = [int(sampler.sample(128)["is_demo"].sum()) for _ in range(50)]
+    assert max(taken) == len(demo) == 3, taken
 
 
 def test_mixed_sampler_uses_the_other_buffer_when_one_is_empty(two_episodes):
