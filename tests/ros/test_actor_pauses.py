@@ -56,11 +56,20 @@ def test_an_evaluation_on_the_cell_pauses_on_a_stalled_stream_and_plays_again_on
 
     seeds: list[int] = []
 
-    def episode(agent, env, seed):
+    filter_of_its_own = object()
+
+    def episode(agent, env, seed, safety):
+        assert safety is filter_of_its_own  # the learned filter between the policy and the arm, as in training
         seeds.append(seed)
         if len(seeds) == 2:  # the second episode is cut by a stall
             raise StreamStalled("/joint_states", 1.0)
-        return {"success": seed != 0, "length": 10 + seed, "return": 1.0, "continuity_cost": 0.5}
+        return {
+            "success": seed != 0,
+            "length": 10 + seed,
+            "return": 1.0,
+            "continuity_cost": 0.5,
+            "filter_interventions": seed,
+        }
 
     monkeypatch.setattr(actor_node, "evaluation_episode", episode)
     published: list[tuple[str, dict]] = []
@@ -68,6 +77,7 @@ def test_an_evaluation_on_the_cell_pauses_on_a_stalled_stream_and_plays_again_on
     loop = SimpleNamespace(
         agent=None,
         env=None,
+        session=SimpleNamespace(another_safety_actor=lambda: filter_of_its_own),
         cfg=SimpleNamespace(ros=SimpleNamespace(eval_episodes=3)),
         log=SimpleNamespace(warning=lambda *a, **k: None),
         publish=lambda kind, stats: published.append((kind, stats)),
@@ -84,6 +94,7 @@ def test_an_evaluation_on_the_cell_pauses_on_a_stalled_stream_and_plays_again_on
         "mean_length": 11.0,
         "mean_return": 1.0,
         "continuity_cost": 0.5,
+        "filter_interventions": 3,
     }
 
 
