@@ -415,6 +415,7 @@ def figures_of(sessions: dict[str, dict[str, Any]], zero_shots: dict[str, Any]) 
     rates = classifier.get("cell", {}).get("classifier", {})
     figures["classifier_false_positive_rate"] = rates.get("false_positive_rate")
     figures["classifier_false_negative_rate"] = rates.get("false_negative_rate")
+    figures["classifier_false_success_per_failed_episode"] = rates.get("false_success_per_failed_episode")
     figures["classifier_calibration"] = classifier.get("classifier")
     figures["classifier_data_collection"] = classifier.get("collect")
     figures["sessions"] = sessions

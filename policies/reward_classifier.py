@@ -11,20 +11,27 @@ class-balanced batches and an episode-wise held-out split, and reports held-out 
 ``probability(obs)`` > ``threshold`` is the success signal.
 
 Calibration: the 50/50 batches make P(success) = 0.5 the boundary between equal priors, while on a
-cell positives are rare and a false positive rewards the policy for a failure. So after training
-the threshold is picked on the held-out episodes' frames (:func:`pick_threshold`): a false-positive
-rate (share of negative frames with P(success) > threshold) of at most ``target_fpr`` at the
-largest true-positive rate that allows, placed midway between the classes' nearest frames. It is
-saved in the classifier file with the held-out rates at it; ``classifier.threshold`` set to a
-number overrides it, and a file saved before calibration existed uses 0.5. No temperature is
-fitted: rescaling the logit reorders no frame, so the same frames would fall on each side of the
-picked threshold; only the printed probabilities would change.
+cell positives are rare and a false success rewards the policy for a failure and ends its episode. What matters is
+per episode, not per frame: an episode's frames are not independent, and one frame above the threshold anywhere
+before the task is done is enough (a per-frame rate of 0.011 gives 63% of 100-step failures a false success if the
+frames were independent). So the threshold is picked on whole held-out episodes (:func:`pick_episode_threshold`):
+each episode's highest score before its first success frame (all of a failed episode's frames) is a would-be
+false success, each succeeded episode's highest success-frame score a success caught; the threshold lets at most
+``target_false_success`` of the episodes be declared a success before their task is done, at the most successes
+caught. The promise is measured out of sample, cross-validated by episode (:func:`cross_validated_promise`: each
+fold's threshold picked on the other folds' episodes), with a Clopper-Pearson upper bound that says how many
+episodes it rests on. A classifier that catches fewer than half the held-out successes is refused
+(:func:`refusal`): as a reward it would never reward. The threshold and the promise are saved in the classifier
+file; ``classifier.threshold`` set to a number overrides the threshold, and a file saved before calibration existed
+uses 0.5. No temperature is fitted: rescaling the logit reorders no frame, so the same frames would fall on each
+side of the picked threshold; only the printed probabilities would change.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +57,8 @@ class RewardClassifierConfig:
     updates: int = 1500
     shift_pad: int = 4  # pixels of random-shift augmentation
     threshold: float | None = None  # P(success) above which a frame counts as success; None: the calibrated one
-    target_fpr: float = 0.01  # held-out false-positive rate the calibrated threshold is picked for (share of frames)
-    validation_fraction: float = 0.2  # share of episodes held out (they also calibrate the threshold)
+    target_false_success: float = 0.05  # share of episodes declared a success before their task is done
+    validation_fraction: float = 0.2  # share of episodes held out (they calibrate the threshold, cross-validated)
 
     def __post_init__(self) -> None:
         self.cameras = tuple(self.cameras)
@@ -71,7 +78,10 @@ class RewardClassifierConfig:
                     self.threshold is None or (is_number(self.threshold) and 0.0 < self.threshold < 1.0),
                     "null (the calibrated threshold) or a probability in (0, 1)",
                 ),
-                "target_fpr": (is_number(self.target_fpr) and 0.0 <= self.target_fpr < 1.0, "a rate in [0, 1)"),
+                "target_false_success": (
+                    is_number(self.target_false_success) and 0.0 <= self.target_false_success < 1.0,
+                    "a rate per episode in [0, 1)",
+                ),
                 "validation_fraction": (
                     is_number(self.validation_fraction) and 0.0 < self.validation_fraction < 1.0,
                     "a fraction in (0, 1)",
@@ -85,15 +95,24 @@ def _share(rate: float | None) -> str:
 
 
 UNCALIBRATED_THRESHOLD = 0.5  # P(success) of a file saved without a calibration (the balanced batches' boundary)
-# what training records of its calibration; the rates are shares of the held-out frames (None where a class has none)
+# what training records of its calibration: the threshold, the per-episode promise (cross-validated on the held-out
+# episodes: false successes among them, successes caught, the upper bound) and the held-out frames' rates at the
+# threshold (None where a class has none). A file of an older robot_rl has the frame keys only.
 CALIBRATION_KEYS = (
     "threshold",
-    "target_fpr",
+    "target_false_success",
+    "episodes",
+    "false_successes",
+    "false_success_rate",
+    "false_success_upper_95",
+    "success_episodes",
+    "successes_caught",
     "false_positive_rate",
     "false_negative_rate",
     "held_out_frames",
     "held_out_negative",
 )
+MIN_SUCCESSES_CAUGHT = 0.5  # share of held-out success episodes a classifier must catch to be a reward
 
 
 class RewardClassifier(nn.Module):
@@ -132,10 +151,12 @@ class RewardClassifier(nn.Module):
             return float(self.config.threshold), "classifier.threshold"
         if self.calibration is not None:
             c = self.calibration
-            return float(c["threshold"]), (
-                f"calibrated on {c['held_out_frames']} held-out frames for classifier.target_fpr={c['target_fpr']}"
-                f" (held-out FPR {_share(c['false_positive_rate'])}, FNR {_share(c['false_negative_rate'])})"
-            )
+            if c.get("episodes") is None:
+                return float(c["threshold"]), (
+                    f"calibrated per frame on {c['held_out_frames']} held-out frames by an older robot_rl (no promise"
+                    " per episode: train it again)"
+                )
+            return float(c["threshold"]), promise(c)
         return UNCALIBRATED_THRESHOLD, f"default {UNCALIBRATED_THRESHOLD}: the classifier file has no calibration"
 
     def is_success(self, obs: dict[str, np.ndarray]) -> bool:
@@ -164,14 +185,15 @@ class RewardClassifier(nn.Module):
         saved = load_tensors("classifier.out", Path(path))
         try:
             # files saved before calibration carry the then-default threshold 0.5 in their config: not an override
-            config = {k: v for k, v in saved["config"].items() if k != "threshold"}
+            known = {f.name for f in fields(RewardClassifierConfig)} - {"threshold"}  # older files: target_fpr
+            config = {k: v for k, v in saved["config"].items() if k in known}
             model = cls(saved["image_shapes"], RewardClassifierConfig(**config, threshold=threshold))
             model.load_state_dict(saved["state_dict"])
             calibration = saved.get("calibration")
             if calibration is not None:
                 if not (is_number(calibration["threshold"]) and 0.0 <= calibration["threshold"] <= 1.0):
                     raise TypeError("calibration threshold")
-                model.calibration = {key: calibration[key] for key in CALIBRATION_KEYS}
+                model.calibration = {key: calibration.get(key) for key in CALIBRATION_KEYS}
         except (KeyError, TypeError, AttributeError, RuntimeError) as error:
             raise ConfigError(
                 "classifier.out", str(path), f"a reward classifier saved by robot_rl ({type(error).__name__})"
@@ -252,6 +274,109 @@ def pick_threshold(scores: np.ndarray, labels: np.ndarray, target_fpr: float) ->
     return float(threshold if last_negative <= threshold < first_positive else last_negative)
 
 
+def episode_maxima(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(before (E,), caught (S,)): each episode's highest score before its first success frame (a would-be false
+    success: all of a failed episode's frames; a recorded episode starts with a negative reset frame; one that starts
+    on a success frame counts its other negative frames, where it has any), and each succeeded episode's highest
+    success-frame score (a success caught when above the threshold). Episodes in order of ``groups``' first
+    appearance; frames of an episode in order."""
+    scores, labels, groups = np.asarray(scores, np.float64), np.asarray(labels, bool), np.asarray(groups)
+    before, caught = [], []
+    for episode in dict.fromkeys(groups.tolist()):
+        mine = groups == episode
+        episode_scores, episode_labels = scores[mine], labels[mine]
+        first = int(np.argmax(episode_labels)) if episode_labels.any() else len(episode_labels)
+        negatives = episode_scores[:first] if first else episode_scores[~episode_labels]
+        if len(negatives):
+            before.append(negatives.max())
+        if episode_labels.any():
+            caught.append(episode_scores[episode_labels].max())
+    return np.asarray(before), np.asarray(caught)
+
+
+def pick_episode_threshold(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, target: float) -> float:
+    """The success threshold for at most ``target`` of the episodes declared a success before their task is done,
+    at the most success episodes caught (:func:`pick_threshold` on the episodes' maxima, :func:`episode_maxima`)."""
+    before, caught = episode_maxima(scores, labels, groups)
+    return pick_threshold(
+        np.concatenate([before, caught]), np.r_[np.zeros(len(before), bool), np.ones(len(caught), bool)], target
+    )
+
+
+def upper_bound(failures: int, trials: int, confidence: float = 0.95) -> float:
+    """Clopper-Pearson upper confidence bound of a rate seen ``failures`` times in ``trials`` (1.0 with no trial):
+    the rate p at which P(Binomial(trials, p) <= failures) = 1 - confidence (bisection)."""
+    if trials == 0 or failures >= trials:
+        return 1.0
+
+    def at_most(p: float) -> float:
+        return sum(math.comb(trials, k) * p**k * (1 - p) ** (trials - k) for k in range(failures + 1))
+
+    low, high = failures / trials, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if at_most(middle) > 1 - confidence else (low, middle)
+    return high
+
+
+def cross_validated_promise(
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, target: float, folds: int = 5
+) -> dict[str, Any]:
+    """What the threshold promises on new episodes, measured out of sample: the episodes split into ``folds`` folds
+    (as many as episodes when fewer), each fold scored at the threshold picked on the others. Counts of false
+    successes among the ``episodes`` (each one's frames before its first success) and of successes caught among the
+    ``success_episodes``, their rates, and the false-success rate's 95% upper bound."""
+    scores, labels, groups = np.asarray(scores, np.float64), np.asarray(labels, bool), np.asarray(groups)
+    episodes = np.array(list(dict.fromkeys(groups.tolist())))
+    split = np.array_split(episodes, min(folds, len(episodes)))
+    false_successes = trials = caught = success_episodes = 0
+    for fold in split:
+        inside = np.isin(groups, fold)
+        if inside.all():  # one episode: nothing to calibrate on apart from it
+            break
+        threshold = pick_episode_threshold(scores[~inside], labels[~inside], groups[~inside], target)
+        before, successes = episode_maxima(scores[inside], labels[inside], groups[inside])
+        false_successes += int((before > threshold).sum())
+        trials += len(before)
+        caught += int((successes > threshold).sum())
+        success_episodes += len(successes)
+    return {
+        "episodes": trials,
+        "false_successes": false_successes,
+        "false_success_rate": false_successes / trials if trials else None,
+        "false_success_upper_95": upper_bound(false_successes, trials),
+        "success_episodes": success_episodes,
+        "successes_caught": caught / success_episodes if success_episodes else None,
+    }
+
+
+def promise(calibration: dict[str, Any]) -> str:
+    """The reward node's promise per episode, in words, from a calibration (:data:`CALIBRATION_KEYS`)."""
+    c = calibration
+    return (
+        f"calibrated for classifier.target_false_success={c['target_false_success']}: cross-validated on "
+        f"{c['episodes']} held-out episodes, {c['false_successes']} declared a success before the task was done"
+        f" ({_share(c['false_success_rate'])} per episode, at most {_share(c['false_success_upper_95'])} at 95%"
+        f" confidence), {_share(c['successes_caught'])} of {c['success_episodes']} successes caught"
+    )
+
+
+def refusal(calibration: dict[str, Any] | None) -> str | None:
+    """Why a calibrated classifier cannot be a reward (None: it can): it catches fewer than
+    ``MIN_SUCCESSES_CAUGHT`` of the held-out success episodes (cross-validated). Without held-out successes there is
+    nothing to tell by (the training report's ``calibration_note`` says to collect more)."""
+    if calibration is None or calibration.get("episodes") is None:
+        return None  # a file without a per-episode calibration: the user's threshold or an older file's
+    caught, successes = calibration["successes_caught"], calibration["success_episodes"]
+    if successes and caught < MIN_SUCCESSES_CAUGHT:
+        return (
+            f"a classifier that catches most held-out successes; it caught {caught:.2f} of {successes} at threshold "
+            f"{calibration['threshold']:.3f} (a reward that never rewards): label more success episodes (the success "
+            "button held for every frame of the task done), near-misses as failures, and train again"
+        )
+    return None
+
+
 def error_rates(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, float | None]:
     """False-positive rate (share of negative frames with score > threshold) and false-negative rate (share of
     positive frames at or below it); None for a class with no frame."""
@@ -271,9 +396,12 @@ def accuracy(scores: np.ndarray, labels: np.ndarray, threshold: float) -> float:
 def train_reward_classifier(
     images: dict[str, np.ndarray], labels: np.ndarray, groups: np.ndarray, config: RewardClassifierConfig, seed: int = 0
 ) -> tuple[RewardClassifier, dict[str, Any]]:
-    """Train on the episodes not held out, calibrate the threshold on the held-out ones (:func:`pick_threshold`,
-    ``config.target_fpr``); returns the model (its ``calibration`` set) and a report: held-out accuracy at the
-    threshold in use, the calibrated threshold and the held-out false-positive/negative rates at it and at 0.5."""
+    """Train on the episodes not held out, calibrate the threshold on the held-out ones per episode
+    (:func:`pick_episode_threshold`, ``config.target_false_success``) and measure its promise out of sample
+    (:func:`cross_validated_promise`); returns the model (its ``calibration`` set) and a report: the calibrated
+    threshold and its promise per episode (``false_success_per_episode`` with its 95% upper bound, over
+    ``held_out_episodes``; ``successes_caught``), held-out accuracy at the threshold in use and the held-out frames'
+    false-positive/negative rates at it and at 0.5."""
     labels = np.asarray(labels, bool)
     if labels.all() or not labels.any():
         raise ConfigError(
@@ -306,14 +434,17 @@ def train_reward_classifier(
         optimizer.step()
     held_scores = probabilities(model, {c: images[c][held_out] for c in config.cameras})
     train_scores = probabilities(model, {c: images[c][~held_out] for c in config.cameras})
-    held_labels = labels[held_out]  # the reset frame of every episode is a negative: never empty
-    calibrated = pick_threshold(held_scores, held_labels, config.target_fpr)
+    held_labels, held_groups = labels[held_out], groups[held_out]  # every episode's reset frame is a negative
+    target = config.target_false_success
+    calibrated = pick_episode_threshold(held_scores, held_labels, held_groups, target)
     if not held_labels.any():  # where successes score is unknown: never below the uncalibrated 0.5 (a threshold
         calibrated = max(calibrated, UNCALIBRATED_THRESHOLD)  # just above the failures calls everything a success)
+    promised = cross_validated_promise(held_scores, held_labels, held_groups, target)
     rates = error_rates(held_scores, held_labels, calibrated)
     model.calibration = {
         "threshold": calibrated,
-        "target_fpr": float(config.target_fpr),
+        "target_false_success": float(target),
+        **promised,
         **rates,
         "held_out_frames": int(held_out.sum()),
         "held_out_negative": int((~held_labels).sum()),
@@ -326,8 +457,14 @@ def train_reward_classifier(
         "held_out_positive": int(held_labels.sum()),
         "held_out_negative": int((~held_labels).sum()),
         "final_loss": loss.item(),
-        "target_fpr": float(config.target_fpr),
+        "target_false_success": float(target),
         "calibrated_threshold": calibrated,
+        "held_out_episodes": promised["episodes"],
+        "false_success_per_episode": promised["false_success_rate"],
+        "false_success_per_episode_upper_95": promised["false_success_upper_95"],
+        "held_out_success_episodes": promised["success_episodes"],
+        "successes_caught": promised["successes_caught"],
+        "promise": promise(model.calibration),
         "held_out_false_positive_rate": rates["false_positive_rate"],
         "held_out_false_negative_rate": rates["false_negative_rate"],
         "held_out_false_positive_rate_at_0.5": at_half["false_positive_rate"],
@@ -337,10 +474,11 @@ def train_reward_classifier(
         "train_accuracy": accuracy(train_scores, labels[~held_out], threshold),
         "held_out_accuracy": accuracy(held_scores, held_labels, threshold),
     }
-    if 0 < config.target_fpr * (~held_labels).sum() < 1:
+    if promised["episodes"] and target < promised["false_success_upper_95"]:
         report["calibration_note"] = (
-            f"{int((~held_labels).sum())} held-out negative frames cannot resolve a rate of {config.target_fpr}:"
-            " the threshold keeps every held-out negative below it (collect more episodes to resolve the rate)"
+            f"{promised['episodes']} held-out episodes bound the false-success rate only at "
+            f"{promised['false_success_upper_95']:.2f} (95%): collect more episodes, failures and near-misses above "
+            f"all, to resolve a target of {target}"
         )
     if not held_labels.any():
         report["calibration_note"] = (

@@ -70,7 +70,7 @@ def test_a_run_resumed_without_overrides_runs_its_own_config(tiny_run, tmp_path,
         ("human.stall_steps=4", "human.stall_steps", "4", "10"),
         # the reward's settings (issue 72 item 8): another reward under a buffer labelled with the run's
         ("classifier.threshold=0.9", "classifier.threshold", "0.9", "None"),
-        ("classifier.target_fpr=0.05", "classifier.target_fpr", "0.05", "0.01"),
+        ("classifier.target_false_success=0.1", "classifier.target_false_success", "0.1", "0.05"),
         ("classifier.out=other.pt", "classifier.out", "'other.pt'", "'${train.run_dir}/reward_classifier.pt'"),
     ],
 )

@@ -63,6 +63,7 @@ GROUP_KEYS = (
     ("fleet", "fleet.kind"),
 )
 LEARNER_MODULE = "robot_rl.ros.learner_node"  # a graph with this node trains: it has a run folder (train.run_dir)
+REWARD_MODULE = "robot_rl.ros.reward_node"  # a graph with this node is rewarded by the classifier at classifier.out
 #: nodes that read the task spec (ros.task_spec): the launch builds the task's env once and hands them its spec
 SPEC_READERS = {
     "robot_rl.ros.actor_node",
@@ -351,6 +352,11 @@ def launch(graph: str, overrides: list[str]) -> int:
     node_overrides = [f"graph={graph}", *overrides]
     if any(node.module == LEARNER_MODULE for node in nodes):  # a graph that trains: its run folder's rule
         node_overrides += resume_overrides(cfg, overrides)
+    if any(node.module == REWARD_MODULE for node in nodes):  # a classifier that cannot be a reward: before any node
+        from robot_rl.runtime.classifier import load_classifier
+
+        with contextlib.suppress(FileNotFoundError):  # a missing file: the reward node names it
+            load_classifier(load_config(node_overrides))
     previous = signal.signal(signal.SIGTERM, interrupt_on_sigterm)
     # started in the background by a shell script, this process inherits SIGINT ignored: Ctrl-C (or a SIGINT from
     # whoever started it) must still stop the graph and its nodes

@@ -22,7 +22,8 @@ command delay, state jitter and noise. Every draw comes from ``seed``.
 
 What only an emulator can know goes out on ``cell/report`` (std_msgs/String, JSON, every ``cell.report_period`` s
 and at exit) and to the log: the state rate it holds, the reward classifier's true and false positives and
-negatives against the sim's ground truth (the learner never sees it), the operator's takeover steps, reflexes and
+negatives against the sim's ground truth (the learner never sees it) and its false successes per truly failed scene
+(``false_success_per_failed_episode``), the operator's takeover steps, reflexes and
 scene resets. Faults for rehearsals and tests come on ``cell/fault`` (std_msgs/String, JSON
 ``{"fault": "camera_stop" | "spacemouse_unplug" | "reflex" | "state_gaps", "seconds": s}``; a reflex trips
 ``EPISODE_SETTLE`` s into the next episode).
@@ -129,20 +130,34 @@ def tracker_topic(name: str) -> str:
 
 
 class ClassifierTally:
-    """The reward classifier's decisions on ``/rl/success`` against the sim's ground truth."""
+    """The reward classifier's decisions on ``/rl/success`` against the sim's ground truth: per frame, and per scene
+    (an episode): a scene whose task was never done, in which the classifier said success at least once, is a false
+    success of a failed episode (what the classifier's calibration promises about, per episode)."""
 
     def __init__(self):
         self.counts = {"true_positive": 0, "false_positive": 0, "true_negative": 0, "false_negative": 0}
+        self.counts |= {"failed_scenes": 0, "failed_scenes_declared_success": 0}
+        self.said_success = False  # in the scene in progress
 
     def add(self, said: bool, truth: bool) -> None:
         self.counts[f"{'true' if said == truth else 'false'}_{'positive' if said else 'negative'}"] += 1
+        self.said_success |= said
+
+    def end_scene(self, succeeded: bool) -> None:
+        """The scene in progress is over; ``succeeded``: its task was truly done at some moment."""
+        if not succeeded:
+            self.counts["failed_scenes"] += 1
+            self.counts["failed_scenes_declared_success"] += self.said_success
+        self.said_success = False
 
     def rates(self) -> dict[str, float | None]:
         c = self.counts
         negatives, positives = c["true_negative"] + c["false_positive"], c["true_positive"] + c["false_negative"]
+        failed = c["failed_scenes"]
         return {
             "false_positive_rate": c["false_positive"] / negatives if negatives else None,
             "false_negative_rate": c["false_negative"] / positives if positives else None,
+            "false_success_per_failed_episode": c["failed_scenes_declared_success"] / failed if failed else None,
         }
 
 
@@ -230,6 +245,7 @@ class CellEmulator(SimRobot):
         played on the scene before is over: whether it truly succeeded is logged (``cell: scene N truly ...``)."""
         if self.scene_due is None:
             self.truth.append(self.scene_succeeded)
+            self.tally.end_scene(self.scene_succeeded)
             self.node.get_logger().info(
                 f"cell: scene {len(self.truth) - 1} truly {'succeeded' if self.scene_succeeded else 'failed'}"
             )

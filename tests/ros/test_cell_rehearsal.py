@@ -472,3 +472,24 @@ def test_the_benchmark_scores_an_evaluation_by_the_scenes_reset_after_its_episod
     )
     figures = cell_time("\n".join(output), scene_truths("\n".join(cell_log)))
     assert list(figures["success_at_minutes"].values()) == [1.0, 1.0]  # scenes 4 and 6, not 5
+
+
+def test_the_cell_counts_false_successes_per_truly_failed_episode():
+    """Issue 72 item 3: the emulated cell counted the classifier's frames against the sim's truth; what its calibration
+    promises is per episode: the share of truly failed scenes in which it said success at least once."""
+    require("rclpy")
+    from robot_rl.ros.cell_node import ClassifierTally
+
+    tally = ClassifierTally()
+    for said in (False, True, True, False):  # a failed scene, declared a success on two frames
+        tally.add(said, truth=False)
+    tally.end_scene(succeeded=False)
+    for said, truth in ((False, False), (True, True)):  # a scene that succeeded, and was said to
+        tally.add(said, truth)
+    tally.end_scene(succeeded=True)
+    for _ in range(3):  # a failed scene never declared a success
+        tally.add(False, truth=False)
+    tally.end_scene(succeeded=False)
+    rates = tally.rates()
+    assert rates["false_success_per_failed_episode"] == 0.5 and tally.counts["failed_scenes"] == 2
+    assert rates["false_positive_rate"] == 2 / 8

@@ -30,7 +30,7 @@ def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
                 "task.image_size=32",
                 "task.terminate_on_success=false",
                 "task.episode_steps=40",
-                "collect.episodes=5",
+                "collect.episodes=10",
                 f"collect.out={store}",
             ]
         )
@@ -40,9 +40,9 @@ def test_classifier_command_trains_from_an_episode_store(tmp_path, capsys):
     assert main(["classifier", f"classifier.store={store}", f"classifier.out={out}", "classifier.updates=5"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert out.exists() and report["positive_frames"] > 0 and 0.0 <= report["held_out_accuracy"] <= 1.0
-    # the calibrated threshold and the held-out error rates at it and at 0.5 are printed and saved
-    assert report["target_fpr"] == 0.01 and report["threshold"] == report["calibrated_threshold"]
-    assert report["held_out_false_positive_rate"] <= 0.01 and "calibrated" in report["threshold_source"]
+    # the calibrated threshold, its promise per episode and the held-out error rates at it and at 0.5 are printed
+    assert report["target_false_success"] == 0.05 and report["threshold"] == report["calibrated_threshold"]
+    assert report["held_out_episodes"] == 2 and report["promise"] in report["threshold_source"]
     assert "held_out_false_positive_rate_at_0.5" in report and "held_out_false_negative_rate_at_0.5" in report
     saved = torch.load(out, weights_only=True)
     assert saved["calibration"]["threshold"] == report["calibrated_threshold"]
@@ -55,7 +55,13 @@ def test_reward_node_uses_the_files_calibrated_threshold_unless_classifier_thres
     model = RewardClassifier({"front": (16, 16, 3)}, RewardClassifierConfig())
     model.calibration = {
         "threshold": 0.83,
-        "target_fpr": 0.01,
+        "target_false_success": 0.05,
+        "episodes": 12,
+        "false_successes": 0,
+        "false_success_rate": 0.0,
+        "false_success_upper_95": 0.221,
+        "success_episodes": 6,
+        "successes_caught": 5 / 6,
         "false_positive_rate": 0.0,
         "false_negative_rate": 0.1,
         "held_out_frames": 40,
@@ -63,11 +69,17 @@ def test_reward_node_uses_the_files_calibrated_threshold_unless_classifier_thres
     }
     model.save(path)
     _, threshold, source = load_classifier(load_config([f"classifier.out={path}"]))  # classifier.threshold: null
-    assert threshold == 0.83 and "calibrated" in source and "FNR 0.100" in source
+    assert threshold == 0.83 and "12 held-out episodes" in source and "at most 0.221 at 95%" in source
     _, threshold, source = load_classifier(load_config([f"classifier.out={path}", "classifier.threshold=0.6"]))
     assert (threshold, source) == (0.6, "classifier.threshold")
     with pytest.raises(ConfigError, match="classifier.threshold"):
         load_classifier(load_config([f"classifier.out={path}", "classifier.threshold=1.5"]))
+    model.calibration["successes_caught"] = 1 / 6  # a reward that would never reward: refused, unless overridden
+    model.save(path)
+    with pytest.raises(ConfigError, match="caught 0.17 of 6") as refused:
+        load_classifier(load_config([f"classifier.out={path}"]))
+    assert refused.value.key == "classifier.out" and "label more success episodes" in str(refused.value)
+    assert load_classifier(load_config([f"classifier.out={path}", "classifier.threshold=0.6"]))[1] == 0.6
     model.calibration = None  # a file saved before calibration
     model.save(path)
     _, threshold, source = load_classifier(load_config([f"classifier.out={path}"]))
@@ -238,3 +250,24 @@ def test_a_silent_second_camera_stops_the_scores_instead_of_its_last_frame_being
         node.destroy_node()
         driver.destroy_node()
         rclpy.shutdown()
+
+
+def test_launching_a_session_on_a_classifier_that_misses_most_successes_is_refused_before_any_node(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 72 item 3: such a classifier became the reward of a real_train session with one log line. The launch is
+    refused in one line, before any node starts, saying what to label next."""
+    from robot_rl.cli import graph
+
+    started = []
+    monkeypatch.setattr(graph.Launcher, "run", lambda self: started.append(self) or 0)
+    path = tmp_path / "classifier.pt"
+    model = RewardClassifier({"front": (16, 16, 3)}, RewardClassifierConfig())
+    model.calibration = {"threshold": 0.99, "episodes": 4, "success_episodes": 4, "successes_caught": 0.0}
+    model.save(path)
+    run = tmp_path / "run"
+    assert main(["launch", "real_train", f"classifier.out={path}", f"train.run_dir={run}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"robot-rl: error: classifier.out='{path}'"), lines
+    assert "caught 0.00 of 4" in lines[0] and "label more success episodes" in lines[0]
+    assert started == [] and not run.exists()
