@@ -64,6 +64,7 @@ GROUP_KEYS = (
 )
 LEARNER_MODULE = "robot_rl.ros.learner_node"  # a graph with this node trains: it has a run folder (train.run_dir)
 REWARD_MODULE = "robot_rl.ros.reward_node"  # a graph with this node is rewarded by the classifier at classifier.out
+TELEOP_MODULE = "robot_rl.ros.teleop_node"  # a graph with this node reads the operator's device (teleop_device.*)
 #: nodes that read the task spec (ros.task_spec): the launch builds the task's env once and hands them its spec
 SPEC_READERS = {
     "robot_rl.ros.actor_node",
@@ -352,11 +353,7 @@ def launch(graph: str, overrides: list[str]) -> int:
     node_overrides = [f"graph={graph}", *overrides]
     if any(node.module == LEARNER_MODULE for node in nodes):  # a graph that trains: its run folder's rule
         node_overrides += resume_overrides(cfg, overrides)
-    if any(node.module == REWARD_MODULE for node in nodes):  # a classifier that cannot be a reward: before any node
-        from robot_rl.runtime.classifier import load_classifier
-
-        with contextlib.suppress(FileNotFoundError):  # a missing file: the reward node names it
-            load_classifier(load_config(node_overrides))
+    check_before_start(load_config(node_overrides), {node.module for node in nodes})
     previous = signal.signal(signal.SIGTERM, interrupt_on_sigterm)
     # started in the background by a shell script, this process inherits SIGINT ignored: Ctrl-C (or a SIGINT from
     # whoever started it) must still stop the graph and its nodes
@@ -367,6 +364,25 @@ def launch(graph: str, overrides: list[str]) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_sigint)
+
+
+def check_before_start(cfg: DictConfig, modules: set[str]) -> None:
+    """What the graph's nodes would each refuse at their start, refused before any starts or a folder is made (one
+    line, naming the key): the reward classifier's file (missing, or a classifier that cannot be a reward) and the
+    operator's device (the teleop node carries the e-stop)."""
+    if REWARD_MODULE in modules:
+        from robot_rl.runtime.classifier import load_classifier
+
+        try:
+            load_classifier(cfg)
+        except FileNotFoundError:
+            raise ConfigError(
+                "classifier.out", str(cfg.classifier.out), "a reward classifier file (robot-rl classifier writes one)"
+            ) from None
+    if TELEOP_MODULE in modules:
+        from robot_rl.ros.teleop_node import check_device
+
+        check_device(cfg.teleop_device)
 
 
 @contextlib.contextmanager

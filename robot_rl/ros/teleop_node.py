@@ -156,23 +156,26 @@ class EventDevice:
 
     record_size = 64
     kind = "device"
+    key = "teleop_device.device"  # the key that sets this kind's device path (named by its errors)
 
     def __init__(self, state: TeleopState, device: str, deadzone: float, log):
         self.state, self.device, self.deadzone, self.log = state, device, deadzone, log
         self.records, self.nonzero_seen = 0, False
 
-    def present(self) -> list[str]:
+    @staticmethod
+    def present() -> list[str]:
         """Devices of this kind on the machine."""
         raise NotImplementedError
 
+    @classmethod
+    def check_path(cls, device: str) -> None:
+        """Fail now, naming the key that set ``device`` and the devices of this kind that are present, if it is not
+        there (the node at its start, ``robot-rl launch`` before any node: :func:`check_device`)."""
+        if not os.path.exists(device):
+            raise ConfigError(cls.key, device, f"a {cls.kind} device; present: {', '.join(cls.present()) or 'none'}")
+
     def check(self) -> None:
-        """Fail now, naming the devices of this kind that are present, if ours is not."""
-        if not os.path.exists(self.device):
-            raise ConfigError(
-                "teleop_device.device",
-                self.device,
-                f"a {self.kind} device; present: {', '.join(self.present()) or 'none'}",
-            )
+        self.check_path(self.device)
 
     def run(self) -> None:
         """Read records until the node quits; a device that goes away (:meth:`TeleopState.device_lost`) is opened
@@ -238,7 +241,8 @@ class Joystick(EventDevice):
         self.axes = {index: (AXIS_NAMES.index(name), float(signs.get(name, 1.0))) for name, index in axes.items()}
         self.buttons = {index: name for name, index in buttons.items()}
 
-    def present(self) -> list[str]:
+    @staticmethod
+    def present() -> list[str]:
         return (
             sorted(f"/dev/input/{p}" for p in os.listdir("/dev/input") if p.startswith("js"))
             if os.path.isdir("/dev/input")
@@ -268,6 +272,7 @@ class SpaceMouse(EventDevice):
     """
 
     kind = "SpaceMouse (hidraw)"
+    key = "teleop_device.spacemouse_device"
     VENDORS = ("0000256F", "0000046D")  # 3Dconnexion, Logitech (older SpaceMice)
 
     def __init__(
@@ -292,14 +297,15 @@ class SpaceMouse(EventDevice):
         self.buttons = {bit: name for name, bit in buttons.items()}
         self.held = 0  # the button bits of the last report
 
-    def present(self) -> list[str]:
+    @staticmethod
+    def present() -> list[str]:
         found = []
         for entry in sorted(os.listdir("/sys/class/hidraw")) if os.path.isdir("/sys/class/hidraw") else []:
             try:
                 uevent = Path(f"/sys/class/hidraw/{entry}/device/uevent").read_text()
             except OSError:
                 continue
-            if any(f":{vendor}:" in uevent for vendor in self.VENDORS):
+            if any(f":{vendor}:" in uevent for vendor in SpaceMouse.VENDORS):
                 found.append(f"/dev/{entry}")
         return found
 
@@ -320,6 +326,17 @@ class SpaceMouse(EventDevice):
                     self.state.press(name)
                 if name == "success" and (pressed | released) >> bit & 1:
                     self.state.success_held = bool(pressed >> bit & 1)
+
+
+DEVICES = {"joystick": Joystick, "spacemouse": SpaceMouse}  # teleop_device.kind -> its reader (keyboard: stdin)
+
+
+def check_device(device_cfg) -> None:
+    """ConfigError naming the key the user set when ``teleop_device``'s device is not on this machine (none for the
+    keyboard): ``robot-rl launch`` calls it before any node starts."""
+    if device_cfg.kind in DEVICES:
+        reader = DEVICES[device_cfg.kind]
+        reader.check_path(str(device_cfg[reader.key.split(".")[1]]))
 
 
 def main(argv: list[str] | None = None) -> int:

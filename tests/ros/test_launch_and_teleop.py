@@ -535,3 +535,37 @@ def test_a_sim_robot_that_dies_ends_the_launch(tmp_path, graph):
     assert result == [3] and run.is_alive() is False, (tmp_path / "launch.log").read_text()
     assert all(process.poll() is not None for process in launcher.processes.values())
     assert "sim_robot exited with code 3; stopping the graph" in (tmp_path / "launch.log").read_text()
+
+
+@pytest.mark.parametrize(
+    "graph, overrides, key",
+    [
+        ("real_train", ["classifier.out={tmp}/missing/clf.pt"], "classifier.out"),
+        ("collect_demos", ["teleop_device.kind=spacemouse", "teleop_device.spacemouse_device={tmp}/hidraw9"], None),
+        ("real_train", ["teleop_device.kind=joystick", "teleop_device.device={tmp}/js7"], "teleop_device.device"),
+    ],
+)
+def test_a_missing_file_or_device_is_refused_before_any_node_starts_or_a_folder_is_made(
+    tmp_path, monkeypatch, capsys, graph, overrides, key
+):
+    """Issue 73 item 3: with a missing classifier file the graph started, the reward node exited 2, and the graph ran
+    on for 42 s and left a run folder that then blocked the name; the teleop node's error named
+    ``teleop_device.device`` where the user had set ``teleop_device.spacemouse_device``. The launch refuses in one
+    line naming the key the user set, before any node starts or a folder is made."""
+    from robot_rl.cli import graph as graphs
+    from robot_rl.cli.main import main
+
+    started = []
+    monkeypatch.setattr(graphs.Launcher, "run", lambda self: started.append(self) or 0)
+    given = [each.replace("{tmp}", str(tmp_path)) for each in overrides]
+    key = key or "teleop_device.spacemouse_device"
+    if graph == "real_train" and key != "classifier.out":  # a classifier that is there: the device is what is missing
+        from robot_rl.policies.reward_classifier import RewardClassifier, RewardClassifierConfig
+
+        RewardClassifier({"front": (16, 16, 3)}, RewardClassifierConfig()).save(tmp_path / "clf.pt")
+        given.append(f"classifier.out={tmp_path / 'clf.pt'}")
+    run = tmp_path / "run"
+    assert main(["launch", graph, *given, f"train.run_dir={run}", f"ros.recorder.store={tmp_path / 'demos.zarr'}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"robot-rl: error: {key}="), lines
+    assert started == [] and not run.exists() and not (tmp_path / "demos.zarr").exists()
