@@ -9,7 +9,7 @@ Each run, in a ROS 2 domain of its own, on the wall clock at the task's 10 Hz:
    is up, labelling every success frame), then ``robot-rl classifier`` on them (calibrated on held-out episodes);
 3. ``robot-rl launch real_train`` on that cell: a policy from state (arm + tracker), the reward classifier on the
    front camera as the only reward (ground-truth run: the cell publishes the sim's reward and success, and the
-   reward node, given no classifier, exits), the operator's demonstrations and takeovers, evaluations on the cell
+   graph has no reward node, ``graph.reward=false``), the operator's demonstrations and takeovers, evaluations on the cell
    every ``--eval-every`` training episodes.
 
 Cell time is what the session would take on a cell that holds its rate: the env steps of every episode (demos,
@@ -248,8 +248,9 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
             extra: dict[str, Any] = {}
             if reward == "classifier":
                 classifier, extra = train_classifier(domain, folder, fifo, args)
+                rewarded_by = [f"classifier.out={classifier}"]
             else:
-                classifier = folder / "no_classifier.pt"  # the reward node exits: the cell's truth is the reward
+                rewarded_by = ["graph.reward=false"]  # no reward node: the cell's truth is the reward
             started = time.monotonic()
             domain.run(
                 [
@@ -259,7 +260,7 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
                     f"teleop_device.spacemouse_device={fifo}",
                     "task.cameras=[]",
                     "classifier.cameras=[front]",
-                    f"classifier.out={classifier}",
+                    *rewarded_by,
                     f"train.run_dir={folder / 'run'}",
                     f"train.demo_episodes={args.demos}",
                     f"train.env_steps={args.steps}",
@@ -318,7 +319,7 @@ def zero_shot_on_cell(args: argparse.Namespace, folder: Path) -> None:
                     *SESSION,
                     f"teleop_device.spacemouse_device={fifo}",
                     "task.cameras=[]",
-                    f"classifier.out={folder / 'no_classifier.pt'}",
+                    "graph.reward=false",
                     f"train.run_dir={folder / 'eval'}",
                     "ros.eval_only=true",
                     f"eval.checkpoint={folder / 'run' / 'checkpoint'}",

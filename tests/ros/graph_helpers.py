@@ -139,14 +139,19 @@ def stop_processes(processes: list[subprocess.Popen], grace: float = 10.0) -> No
             process.wait()
 
 
-def run_python(*args: str, timeout: float) -> subprocess.CompletedProcess:
+def run_python(*args: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """``python <args>`` (a robot-rl launch, a node) in a process group of its own, its output captured. Past ``timeout`` s it is stopped as an operator stops it (SIGINT: a launcher stops its nodes), then killed with
     every process of its group, and the test fails with the end of its output: a hang leaves no node behind in
     the test's domain and shows where the graph stood."""
     import pytest
 
     process = subprocess.Popen(
-        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=cwd,
     )
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -161,9 +166,9 @@ def run_python(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def launch(graph: str, *overrides: str, timeout: float) -> subprocess.CompletedProcess:
-    """``robot-rl launch <graph> <overrides>`` in a child process (:func:`run_python`)."""
-    return run_python("-m", "robot_rl.cli.main", "launch", graph, *overrides, timeout=timeout)
+def launch(graph: str, *overrides: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``robot-rl launch <graph> <overrides>`` in a child process (:func:`run_python`), in ``cwd`` when given."""
+    return run_python("-m", "robot_rl.cli.main", "launch", graph, *overrides, timeout=timeout, cwd=cwd)
 
 
 def tear_down(rclpy, node, processes: list[subprocess.Popen]) -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,21 +46,43 @@ SESSION = [
 ]
 
 
+def with_overrides(command: list[str], *changes: str) -> list[str]:
+    """``command`` (a verb and its ``key=value`` overrides) with ``changes`` replacing the overrides of the same keys
+    and appended where new: Hydra takes a key once."""
+    keys = {change.split("=", 1)[0] for change in changes}
+    return [*(arg for arg in command if arg.split("=", 1)[0] not in keys), *changes]
+
+
 def cell_args(*extra: str) -> list[str]:
     """CELL with ``extra`` overrides, a robot among them replacing CELL's."""
-    replaced = {arg.split("=", 1)[0] for arg in extra}
-    return [*(arg for arg in CELL if arg.split("=", 1)[0] not in replaced), *extra]
+    return with_overrides(CELL, *extra)
 
 
-def start_cell(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
-    """``robot-rl launch cell`` in the background, and the SpaceMouse FIFO it made (once it is there)."""
+DOCUMENTED = Path(__file__).parents[2] / "docs" / "real_robot.md"
+
+
+def documented_rehearsal() -> list[list[str]]:
+    """docs/real_robot.md's rehearsal ("In one terminal the cell, ..."): its commands, each as the arguments after
+    ``robot-rl``, continuation lines joined, comments left out."""
+    block = DOCUMENTED.read_text().split("In one terminal the cell", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = block.replace("\\\n", " ").splitlines()
+    commands = [shlex.split(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    assert all(command[0] == "robot-rl" for command in commands), commands
+    return [command[1:] for command in commands]
+
+
+def start_cell(tmp_path, *extra: str, command: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """``robot-rl launch cell`` (``command``: a documented one, its arguments after ``robot-rl``; else CELL) in the
+    background in ``tmp_path``, with ``extra`` overrides, and the SpaceMouse FIFO it made (once it is there)."""
     fifo = str(tmp_path / "spacemouse")
+    args = with_overrides(command or ["launch", "cell", *CELL], *extra, f"cell.spacemouse={fifo}")
     log = open(tmp_path / "cell.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "robot_rl.cli.main", "launch", "cell", *cell_args(*extra), f"cell.spacemouse={fifo}"],
+        [sys.executable, "-m", "robot_rl.cli.main", *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        cwd=tmp_path,
     )
     deadline = time.monotonic() + 60
     while not os.path.exists(fifo):
@@ -67,27 +91,45 @@ def start_cell(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
     return process, fifo
 
 
+def robot_rl(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    return run_python("-m", "robot_rl.cli.main", *args, timeout=timeout, cwd=cwd)
+
+
 @pytest.mark.slow
-def test_cell_rehearsal_demos_classifier_real_train_and_evaluation_run_unchanged_against_the_emulated_cell(tmp_path):
+def test_the_documented_cell_rehearsal_demos_classifier_real_train_and_evaluation_run_against_the_emulated_cell(
+    tmp_path,
+):
+    """docs/real_robot.md's rehearsal, its own commands in the order it gives them (budgets shrunk by overrides only,
+    the SpaceMouse FIFO in the test's folder): the paths chain (step 4's classifier did not leave a folder that
+    blocked step 5's run folder, issue 73), and the on-robot session runs unchanged against the emulated cell."""
     require("rclpy")
-    cell, fifo = start_cell(tmp_path)
+    commands = documented_rehearsal()
+    assert [command[:2] for command in commands] == [
+        ["launch", "cell"],
+        ["launch", "collect_demos"],
+        ["classifier", "classifier.store=data/pick_demos.zarr"],
+        ["launch", "real_train"],
+        ["launch", "real_train"],
+    ], commands
+    cell_command, collect_command, classifier_command, train_command, eval_command = commands
+    cell, fifo = start_cell(tmp_path, *CELL, command=cell_command)
     session = [*SESSION, f"teleop_device.spacemouse_device={fifo}"]
     try:
         # step 3: demonstrations with the SpaceMouse, the success button labelling the frames
-        demos = tmp_path / "demos.zarr"
-        result = launch(
-            "collect_demos",
-            *session,
-            "task.cameras=[front]",
-            "task.image_size=48",
-            "train.demo_episodes=4",
-            "task.episode_steps=150",  # a demonstration ends at its success; CI's load made two of four miss at 60
-            f"ros.recorder.store={demos}",
-            f"train.run_dir={tmp_path / 'collect'}",
+        result = robot_rl(
+            with_overrides(
+                collect_command,
+                *session,
+                "task.image_size=48",
+                "train.demo_episodes=4",
+                "task.episode_steps=150",  # a demonstration ends at its success; CI's load made two of four miss at 60
+                "train.run_dir=runs/collect",
+            ),
+            tmp_path,
             timeout=420,
         )
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-        store = EpisodeStore.open(demos)
+        store = EpisodeStore.open(tmp_path / "data" / "pick_demos.zarr")
         names = store.episode_names()
         assert len(names) == 4, result.stdout[-4000:]
         episodes = [store.read_episode(name) for name in names]
@@ -98,41 +140,30 @@ def test_cell_rehearsal_demos_classifier_real_train_and_evaluation_run_unchanged
         assert episodes[0]["obs"]["front"].shape[1:] == (48, 48, 3)
 
         # step 4: the reward classifier on those frames, calibrated on held-out episodes
-        classifier = tmp_path / "reward_classifier.pt"
-        made = run_python(
-            "-m",
-            "robot_rl.cli.main",
-            "classifier",
-            f"classifier.store={demos}",
-            "classifier.cameras=[front]",
-            "classifier.updates=150",
-            f"classifier.out={classifier}",
-            timeout=300,
-        )
+        made = robot_rl(with_overrides(classifier_command, "classifier.updates=150"), tmp_path, timeout=300)
         assert made.returncode == 0, made.stderr[-3000:]
         report = json.loads(made.stdout)
-        assert classifier.exists() and 0.0 < report["calibrated_threshold"] < 1.0
+        assert (tmp_path / "data" / "pick_classifier.pt").exists() and 0.0 < report["calibrated_threshold"] < 1.0
 
         # step 5: on-robot training, the classifier the only reward (the cell publishes none), a policy from state
-        run_dir = tmp_path / "run"
-        trained = launch(
-            "real_train",
-            *session,
-            "task.cameras=[]",
-            "classifier.cameras=[front]",
-            f"classifier.out={classifier}",
-            f"train.run_dir={run_dir}",
-            "train.demo_episodes=1",
-            "train.env_steps=80",
-            "train.start_training=20",
-            "train.checkpoint_every=40",
-            "ros.eval_every_episodes=0",
+        trained = robot_rl(
+            with_overrides(
+                train_command,
+                *session,
+                "train.demo_episodes=1",
+                "train.env_steps=80",
+                "train.start_training=20",
+                "train.checkpoint_every=40",
+                "ros.eval_every_episodes=0",
+            ),
+            tmp_path,
             timeout=600,
         )
         output = trained.stdout + trained.stderr
         assert trained.returncode == 0, output[-5000:]
         assert "[reward]" in output and "success when P(success) >" in output  # the classifier's node ran
         assert "[tracker]" in output and "task state" in output  # the object tracker fed the state
+        run_dir = tmp_path / "runs" / "pick"
         episodes = recorded_episodes(run_dir)  # a loaded recorder leaves some to the actor's own store
         sources = [episode["source"] for episode in episodes]
         assert sources[0] == "demo" and "online" in sources, sources
@@ -140,18 +171,7 @@ def test_cell_rehearsal_demos_classifier_real_train_and_evaluation_run_unchanged
         assert (run_dir / "checkpoint").is_dir()
 
         # step 6: the trained policy evaluated on the cell, nothing learned
-        evaluated = launch(
-            "real_train",
-            *session,
-            "task.cameras=[]",
-            "classifier.cameras=[front]",
-            f"classifier.out={classifier}",
-            f"train.run_dir={tmp_path / 'eval'}",
-            "ros.eval_only=true",
-            f"eval.checkpoint={run_dir / 'checkpoint'}",
-            "ros.eval_episodes=2",
-            timeout=300,
-        )
+        evaluated = robot_rl(with_overrides(eval_command, *session, "ros.eval_episodes=2"), tmp_path, timeout=300)
         output = evaluated.stdout + evaluated.stderr
         assert evaluated.returncode == 0, output[-5000:]
         records = [json.loads(line[line.index("{") :]) for line in output.splitlines() if '"kind": "eval"' in line]

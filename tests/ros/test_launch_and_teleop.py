@@ -569,3 +569,19 @@ def test_a_missing_file_or_device_is_refused_before_any_node_starts_or_a_folder_
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"robot-rl: error: {key}="), lines
     assert started == [] and not run.exists() and not (tmp_path / "demos.zarr").exists()
+
+
+def test_a_session_rewarded_by_another_node_has_no_reward_node_and_needs_no_classifier(tmp_path, monkeypatch):
+    """``graph.reward=false``: the emulated cell's ground truth (or another node) publishes the reward; the graph has no
+    reward node, and the launch asks for no classifier file."""
+    from robot_rl.cli import graph as graphs
+    from robot_rl.cli.main import main
+    from robot_rl.core.composed_config import load_config
+
+    started = []
+    monkeypatch.setattr(graphs.Launcher, "run", lambda self: started.append(self) or 0)
+    names = {node.name for node in graphs.graph_nodes(load_config(["graph=real_train", "graph.reward=false"]))}
+    assert "reward" not in names and "actor" in names
+    missing = f"classifier.out={tmp_path / 'missing.pt'}"
+    assert main(["launch", "real_train", "graph.reward=false", missing, f"train.run_dir={tmp_path / 'run'}"]) == 0
+    assert len(started) == 1 and "reward" not in {node.name for node in started[0].nodes}
