@@ -233,3 +233,15 @@ def test_eval_of_a_checkpoint_with_other_agent_settings_names_the_key_and_the_ch
     err = one_error_line(capsys)
     assert "agent.hidden=[64, 64] is not allowed: expected [256, 256] as the checkpoint" in err, err
     assert main(["eval", "task=reach", checkpoint, "eval.episodes=1"]) == 0
+
+
+def test_a_folder_that_holds_no_run_is_refused_without_offering_to_resume_it(tmp_path, capsys):
+    """Issue 73 item 1: a classifier written into runs/pick made step 5's ``train.run_dir=runs/pick`` fail with "a new
+    folder (or train.resume=true ...)", and the resume it offered failed in turn ("runs/pick is not one")."""
+    folder = tmp_path / "pick"
+    folder.mkdir()
+    (folder / "reward_classifier.pt").write_bytes(b"weights")
+    assert main(["train", "task=reach", f"train.run_dir={folder}"]) == 2
+    err = one_error_line(capsys)
+    assert f"train.run_dir='{folder}'" in err and "no robot_rl run" in err and "train.resume" not in err, err
+    assert sorted(p.name for p in folder.iterdir()) == ["reward_classifier.pt"]

@@ -69,7 +69,14 @@ def run_folder(run_dir: Any, resume: Any) -> Path:
     if resume is not True and resume is not False:
         raise ConfigError("train.resume", resume, "true or false")
     if not resume and path.exists() and any(path.iterdir()):
-        raise ConfigError("train.run_dir", str(path), "a new folder (or train.resume=true to continue that run)")
+        is_run = (path / CONFIG_FILE).is_file()
+        raise ConfigError(
+            "train.run_dir",
+            str(path),
+            "a new folder (or train.resume=true to continue that run)"
+            if is_run
+            else "a new folder; it holds files that are no robot_rl run (nothing there is touched): choose another",
+        )
     if resume and not ((path / CONFIG_FILE).is_file() and (latest(path / "checkpoint") / "counters.json").is_file()):
         raise ConfigError(
             "train.resume", True, f"a robot_rl run folder (config.yaml and a checkpoint); {path} is not one"
