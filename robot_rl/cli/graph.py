@@ -241,9 +241,21 @@ def ros_environment(ros: DictConfig) -> dict[str, str]:
     return {"ROS_DOMAIN_ID": str(domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": DISCOVERY_RANGES[discovery]}
 
 
+#: a node that dies (a crash, a signal: any exit but 0, done, and 2, bad input) is started again at most this many
+#: times per launch, after RESTART_BACKOFF s, doubled at each restart; a ``respawn`` node (the safety node) always
+RESTARTS = 3
+RESTART_BACKOFF = 1.0
+BAD_INPUT = 2  # the exit code of a node that refused its input (node_main.exit_with_error): the launch stops
+
+
 class Launcher:
-    """Child processes of one graph, their output, and their shutdown. ``env``: variables set for every node on
-    top of this process's environment (:func:`ros_environment`)."""
+    """Child processes of one graph, their output, their restarts and their shutdown. ``env``: variables set for every
+    node on top of this process's environment (:func:`ros_environment`).
+
+    A required node's exit ends the graph (with several robots, its robot's nodes). Any other node that refused its
+    input (exit 2) stops the graph: nothing it was for would happen. One that died otherwise (a crash, kill -9) is
+    started again with the same command, up to ``RESTARTS`` times after a back-off (a learner goes on from its
+    checkpoint, a recorder from its store), each said in the log; exit 0 is a node done with its work."""
 
     def __init__(
         self,
@@ -257,6 +269,8 @@ class Launcher:
         self.out = out or sys.stdout
         self.processes: dict[str, subprocess.Popen] = {}
         self.reported: set[str] = set()  # exited nodes already announced
+        self.restarts: dict[str, int] = {}  # node -> restarts so far
+        self.due: dict[str, float] = {}  # node -> monotonic time of its pending restart
         self._print = threading.Lock()
 
     def start(self, node: NodeSpec) -> None:
@@ -297,6 +311,11 @@ class Launcher:
         try:
             while True:
                 for node in self.nodes:
+                    if node.name in self.due:
+                        if time.monotonic() >= self.due[node.name]:
+                            del self.due[node.name]
+                            self.start(node)
+                        continue
                     returncode = self.processes[node.name].poll()
                     if returncode is None or node.robot in ended:
                         continue
@@ -313,10 +332,16 @@ class Launcher:
                     elif node.respawn:
                         self.say(f"{node.name} exited with code {returncode}; respawning")
                         self.start(node)
+                    elif returncode == BAD_INPUT:
+                        self.say(f"{node.name} refused its input (exit code {returncode}); stopping the graph")
+                        return returncode
+                    elif returncode != 0 and self.restarts.get(node.name, 0) < RESTARTS:
+                        self.restart_later(node, returncode)
                     elif node.name not in self.reported:
                         self.reported.add(node.name)
-                        self.say(f"{node.name} exited with code {returncode}")
-                if all(p.poll() is not None for p in self.processes.values()):
+                        given_up = f" after {RESTARTS} restarts; not starting it again" if returncode else ""
+                        self.say(f"{node.name} exited with code {returncode}{given_up}")
+                if not self.due and all(p.poll() is not None for p in self.processes.values()):
                     return max(ended.values(), key=abs, default=0)
                 time.sleep(0.1)
         except KeyboardInterrupt:
@@ -324,6 +349,15 @@ class Launcher:
             return 130
         finally:
             self.stop()
+
+    def restart_later(self, node: NodeSpec, returncode: int) -> None:
+        """Start ``node`` again after the back-off of its next restart."""
+        count = self.restarts[node.name] = self.restarts.get(node.name, 0) + 1
+        delay = RESTART_BACKOFF * 2 ** (count - 1)
+        self.due[node.name] = time.monotonic() + delay
+        self.say(
+            f"{node.name} exited with code {returncode}; restarting it in {delay:g} s (restart {count} of {RESTARTS})"
+        )
 
     def stop(self, names: list[str] | None = None) -> None:
         """SIGINT to the named nodes (default: all, the last started first), SIGKILL to those still running after

@@ -585,3 +585,64 @@ def test_a_session_rewarded_by_another_node_has_no_reward_node_and_needs_no_clas
     missing = f"classifier.out={tmp_path / 'missing.pt'}"
     assert main(["launch", "real_train", "graph.reward=false", missing, f"train.run_dir={tmp_path / 'run'}"]) == 0
     assert len(started) == 1 and "reward" not in {node.name for node in started[0].nodes}
+
+
+def run_stand_ins(tmp_path, modules: dict[str, str], required_after: float = 4.0) -> tuple[int, str]:
+    """sim_train's node entries, each running a stand-in: ``modules`` maps node names to Python source, the actor
+    exits 0 after ``required_after`` s and the others wait. Returns the launch's exit code and its log."""
+    import threading
+
+    from robot_rl.cli.graph import Launcher, graph_nodes
+    from robot_rl.core.composed_config import load_config
+
+    waits = "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n"
+    sources = {"waits": waits, "actor": f"import time\ntime.sleep({required_after})\n", **modules}
+    for name, source in sources.items():
+        (tmp_path / f"{name}.py").write_text(source)
+    nodes = graph_nodes(load_config(["graph=sim_train"]))
+    for node in nodes:
+        node.module, node.hydra, node.args = (node.name if node.name in sources else "waits"), False, []
+    result: list[int] = []
+    with open(tmp_path / "launch.log", "w") as log:
+        launcher = Launcher(nodes, [], grace=5.0, out=log, env={"PYTHONPATH": str(tmp_path)})
+        run = threading.Thread(target=lambda: result.append(launcher.run()))
+        run.start()
+        run.join(timeout=60)
+        if run.is_alive():
+            launcher.stop()
+            run.join()
+    assert all(process.poll() is not None for process in launcher.processes.values())
+    return (result or [None])[0], (tmp_path / "launch.log").read_text()
+
+
+def test_a_node_that_dies_is_restarted_a_bounded_number_of_times_with_a_back_off(tmp_path, monkeypatch):
+    """Issue 71 item 2: a node killed mid-session stayed dead (only the safety node respawned) and the session waited
+    for a person. A node that dies is started again, after a back-off, at most RESTARTS times, each said in the log;
+    one that keeps dying is then left down, saying so; the graph goes on to its end."""
+    from robot_rl.cli import graph
+
+    monkeypatch.setattr(graph, "RESTART_BACKOFF", 0.2)
+    counter = tmp_path / "learner_starts"
+    learner = (  # dies twice (a crash, then kill -9), then runs
+        "import os, pathlib, signal, sys, time\n"
+        f"path = pathlib.Path({str(counter)!r})\n"
+        "starts = int(path.read_text()) + 1 if path.exists() else 1\n"
+        "path.write_text(str(starts))\n"
+        "if starts == 1:\n    sys.exit(1)\n"
+        "if starts == 2:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n"
+    )
+    code, log = run_stand_ins(tmp_path, {"learner": learner, "recorder": "import sys\nsys.exit(1)\n"}, 6.0)
+    assert code == 0 and counter.read_text() == "3", log
+    assert "learner exited with code 1; restarting it in 0.2 s (restart 1 of 3)" in log
+    assert "learner exited with code -9; restarting it in 0.4 s (restart 2 of 3)" in log
+    assert log.count("started recorder") == 1 + graph.RESTARTS, log
+    assert f"recorder exited with code 1 after {graph.RESTARTS} restarts; not starting it again" in log
+    assert "actor exited with code 0; stopping the graph" in log
+
+
+def test_a_node_that_refuses_its_input_stops_the_launch(tmp_path):
+    """Issue 73 item 3: the reward node exited 2 at its start (a missing classifier file) and the graph ran on for 42 s
+    without a reward. A node's exit 2 (bad input, one line on stderr) stops the launch with that code."""
+    code, log = run_stand_ins(tmp_path, {"recorder": "import sys, time\ntime.sleep(0.5)\nsys.exit(2)\n"}, 30.0)
+    assert code == 2 and "recorder refused its input (exit code 2); stopping the graph" in log, log
