@@ -297,6 +297,18 @@ class DomainRandomization(gym.Wrapper):
         """Where the curricula are (defaults to this wrapper's own step count)."""
         self.steps = step
 
+    def random_state(self) -> list[dict[str, Any]]:
+        """Where each entry's draws are (numpy generator states, JSON-able): a checkpoint keeps it, so a resumed run
+        draws on instead of replaying its first episodes' samples."""
+        return [binding.rng.bit_generator.state for binding in self._bindings]
+
+    def load_random_state(self, states: list[dict[str, Any]]) -> None:
+        """Draw on from :meth:`random_state`'s ``states`` (another set of entries: ValueError)."""
+        if len(states) != len(self._bindings):
+            raise ValueError(f"{len(states)} randomization streams saved; this env draws {len(self._bindings)}")
+        for binding, state in zip(self._bindings, states):
+            binding.rng.bit_generator.state = state
+
     def _resample(self, binding: _Binding, value: np.ndarray | None = None) -> None:
         entry = binding.entry
         shape = binding.default.shape if binding.default is not None else (1,)

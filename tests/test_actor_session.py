@@ -280,3 +280,41 @@ def test_after_a_takeover_the_gripper_critics_stay_keeps_the_gripper_the_human_l
     grippers = [float(t.action[-1]) for t in transport.receive_transitions(timeout=1.0)]
     env.close()
     assert grippers == [-1.0] * 3 + [1.0] * 7, grippers
+
+
+def test_a_resumed_run_draws_its_domain_randomization_on_instead_of_replaying_its_first_samples(tmp_path):
+    """Issue 71 item 3: the randomization wrappers' random state was not in the checkpoint, so a resumed run replayed
+    the samples of its first episodes. It is kept with the actor's: the resumed env samples what the run would have
+    sampled without the break."""
+    from robot_rl.runtime.session import LearnerSession
+
+    cfg, (env, other), _ = randomized_reach(
+        f"train.run_dir={tmp_path / 'run'}", "train.demo_episodes=0", "train.env_steps=30000"
+    )
+    shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
+
+    def start(resume: bool, acting_env) -> tuple[LearnerSession, ActorSession]:
+        learning = LearnerSession(cfg, shapes, action_dim, LocalTransport())
+        acting = ActorSession(cfg, shapes, action_dim, NoHuman())
+        acting.counters = learning.open(resume)
+        if not resume:
+            acting.counters.env_steps = 20000  # past the curriculum: its ranges open, the draws differ
+        acting.start_from(learning.learner, [acting_env])
+        return learning, acting
+
+    def samples(learning: LearnerSession, acting: ActorSession, acting_env, seed: int) -> dict:
+        acting.play(acting_env, learning.learner.transport, None, seed)
+        return acting_env.sampled_values()
+
+    learning, acting = start(False, env)
+    samples(learning, acting, env, seed=0)
+    learning.save(acting.counters)
+    uninterrupted = samples(learning, acting, env, seed=1)
+    fresh = randomized_reach()[1][0]  # the resumed process's env, built anew from the seed
+    resumed = samples(*start(True, fresh), fresh, seed=1)
+    assert resumed == uninterrupted
+    restarted_env = randomized_reach()[1][0]
+    restarted = samples(*start(False, restarted_env), restarted_env, seed=1)  # from the seed: the first draws again
+    assert restarted != uninterrupted
+    for each in (env, other, fresh, restarted_env):
+        each.close()

@@ -234,6 +234,27 @@ def set_training_step(env, step: int) -> None:
         env = getattr(env, "env", None)  # the next wrapper in
 
 
+def env_random_state(env) -> list[dict[str, Any]] | None:
+    """The random state of ``env``'s domain randomization (:meth:`~robot_rl.sim.randomization.DomainRandomization.
+    random_state`, anywhere in its wrappers), or None for an env without one (or in a worker process)."""
+    while env is not None:
+        getter = getattr(env, "random_state", None)
+        if callable(getter):
+            return getter()
+        env = getattr(env, "env", None)
+    return None
+
+
+def load_env_random_state(env, state: list[dict[str, Any]] | None) -> None:
+    """Draw on in ``env``'s domain randomization from :func:`env_random_state`'s ``state`` (None: nothing to load)."""
+    while state is not None and env is not None:
+        loader = getattr(env, "load_random_state", None)
+        if callable(loader):
+            loader(state)
+            return
+        env = getattr(env, "env", None)
+
+
 def step_all(envs: Sequence[Any], actions: Sequence[np.ndarray]) -> list[tuple]:
     """``env.step(action)`` of every env; envs in worker processes (``step_async``/``step_wait``,
     :class:`~robot_rl.runtime.env_workers.EnvWorker`) are all sent their action before the first answer is awaited, so

@@ -12,7 +12,7 @@ actor and learner nodes of the ROS 2 graph (one each), and the fleet runners to 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,13 @@ from robot_rl.core.folders import latest, replacing
 from robot_rl.core.transport import Transport
 from robot_rl.data import EpisodeRecorder
 from robot_rl.policies.fast_critic import FastCriticLearner, fast_critic_fit_settings
-from robot_rl.runtime.actor import run_envs, run_episode, set_training_step
+from robot_rl.runtime.actor import (
+    env_random_state,
+    load_env_random_state,
+    run_envs,
+    run_episode,
+    set_training_step,
+)
 from robot_rl.runtime.auxiliary_learners import AuxiliaryLearner, FastCriticLearning, SafetyCriticLearning
 from robot_rl.runtime.envs import load_entry_point
 from robot_rl.runtime.fast_critic_fit import store_ticks
@@ -58,7 +64,8 @@ class Counters:
     wall_seconds: float = 0.0
     history: list[dict[str, Any]] = field(default_factory=list)  # per evaluation
     episode_log: list[dict[str, Any]] = field(default_factory=list)  # per online episode
-    # the acting agent's random state after the last episode (OffPolicyAgent.acting_random_state; in one process)
+    # the acting agent's random state after the last episode (OffPolicyAgent.acting_random_state; in one process), with
+    # under "envs" each acting env's domain randomization's (env_random_state; None for an env without one)
     actor_random_state: dict[str, Any] = field(default_factory=dict)
 
     def count_step(self, intervened: bool) -> None:
@@ -133,15 +140,26 @@ class ActorSession:
     def budget_spent(self) -> bool:
         return self.ended or self.counters.env_steps >= self.settings.env_steps
 
-    def start_from(self, learner: Learner) -> None:
+    def start_from(self, learner: Learner, envs: Sequence[Any] = ()) -> None:
         """In one process: the learner publishes its weights as they are (a resumed run's, a warm start's or the
         initial ones) and the actor acts on them, as the ROS learner and the fleet publish at start: with the risk
         model as soon as it is ready (a critic pretrained on ``safety.pretrain_store``, or a resumed run's past
-        ``safety.warmup``), not only at the first publication after an episode. A resumed run's actor draws on from
-        the random state of its checkpoint's counts."""
+        ``safety.warmup``), not only at the first publication after an episode. A resumed run's actor, and its
+        ``envs``' domain randomization, draw on from the random state of its checkpoint's counts."""
         learner.transport.publish_weights(learner.update_calls, learner.published_weights())
         self.take_weights(learner.transport)
-        self.agent.load_acting_random_state(self.counters.actor_random_state)  # a resumed run's noise goes on
+        self.load_random_state(self.counters.actor_random_state, envs)  # a resumed run's draws go on
+
+    def random_state(self, envs: Sequence[Any]) -> dict[str, Any]:
+        """What acting draws from: the agent's (exploration noise, gripper exploration) and each of ``envs``' domain
+        randomization (JSON-able, :attr:`Counters.actor_random_state`)."""
+        return {**self.agent.acting_random_state(), "envs": [env_random_state(env) for env in envs]}
+
+    def load_random_state(self, state: dict[str, Any], envs: Sequence[Any]) -> None:
+        """Draw on from :meth:`random_state`'s ``state`` (an empty one: from the seed)."""
+        self.agent.load_acting_random_state(state)
+        for env, saved in zip(envs, state.get("envs", [])):
+            load_env_random_state(env, saved)
 
     def take_weights(self, transport: Transport) -> bool:
         """Act on the newest weights the learner published if they are new; True when they were."""
@@ -183,7 +201,7 @@ class ActorSession:
         if stats is None:
             return None
         counters.count_episode(demo)
-        counters.actor_random_state = self.agent.acting_random_state()
+        counters.actor_random_state = self.random_state([env])
         return {**stats, "demo": demo, "weights": weights, "learner_session": session}
 
     def step_counter(self, demo: bool, between_steps: Callable[[], None] | None, envs: list) -> Callable[[bool], bool]:
@@ -242,7 +260,7 @@ class ActorSession:
         safeties = self.safety_actors(len(envs))
         for index, stats in run_envs(envs, self.agent, humans, safeties, transport, recorders, seeds, after_step, stop):
             self.counters.count_episode(False)
-            self.counters.actor_random_state = self.agent.acting_random_state()
+            self.counters.actor_random_state = self.random_state(envs)
             yield {
                 **stats,
                 "demo": False,

@@ -57,7 +57,7 @@ def train(cfg: Config) -> dict[str, Any]:
     acting = ActorSession(cfg, shapes, action_dim, humans[0])
     check_run_disk(cfg, settings, run_dir, learning)
     acting.counters = counters = learning.open(settings.resume)  # every setting is checked by now
-    acting.start_from(learning.learner)
+    acting.start_from(learning.learner, envs)
     learner = learning.learner
     store = episode_store(cfg, run_dir, task, env)
     recorders = [None if store is None else EpisodeRecorder(store) for _ in envs]  # their episodes interleave
