@@ -204,10 +204,12 @@ def test_a_fleet_run_resumes_from_its_checkpoint(tmp_path):
     assert main([*base, "train.env_steps=60"]) == 0
     first = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert first["online_received"] >= 60 and first["counters"]["demo_episodes_done"] == 2
+    assert set(first["counters"]["fleet_random_states"]) == {"ray0"}  # where its draws were, for the resume
     assert main([*base, "train.env_steps=120", "train.resume=true"]) == 0
     second = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert second["online_received"] >= 120 and second["update_calls"] > first["update_calls"]
     assert second["counters"]["demo_episodes_done"] == 2  # the demonstrations were not played again
+    assert second["counters"]["fleet_random_states"]["ray0"] != first["counters"]["fleet_random_states"]["ray0"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] >= 120 and not summary["interrupted"]
 
@@ -291,5 +293,46 @@ def test_a_fleet_actors_curriculum_follows_the_runs_online_steps():
         assert actor.env.steps == 20005  # the run's count, and this play's five steps
         assert actor.env.sampled_values()["state_noise"]["sensor.state_noise"] > 0
         actor.env.close()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_resumed_fleet_actor_draws_on_where_it_was_not_from_the_seed_again():
+    """Issue 71 item 3: the fleet's actors never restored their random state: a resumed run's exploration noise,
+    randomization samples and reset seeds started from the seed again. Each hand-in reports where the actor's draws
+    are; an actor built with that state plays what the actor would have played without the break. (The actor class
+    itself, without Ray.)"""
+    import torch
+    from omegaconf import OmegaConf
+
+    from robot_rl.data.wire import encode_weights
+    from robot_rl.runtime.fleet import SimActor
+
+    cfg = load_config(["task=reach", "task.episode_steps=5", "randomization=compliance", "train.demo_episodes=0"])
+    config = actor_config(OmegaConf.to_container(cfg, resolve=True), 0, 1, demos=0)
+    threads = torch.get_num_threads()
+    try:
+        actors = []
+
+        def play(actor) -> tuple[tuple, dict]:
+            """What the play drew (its reset seed, the actions' return and continuity cost, the randomization's
+            samples) and its report."""
+            weights = encode_weights(actor.session.agent.policy_state(), {"version": 1})
+            report = json.loads(actor.play(1, weights, episodes=1, env_steps=20000)[1])
+            episode = report["episodes"][0]
+            drawn = (episode["seed"], episode["return"], episode["continuity_cost"], actor.env.sampled_values())
+            return drawn, report
+
+        actors.append(SimActor(config, "ray0"))
+        _, first = play(actors[0])
+        uninterrupted, _ = play(actors[0])
+        actors.append(SimActor(config, "ray0", first["random_state"]))  # the resumed run's actor
+        resumed, _ = play(actors[1])
+        actors.append(SimActor(config, "ray0"))  # from the seed: its first episode again
+        restarted, _ = play(actors[2])
+        assert resumed == uninterrupted
+        assert all(a != b for a, b in zip(restarted, uninterrupted)), (restarted, uninterrupted)
+        for actor in actors:
+            actor.env.close()
     finally:
         torch.set_num_threads(threads)

@@ -73,7 +73,8 @@ def actor_config(cfg: dict[str, Any], index: int, actors: int, demos: int) -> di
 class SimActor:
     """One sim actor of the fleet (a Ray actor): env, scripted human and acting session of its own."""
 
-    def __init__(self, cfg: dict[str, Any], name: str):
+    def __init__(self, cfg: dict[str, Any], name: str, random_state: dict[str, Any] | None = None):
+        """``random_state``: where a resumed run's actor of this name was (:meth:`random_state`); None: the seed."""
         torch.set_num_threads(1)
         self.cfg, self.name = cfg, name
         task = plain(self.cfg["task"])
@@ -85,15 +86,24 @@ class SimActor:
         self.expected = weight_shapes(self.session.agent.policy_state())
         safety = self.cfg.get("safety") or {}
         self.risk_input = (shapes["state"][0], action_dim) if safety.get("enabled") and "state" in shapes else None
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed)  # its episodes' reset seeds
+        if random_state is not None:
+            self.session.load_random_state(random_state, [self.env])
+            self.rng.bit_generator.state = random_state["seeds"]
         self.handed_in: float | None = None  # monotonic s at which its last play returned
+
+    def random_state(self) -> dict[str, Any]:
+        """Where its draws are (JSON-able): exploration, gripper exploration, the env's domain randomization
+        (:meth:`ActorSession.random_state`) and the reset seeds (``seeds``)."""
+        return {**self.session.random_state([self.env]), "seeds": self.rng.bit_generator.state}
 
     def play(self, version: int, weights: bytes, episodes: int, env_steps: int = 0) -> tuple[bytes | None, str]:
         """Play ``episodes`` whole episodes on the weights of ``version`` (a codec payload), the run at ``env_steps``
         online env steps when the play was handed out (the env's curricula go on from there, counting this actor's
         steps); their transitions (a codec payload, None when there were none) and a JSON report: each episode's
-        stats (``episodes``), the wall seconds this play took (``playing_s``) and those the actor sat idle between
-        its previous play and this one (``waiting_s``: the driver had not handed it a play yet; 0 for its first)."""
+        stats (``episodes``), the wall seconds this play took (``playing_s``), those the actor sat idle between
+        its previous play and this one (``waiting_s``: the driver had not handed it a play yet; 0 for its first) and
+        where its draws are after it (``random_state``: a checkpoint keeps it for a resumed run)."""
         began = time.monotonic()
         waiting = began - self.handed_in if self.handed_in is not None else 0.0
         self.session.counters.env_steps = env_steps  # the run's count: the one its envs' curricula follow
@@ -110,7 +120,12 @@ class SimActor:
             transition.actor = self.name
         payload = encode_transitions(transitions) if transitions else None
         self.handed_in = time.monotonic()
-        report = {"episodes": stats, "playing_s": self.handed_in - began, "waiting_s": waiting}
+        report = {
+            "episodes": stats,
+            "playing_s": self.handed_in - began,
+            "waiting_s": waiting,
+            "random_state": self.random_state(),
+        }
         return payload, json.dumps(report, default=float)
 
 
@@ -176,6 +191,7 @@ def train_fleet(cfg: Config) -> dict[str, Any]:
                     if recorders is not None and payload is not None:
                         recorders.add(name, payload)
                     play, online_before = json.loads(report), counters.env_steps
+                    counters.fleet_random_states[name] = play["random_state"]
                     for episode in play["episodes"]:
                         counters.count_episode(episode["demo"], episode["length"])
                         run.episode_ended(episode, actor=episode["actor"])
@@ -232,8 +248,10 @@ class Crew:
         options = {"num_cpus": fleet.cpus_per_actor, "max_restarts": fleet.max_restarts, "max_task_retries": 0}
         remote = ray.remote(**options)(SimActor)
         names = [f"ray{index}" for index in range(fleet.actors)]
+        saved = counters.fleet_random_states  # a resumed run's actors draw on where they were
         self.actors = {
-            name: remote.remote(actor_config(cfg, i, fleet.actors, demos), name) for i, name in enumerate(names)
+            name: remote.remote(actor_config(cfg, i, fleet.actors, demos), name, saved.get(name))
+            for i, name in enumerate(names)
         }
         # crashes seen per actor; a call records the count it was made at: those made before a crash fail with it,
         # and are not counted again

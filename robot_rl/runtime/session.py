@@ -67,6 +67,8 @@ class Counters:
     # the acting agent's random state after the last episode (OffPolicyAgent.acting_random_state; in one process), with
     # under "envs" each acting env's domain randomization's (env_random_state; None for an env without one)
     actor_random_state: dict[str, Any] = field(default_factory=dict)
+    # each fleet actor's (its ActorSession.random_state and its reset seeds', under "seeds"), as of its last hand-in
+    fleet_random_states: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def count_step(self, intervened: bool) -> None:
         """One online env step played in this process (``intervened``: the human acted)."""
