@@ -28,12 +28,14 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
 from std_msgs.msg import Empty, String
 
 from robot_rl.core.config import ConfigError, non_negative, positive
+from robot_rl.core.folders import write_text_atomically
 from robot_rl.runtime.evaluate import evaluation_episode, evaluation_summary
 from robot_rl.runtime.run_folder import recorded_counts
 from robot_rl.runtime.safety_learning import safety_settings
@@ -61,6 +63,7 @@ from .transport import RosTransport
 
 LEARNER = "robot_rl_learner"  # the learner node's name (in ``ros.transition_subscribers``)
 LEARNER_SILENCE = 5.0  # s (wall clock) without news from the learner before the actor stops waiting for it
+RANDOM_STATE_SUFFIX = ".random_state.json"  # beside ros.delivery.actor_store: the acting draws after the last episode
 STOPPED_WAIT = 3.0  # s (wall clock) each exit step may take when the actor is stopped: all within the launch's grace
 
 
@@ -101,8 +104,10 @@ class ActorLoop:
         self.session = ActorSession(cfg, shapes, action_dim, human)
         require_one_env(self.session.settings, "in the ROS graph (one env per actor node)")
         self.settings, self.agent, self.counters = self.session.settings, self.session.agent, self.session.counters
+        self.random_state_file = Path(str(cfg.ros.delivery.actor_store) + RANDOM_STATE_SUFFIX)
         if cfg.train.resume is True and not cfg.ros.eval_only:
             self.count_the_run()
+            self.draw_on()
         safety = safety_settings(cfg.get("safety"))
         names = cfg.ros.transition_subscribers
         if not (OmegaConf.is_list(names) and all(isinstance(name, str) and name for name in names)):
@@ -156,6 +161,26 @@ class ActorLoop:
             f"resumed: {self.counters.demo_episodes_done} demonstrations, {self.counters.env_steps} online env steps "
             f"in {self.counters.episodes} episodes recorded in {', '.join(map(str, stores))}"
         )
+
+    def draw_on(self) -> None:
+        """A resumed run: the acting random state (exploration noise, gripper exploration) its actor wrote after its
+        last episode, so the resumed actor does not replay the first draws of the run."""
+        if not self.random_state_file.is_file():
+            return  # a run whose actor finished no episode (or one made before the file was kept)
+        try:
+            state = json.loads(self.random_state_file.read_text())
+            self.session.load_random_state(state, [])
+        except (ValueError, TypeError, KeyError, RuntimeError) as error:
+            raise ConfigError(
+                "train.resume", True, f"a readable acting random state in {self.random_state_file} ({error})"
+            ) from None
+        self.log.info(f"acting random state restored from {self.random_state_file}: the draws go on where they were")
+
+    def keep_random_state(self) -> None:
+        """After each episode: where the acting draws are (:meth:`draw_on` reads it back), written whole beside the
+        actor's own episode store."""
+        self.random_state_file.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(self.random_state_file, json.dumps(self.counters.actor_random_state))
 
     def wait_for_transition_subscribers(self) -> None:
         """Hold the first episode until the nodes of ``ros.transition_subscribers`` (the learner, the
@@ -339,6 +364,7 @@ class ActorLoop:
                 self.publish("paused", {"reason": str(stall), "topic": stall.topic})
                 self.wait_for_streams(stall.topic)
                 continue
+            self.keep_random_state()
             demo = stats.pop("demo")
             self.publish("demo" if demo else "train", {**stats, **({"stopped": True} if self.session.ended else {})})
             if self.session.ended:

@@ -28,12 +28,17 @@ def test_a_resumed_sim_train_launch_continues_the_actors_budget(tmp_path):
     run_dir = tmp_path / "run"
     first = launch("sim_train", *TINY_GRAPH, f"train.run_dir={run_dir}", "train.env_steps=60", timeout=300)
     assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    kept = run_dir / "actor_episodes.zarr.random_state.json"  # the actor's draws after its last episode (issue 71)
+    drawn = json.loads(kept.read_text())
+    assert "generator" in drawn
     again = launch("sim_train", f"train.run_dir={run_dir}", "train.env_steps=100", timeout=120)
     assert again.returncode == 2 and "train.resume=true" in again.stderr and "[launch] started" not in again.stdout
     resumed = launch("sim_train", f"train.run_dir={run_dir}", "train.resume=true", "train.env_steps=100", timeout=300)
     output = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0 and "Traceback" not in output, output[-3000:]
     assert "resumed: 1 demonstrations, 60 online env steps" in output, output[-3000:]
+    assert f"acting random state restored from {kept}" in output, output[-3000:]  # not the seed's first draws again
+    assert json.loads(kept.read_text())["generator"] != drawn["generator"]
     assert "actor done: 100 env steps" in output and '"kind": "demo"' not in output, output[-3000:]
     counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert counters["online_received"] == 100  # 60 + the 40 the budget had left
