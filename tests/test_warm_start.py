@@ -264,3 +264,26 @@ def test_a_warm_start_takes_no_demonstrations_unless_the_command_line_asks(tmp_p
     assert load_config([checkpoint]).train.demo_episodes == 0
     assert load_config([checkpoint, "train.demo_episodes=5"]).train.demo_episodes == 5
     assert load_config([checkpoint, "++train.demo_episodes=3"]).train.demo_episodes == 3
+
+
+def test_a_run_takes_recorded_demonstrations_from_train_demo_store_and_asks_for_none_again(offline, tmp_path, capsys):
+    """Issue 73 item 2: the documented on-robot session ignored the demonstrations step 3 had just recorded and asked
+    the operator for 20 new ones. ``train.demo_store`` puts a store's episodes into the demo buffer at the run's start;
+    ``train.demo_episodes=0`` asks for none. A store that is not one is refused in one line, no folder made."""
+    store = offline[0]
+    run_dir = tmp_path / "run"
+    summary = train(
+        load_config(
+            [*TASK, *TINY, f"train.run_dir={run_dir}", f"train.demo_store={store}", "train.demo_episodes=0"]
+            + ["train.env_steps=20", "train.start_training=10", "train.batch_size=16", "train.final_eval_episodes=1"]
+        )
+    )
+    steps = sum(ep["length"] for ep in stored_episodes(store))
+    assert np.load(run_dir / "checkpoint" / "demo_buffer" / "has_transition.npy").sum() == steps
+    assert summary["demo_episodes"] == 0  # none played
+    capsys.readouterr()
+    missing = tmp_path / "missing.zarr"
+    assert main(["train", *TASK, f"train.run_dir={tmp_path / 'other'}", f"train.demo_store={missing}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"robot-rl: error: train.demo_store='{missing}'"), err
+    assert not (tmp_path / "other").exists()

@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"resumed from {session.checkpoint_dir}: {learner.update_calls} updates, "
                 f"{learner.online_received} online transitions"
             )
+        if session.demos_loaded:
+            log.info(
+                f"{session.demos_loaded} recorded demonstrations from train.demo_store={cfg.train.demo_store} in the "
+                f"demo buffer ({len(learner.demo)} transitions)"
+            )
         if session.warm_start is not None:
             start = session.warm_start
             log.info(

@@ -37,6 +37,7 @@ from robot_rl.runtime.auxiliary_learners import AuxiliaryLearner, FastCriticLear
 from robot_rl.runtime.envs import load_entry_point
 from robot_rl.runtime.fast_critic_fit import store_ticks
 from robot_rl.runtime.learner import Learner
+from robot_rl.runtime.offline_data import add_offline, store_paths
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.run_folder import record_resume
 from robot_rl.runtime.safety_learning import (
@@ -300,6 +301,7 @@ class LearnerSession:
         self.init = init_settings(cfg)  # a warm start from a pretrained checkpoint (WSRL), checked now
         warm_settings(self.learner, self.init)
         self.warm_start: dict[str, Any] | None = None  # what the warm start loaded (None: none made)
+        self.demos_loaded = 0  # episodes of train.demo_store put into the demo buffer at the run's start
         self.run_dir = Path(self.settings.run_dir)
         self.checkpoint_dir = self.run_dir / "checkpoint"
         self.last_checkpoint = 0  # online transitions in the newest checkpoint
@@ -316,6 +318,12 @@ class LearnerSession:
             counters = restore(self.checkpoint_dir, self.learner, self.cfg)
             record_resume(self.run_dir, self.cfg)
         else:
+            demo_store = self.settings.demo_store
+            if demo_store is not None:  # before the run folder is made: a refused store leaves none
+                paths = store_paths("train.demo_store", demo_store)
+                self.demos_loaded = add_offline(
+                    "train.demo_store", paths, self.learner.demo, self.learner.router.relabel
+                )
             if self.init.checkpoint is not None:  # before the run folder is made: a refused checkpoint leaves none
                 self.warm_start = warm_start(self.learner, self.init, self.definition)
                 self.warm_start["demo_episodes"] = int(self.cfg["train"]["demo_episodes"])  # 0 unless asked (WSRL)

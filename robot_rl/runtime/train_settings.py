@@ -19,6 +19,7 @@ class TrainSettings:
     resume: bool
     env_steps: int  # online env steps (demos not counted)
     demo_episodes: int
+    demo_store: str | None  # demonstrations recorded before: into the demo buffer at the run's start
     start_training: int  # online transitions before the first update
     update_every: int  # online transitions per update call (agent.utd critic steps each)
     batch_size: int
