@@ -128,3 +128,34 @@ def test_bad_input_examples_and_placeholders_are_not_composed(tmp_path):
     assert problem("robot-rl data merge inputs=[<run>/a.zarr] out=...") is None
     assert problem("robot-rl launch <graph> key=value ...") is None and problem("robot-rl data ...") is None
     assert problem("robot-rl data import format=lerobot in=~/x out=y.zarr") is None  # the shell's tilde
+
+
+@pytest.mark.parametrize("group", ["graph", "agent"])
+def test_the_help_and_configuration_md_list_every_option_of_a_group(group, capsys):
+    """Issue 73 item 7: ``cell`` was missing from the graph lists of ``robot-rl --help``, ``launch --help`` and
+    docs/configuration.md, and configuration.md's agent list lacked ``open_loop`` and ``sac_lagrangian``."""
+    from robot_rl.cli.main import main
+
+    options = set(group_options(group))
+    row = next(
+        line
+        for line in (ROOT / "docs" / "configuration.md").read_text().splitlines()
+        if line.startswith(f"| `{group}` |")
+    )
+    assert set(re.findall(r"`([a-z_]+)`", row.split("|")[2])) == options, row
+    if group == "graph":
+        for argv in (["--help"], ["launch", "--help"]):
+            main(argv)
+            text = " ".join(capsys.readouterr().out.split())
+            listed = re.search(r"configs/graph: ([a-z_, ]+)\)", text)
+            assert listed and set(listed.group(1).replace(" ", "").split(",")) == options, (argv, text[:500])
+
+
+def test_a_mistyped_key_is_answered_with_the_key_it_is_most_like(capsys):
+    """Issue 73 item 7: a mistyped key got no "did you mean"."""
+    with pytest.raises(ConfigError) as refused:
+        load_config(["task=reach", "task.succes_radius=0.1"])
+    assert "did you mean task.success_radius?" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        load_config(["zzz.qqq=1"])
+    assert "did you mean" not in str(refused.value)

@@ -19,7 +19,7 @@ Verbs:
   fast-critic            fit the safety node's fast-loop risk model to an episode store's recorded ticks
                          (fast_critic.store=PATH fast_critic.out=FILE.npz)
   launch <graph>         start a ROS 2 node graph (configs/graph: sim_train, real_train, collect_demos,
-                         learner_only) without ros2 launch; overrides go to every node
+                         learner_only, cell) without ros2 launch; overrides go to every node
   console                the operator's web page alone, beside a graph in this ROS_DOMAIN_ID (docs/console.md)
   tasks                  list the task configs
   config                 print the composed config
@@ -77,7 +77,10 @@ VERB_KEYS = {  # the main keys of each verb, listed by ``robot-rl <verb> --help`
     "eval": ("task", "agent", "randomization", "eval.checkpoint", "eval.episodes", "eval.seed", "eval.video"),
     "collect": ("task", "seed", "collect.episodes", "collect.out", "collect.action_noise"),
     "data": ("data.store", "data.episode", "data.episodes", "data.out", "data.inputs", "data.format", "data.in"),
-    "classifier": ("task", "classifier.store", "classifier.out", "classifier.cameras", "classifier.threshold"),
+    "classifier": (
+        *("task", "classifier.store", "classifier.out", "classifier.cameras", "classifier.threshold"),
+        "classifier.target_false_success",
+    ),
     "fast-critic": (
         "fast_critic.store",
         "fast_critic.out",
@@ -85,7 +88,11 @@ VERB_KEYS = {  # the main keys of each verb, listed by ``robot-rl <verb> --help`
         "fast_critic.labels",
         "fast_critic.updates",
     ),
-    "launch": ("task", "agent", "robot", "ros.domain_id", "ros.discovery", "ros.sim_time"),
+    "launch": (
+        *("task", "agent", "robot", "ros.domain_id", "ros.discovery", "ros.sim_time", "train.run_dir"),
+        *("train.resume", "train.demo_store", "train.demo_episodes", "classifier.out", "teleop_device.kind"),
+        *("teleop_device.spacemouse_device", "cell.spacemouse"),
+    ),
     "console": ("console.host", "console.port", "console.token", "task"),
     "tasks": (),
     "config": (),

@@ -8,6 +8,7 @@ else reads a config as a mapping (:data:`~robot_rl.core.config.Config`) and turn
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from importlib import resources
@@ -84,6 +85,25 @@ def task_names() -> list[str]:
     return group_options("task")
 
 
+def nearest_key(key: str, group_overrides: list[str]) -> str | None:
+    """The known key most like a mistyped ``key`` (``train.env_step`` -> ``train.env_steps``), in the config the
+    group choices ``group_overrides`` compose; None when none is close."""
+    with initialize_config_module(config_module="robot_rl.configs", version_base=None):
+        cfg = compose(config_name="config", overrides=group_overrides)
+    known: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for name, value in node.items():
+            dotted = f"{prefix}{name}"
+            known.append(dotted)
+            if isinstance(value, dict):
+                walk(value, dotted + ".")
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+    close = difflib.get_close_matches(key.lstrip("+~"), known, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 def load_config(overrides: list[str]) -> Config:
     """Compose ``configs/config.yaml`` with command-line overrides; bad input -> ConfigError.
 
@@ -105,7 +125,9 @@ def load_config(overrides: list[str]) -> Config:
         if unknown:
             key = unknown.group(1)
             value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0] == key), None)
-            raise ConfigError(key, value, "an existing config key (`robot-rl config` lists them)") from None
+            near = nearest_key(key, [o for o in overrides if o.partition("=")[0].lstrip("+~") in groups])
+            hint = f"did you mean {near}? " if near else ""
+            raise ConfigError(key, value, f"an existing config key ({hint}`robot-rl config` lists them)") from None
         raise ConfigError("overrides", " ".join(overrides), f"valid Hydra overrides ({message})") from None
     finite_everywhere(values)
     integer("seed", values.get("seed"))
