@@ -134,6 +134,7 @@ class TopicEnvSettings:
     terminate_on_success: bool
     stream_timeout: float = 1.0  # s
     reset_pause: float = 0.3  # s without commands before a reset (> the safety node's command timeout): it holds
+    reset_timeout: float = 120.0  # s a reset may take (homing, the scene put back by a person) before the actor pauses
     frame_id: str = "base"
     gripper_joints: tuple[str, ...] = ("finger_left", "finger_right")
     gripper_max_opening: float = 0.08  # m, sum of the finger joints when fully open
@@ -165,6 +166,7 @@ class TopicEnvSettings:
             terminate_on_success=bool(task.get("terminate_on_success", True)),
             stream_timeout=float(ros["stream_timeout"]),
             reset_pause=float(ros["reset_pause"]),
+            reset_timeout=float(ros["reset_timeout"]),
             frame_id=str(ros["frame_id"]),
             gripper_joints=tuple(ros["gripper_joints"]),
             gripper_max_opening=float(ros["gripper_max_opening"]),
@@ -384,10 +386,10 @@ class TopicEnv(gym.Env):
             self._wait_for_publishers(timeout)
         called = time.monotonic()
         future = self.reset_client.call_async(SetBool.Request(data=bool(self.demo_next)))
-        deadline = time.monotonic() + 10 * timeout
+        deadline = time.monotonic() + self.settings.reset_timeout  # homing, then maybe a person at the scene
         while not future.done():
             if time.monotonic() > deadline:
-                raise StreamStalled(f"{self.reset_client.service_name} (no response)", 10 * timeout)
+                raise StreamStalled(f"{self.reset_client.service_name} (no response)", self.settings.reset_timeout)
             time.sleep(0.002)
         # in sim time the reset's observation is published once, maybe before the answer; in real time
         # the streams go on, and what came before the answer may predate the reset

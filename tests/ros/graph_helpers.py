@@ -197,10 +197,12 @@ def recorded_episodes(run_dir: Path) -> list[dict]:
 class TopicCell:
     """A cell over real topics in real time for a :class:`~robot_rl.ros.topic_env.TopicEnv` in the test process: the
     arm's pose and fingers (``finger`` m each) and the operator's twist (``push`` m/s up) and gripper ``buttons``,
-    each published every ``period`` s by a timer (as drivers and spacenav_node do), and the reset service. With
-    ``signals`` the timer publishes success false and reward 0 too; without, the test publishes them."""
+    each published every ``period`` s by a timer (as drivers and spacenav_node do), and the reset service, which
+    answers after ``reset_seconds`` (a scene put back by a person; served by ``reset_node``, spun apart, so the streams
+    go on meanwhile). With ``signals`` the timer publishes success false and reward 0 too; without, the test
+    publishes them."""
 
-    def __init__(self, node, signals: bool = True, period: float = 0.02):
+    def __init__(self, node, signals: bool = True, period: float = 0.02, reset_seconds: float = 0.0, reset_node=None):
         import numpy as np
         from geometry_msgs.msg import PoseStamped, Twist
         from sensor_msgs.msg import JointState, Joy
@@ -241,12 +243,13 @@ class TopicCell:
             publish["/spacenav/joy"].publish(joy_msg([0.0] * 6, self.buttons, now))
 
         def reset(request, response):
+            time.sleep(reset_seconds)
             self.resets += 1
             response.success, response.message = True, f"reset {self.resets}"
             return response
 
         node.create_timer(period, tick)
-        node.create_service(SetBool, "/rl/reset", reset)
+        (reset_node or node).create_service(SetBool, "/rl/reset", reset)
 
 
 def topic_env_settings(**changes):

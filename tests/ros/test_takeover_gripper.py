@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from tests.conftest import require
 from tests.ros.graph_helpers import PROPRIO_LAYOUT, TopicCell, topic_env_settings, wait_until
@@ -78,3 +79,29 @@ def test_the_teleop_node_publishes_a_gripper_button_only_while_it_is_pressed():
     assert state.gripper_buttons(pressed + BUTTON_HOLD + 0.01) == [0, 0], "a click stays pressed"
     state.press("open")
     assert state.gripper_buttons(state.gripper_press[1]) == [0, 1]
+
+
+def test_a_reset_that_takes_longer_than_ten_stream_timeouts_is_waited_for_not_a_stall():
+    """Issue 73 item 5: 11 of 23 episodes paused with "no message on /rl/reset (no response) for 10.00 s" while the
+    scene reset (homing, then a person putting the cube back) simply took 10-13 s: a reset in progress is not a stalled
+    stream. The actor waits ``ros.reset_timeout`` for it."""
+    rclpy = require("rclpy")
+    from robot_rl.ros.node_main import spinning_in_background
+    from robot_rl.ros.topic_env import StreamStalled, TopicEnv
+
+    rclpy.init()
+    actor, cell_node = rclpy.create_node("robot_rl_actor"), rclpy.create_node("robot_rl_test_cell")
+    reset_node = rclpy.create_node("robot_rl_test_reset")
+    cell = TopicCell(cell_node, reset_seconds=3.0, reset_node=reset_node)
+    try:
+        with spinning_in_background(actor), spinning_in_background(cell_node), spinning_in_background(reset_node):
+            slow = TopicEnv(actor, topic_env_settings(stream_timeout=0.2, reset_timeout=30.0), PROPRIO_LAYOUT)
+            obs, info = slow.reset()
+            assert cell.resets == 1 and info["reset"] == "reset 1" and obs["state"].shape == (13,)
+            short = TopicEnv(actor, topic_env_settings(stream_timeout=0.2, reset_timeout=1.0), PROPRIO_LAYOUT)
+            with pytest.raises(StreamStalled, match="no response"):
+                short.reset()  # a reset that never ends is still named
+    finally:
+        for node in (actor, cell_node, reset_node):
+            node.destroy_node()
+        rclpy.shutdown()
