@@ -25,6 +25,7 @@ checkpoint resumes from it (agent, buffers, counters) and publishes its weights 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from robot_rl.runtime.fleet_settings import fleet_settings, robot_path
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.run_folder import given_keys, resumed_config, run_folder
 from robot_rl.runtime.run_loop import Run
+from robot_rl.runtime.safety_learning import SAFETY_COUNTS
 from robot_rl.runtime.session import LearnerSession
 from robot_rl.runtime.train_settings import settings_from
 
@@ -46,9 +48,10 @@ from ..data.episode_store import EpisodeStoreError
 from ..data.transition import stored_transitions
 from ..data.wire import TransitionSchema
 from . import qos
-from .guard import InputGuard
+from .guard import InputGuard, MessageError
 from .node_main import exit_with_error, node_config, node_task_spec, ros_node, spin
 from .sim_clock import ClockError, sim_time_of, wait_for_clock
+from .topic_env import EPISODE_STATS
 from .transport import RosTransport
 
 
@@ -150,15 +153,32 @@ def main(argv: list[str] | None = None) -> int:
                     log.info(line)
                 write_text_atomically(session.run_dir / "robots.json", json.dumps(transport.tally.summary(), indent=2))
 
-        # the run's loop without an env: no evaluation; its counts are the transitions ingested, its report the log
+        # the run's loop without an env: its counts are the transitions ingested and the actors' episode records, its
+        # evaluations the actors' on the cell; TensorBoard, summary.json and the learning curve as robot-rl train's
         run = Run(
             session,
             counters,
-            None,
+            cfg.task.get("name"),
             before_checkpoint=before_checkpoint,
             after_checkpoint=after_checkpoint,
-            reports=False,
+            progress_bar=False,
         )
+
+        def on_record(msg) -> None:
+            """An actor's episode record (``/rl/episode_stats``): a demonstration or an online episode counted and
+            logged, an evaluation into the run's history."""
+            kind, record = episode_record(msg.data)
+            counters.env_steps = learner.online_received
+            if kind == "demo":
+                counters.count_episode(demo=True)
+            elif kind == "train":
+                counters.count_episode(demo=False)  # its steps are the transitions ingested
+                counters.intervention_steps += int(record["interventions"])
+                run.episode_ended({**record, "demo": False}, actor=record.get("actor"))
+            elif kind == "eval":
+                run.evaluation_made({key: record[key] for key in EVALUATION_KEYS})
+
+        InputGuard(node).subscribe(String, EPISODE_STATS, on_record, qos.EPISODE_LOG)
 
         def checkpoint_if_due() -> None:
             counters.env_steps = learner.online_received
@@ -179,8 +199,26 @@ def main(argv: list[str] | None = None) -> int:
             learner.close()
             if learner.error is not None:
                 log.error(f"the learner failed: {learner.error!r}")
-            run.checkpoint("final")
+            summary = run.finish()
+            log.info(f"run summary: {json.dumps(summary, default=float)}")
     return 1 if learner.error is not None else 0
+
+
+EVALUATION_KEYS = ("episodes", "success_rate", "mean_length", "mean_return", "continuity_cost")
+EPISODE_KEYS = ("success", "return", "length", "interventions", "continuity_cost", *SAFETY_COUNTS)
+
+
+def episode_record(text: str) -> tuple[str, dict]:
+    """(kind, record) of an actor's ``/rl/episode_stats`` JSON, its figures checked (a record the run would count
+    must carry them, finite); a record of another kind (a pause) comes back with its kind; MessageError otherwise."""
+    record = json.loads(text)
+    if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+        raise MessageError("expected a JSON object with a kind")
+    needed = {"train": EPISODE_KEYS, "eval": EVALUATION_KEYS}.get(record["kind"], ())
+    bad = [key for key in needed if not isinstance(record.get(key), (int, float)) or not math.isfinite(record[key])]
+    if bad:
+        raise MessageError(f"a {record['kind']} record without finite {', '.join(bad)}")
+    return record["kind"], record
 
 
 if __name__ == "__main__":

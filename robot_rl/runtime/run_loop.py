@@ -48,9 +48,9 @@ class Run:
 
     ``evaluate`` plays the evaluations (None: the run does not evaluate, as the learner node, which has no env);
     ``before_checkpoint()`` runs before each checkpoint is written (take in every transition counted, flush the
-    recorders), ``after_checkpoint(reason)`` after (reason: ``due``, ``operator`` or ``final``); ``reports`` keeps the
-    progress bar, TensorBoard (``<run_dir>/tb``), ``summary.json`` and the learning curve (the learner node logs
-    instead: False); ``title`` begins the progress bar (``train``, ``fleet``)."""
+    recorders), ``after_checkpoint(reason)`` after (reason: ``due``, ``operator`` or ``final``); ``progress_bar``: a tqdm
+    bar of the online steps (the learner node logs instead: False); TensorBoard (``<run_dir>/tb``), ``summary.json``
+    and the learning curve are kept either way; ``title`` begins the progress bar (``train``, ``fleet``)."""
 
     def __init__(
         self,
@@ -61,7 +61,7 @@ class Run:
         evaluate: Evaluation | None = None,
         before_checkpoint: Callable[[], None] | None = None,
         after_checkpoint: Callable[[str], None] | None = None,
-        reports: bool = True,
+        progress_bar: bool = True,
         title: str = "train",
     ):
         self.learning, self.counters, self.task_name = learning, counters, task_name
@@ -73,12 +73,12 @@ class Run:
         self.stop = StopRequest()  # a stop request (Ctrl-C under interruptible(), or the caller's)
         self.interrupted = False  # a second Ctrl-C or SIGTERM ended the loop at once
         self.target_reached = False  # an evaluation reached train.stop_at_success: the caller ends the run
-        self.tb = self.progress = None
+        self.progress = None
         self.title = title
-        if reports:
-            from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(str(learning.run_dir / "tb"))
+        self.tb = SummaryWriter(str(learning.run_dir / "tb"))
+        if progress_bar:
             self.progress = tqdm(
                 total=self.settings.env_steps,
                 initial=counters.env_steps,
@@ -126,8 +126,6 @@ class Run:
             return
         counters = self.counters
         counters.episode_log.append({"env_steps": counters.env_steps, **stats})
-        if self.tb is None:
-            return
         step, tb = counters.env_steps, self.tb
         tb.add_scalar("train/success", float(stats["success"]), step)
         tb.add_scalar("train/return", stats["return"], step)
@@ -180,6 +178,19 @@ class Run:
         if finished and self.progress is not None:  # the bar is full: say what the run does meanwhile
             self.progress.set_postfix_str(f"final evaluation: {episodes} episodes", refresh=True)
         result = self.evaluate(episodes)
+        self.evaluation_made(result)
+        if not finished and self.settings.target_reached(result["success_rate"]):
+            self.target_reached = True
+            tqdm.write(
+                f"robot-rl {self.title}: evaluation success {result['success_rate']:.2f} at "
+                f"{self.counters.env_steps} online steps reached train.stop_at_success="
+                f"{self.settings.stop_at_success:g}: the final evaluation, then the end of the run",
+                file=sys.stderr,
+            )
+
+    def evaluation_made(self, result: dict[str, Any]) -> None:
+        """An evaluation's figures (:func:`~robot_rl.runtime.evaluate.evaluation_summary`'s: this run's, or an actor's
+        on the cell that the learner node hears of) into the run's history, TensorBoard and the progress bar."""
         counters = self.counters
         entry = {
             "env_steps": counters.env_steps,
@@ -188,19 +199,10 @@ class Run:
             **result,
         }
         counters.history.append(entry)
-        if not finished and self.settings.target_reached(result["success_rate"]):
-            self.target_reached = True
-            tqdm.write(
-                f"robot-rl {self.title}: evaluation success {result['success_rate']:.2f} at {counters.env_steps} "
-                f"online steps reached train.stop_at_success={self.settings.stop_at_success:g}: the final "
-                "evaluation, then the end of the run",
-                file=sys.stderr,
-            )
-        if self.tb is not None:
-            self.tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
-            self.tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
-            self.tb.add_scalar("eval/return", result["mean_return"], counters.env_steps)
-            self.tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
+        self.tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
+        self.tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
+        self.tb.add_scalar("eval/return", result["mean_return"], counters.env_steps)
+        self.tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
         if self.progress is not None:
             self.progress.set_postfix(
                 eval_success=f"{result['success_rate']:.2f}",
@@ -213,8 +215,7 @@ class Run:
         self.close_progress()
         with deferred_interrupt():
             self.checkpoint("final")
-        if self.tb is not None:
-            self.tb.close()
+        self.tb.close()
         run_dir = self.learning.run_dir
         reached = {"stop_at_success_reached": self.target_reached}  # the run ended at train.stop_at_success
         summary = write_summary(

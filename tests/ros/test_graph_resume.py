@@ -31,6 +31,12 @@ def test_a_resumed_sim_train_launch_continues_the_actors_budget(tmp_path):
     kept = run_dir / "actor_episodes.zarr.random_state.json"  # the actor's draws after its last episode (issue 71)
     drawn = json.loads(kept.read_text())
     assert "generator" in drawn
+    # a graph run ends as robot-rl train does (issue 73 item 4): summary.json with counts that add up, the learning
+    # curve and TensorBoard, the episodes counted from the actor's records (counters.json said 0 episodes)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["demo_episodes"] == 1 and summary["episodes"] >= 3 and summary["env_steps"] == 60, summary
+    assert (run_dir / "learning_curve.png").is_file() and any((run_dir / "tb").iterdir())
+    assert "run summary: {" in first.stdout
     again = launch("sim_train", f"train.run_dir={run_dir}", "train.env_steps=100", timeout=120)
     assert again.returncode == 2 and "train.resume=true" in again.stderr and "[launch] started" not in again.stdout
     resumed = launch("sim_train", f"train.run_dir={run_dir}", "train.resume=true", "train.env_steps=100", timeout=300)
@@ -42,6 +48,8 @@ def test_a_resumed_sim_train_launch_continues_the_actors_budget(tmp_path):
     assert "actor done: 100 env steps" in output and '"kind": "demo"' not in output, output[-3000:]
     counters = json.loads((run_dir / "checkpoint" / "counters.json").read_text())
     assert counters["online_received"] == 100  # 60 + the 40 the budget had left
+    resumed_summary = json.loads((run_dir / "summary.json").read_text())
+    assert resumed_summary["demo_episodes"] == 1 and resumed_summary["episodes"] > summary["episodes"]
     episodes = recorded_episodes(run_dir)  # a loaded recorder leaves some to the actor's own store
     sources = [episode["source"] for episode in episodes]
     assert sources.count("demo") == 1  # the demonstration was not played again
