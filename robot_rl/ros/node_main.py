@@ -283,6 +283,9 @@ def spin(node, until: Callable[[], bool] = lambda: False) -> None:
             release(executor, node)
 
 
+STALL_WARNING_PERIOD = 60.0  # s between two warnings of a tick loop that cannot keep its rate
+
+
 @dataclass
 class TickCounts:
     """What :func:`spin_at_rate` did: ``ticks`` made, ``skipped`` deadlines dropped after a stall."""
@@ -326,7 +329,8 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
     The deadlines are absolute, ``start + k / rate_hz`` on the monotonic clock; until the next one the executor
     serves what comes in, waiting at most until the deadline. A tick that comes late is still made, at once (it
     reads the newest command and state). When the loop ends up more than ``max_lag`` periods behind (a stall), the
-    missed deadlines are dropped, counted in ``skipped`` and logged (a warning at most every 5 s): ticks are never
+    missed deadlines are dropped, counted in ``skipped`` and logged (a warning at most every ``STALL_WARNING_PERIOD``
+    s, with the rate the loop holds and what to do): ticks are never
     made back to back to catch up. The objects made before the loop are frozen out of garbage collection
     (``gc.freeze``), and the collector runs while the loop waits (:func:`collect_garbage_between_ticks`), never in a
     tick (paused during each, :func:`collector_paused`: what a tick leaves is collected after it, also by a loop that
@@ -342,7 +346,7 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
 
     executor, period, counts = executor_of(node), 1.0 / rate_hz, TickCounts()
     gc.freeze()  # what the node built at start-up lives as long as it does: no collection walks it again
-    deadline = time.monotonic()
+    deadline = started = time.monotonic()
     with stop_requests() as stop:
         try:
             while rclpy.ok() and not stop.is_set():
@@ -360,10 +364,13 @@ def spin_at_rate(node, tick: Callable[[], None], rate_hz: float, max_lag: int = 
                 if behind > max_lag:  # a stall: drop the missed deadlines rather than tick them back to back
                     counts.skipped += behind
                     deadline += behind * period
+                    held = counts.ticks / max(time.monotonic() - started, period)
                     node.get_logger().warning(
-                        f"fell {behind} ticks behind ({behind * period * 1e3:.1f} ms): skipped them "
-                        f"({counts.skipped} skipped since start; {counts.ticks} ticks made)",
-                        throttle_duration_sec=5.0,
+                        f"the {rate_hz:g} Hz loop holds {held:.0f} ticks/s: {counts.skipped} deadlines skipped since "
+                        f"start ({counts.ticks} ticks made; the last stall {behind * period * 1e3:.1f} ms). The machine "
+                        "cannot keep this rate: lower it (--rate-hz; in a graph robot.safety=[--rate-hz,N]) or give "
+                        "the node a core of its own",
+                        throttle_duration_sec=STALL_WARNING_PERIOD,
                     )
         except ExternalShutdownException:
             pass

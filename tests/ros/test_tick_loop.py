@@ -12,9 +12,25 @@ from tests.conftest import require
 PERIOD = 0.01  # s
 
 
-def run_loop(tick_body, ticks: int):
+class LogSpy:
+    """A node's logger that keeps its warnings (throttled as rclpy's is, per call site: by ``throttle_duration_sec``)."""
+
+    def __init__(self):
+        self.warnings: list[str] = []
+        self.last = -float("inf")
+
+    def warning(self, text: str, throttle_duration_sec: float = 0.0) -> None:
+        if time.monotonic() - self.last >= throttle_duration_sec:
+            self.last = time.monotonic()
+            self.warnings.append(text)
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def run_loop(tick_body, ticks: int, log: LogSpy | None = None):
     """Spin a node that publishes a counter every tick and counts what it receives; Ctrl-C after ``ticks`` ticks.
-    (tick start times, messages received, the loop's counts)."""
+    (tick start times, messages received, the loop's counts). ``log``: the node's logger."""
     rclpy = require("rclpy")
     from std_msgs.msg import UInt32
 
@@ -22,6 +38,8 @@ def run_loop(tick_body, ticks: int):
 
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_tick_loop")
+    if log is not None:
+        node.get_logger = lambda: log
     try:
         publisher = node.create_publisher(UInt32, "/test/ticks", 10)
         received: list[int] = []
@@ -57,10 +75,17 @@ def test_late_ticks_are_made_on_the_absolute_schedule_and_callbacks_run_between_
 
 
 def test_a_stall_drops_the_missed_deadlines_counts_them_and_the_loop_goes_on():
-    started, _, counts = run_loop(lambda k: time.sleep(30 * PERIOD) if k == 5 else None, ticks=20)
+    """Issue 73 item 5: the safety node printed 98 warnings in 8 minutes ("fell 3 ticks behind ... 387,493 skipped
+    since start"), none saying what to do. A loop that cannot keep its rate says once a minute what it holds and what
+    to change."""
+    log = LogSpy()
+    stalls = (5, 9, 14)
+    started, _, counts = run_loop(lambda k: time.sleep(30 * PERIOD) if k in stalls else None, ticks=20, log=log)
+    assert len(log.warnings) == 1, log.warnings  # three stalls, one warning
+    assert "ticks/s" in log.warnings[0] and "lower it (--rate-hz" in log.warnings[0], log.warnings
     assert counts.ticks == 20
-    assert counts.skipped >= 15  # not ticked back to back after the stall
-    intervals = [later - earlier for earlier, later in itertools.pairwise(started[5:])]
+    assert counts.skipped >= 3 * 15  # not ticked back to back after the stalls
+    intervals = [later - earlier for earlier, later in itertools.pairwise(started[15:])]
     assert sorted(intervals)[len(intervals) // 2] > 0.8 * PERIOD  # the median: a preempted loop may tick twice late
 
 
