@@ -144,7 +144,7 @@ def test_a_fast_critic_without_a_sim_rate_is_refused_in_train(tmp_path, capsys, 
     assert not run.exists()
 
 
-def test_the_final_evaluation_says_it_runs():
+def test_the_final_evaluation_says_it_runs(tmp_path):
     """The progress bar sat at 100% with no word for the final 50 episodes (~36 s)."""
     from types import SimpleNamespace
 
@@ -171,8 +171,9 @@ def test_the_final_evaluation_says_it_runs():
         shown.append(("evaluating", episodes))
         return result
 
-    learning = SimpleNamespace(settings=TrainSettings(final_eval_episodes=50, eval_episodes=20), learner=None)
-    run = Run(learning, Counters(), "reach", evaluate=evaluate, reports=False)
+    settings = TrainSettings(final_eval_episodes=50, eval_episodes=20)
+    learning = SimpleNamespace(settings=settings, learner=None, run_dir=tmp_path)
+    run = Run(learning, Counters(), "reach", evaluate=evaluate, progress_bar=False)
     run.progress, run.tb = Bar(), Board()
     run.record_evaluation(finished=False)
     assert shown[0] == ("evaluating", 20)  # an evaluation during the run: as before

@@ -440,7 +440,10 @@ def test_checkpoint_from_another_task_is_refused(tmp_path):
 
 def test_existing_run_dir_needs_resume(tmp_path):
     (tmp_path / "r").mkdir()
-    (tmp_path / "r" / "something").write_text("x")
+    (tmp_path / "r" / "something").write_text("x")  # no run: another name, not a resume (test_resume.py)
+    with pytest.raises(ConfigError, match="holds files that are no robot_rl run"):
+        train(load_config([f"train.run_dir={tmp_path / 'r'}"]))
+    (tmp_path / "r" / "config.yaml").write_text("seed: 0\n")  # a run's folder: continue it with train.resume=true
     with pytest.raises(ConfigError, match="train.resume=true"):
         train(load_config([f"train.run_dir={tmp_path / 'r'}"]))
 

@@ -162,6 +162,7 @@ def test_an_online_episode_a_stall_cuts_counts_as_the_stores_count_it_and_an_aba
         log=SimpleNamespace(warning=lambda text, **k: warnings.append(text), info=lambda *a, **k: None),
         publish=lambda kind, stats: None,
         wait_for_streams=lambda topic: None,
+        keep_random_state=lambda: None,
     )
     ActorLoop.run(loop)
     assert counters.episodes == 2  # the cut one and the finished one, not the abandoned demonstration

@@ -44,6 +44,7 @@ def actor_loop(*, demos: int, weights_after: int | None, subscribers: list[str],
             session.weights_version = LEARNER_VERSION
 
     warnings: list[str] = []
+    kept: list[int] = []  # the acting random state kept after each finished episode (for a resume)
     ros = SimpleNamespace(eval_only=False, demos_only=False, eval_every_episodes=0, startup_timeout=startup_timeout)
     loop = SimpleNamespace(
         cfg=SimpleNamespace(ros=ros),
@@ -57,9 +58,11 @@ def actor_loop(*, demos: int, weights_after: int | None, subscribers: list[str],
         load_new_weights=load_new_weights,
         log=SimpleNamespace(warning=warnings.append, info=lambda *a, **k: None),
         publish=lambda kind, stats: None,
+        keep_random_state=lambda: kept.append(len(played)),
     )
     loop.wait_for_learner_weights = lambda: ActorLoop.wait_for_learner_weights(loop)
     ActorLoop.run(loop)
+    assert kept == list(range(1, len(played) + 1))
     return played, warnings
 
 
