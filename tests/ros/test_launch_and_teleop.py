@@ -513,28 +513,10 @@ def test_a_sim_robot_that_dies_ends_the_launch(tmp_path, graph):
     """The sim robot is the rehearsal's arm: when it exits, the launch stops the graph with its code. It did not
     (only the actor was required), so the actor waited for its streams and the launch hung until killed. The
     graph's own node entries run, each with a stand-in module: the sim robot exits with 3, the others wait."""
-    import threading
-
-    from robot_rl.cli.graph import Launcher, graph_nodes
-    from robot_rl.core.composed_config import load_config
-
-    (tmp_path / "exits.py").write_text("import sys, time\ntime.sleep(0.5)\nsys.exit(3)\n")
-    (tmp_path / "waits.py").write_text("import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n")
-    nodes = graph_nodes(load_config(graph))
-    for node in nodes:
-        node.module, node.hydra, node.args = ("exits" if node.name == "sim_robot" else "waits"), False, []
-    result: list[int] = []
-    with open(tmp_path / "launch.log", "w") as log:
-        launcher = Launcher(nodes, [], grace=5.0, out=log, env={"PYTHONPATH": str(tmp_path)})
-        run = threading.Thread(target=lambda: result.append(launcher.run()))
-        run.start()
-        run.join(timeout=30)
-        if run.is_alive():  # the old graph: stop it, then fail
-            launcher.stop()
-            run.join()
-    assert result == [3] and run.is_alive() is False, (tmp_path / "launch.log").read_text()
-    assert all(process.poll() is not None for process in launcher.processes.values())
-    assert "sim_robot exited with code 3; stopping the graph" in (tmp_path / "launch.log").read_text()
+    exits = "import sys, time\ntime.sleep(0.5)\nsys.exit(3)\n"
+    code, log = run_stand_ins(tmp_path, {"sim_robot": exits}, required_after=60.0, graph=graph, timeout=30.0)
+    assert code == 3, log
+    assert "sim_robot exited with code 3; stopping the graph" in log
 
 
 @pytest.mark.parametrize(
@@ -587,9 +569,16 @@ def test_a_session_rewarded_by_another_node_has_no_reward_node_and_needs_no_clas
     assert len(started) == 1 and "reward" not in {node.name for node in started[0].nodes}
 
 
-def run_stand_ins(tmp_path, modules: dict[str, str], required_after: float = 4.0) -> tuple[int, str]:
-    """sim_train's node entries, each running a stand-in: ``modules`` maps node names to Python source, the actor
-    exits 0 after ``required_after`` s and the others wait. Returns the launch's exit code and its log."""
+def run_stand_ins(
+    tmp_path,
+    modules: dict[str, str],
+    required_after: float = 4.0,
+    graph: list[str] | None = None,
+    timeout: float = 60.0,
+) -> tuple[int | None, str]:
+    """The node entries of ``graph`` (default sim_train), each running a stand-in: ``modules`` maps node names to
+    Python source, the actor exits 0 after ``required_after`` s and the others wait. Returns the launch's exit code
+    (None: it had not ended within ``timeout`` s and was stopped) and its log."""
     import threading
 
     from robot_rl.cli.graph import Launcher, graph_nodes
@@ -599,7 +588,7 @@ def run_stand_ins(tmp_path, modules: dict[str, str], required_after: float = 4.0
     sources = {"waits": waits, "actor": f"import time\ntime.sleep({required_after})\n", **modules}
     for name, source in sources.items():
         (tmp_path / f"{name}.py").write_text(source)
-    nodes = graph_nodes(load_config(["graph=sim_train"]))
+    nodes = graph_nodes(load_config(graph or ["graph=sim_train"]))
     for node in nodes:
         node.module, node.hydra, node.args = (node.name if node.name in sources else "waits"), False, []
     result: list[int] = []
@@ -607,8 +596,8 @@ def run_stand_ins(tmp_path, modules: dict[str, str], required_after: float = 4.0
         launcher = Launcher(nodes, [], grace=5.0, out=log, env={"PYTHONPATH": str(tmp_path)})
         run = threading.Thread(target=lambda: result.append(launcher.run()))
         run.start()
-        run.join(timeout=60)
-        if run.is_alive():
+        run.join(timeout=timeout)
+        if run.is_alive():  # a launch that hangs: stop it, then the caller's assertions fail
             launcher.stop()
             run.join()
     assert all(process.poll() is not None for process in launcher.processes.values())

@@ -468,22 +468,10 @@ def test_sim_time_the_actor_reads_the_humans_input_of_the_observation_it_acts_on
     from robot_rl.ros.node_main import spinning_in_background
     from robot_rl.ros.sim_clock import sim_time_parameters
     from robot_rl.ros.teleop_source import TopicTeleop
-    from robot_rl.ros.topic_env import JOINTS, POSE, REWARD, SUCCESS, TopicEnv, TopicEnvSettings
+    from robot_rl.ros.topic_env import JOINTS, POSE, REWARD, SUCCESS, TopicEnv
+    from tests.ros.graph_helpers import PROPRIO_LAYOUT, topic_env_settings
 
-    layout = {"tcp_pos": (0, 3), "tcp_rotvec": (3, 3), "tcp_linvel": (6, 3), "tcp_angvel": (9, 3), "gripper": (12, 1)}
-    settings = TopicEnvSettings(
-        control_rate_hz=10.0,
-        action_dim=4,
-        pos_step=0.02,
-        rot_step=0.1,
-        workspace=np.array([[0.2, -0.4, 0.0], [0.8, 0.4, 0.5]]),
-        episode_steps=10,
-        cameras=(),
-        image_size=(64, 64),
-        terminate_on_success=True,
-        stream_timeout=10.0,
-        sim_time=True,
-    )
+    settings = topic_env_settings(episode_steps=10, sim_time=True)
     rclpy.init()
     actor = rclpy.create_node("robot_rl_actor", parameter_overrides=sim_time_parameters(True))
     sim = rclpy.create_node("robot_rl_test_sim")
@@ -535,7 +523,7 @@ def test_sim_time_the_actor_reads_the_humans_input_of_the_observation_it_acts_on
     sim.create_service(SetBool, "/rl/reset", reset)
     sim.create_subscription(PoseStamped, "/rl/action", on_action, qos.COMMAND)
     try:
-        env = TopicEnv(actor, settings, layout)
+        env = TopicEnv(actor, settings, PROPRIO_LAYOUT)
         teleop = TopicTeleop(env, deadzone=0.05, hold=0.3, lockstep=True)
         with spinning_in_background(actor), spinning_in_background(sim):
             obs, _ = env.reset()
