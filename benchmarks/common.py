@@ -43,10 +43,12 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:
-    """Write benchmarks/results/<name>.json with machine, command, date and figures."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write_result(name: str, figures: dict[str, Any], *, folder: Path | None = None, **extra: Any) -> Path:
+    """Write ``<folder>/<name>.json`` (:data:`RESULTS` as it is at the call unless told) with machine, command, date
+    and figures."""
+    folder = RESULTS if folder is None else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
     record = {
         "benchmark": name,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -167,6 +169,11 @@ def actor_records(output: str) -> list[tuple[float, dict[str, Any]]]:
             stamp = LOG_STAMP.search(line)
             records.append((float(stamp.group(1)), json.loads(line.split("]: ", 1)[1])))
     return records
+
+
+def launched_pids(log: str, node: str) -> list[int]:
+    """The process ids ``robot-rl launch`` started ``node`` with, in order (its ``started <node> (pid N)`` lines)."""
+    return [int(pid) for pid in re.findall(rf"\[launch\] started {node} \(pid (\d+)\)", log)]
 
 
 def stop_launch(process: subprocess.Popen, grace: float = 60.0) -> None:

@@ -75,7 +75,7 @@ def run_graph(rclpy, sim_time: bool, console: bool, seconds: float, camera_rate:
 
     from robot_rl.cli.graph import graph_nodes
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros import qos
+    from robot_rl.ros.plumbing import qos
 
     overrides = [*GRAPH, f"ros.sim_time={'true' if sim_time else 'false'}", f"ros.camera_rate_hz={camera_rate}"]
     nodes = {node.name: node for node in graph_nodes(load_config(overrides))}

@@ -230,7 +230,7 @@ def never_delete(work: Path, ready: dict[str, Path]) -> list[Row]:
     before = digest(folder)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "robot_rl.ros.recorder_node", *REACH, f"ros.recorder.store={folder}"],
+            [sys.executable, "-m", "robot_rl.ros.nodes.recorder_node", *REACH, f"ros.recorder.store={folder}"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -516,7 +516,7 @@ class Watch:
     def __init__(self, rclpy, name: str = "robot_rl_fault_watch"):
         from std_msgs.msg import String, UInt32
 
-        from robot_rl.ros import qos
+        from robot_rl.ros.plumbing import qos
 
         self.rclpy, self.node = rclpy, rclpy.create_node(name)
         self.records: list[dict] = []
@@ -557,7 +557,7 @@ def hostile_messages(work: Path, domain: int, rounds: int = 200) -> list[Row]:
     from sensor_msgs.msg import Image, JointState, Joy
     from std_msgs.msg import Float32MultiArray, Float64, String, UInt8MultiArray
 
-    from robot_rl.ros import qos
+    from robot_rl.ros.plumbing import qos
     from tests.ros import test_fuzz as junk
 
     cell = Cell(
@@ -635,7 +635,7 @@ def who_moves_the_arm(work: Path, domain: int) -> list[Row]:
     from std_msgs.msg import Empty
 
     from robot_rl.core.geometry import matrix_from_quat
-    from robot_rl.ros import qos
+    from robot_rl.ros.plumbing import qos
     from robot_rl.safety import Violation
 
     cell = Cell(work, [*REACH, f"train.run_dir={work / 'arm'}"], domain)

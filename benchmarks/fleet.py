@@ -65,8 +65,9 @@ from benchmarks.common import to_threshold, write_result
 from robot_rl.cli.graph import reserved_ros_domain
 from robot_rl.core.composed_config import load_config
 from robot_rl.core.transport import LocalTransport, updates_due
+from robot_rl.data.delivery_ledger import Numbered
 from robot_rl.data.streams import stored_tuples
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import Provenance, Transition
 from robot_rl.runtime.fleet_settings import PACES
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.train_settings import TrainSettings
@@ -98,9 +99,7 @@ def streams(count: int, rng: np.random.Generator) -> list[list[Transition]]:
                         truncated=t == length - 1,
                         intervened=bool(rng.random() < 0.1),
                         first=t == 0,
-                        episode=f"a{actor}e{number}",
-                        step=t,
-                        actor=f"actor{actor}",
+                        origin=Provenance(f"a{actor}e{number}", t, f"actor{actor}"),
                     )
                 )
                 step_count += 1
@@ -245,12 +244,12 @@ def driver_take_in(episodes: int, streams: int = 8) -> dict:
         seconds = {"decode": 0.0, "ingest": 0.0, "count": 0.0}
         for index, (payload, report) in enumerate(plays):
             began = time.perf_counter()
-            transitions = decode_hand_in(schema, payload)
+            delivered = decode_hand_in(schema, payload)
             decoded = time.perf_counter()
-            for transition in transitions:  # the plays of ``streams`` actors
-                transition.actor = f"ray{index % streams}"
+            # the plays of ``streams`` actors
+            delivered = [Numbered(n.transition.by(f"ray{index % streams}")) for n in delivered]
             ingesting = time.perf_counter()
-            learner.ingest_locked(transitions)
+            learner.ingest_locked(delivered)
             ingested = time.perf_counter()
             for episode in json.loads(report)["episodes"]:
                 counters.count_episode(episode["demo"], episode["length"])
@@ -311,13 +310,11 @@ def recording_speed(streams: int, episodes_per_stream: int, steps: int = 40) -> 
                     first=step == 0,
                     policy_action=action,
                     success=bool(info["success"]),
-                    episode=uid,
-                    step=step,
-                    actor=actor,
+                    origin=Provenance(uid, step, actor),
                 )
             )
             obs = next_obs
-        return encode_transitions(transitions)
+        return encode_transitions([Numbered(t) for t in transitions])
 
     hand_ins = [(f"ray{k}", episode(f"ray{k}")) for _ in range(episodes_per_stream) for k in range(streams)]
     with tempfile.TemporaryDirectory() as folder:

@@ -35,7 +35,7 @@ SENDER = textwrap.dedent(
     """
     import sys, time, numpy as np, rclpy
     from robot_rl.data.transition import Transition
-    from robot_rl.ros.transport import RosTransport
+    from robot_rl.ros.links.transport import RosTransport
     rclpy.init()
     node = rclpy.create_node("bench_transition_sender")
     transport = RosTransport(node, "actor")
@@ -53,7 +53,7 @@ WEIGHTS_RECEIVER = textwrap.dedent(
     """
     import json, time, rclpy
     from std_msgs.msg import String, UInt8MultiArray
-    from robot_rl.ros import qos
+    from robot_rl.ros.plumbing import qos
     from robot_rl.data.wire import decode_weights
     from robot_rl.core.composed_config import load_config
     from robot_rl.runtime.envs import make_env, observation_shapes
@@ -96,8 +96,8 @@ def node(module: str, *args: str) -> subprocess.Popen:
 def camera_to_command(rclpy, seconds: float) -> dict:
     from geometry_msgs.msg import PoseStamped
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import seconds as to_seconds
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import seconds as to_seconds
 
     overrides = [
         *PIXEL_TASK,
@@ -111,9 +111,9 @@ def camera_to_command(rclpy, seconds: float) -> dict:
         "task.episode_steps=50",
     ]
     processes = [
-        node("robot_rl.ros.sim_robot_node", *overrides),
-        node("robot_rl.ros.safety_node", "--rate-hz", "500", "robot.limits.state_timeout=0.05"),
-        node("robot_rl.ros.actor_node", *overrides),
+        node("robot_rl.ros.emulation.sim_robot_node", *overrides),
+        node("robot_rl.ros.safety.safety_node", "--rate-hz", "500", "robot.limits.state_timeout=0.05"),
+        node("robot_rl.ros.nodes.actor_node", *overrides),
     ]
     listener = rclpy.create_node("bench_command_listener")
     latencies: list[float] = []
@@ -168,7 +168,7 @@ def policy_act_ms(overrides: list[str]) -> float:
 
 
 def transitions_per_second(rclpy, count: int) -> dict:
-    from robot_rl.ros.transport import RosTransport
+    from robot_rl.ros.links.transport import RosTransport
 
     receiver = rclpy.create_node("bench_transition_receiver")
     transport = RosTransport(receiver, "learner")
@@ -202,8 +202,8 @@ def weight_updates(rclpy, updates: int, task: list[str]) -> dict:
 
     from robot_rl.core.composed_config import load_config
     from robot_rl.data.wire import encode_weights
-    from robot_rl.ros import qos
-    from robot_rl.ros.transport import WEIGHTS_TOPIC
+    from robot_rl.ros.links.transport import WEIGHTS_TOPIC
+    from robot_rl.ros.plumbing import qos
     from robot_rl.runtime.envs import make_env, observation_shapes
     from robot_rl.runtime.session import make_agent
 

@@ -170,9 +170,7 @@ class Bench:
         batch = self.sampler.sample(1)
         # one observation as an env gives it (host arrays; the old sampler's batch is numpy, the new one's tensors),
         # acted on with ``act``, which both codes have
-        obs = {
-            key: np.asarray(value.cpu() if hasattr(value, "cpu") else value)[0] for key, value in batch["obs"].items()
-        }
+        obs = {key: np.asarray(value.cpu() if hasattr(value, "cpu") else value)[0] for key, value in batch.obs.items()}
         stop = threading.Event()
 
         def learn() -> None:

@@ -1,14 +1,15 @@
 """The README's main job (``robot-rl train``, default pick_cube with the scripted human) for
 several seeds, one after the other: how soon it first reaches 90% success, whether it stays there, and its end.
 
-    python -m benchmarks.main_job [--seeds 0 1 2 3 4] [--name main_job] [overrides ...]
+    python -m benchmarks.main_job [--seeds 0 1 2 3 4] [--workers 1] [--name main_job] [overrides ...]
 
 Writes ``benchmarks/results/<name>.json``; with overrides (e.g. ``agent.bc_weight=0``) give another ``--name`` so
 the defaults' figures stay. Per seed (``per_seed``, keyed by seed): ``steps_to_90`` (online env steps of the first
 evaluation at >= 90% success; null when never), ``seconds_to_90`` (the run's wall clock then, demonstrations
 included), ``final_eval_success``, ``worst_drop_after_90`` (the largest fall of an evaluation below the best
-one before it, from the first >= 90% on: 0 when it never fell) and ``eval_history`` ([env steps, success,
-intervention rate, wall s]). The medians over seeds are ``median_steps_to_90`` and ``median_seconds_to_90``.
+one before it, from the first >= 90% on: 0 when it never fell), ``takeover_rate_last_2000`` (the share of the online
+steps of the run's last 2,000 that the scripted human played) and ``eval_history`` ([env steps, success,
+intervention rate of the last 20 episodes, wall s, SAC's temperature, the entropy of its exploration noise (nats)]). The medians over seeds are ``median_steps_to_90`` and ``median_seconds_to_90``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import RESULTS, run_training, save_figure, style_success_axis, write_result
+from benchmarks.common import RESULTS, run_training, save_figure, side_by_side, style_success_axis, write_result
 
 THRESHOLD = 0.9
 
@@ -50,9 +51,17 @@ def seed_record(summary: dict, wall: float) -> dict:
         "final_eval_mean_length": summary["final_eval_mean_length"],
         "env_steps": summary["env_steps"],
         "intervention_steps": summary["intervention_steps"],
+        "takeover_rate_last_2000": summary["takeover_rate_last_2000"],
         "wall_seconds_total": round(wall, 1),
         "eval_history": [
-            (h["env_steps"], h["success_rate"], round(h["intervention_rate"], 3), round(h["wall_seconds"], 1))
+            (
+                h["env_steps"],
+                h["success_rate"],
+                round(h["intervention_rate"], 3),
+                round(h["wall_seconds"], 1),
+                round(h.get("alpha", float("nan")), 5),
+                round(h.get("entropy", float("nan")), 3),
+            )
             for h in history
         ],
     }
@@ -91,6 +100,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--runs", default="runs/main_job")
     parser.add_argument("--name", default="main_job", help="results file benchmarks/results/<name>.json")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="seeds run at a time (each on a core; the seconds then share the machine)",
+    )
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     taken = [str(Path(args.runs) / f"seed{seed}") for seed in args.seeds if (Path(args.runs) / f"seed{seed}").exists()]
@@ -99,29 +114,36 @@ def main() -> None:
             f"robot-rl: error: runs={args.runs}; expected no seed folders yet, found {' '.join(taken)}", file=sys.stderr
         )
         sys.exit(2)
-    per_seed = {}
-    for seed in args.seeds:
+
+    def run_seed(seed: int) -> dict:
         start = time.monotonic()
         summary = run_training(Path(args.runs) / f"seed{seed}", [f"seed={seed}", *args.overrides])
-        per_seed[str(seed)] = record = seed_record(summary, time.monotonic() - start)
+        record = seed_record(summary, time.monotonic() - start)
         print(
             f"seed {seed}: 90% at {record['steps_to_90']} steps / {record['seconds_to_90']} s, final "
-            f"{record['final_eval_success']:.2f}, worst drop after 90% {record['worst_drop_after_90']}",
+            f"{record['final_eval_success']:.2f}, worst drop after 90% {record['worst_drop_after_90']}, takeover rate "
+            f"over the last 2,000 steps {record['takeover_rate_last_2000']:.3f}",
             flush=True,
         )
+        return record
+
+    per_seed = {str(seed): record for seed, record in side_by_side(run_seed, args.seeds, workers=args.workers).items()}
     records = list(per_seed.values())
     figures = {
         "per_seed": per_seed,
         "median_steps_to_90": median_or_none([r["steps_to_90"] for r in records]),
         "median_seconds_to_90": median_or_none([r["seconds_to_90"] for r in records]),
         "min_final_eval_success": min(r["final_eval_success"] for r in records),
+        "max_takeover_rate_last_2000": max(r["takeover_rate_last_2000"] for r in records),
         "max_worst_drop_after_90": max(
             (r["worst_drop_after_90"] for r in records if r["worst_drop_after_90"] is not None), default=None
         ),
     }
     print({key: value for key, value in figures.items() if key != "per_seed"})
     path = write_result(
-        args.name, figures, settings={"overrides": args.overrides, "command": "robot-rl train seed=<seed>"}
+        args.name,
+        figures,
+        settings={"overrides": args.overrides, "command": "robot-rl train seed=<seed>", "workers": args.workers},
     )
     plot(per_seed, RESULTS / f"{args.name}.png")
     print("wrote", path, "and its PNG")

@@ -4,7 +4,7 @@
    layer, separately and together, p50 / p99 (target p99 <= 200 us), medians over ``--rounds``. The risk model has the
    default critic size (``SafetyCriticConfig.hidden``, twin heads) on pick_cube's state; each step scores the
    proposed action, its 0.5x and 0.25x versions, the hold action and six escape steps in one batch.
-2. Across processes: the fast-loop node (``robot_rl.ros.safety_node``) at a 1 kHz setting in its
+2. Across processes: the fast-loop node (``robot_rl.ros.safety.safety_node``) at a 1 kHz setting in its
    own process, fed a 1 kHz state stream: the achieved output rate and the period p99 seen by a
    subscriber, and the command latency actor -> node -> arm topic (a target that differs from the
    last by less than one tick's step limit, from publish to the first output that carries it).
@@ -89,7 +89,7 @@ def across_processes(seconds: float, rate_hz: float = 1000.0) -> dict:
         [
             sys.executable,
             "-m",
-            "robot_rl.ros.safety_node",
+            "robot_rl.ros.safety.safety_node",
             "--rate-hz",
             str(rate_hz),
             "--senders",

@@ -1,6 +1,6 @@
 """The fast loop with its learned critic in every tick: rate, tick time and critic time of the safety node at 1 kHz.
 
-The safety node runs as its own process (``robot_rl.ros.safety_node --rate-hz 1000`` with
+The safety node runs as its own process (``robot_rl.ros.safety.safety_node --rate-hz 1000`` with
 ``safety.fast_critic.enabled=true``) on a risk model of a realistic size (26 -> 128 -> 128 -> 1, ReLU, random
 He-initialised weights, written to a temporary ``.npz``); every tick it scores the commanded delta and, when that
 does not pass alone, its 0.5x and 0.25x versions, hold and retreat too (5 candidates), before the hard layer. This
@@ -148,9 +148,9 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
     from robot_rl.cli.graph import reserved_ros_domain
     from robot_rl.core.blas import blas_kernels
     from robot_rl.core.geometry import matrix_from_rotvec
-    from robot_rl.ros import qos
-    from robot_rl.ros.fast_critic import STATS_TOPIC, WEIGHTS_TOPIC, percentiles
-    from robot_rl.ros.messages import numpy_to_pose, stamp
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import numpy_to_pose, stamp
+    from robot_rl.ros.safety.fast_critic import STATS_TOPIC, WEIGHTS_TOPIC, percentiles
     from robot_rl.safety.fast_critic import BYPASS_REASONS, FORWARD
 
     model = risk_model(seed)
@@ -163,7 +163,7 @@ def run(seconds: float, warmup: float, weights_every: float, seed: int, steps: i
         command = [
             sys.executable,
             "-m",
-            "robot_rl.ros.safety_node",
+            "robot_rl.ros.safety.safety_node",
             "--rate-hz",
             str(TARGET_HZ),
             "--senders",

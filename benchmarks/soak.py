@@ -72,7 +72,7 @@ def descendants(pid: int) -> list[int]:
 
 
 def node_name(pid: int) -> str | None:
-    """The node a process runs: ``robot_rl.ros.actor_node`` -> ``actor_node``; None for any other process."""
+    """The node a process runs: ``robot_rl.ros.nodes.actor_node`` -> ``actor_node``; None for any other process."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:

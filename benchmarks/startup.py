@@ -23,13 +23,13 @@ from benchmarks.common import write_result
 ROOT = Path(__file__).resolve().parent.parent
 #: what each process does, as ``python -c`` text
 PROCESSES = {
-    "safety_node": "import robot_rl.ros.safety_node",
-    "sim_robot_node": "import robot_rl.ros.sim_robot_node",
-    "recorder_node": "import robot_rl.ros.recorder_node",
-    "teleop_node": "import robot_rl.ros.teleop_node",
-    "console_node": "import robot_rl.ros.console_node",
-    "actor_node": "import robot_rl.ros.actor_node",
-    "learner_node": "import robot_rl.ros.learner_node",
+    "safety_node": "import robot_rl.ros.safety.safety_node",
+    "sim_robot_node": "import robot_rl.ros.emulation.sim_robot_node",
+    "recorder_node": "import robot_rl.ros.nodes.recorder_node",
+    "teleop_node": "import robot_rl.ros.nodes.teleop_node",
+    "console_node": "import robot_rl.ros.console.console_node",
+    "actor_node": "import robot_rl.ros.nodes.actor_node",
+    "learner_node": "import robot_rl.ros.nodes.learner_node",
     "launcher": "import robot_rl.cli.graph",
     "refused_command_line": "from robot_rl.cli.main import main; main(['train', 'task=nope'])",
 }

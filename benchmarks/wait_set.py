@@ -1,5 +1,5 @@
 """CPU per message of a node whose wait set holds rclpy's default QoS-event handlers, against a robot_rl node
-(:func:`robot_rl.ros.mismatch_watch.quiet_node` and its :class:`~robot_rl.ros.mismatch_watch.MismatchWatch`).
+(:func:`robot_rl.ros.plumbing.mismatch_watch.quiet_node` and its :class:`~robot_rl.ros.plumbing.mismatch_watch.MismatchWatch`).
 
 rclpy gives every publisher and subscription two event handlers by default, and its single-threaded executor walks
 each of them at every wake-up, in Python. The subscriber here has the endpoints of a robot_rl node (``--publishers``
@@ -50,8 +50,8 @@ def run_subscriber(kind: str, publishers: int, subscriptions: int, seconds: floa
     import rclpy
     from std_msgs.msg import Float64, Float64MultiArray
 
-    from robot_rl.ros.mismatch_watch import MismatchWatch, quiet_node
-    from robot_rl.ros.node_main import executor_of
+    from robot_rl.ros.plumbing.mismatch_watch import MismatchWatch, quiet_node
+    from robot_rl.ros.plumbing.node_main import executor_of
 
     rclpy.init()
     if kind == "robot_rl":

@@ -66,6 +66,10 @@ class BernoulliActor(nn.Module):
         hard = torch.where(logits >= 0, 1.0, -1.0).to(logits.dtype)
         return self.straight_through(hard, torch.sigmoid(logits))
 
+    def noise_entropy(self, features: torch.Tensor) -> torch.Tensor:
+        """The policy's entropy (no squashing here), nats, (B,): what the temperature steers."""
+        return self.entropy(self(features))
+
     @staticmethod
     def entropy(logits: torch.Tensor) -> torch.Tensor:
         """sum_i H(Bernoulli(sigmoid(logit_i))), nats, (B,)."""

@@ -8,8 +8,8 @@ An agent is built as ``Agent(observation_shapes, action_dim, config, seed)`` and
   action chunks), ``executed(action, slot=0)`` after each step with the action the env executed there (a human's
   in a take-over, the safety filter's), and ``evaluating()``: a context in which it acts with slots of its own (an evaluation between two
   steps of acting episodes leaves them as they were),
-- ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch (a dict of arrays or of tensors,
-  as :class:`robot_rl.data.MixedSampler` gives them) and the metrics are 0-d tensors on the agent's device, read
+- ``update(sample_batch) -> metrics`` where ``sample_batch()`` draws one minibatch (a
+  :class:`~robot_rl.data.batches.Batch` on the agent's device, as :class:`robot_rl.data.MixedSampler` gives them) and the metrics are 0-d tensors on the agent's device, read
   (and so waited for) only when someone logs them,
 - ``policy_state()`` / ``load_policy_state()``: the weights an actor needs, ``acting_random_state()`` /
   ``load_acting_random_state()``: what its acting draws from (kept in a checkpoint),
@@ -43,9 +43,11 @@ import torch
 
 from robot_rl.core.config import ConfigError
 from robot_rl.data.augment import random_shift
+from robot_rl.data.batches import Batch
 from robot_rl.policies.conservative import ConservativeConfig
 from robot_rl.policies.cuda_graph import GraphedSteps, Step
 from robot_rl.policies.encoders import ObservationEncoder, camera_checks
+from robot_rl.policies.pretrained import FrozenFeatures
 
 
 class OffPolicyAgent:
@@ -56,6 +58,7 @@ class OffPolicyAgent:
     acting_slots: tuple[str, ...] = ()  # attributes holding the per-slot acting state (lists, one entry per slot)
     sequence_length = 1
     acting_only = False  # drop_learning() made it an actor's agent
+    frozen_features: FrozenFeatures | None = None  # camera_encoder: pretrained (make_encoder)
 
     def __init__(self, observation_shapes: dict[str, tuple[int, ...]], action_dim: int, config, seed: int = 0):
         config.validate()
@@ -104,7 +107,7 @@ class OffPolicyAgent:
         conservative term (its settings are read in Python as it computes)."""
         return self.conservative is None or self.conservative.algorithm == "none"
 
-    def learning_step(self, kind: str, step: Step, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def learning_step(self, kind: str, step: Step, batch: Batch) -> dict[str, torch.Tensor]:
         """``step(batch)``'s metrics, where ``step`` is one learning step of ``kind`` (steps of one kind compute
         the same thing on different batches): eager, or replayed from its CUDA graph (``agent.cuda_graph``)."""
         if self.graphed_steps is None or not self.graphable:
@@ -163,14 +166,22 @@ class OffPolicyAgent:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def make_encoder(self) -> ObservationEncoder:
+        """The trained encoder; with ``camera_encoder: pretrained`` also :attr:`frozen_features`, the frozen
+        backbone beside it (never among the saved or sent modules) and what the replay stores for the cameras."""
         cfg = self.config
-        return ObservationEncoder(
+        encoder = ObservationEncoder(
             self.observation_shapes,
             cfg.camera_encoder,
             cfg.camera_feature_dim,
-            cfg.pretrained_weights,
             cfg.camera_strides,
+            cfg.pretrained_blocks,
         ).to(self.device)
+        if cfg.camera_encoder == "pretrained" and encoder.cameras:
+            cameras = {key: self.observation_shapes[key] for key in encoder.cameras}
+            self.frozen_features = FrozenFeatures(
+                cameras, cfg.pretrained_blocks, cfg.pretrained_views, cfg.image_pad, self.device, self.generator
+            )
+        return encoder
 
     def begin_episode(self, slot: int = 0) -> None:
         """Called by the actor before the first action of every episode on ``slot`` (stateless agents: nothing)."""
@@ -200,13 +211,22 @@ class OffPolicyAgent:
 
     def obs_tensors(self, obs: dict[str, np.ndarray | torch.Tensor], augment: bool = False) -> dict[str, torch.Tensor]:
         """Batched observations (arrays or tensors; images uint8 (B, H, W, C)) -> tensors on the agent's device;
-        images to (B, C, H, W) float in [0, 255], DrQ-shifted (before the conversion) if ``augment``."""
+        images to (B, C, H, W) float in [0, 255], DrQ-shifted (before the conversion) if ``augment``. With a frozen
+        backbone (:attr:`frozen_features`) a camera's entry becomes its features (B, C, h, w): of the images, or of
+        a replay batch's stored views (B, views, C, h, w), one view drawn per row if ``augment``, else view 0."""
         out = {}
+        frozen = self.frozen_features
         for key, value in obs.items():
             if key not in self.observation_shapes:
                 continue
             tensor = torch.as_tensor(value, device=self.device)
             if len(self.observation_shapes[key]) == 3:
+                if frozen is not None:
+                    stored = tensor.ndim == 5
+                    out[key] = (
+                        frozen.pick(tensor, augment) if stored else frozen.frames(key, tensor.permute(0, 3, 1, 2))
+                    )
+                    continue
                 tensor = tensor.permute(0, 3, 1, 2)
                 if augment and self.config.image_pad:
                     tensor = random_shift(tensor, self.config.image_pad, self.generator)
@@ -215,26 +235,25 @@ class OffPolicyAgent:
         return out
 
     def encode_batch(
-        self, batch: dict[str, Any]
+        self, batch: Batch
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
         """(obs, next_obs, features, next_features) of a training batch of B rows: the observations as
         :meth:`obs_tensors` makes them (augmented; both halves in one pass, each image with its own shift) and
         their encoder features (B, F): with gradients for ``obs`` when the encoder trains, without for
         ``next_obs``. An encoder with nothing to train (state only) encodes both halves in one pass."""
-        rows = len(batch["reward"])
-        both = self.obs_tensors(
-            {
-                key: torch.cat(
-                    [
-                        torch.as_tensor(value, device=self.device),
-                        torch.as_tensor(batch["next_obs"][key], device=self.device),
-                    ]
-                )
-                for key, value in batch["obs"].items()
-                if key in self.observation_shapes
-            },
-            augment=True,
-        )
+        rows = len(batch)
+        if self.frozen_features is None:
+            both = self.obs_tensors(
+                {
+                    key: torch.cat([value, batch.next_obs[key]])
+                    for key, value in batch.obs.items()
+                    if key in self.observation_shapes
+                },
+                augment=True,
+            )
+        else:  # each half's feature views picked before the halves are joined: a batch holds every stored view
+            obs, next_obs = (self.obs_tensors(half, augment=True) for half in (batch.obs, batch.next_obs))
+            both = {key: torch.cat([obs[key], next_obs[key]]) for key in obs}
         obs = {key: value[:rows] for key, value in both.items()}
         next_obs = {key: value[rows:] for key, value in both.items()}
         if not self.encoder_trains:
@@ -351,10 +370,11 @@ class AgentConfig:
     """The settings every agent's config has (the defaults: ``configs/agent/<agent>.yaml``): its camera encoder and
     where and how it computes."""
 
-    camera_encoder: str  # cnn (trained from scratch) | resnet10
+    camera_encoder: str  # cnn (trained from scratch) | pretrained (frozen EfficientNet-Lite0, a trained head)
     camera_feature_dim: int
     camera_strides: list[int]  # cnn: one 3x3 conv per stride
-    pretrained_weights: str | None  # path to a ResNet-10 state_dict for camera_encoder=resnet10 (frozen)
+    pretrained_blocks: int  # pretrained: EfficientNet-Lite0's MBConv blocks kept (1-16)
+    pretrained_views: int  # pretrained: feature views stored per frame (view 0 unshifted, the others shifted)
     image_pad: int  # random-shift augmentation (pixels)
     device: str  # auto: cuda when available
     compile: bool  # torch.compile the networks' forward passes
@@ -376,9 +396,9 @@ class AgentConfig:
 
 def bf16_helps(device: torch.device) -> bool:
     """Whether ``autocast: auto`` computes in bfloat16 on ``device``: on a CPU with bfloat16 matrix units
-    (AVX512-BF16 or AMX), where it made the state update at batch 256, UTD 4 1.3x and the pixel one 2.4x faster
-    than float32 (``benchmarks/learner_speed.py``, 2-core AMD EPYC, 2026-11-26); not on a GPU, where the state update
-    is bound by kernel launches and bf16 made it slower (0.84x on an H100)."""
+    (AVX512-BF16 or AMX), where it made the state and the pixel updates faster than float32; not on a GPU, where the
+    state update is bound by kernel launches and bf16 made it slower (``benchmarks/learner_speed.py``, its results in
+    ``benchmarks/results/learner_speed_*.json``)."""
     if device.type != "cpu":
         return False
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch's own CPU checks (private: may go)

@@ -134,4 +134,4 @@ def _returns(mc_return, like: torch.Tensor) -> torch.Tensor:
     """The batch's returns-to-go as a float tensor beside ``like``; Cal-QL cannot do without them."""
     if mc_return is None:
         raise ValueError("Cal-QL needs batches with mc_return (ReplayBuffer.set_returns_to_go on the offline data)")
-    return torch.as_tensor(mc_return, device=like.device).float()
+    return mc_return.float()

@@ -38,7 +38,7 @@ from torch import nn
 
 from robot_rl.core.config import ConfigError, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.core.observation_keys import PRIVILEGED_KEY
-from robot_rl.data.batches import BatchSource
+from robot_rl.data.batches import Batch, BatchSource
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, soft_update
 from robot_rl.policies.conservative import discrete_penalty
 from robot_rl.policies.networks import float32_head
@@ -334,16 +334,14 @@ class CQNAgent(OffPolicyAgent):
             self.updates += 1
         return metrics
 
-    def executed_actions(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    def executed_actions(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Flat actions (B, M) the critic scores and a mask (B, M) of the entries that count."""
-        action = torch.as_tensor(batch["action"], device=self.device)
-        return action, torch.ones_like(action, dtype=torch.bool)
+        return batch.action, torch.ones_like(batch.action, dtype=torch.bool)
 
-    def _update_critic(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _update_critic(self, batch: Batch) -> dict[str, torch.Tensor]:
         cfg = self.config
         action, mask = self.executed_actions(batch)
-        reward = torch.as_tensor(batch["reward"], device=self.device)
-        discount = torch.as_tensor(batch["discount"], device=self.device)
+        reward, discount = batch.reward, batch.discount
         indices, centres = encode_action(action, cfg.levels, cfg.bins)
         with self.autocast():
             _, _, features, next_features = self.encode_batch(batch)
@@ -370,14 +368,11 @@ class CQNAgent(OffPolicyAgent):
         if self.conservative is not None and self.conservative.algorithm != "none":
             q_bins = (logits.softmax(-1) * self.support).sum(-1)  # (B, L, M, bins)
             q_data = q_bins.gather(-1, indices[..., None]).squeeze(-1)
-            penalty, conservative_metrics = discrete_penalty(
-                self.conservative, q_bins, q_data, weight, batch.get("mc_return")
-            )
+            penalty, conservative_metrics = discrete_penalty(self.conservative, q_bins, q_data, weight, batch.mc_return)
             loss = loss + penalty
             metrics.update(conservative_metrics)
-        if "is_demo" in batch:
-            is_demo = torch.as_tensor(batch["is_demo"], device=self.device).bool()
-        else:
+        is_demo = batch.is_demo
+        if is_demo is None:
             is_demo = torch.zeros(len(reward), dtype=torch.bool, device=self.device)
         if cfg.bc_lambda:
             demo_weight = weight * is_demo[:, None, None]

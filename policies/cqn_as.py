@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.core.config import is_integer, is_number, require_all, yaml_defaults
+from robot_rl.data.batches import Batch
 from robot_rl.policies.base import slot_states
 from robot_rl.policies.cqn import CQNAgent, CQNConfig, DuelingC51Head, trunk
 from robot_rl.policies.networks import float32_head
@@ -140,9 +141,8 @@ class CQNASAgent(CQNAgent):
             action = (action + self.config.explore_std * self.normal_noise(action)).clamp(-1, 1)
         return action.numpy().astype(np.float32)
 
-    def executed_actions(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        sequence = torch.as_tensor(batch["action_sequence"], device=self.device)  # (B, K, D)
-        mask = torch.as_tensor(batch["sequence_mask"], device=self.device)  # (B, K)
+    def executed_actions(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        sequence, mask = batch.action_sequence, batch.sequence_mask  # (B, K, D), (B, K)
         return sequence.flatten(1), mask[..., None].expand_as(sequence).flatten(1)
 
     def identity(self) -> dict[str, Any]:

@@ -4,8 +4,8 @@ A SAC or CQN step on a GPU is bound by kernel launches, not arithmetic: on an H1
 UTD 4 took 40 ms eagerly for 11 ms of GPU work (``benchmarks/learner_speed.py``). :class:`GraphedSteps` records
 each kind of step (say "critic" and "critic + actor") once as a CUDA graph and then replays it:
 
-- the batch is copied into the graph's own input tensors (same keys, shapes and dtypes; a batch of another
-  signature gets a graph of its own), the graph replays, and the step's metrics (0-d tensors, float32 once
+- the batch (a :class:`~robot_rl.data.batches.Batch` on the agent's device) is copied into the graph's own input
+  tensors (same fields, shapes and dtypes; a batch of another signature gets a graph of its own), the graph replays, and the step's metrics (0-d tensors, float32 once
   recorded) are copied out of the graph's outputs in one kernel, so they keep their values through later replays;
 - the first ``warmup`` steps of each signature run eagerly on a side stream (real steps: they learn like any
   other), so the optimizers hold their state and the libraries have chosen their kernels before the recording;
@@ -30,38 +30,30 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from robot_rl.data.batches import batch_to
+from robot_rl.data.batches import Batch
 
 log = logging.getLogger(__name__)
 
-Step = Callable[[dict[str, Any]], dict[str, torch.Tensor]]
+Step = Callable[[Batch], dict[str, torch.Tensor]]
 
 
-def signature(batch: Any) -> Hashable:
-    """What a graph recorded for ``batch`` depends on: its keys, shapes and dtypes (nested dicts walked)."""
-    if isinstance(batch, dict):
-        return tuple((key, signature(value)) for key, value in sorted(batch.items()))
-    return (tuple(batch.shape), batch.dtype)
+def signature(batch: Batch) -> Hashable:
+    """What a graph recorded for ``batch`` depends on: which tensors it holds, their shapes and dtypes."""
+    return tuple((name, tuple(tensor.shape), tensor.dtype) for name, tensor in batch.tensors())
 
 
-def static_copy(batch: Any) -> Any:
-    """A copy of ``batch`` (a tensor or nested dict of tensors) in fresh tensors: a graph's inputs."""
-    if isinstance(batch, dict):
-        return {key: static_copy(value) for key, value in batch.items()}
-    return batch.clone()
+def static_copy(batch: Batch) -> Batch:
+    """A copy of ``batch`` in fresh tensors: a graph's inputs."""
+    return batch.map(torch.clone)
 
 
-def copy_into(static: Any, batch: Any) -> None:
-    """Write ``batch`` into a graph's inputs ``static`` (the same structure)."""
-    if isinstance(static, dict):
-        for key, value in static.items():
-            copy_into(value, batch[key])
-    else:
-        static.copy_(batch, non_blocking=True)
+def copy_into(static: Batch, batch: Batch) -> None:
+    """Write ``batch`` into a graph's inputs ``static`` (of the same signature)."""
+    for (_, into), (_, value) in zip(static.tensors(), batch.tensors(), strict=True):
+        into.copy_(value, non_blocking=True)
 
 
 @dataclass
@@ -69,7 +61,7 @@ class Recording:
     """One recorded step: the graph, the tensors it reads its batch from and the tensors it writes its metrics to."""
 
     graph: torch.cuda.CUDAGraph
-    inputs: dict[str, Any]
+    inputs: Batch
     outputs: dict[str, torch.Tensor]
 
 
@@ -84,12 +76,11 @@ class GraphedSteps:
         self.replays = 0
         self._stream: torch.cuda.Stream | None = None
 
-    def __call__(self, kind: Hashable, step: Step, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def __call__(self, kind: Hashable, step: Step, batch: Batch) -> dict[str, torch.Tensor]:
         """``step(batch)``'s metrics for a step of ``kind`` (steps of one kind compute the same thing), computed
         by replaying its recording when there is one."""
         if self.failed is not None:
             return step(batch)
-        batch = batch_to(batch, self.device)
         key = (kind, signature(batch))
         recording = self.recordings.get(key)
         if recording is None:
@@ -111,7 +102,7 @@ class GraphedSteps:
         self.recordings.clear()
         self.eager_steps.clear()
 
-    def _on_side_stream(self, step: Step, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _on_side_stream(self, step: Step, batch: Batch) -> dict[str, torch.Tensor]:
         """An eager step on a side stream, as CUDA graph warm-ups are made (the caller's stream waits for it)."""
         stream = self._stream = self._stream or torch.cuda.Stream(self.device)
         current = torch.cuda.current_stream(self.device)
@@ -121,7 +112,7 @@ class GraphedSteps:
         current.wait_stream(stream)
         return outputs
 
-    def _record(self, key: Hashable, step: Step, batch: dict[str, Any]) -> Recording | None:
+    def _record(self, key: Hashable, step: Step, batch: Batch) -> Recording | None:
         """Record ``step`` on a copy of ``batch`` (which the first replay then computes); None, and eager steps
         from then on, if it cannot be recorded."""
         inputs = static_copy(batch)

@@ -1,9 +1,9 @@
-"""Observation encoders: the state vector as is, a small CNN per camera, or a ResNet-10 with
-weights loaded from a user-given file. Images arrive as uint8 (B, H, W, 3)."""
+"""Observation encoders: the state vector as is, then per camera a small CNN trained from scratch (``cnn``, on images
+(B, C, H, W)) or a trained head on a frozen pretrained backbone's features (``pretrained``, on features (B, C, h, w):
+the backbone itself, :mod:`robot_rl.policies.pretrained`, runs outside the encoder, once per frame)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -11,12 +11,32 @@ from torch import nn
 
 from robot_rl.core.config import ConfigError, is_integer
 from robot_rl.core.observation_keys import PRIVILEGED_KEY
+from robot_rl.policies.pretrained import LITE0_BLOCKS, feature_shape
+
+CAMERA_ENCODERS = ("cnn", "pretrained")
+
+
+def encoder_checks(config) -> dict[str, tuple[bool, str]]:
+    """``validate`` checks of the encoder choice an agent's and the reward classifier's configs carry
+    (``camera_encoder``, ``pretrained_blocks``, ``pretrained_views``; ``require_all`` format)."""
+    return {
+        "camera_encoder": (config.camera_encoder in CAMERA_ENCODERS, " or ".join(CAMERA_ENCODERS)),
+        "pretrained_blocks": (
+            is_integer(config.pretrained_blocks) and 1 <= config.pretrained_blocks <= len(LITE0_BLOCKS),
+            f"an integer in [1, {len(LITE0_BLOCKS)}] (EfficientNet-Lite0's blocks kept)",
+        ),
+        "pretrained_views": (
+            is_integer(config.pretrained_views) and config.pretrained_views >= 1,
+            "a positive integer (feature views stored per frame)",
+        ),
+    }
 
 
 def camera_checks(config) -> dict[str, tuple[bool, str]]:
     """``validate`` checks of the camera settings every agent config carries (``require_all`` format)."""
     strides = config.camera_strides
     return {
+        **encoder_checks(config),
         "camera_strides": (
             len(strides) >= 1 and all(is_integer(s) and s >= 1 for s in strides),
             "a non-empty list of positive integers",
@@ -59,89 +79,41 @@ class CameraCNN(nn.Module):
         return self.head(self.convs(images / 255.0 - 0.5))
 
 
-class _BasicBlock(nn.Module):
-    def __init__(self, in_channels: int, out_channels: int, stride: int):
+class FeatureHead(nn.Module):
+    """The trained head on a frozen backbone's features (B, C, h, w), HIL-SERL's small head in a CPU-friendly form: a
+    linear mix of the pretrained channels to ``channels`` with ReLU at every grid cell (a 1x1 convolution, as a
+    matrix product on channels-last rows), then the grid flattened, cell by cell, into Linear -> LayerNorm -> tanh
+    to ``feature_dim`` (as the CNN's head), so where a feature fires is kept: a learned embedding per cell, as
+    HIL-SERL's spatial learned embeddings. Their per-channel form (an einsum over 112 channels) made a batch-256
+    update about twice as slow on a CPU core."""
+
+    def __init__(self, feature_shape: tuple[int, int, int], feature_dim: int = 50, channels: int = 16):
         super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
-        self.bn1 = nn.GroupNorm(4, out_channels)
-        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, 1, 1, bias=False)
-        self.bn2 = nn.GroupNorm(4, out_channels)
-        self.down = None
-        if stride != 1 or in_channels != out_channels:
-            self.down = nn.Sequential(
-                nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.GroupNorm(4, out_channels)
-            )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return torch.relu(out + (x if self.down is None else self.down(x)))
-
-
-class ResNet10(nn.Module):
-    """ResNet-10 (one basic block per stage) with a spatial-softmax-free average pool.
-
-    ``weights``: path to a ``state_dict`` saved with ``torch.save`` (e.g. ImageNet-pretrained,
-    converted to these names); the encoder is then frozen unless ``finetune``.
-    """
-
-    def __init__(
-        self,
-        image_shape: tuple[int, int, int],
-        feature_dim: int = 256,
-        weights: str | os.PathLike | None = None,
-        finetune: bool = False,
-    ):
-        super().__init__()
-        channels = image_shape[2]
-        self.stem = nn.Sequential(
-            nn.Conv2d(channels, 64, 7, 2, 3, bias=False), nn.GroupNorm(4, 64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        in_channels, height, width = feature_shape
+        self.mix = nn.Sequential(nn.Linear(in_channels, channels), nn.ReLU(), nn.Flatten())
+        self.head = nn.Sequential(
+            nn.Linear(channels * height * width, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh()
         )
-        self.stages = nn.Sequential(
-            _BasicBlock(64, 64, 1), _BasicBlock(64, 128, 2), _BasicBlock(128, 256, 2), _BasicBlock(256, 512, 2)
-        )
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.head = nn.Sequential(nn.Flatten(), nn.Linear(512, feature_dim), nn.LayerNorm(feature_dim), nn.Tanh())
-        if weights is not None:
-            self.load_backbone(weights)
-            if not finetune:
-                for module in (self.stem, self.stages):
-                    module.requires_grad_(False)
 
-    def backbone_state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in self.state_dict().items() if k.startswith(("stem.", "stages."))}
-
-    def load_backbone(self, path: str | os.PathLike) -> None:
-        """Load stem + stage weights; a file that does not fit names the mismatching keys."""
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"pretrained encoder weights not found: {path}")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        expected = self.backbone_state_dict()
-        missing = sorted(set(expected) - set(state))
-        unexpected = sorted(set(state) - set(expected))
-        wrong = sorted(k for k in set(expected) & set(state) if tuple(state[k].shape) != tuple(expected[k].shape))
-        if missing or wrong:
-            raise ValueError(
-                f"{path}: not ResNet-10 weights for this encoder; missing {missing[:5]}, "
-                f"wrong shapes {[(k, tuple(state[k].shape)) for k in wrong[:5]]}, unexpected {unexpected[:5]}"
-            )
-        self.load_state_dict({k: state[k] for k in expected}, strict=False)
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.head(self.pool(self.stages(self.stem(images / 255.0 - 0.5))))
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """``features``: (B, C, h, w), any float dtype (the replay's float16)."""
+        cells = features.permute(0, 2, 3, 1).to(self.head[0].weight.dtype)  # (B, h, w, C)
+        return self.head(self.mix(cells))
 
 
 class ObservationEncoder(nn.Module):
     """Concatenates the state vector with one feature vector per camera. ``privileged_state``
-    (:class:`robot_rl.runtime.envs.PrivilegedState`) is left out: only a critic reads it, next to these features."""
+    (:class:`robot_rl.runtime.envs.PrivilegedState`) is left out: only a critic reads it, next to these features.
+    With ``camera_encoder="pretrained"`` a camera's input is its frozen backbone's features (``pretrained_blocks``
+    of EfficientNet-Lite0, :func:`~robot_rl.policies.pretrained.feature_shape`), not its image."""
 
     def __init__(
         self,
         observation_shapes: Mapping[str, tuple[int, ...]],
         camera_encoder: str = "cnn",
         feature_dim: int = 50,
-        pretrained_weights: str | None = None,
         cnn_strides: Sequence[int] = (2, 1, 1, 1),
+        pretrained_blocks: int = 11,
     ):
         super().__init__()
         self.cameras = sorted(key for key, shape in observation_shapes.items() if len(shape) == 3)
@@ -154,10 +126,10 @@ class ObservationEncoder(nn.Module):
             shape = tuple(observation_shapes[key])
             if camera_encoder == "cnn":
                 nets[key] = CameraCNN(shape, feature_dim, cnn_strides)
-            elif camera_encoder == "resnet10":
-                nets[key] = ResNet10(shape, feature_dim, pretrained_weights)
+            elif camera_encoder == "pretrained":
+                nets[key] = FeatureHead(feature_shape(shape, pretrained_blocks), feature_dim)
             else:
-                raise ValueError(f"camera_encoder={camera_encoder!r}; expected cnn or resnet10")
+                raise ValueError(f"camera_encoder={camera_encoder!r}; expected {' or '.join(CAMERA_ENCODERS)}")
         self.camera_nets = nn.ModuleDict(nets)
         self.output_dim = self.state_dim + feature_dim * len(self.cameras)
 

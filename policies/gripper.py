@@ -48,7 +48,7 @@ class GripperCritic(nn.Module):
 class GripperPolicy:
     """Acting side: epsilon-greedy class choice and the held command (the last executed, :meth:`follow`)."""
 
-    def __init__(self, initial_command: float = -1.0, epsilon: float = 0.1, seed: int = 0):
+    def __init__(self, initial_command: float = -1.0, epsilon: float = 0.0, seed: int = 0):
         self.initial_command, self.epsilon = initial_command, epsilon
         self.command = initial_command
         self.rng = np.random.default_rng(seed)

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.policies.networks import mlp, squashed_log_prob
+from robot_rl.policies.networks import gaussian_entropy, mlp, squashed_log_prob
 
 VARIANCE_EPSILON = 1e-6
 DEFAULT_SAMPLE_FREQ = 8  # env steps per noise draw: 0.8 s at 10 Hz
@@ -103,6 +103,11 @@ class GSDEActor(nn.Module):
             noise = latent @ exploration_matrix
         pre_tanh = mean + noise
         return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, self.marginal_std(latent))
+
+    def noise_entropy(self, features: torch.Tensor) -> torch.Tensor:
+        """Entropy of u = mu(s) + z(s)^T theta given s, before the tanh, nats, (B,): what the temperature steers
+        (:meth:`TanhGaussianActor.noise_entropy <robot_rl.policies.networks.TanhGaussianActor.noise_entropy>`)."""
+        return gaussian_entropy(self.marginal_std(self(features)[1]))
 
     def explore(self, features: torch.Tensor, exploration_matrix: torch.Tensor) -> torch.Tensor:
         """The acting side's action tanh(mu(s) + z(s)^T theta), without the log-probability: a few

@@ -8,6 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+GAUSSIAN_ENTROPY_PER_DIM = 0.5 * math.log(2 * math.pi * math.e)  # entropy of N(0, 1), nats; N(m, s^2) adds log s
+
+
+def gaussian_entropy(std: torch.Tensor) -> torch.Tensor:
+    """Entropy of N(mean, diag(std^2)) summed over the last dimension, nats, (B,)."""
+    return (torch.log(std) + GAUSSIAN_ENTROPY_PER_DIM).sum(-1)
+
 
 def squashed_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """log-density of tanh(u) for u ~ N(mean, diag(std^2)): the Gaussian log-density of u summed
@@ -112,6 +119,12 @@ class TanhGaussianActor(nn.Module):
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         pre_tanh = mean + std * noise
         return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, std)
+
+    def noise_entropy(self, features: torch.Tensor) -> torch.Tensor:
+        """Entropy of the Gaussian before the tanh, nats, (B,): the exploration noise the temperature steers. The
+        squashed action's entropy falls without bound as the mean saturates (demos command +-1), a target there can be
+        out of reach whatever the noise; this one the policy reaches by its std alone."""
+        return gaussian_entropy(self(features)[1].exp())
 
     def mode(self, features: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self(features)[0])

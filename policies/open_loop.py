@@ -126,7 +126,7 @@ class OpenLoopAgent(OffPolicyAgent):
     # ----------------------------------------------------------------- learning
     def observe(self, t: Transition) -> None:
         """One online transition, as the learner ingests them: an ended episode is scored."""
-        key = (t.actor, t.episode)
+        key = (t.origin.actor, t.origin.episode)
         if t.first or key not in self.episodes.open:
             self.episodes.open[key] = ([], 0.0)
         proposed, total = self.episodes.open[key]

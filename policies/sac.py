@@ -4,8 +4,10 @@
   random subset of ``critic_subset`` target members, and the actor maximises the ensemble mean
 - ``utd`` critic updates per :meth:`update` call (one minibatch each), then the actor and the
   temperature once every ``critic_actor_ratio`` critic updates, on the last minibatch
-- temperature learned toward the target entropy -|A|/2; no entropy term in the backup unless
-  ``backup_entropy``
+- temperature learned toward the target entropy -|A|/2 of the exploration noise before the tanh
+  (``actor.noise_entropy``: the squashed action's entropy has no floor as the demos pull the mean to +-1, and a
+  temperature chasing it climbed for thousands of steps, noisier and noisier actions the operator paid for); no entropy
+  term in the backup unless ``backup_entropy``
 - cameras: a CNN per camera trained by the critic loss (the actor reuses the critic batch's
   features, detached), DrQ random shift on sampled images
 - ``privileged_state`` in the observation (``task.privileged_state``, sim only): the critics also
@@ -35,7 +37,7 @@ import torch.nn.functional as F
 
 from robot_rl.core.config import ConfigError, choice, is_integer, is_number, require_all, yaml_defaults
 from robot_rl.core.observation_keys import PRIVILEGED_KEY
-from robot_rl.data.batches import BatchSource
+from robot_rl.data.batches import Batch, BatchSource
 from robot_rl.policies.anchor import PolicyAnchor
 from robot_rl.policies.bang_bang import BernoulliActor, default_target_entropy
 from robot_rl.policies.base import AgentConfig, OffPolicyAgent, slot_states, soft_update
@@ -282,22 +284,18 @@ class SACAgent(OffPolicyAgent):
         """Not while a warm start's anchor pulls the policy (its weight decays in Python, update by update)."""
         return super().graphable and (self.anchor is None or self.anchor.done)
 
-    def _critic_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         return self._update_critic(batch)[0]
 
-    def _critic_and_actor_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _critic_and_actor_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         metrics, features, obs = self._update_critic(batch)
-        return {**metrics, **self._update_actor(features, obs, batch["action"], batch.get("is_demo"))}
+        return {**metrics, **self._update_actor(features, obs, batch.action, batch.is_demo)}
 
-    def _update_critic(
-        self, batch: dict[str, Any]
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
+    def _update_critic(self, batch: Batch) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]:
         """One critic step; returns its metrics, the batch's (augmented) features, detached for the
         actor, and the batch's observation tensors."""
         cfg = self.config
-        action = torch.as_tensor(batch["action"], device=self.device)
-        reward = torch.as_tensor(batch["reward"], device=self.device)
-        discount = torch.as_tensor(batch["discount"], device=self.device)  # gamma^n, 0 after termination
+        action, reward, discount = batch.action, batch.reward, batch.discount  # discount: gamma^n, 0 after termination
         with self.autocast():
             obs, next_obs, features, next_features = self.encode_batch(batch)
             with torch.no_grad():
@@ -325,7 +323,7 @@ class SACAgent(OffPolicyAgent):
                     features,
                     next_features,
                     q,
-                    batch.get("mc_return"),
+                    batch.mc_return,
                     self.generator,
                 )
             loss = loss + penalty
@@ -338,9 +336,7 @@ class SACAgent(OffPolicyAgent):
             loss = loss + cfg.ssl_weight * ssl_loss
             metrics["ssl_loss"] = ssl_loss.detach()
         if cfg.gripper_critic:
-            has_previous = torch.as_tensor(batch["has_previous"], device=self.device)
-            previous_action = torch.as_tensor(batch["previous_action"], device=self.device)
-            previous = torch.where(has_previous, previous_action[:, -1], cfg.gripper_initial_command)
+            previous = torch.where(batch.has_previous, batch.previous_action[:, -1], cfg.gripper_initial_command)
             gripper, gripper_metrics = gripper_loss(
                 self.gripper_critic,
                 self.target_gripper_critic,
@@ -364,7 +360,11 @@ class SACAgent(OffPolicyAgent):
         return metrics, features.detach(), obs
 
     def _update_actor(
-        self, features: torch.Tensor, obs: dict[str, torch.Tensor], data_action: Any = None, is_demo: Any = None
+        self,
+        features: torch.Tensor,
+        obs: dict[str, torch.Tensor],
+        data_action: torch.Tensor | None = None,
+        is_demo: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         """One actor and temperature step on the critic's last batch (DrQ-v2: same view, encoder frozen); offline
         with ``conservative.bc_weight``, the policy's mode is also pulled towards the data's actions. Online with
@@ -378,7 +378,7 @@ class SACAgent(OffPolicyAgent):
             if self.config.exploration == "gsde":
                 actor_loss = actor_loss + self.actor.mean_penalty(features).float()
             if self.conservative is not None and self.conservative.bc_weight and data_action is not None:
-                data = torch.as_tensor(data_action, device=self.device)[:, : self.continuous_dim]
+                data = data_action[:, : self.continuous_dim]
                 actor_loss = actor_loss + self.conservative.bc_weight * behaviour_cloning(
                     self.actor.mode(features), data
                 )
@@ -386,28 +386,31 @@ class SACAgent(OffPolicyAgent):
             if penalty is not None:
                 actor_loss = actor_loss + penalty
             if self.config.bc_weight and data_action is not None and is_demo is not None:
-                demo = torch.as_tensor(is_demo, device=self.device).float()
-                data = torch.as_tensor(data_action, device=self.device)[:, : self.continuous_dim]
-                pull = behaviour_cloning(self.actor.mode(features), data, rows=demo)
+                pull = behaviour_cloning(
+                    self.actor.mode(features), data_action[:, : self.continuous_dim], rows=is_demo.float()
+                )
                 actor_loss = actor_loss + self.config.bc_weight * q.detach().abs().mean().float() * pull
             anchored = self.anchor is not None and not self.anchor.done
             if anchored:
                 anchor_weight = self.anchor.current_weight
                 actor_loss = actor_loss + self.anchor.loss(self.actor, features)
+        with torch.no_grad(), self.autocast():  # of the policy that acted in the loss, before its step
+            noise_entropy = self.actor.noise_entropy(features).float()
         self.actor_optimizer.zero_grad(set_to_none=True)
         # only the actor's gradients: through the critic to the action, never into the critic's weights
         actor_loss.backward(inputs=list(self.actor.parameters()))
         self.actor_optimizer.step()
         if anchored:
             self.anchor.follow(self.actor)
-        alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        alpha_loss = (self.log_alpha * (noise_entropy - self.target_entropy)).mean()
         self.alpha_optimizer.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_optimizer.step()
         metrics = {
             "actor_loss": actor_loss.detach(),
             "alpha": self.alpha.detach(),
-            "entropy": -log_prob.detach().mean(),
+            "entropy": noise_entropy.mean(),
+            "squashed_entropy": -log_prob.detach().mean(),
         }
         if anchored:
             metrics["anchor_weight"] = torch.tensor(anchor_weight)

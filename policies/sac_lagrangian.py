@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from robot_rl.core.config import is_integer, is_number, require_all, yaml_defaults
+from robot_rl.data.batches import Batch
 from robot_rl.policies.base import soft_update
 from robot_rl.policies.networks import CriticEnsemble
 from robot_rl.policies.sac import SACAgent, SACConfig
@@ -85,18 +86,16 @@ class SACLagrangianAgent(SACAgent):
         """Not replayed from CUDA graphs: the multiplier's step and its metrics happen inside the actor's step."""
         return False
 
-    def _critic_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _critic_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         return {**super()._critic_step(batch), **self._update_cost_critic(batch)}
 
-    def _critic_and_actor_step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _critic_and_actor_step(self, batch: Batch) -> dict[str, torch.Tensor]:
         cost = self._update_cost_critic(batch)
         return {**super()._critic_and_actor_step(batch), **cost, **self._cost_metrics}
 
-    def _update_cost_critic(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _update_cost_critic(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One step of Q_c on the batch (its own encoding of it: the encoder learns from the reward critic only)."""
-        cost = torch.as_tensor(batch["cost"], device=self.device).float()
-        discount = torch.as_tensor(batch["discount"], device=self.device)
-        action = torch.as_tensor(batch["action"], device=self.device)[:, : self.continuous_dim]
+        cost, discount, action = batch.cost, batch.discount, batch.action[:, : self.continuous_dim]
         with torch.no_grad(), self.autocast():
             obs, next_obs, features, next_features = self.encode_batch(batch)
             next_action, _ = self.actor.sample(next_features, generator=self.generator)

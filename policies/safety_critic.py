@@ -20,6 +20,7 @@ to :class:`RiskModel`, a numpy-only forward pass.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,23 @@ class SafetyCriticConfig:
         require_all("safety.critic", self, checks)
 
 
+@dataclasses.dataclass(frozen=True)
+class RiskBatch:
+    """What the safety critic learns from (:meth:`SafetyCritic.sample`): B rows of CPU tensors."""
+
+    state: torch.Tensor  # (B, S) float32: the state vector
+    action: torch.Tensor  # (B, A) float32: the action executed
+    cost: torch.Tensor  # (B,) float32: 1 where a constraint was violated
+    next_state: torch.Tensor  # (B, S) float32: the state one step on
+    next_action: torch.Tensor  # (B, A) float32: the action taken there (``action`` again where none was)
+    terminated: torch.Tensor  # (B,) bool
+
+    @classmethod
+    def joined(cls, parts: list[RiskBatch]) -> RiskBatch:
+        """The rows of ``parts`` one after the other."""
+        return cls(**{f.name: torch.cat([getattr(part, f.name) for part in parts]) for f in dataclasses.fields(cls)})
+
+
 class SafetyCritic:
     """Twin-head risk critic over (state, action)."""
 
@@ -74,9 +92,9 @@ class SafetyCritic:
         """Pessimistic (max over heads) risk in [0, 1], (B,)."""
         return torch.sigmoid(self.critic(state, action)).max(0).values
 
-    def sample(self, buffer, size: int | None = None) -> dict[str, Any]:
+    def sample(self, buffer, size: int | None = None) -> RiskBatch:
         """A class-balanced batch (``size`` rows, default ``batch_size``) with the next action of
-        each row, from ``buffer`` (a ReplayBuffer, whose tensors may live on a GPU): numpy arrays."""
+        each row, from ``buffer`` (a ReplayBuffer, whose tensors may live on a GPU)."""
         valid = buffer.valid_indices().cpu().numpy()
         if not len(valid):
             raise ValueError("the safety critic's buffer is empty")
@@ -89,35 +107,30 @@ class SafetyCritic:
                 valid[self.rng.integers(0, len(valid), size - take)],
             ]
         )
-        actions, mask = (tensor.cpu().numpy() for tensor in buffer.action_sequences(index, 2))
-        action = buffer.action[index].cpu().numpy()
-        next_index = (index + 1) % buffer.capacity  # every stored transition's next observation
-        return {
-            "state": buffer.obs["state"][index].cpu().numpy(),
-            "action": action,
-            "cost": buffer.cost[index].cpu().numpy(),
-            "next_state": buffer.obs["state"][next_index].cpu().numpy(),
-            "next_action": np.where(mask[:, 1:], actions[:, 1], action),  # no next step: the same action again
-            "terminated": buffer.terminated[index].cpu().numpy(),
-        }
+        actions, mask = (tensor.cpu() for tensor in buffer.action_sequences(index, 2))
+        slots = torch.from_numpy(index).to(buffer.storage_device)
+        next_slots = torch.from_numpy((index + 1) % buffer.capacity).to(buffer.storage_device)  # the next observations
+        action = buffer.action[slots].cpu()
+        return RiskBatch(
+            state=buffer.obs["state"][slots].cpu(),
+            action=action,
+            cost=buffer.cost[slots].cpu(),
+            next_state=buffer.obs["state"][next_slots].cpu(),
+            next_action=torch.where(mask[:, 1:], actions[:, 1], action),  # no next step: the same action again
+            terminated=buffer.terminated[slots].cpu(),
+        )
 
-    def targets(self, batch: dict[str, Any]) -> torch.Tensor:
+    def targets(self, batch: RiskBatch) -> torch.Tensor:
         """y = c + (1 - c) (1 - terminated) gamma_risk max(Q1', Q2')(s', a'), (B,) in [0, 1]."""
-        cost = torch.as_tensor(batch["cost"] > 0, dtype=torch.float32)
+        cost = (batch.cost > 0).float()
         with torch.no_grad():
-            next_risk = (
-                torch.sigmoid(self.target(torch.as_tensor(batch["next_state"]), torch.as_tensor(batch["next_action"])))
-                .max(0)
-                .values
-            )
-            continues = torch.as_tensor(~batch["terminated"], dtype=torch.float32)
-            return cost + (1 - cost) * continues * self.config.discount * next_risk
+            next_risk = torch.sigmoid(self.target(batch.next_state, batch.next_action)).max(0).values
+            return cost + (1 - cost) * (~batch.terminated).float() * self.config.discount * next_risk
 
-    def update(self, batch: dict[str, Any]) -> dict[str, float]:
-        state, action = torch.as_tensor(batch["state"]), torch.as_tensor(batch["action"])
-        cost = torch.as_tensor(batch["cost"] > 0, dtype=torch.float32)
+    def update(self, batch: RiskBatch) -> dict[str, float]:
+        cost = (batch.cost > 0).float()
         target = self.targets(batch)
-        logits = self.critic(state, action)
+        logits = self.critic(batch.state, batch.action)
         loss = F.binary_cross_entropy_with_logits(logits, target.expand_as(logits))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -14,6 +14,8 @@ import numpy as np
 from robot_rl.core.geometry import orientation_error, yaw_matrix
 from robot_rl.sim.panda_env import PandaTaskEnv
 from robot_rl.sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
+from robot_rl.sim.tasks.backward import OPEN_WIDTH, PegInsertResetEnv, PickCubeResetEnv
+from robot_rl.sim.tasks.pick_cube import ON_TABLE
 
 OPEN, CLOSE = -1.0, 1.0
 
@@ -84,10 +86,7 @@ class PickCubeExpert(ScriptedExpert):
 
     def _grasp_rotation(self) -> np.ndarray:
         """Home orientation turned about z to the cube's nearest face pair (7-D actions only)."""
-        w, _, _, z = self.env.cube_quat
-        yaw = 2.0 * np.arctan2(z, w)
-        yaw = (yaw + np.pi / 4) % (np.pi / 2) - np.pi / 4
-        return yaw_matrix(yaw) @ self.env.home_rot
+        return yaw_matrix(self.env.cube_yaw()) @ self.env.home_rot
 
 
 class PegInsertExpert(ScriptedExpert):
@@ -111,17 +110,72 @@ class PegInsertExpert(ScriptedExpert):
         return self.command(env.tcp_pos + (goal_bottom - bottom), CLOSE)
 
 
+class PickCubeResetExpert(PickCubeExpert):
+    """pick_cube's backward task: fetch the cube as the forward expert grasps it, carry it over the nearest point
+    ``margin`` inside the start region's edge, set it down (turned back to the home orientation), open, and lift
+    the open fingers straight up to the home height."""
+
+    env: PickCubeResetEnv
+    carry = 0.05  # m the cube's bottom clears the table while carried
+    margin = 0.02  # m inside the start region's edge where the cube is set down
+    place_tol = 0.005  # m, xy distance at which the cube goes down
+
+    def act(self, obs=None) -> np.ndarray:
+        env = self.env
+        cube, tcp, low = env.cube_pos, env.tcp_pos, env.cube_half_size
+        if env.in_start_region() and not env.grasped():  # in place: let go, then clear upward
+            if env.gripper_opening < OPEN_WIDTH:
+                return self.command(tcp, OPEN)
+            return self.command([tcp[0], tcp[1], max(tcp[2], env.tcp_start.centre[2])], OPEN)
+        if not env.grasped():
+            return super().act(obs)
+        goal = env.start_region.inner_point(cube[:2], self.margin)
+        if np.linalg.norm(goal - cube[:2]) > self.place_tol:
+            if cube[2] < low + self.carry - 0.01:  # up first, then across
+                target = [cube[0], cube[1], low + self.carry]
+            else:
+                target = [goal[0], goal[1], max(cube[2], low + self.carry)]
+        elif env.lifted() > ON_TABLE:
+            target = [goal[0], goal[1], low - 0.005]  # down, pressing lightly on the table
+        else:
+            return self.command(tcp, OPEN)
+        return self.command(tcp + (np.asarray(target) - cube), CLOSE)
+
+
+class PegInsertResetExpert(ScriptedExpert):
+    """peg_insert's backward task: pull the held peg straight up until its bottom clears the rim by ``lift``
+    (re-centred over the hole while in it), then carry it to the start region's centre."""
+
+    env: PegInsertResetEnv
+    lift = 0.01  # m above the rim before the peg moves sideways
+
+    def act(self, obs=None) -> np.ndarray:
+        env = self.env
+        peg, bottom, socket = env.peg_pos, env.peg_bottom, env.socket_pos
+        clear = env.socket_height + self.lift
+        if bottom[2] < clear:
+            in_hole = np.linalg.norm(bottom[:2] - socket[:2]) < env.clearance + env.peg_half_width
+            xy = socket[:2] if in_hole else peg[:2]
+            goal = np.array([xy[0], xy[1], peg[2] + clear + 0.01 - bottom[2]])
+        else:
+            goal = env.start_region.centre
+        return self.command(env.tcp_pos + (goal - peg), CLOSE)
+
+
 EXPERTS: dict[type, type[ScriptedExpert]] = {
     ReachEnv: ReachExpert,
     PickCubeEnv: PickCubeExpert,
     PegInsertEnv: PegInsertExpert,
+    PickCubeResetEnv: PickCubeResetExpert,
+    PegInsertResetEnv: PegInsertResetExpert,
 }
 
 
 def make_expert(env: gym.Env) -> ScriptedExpert:
-    """The scripted expert of a robot_rl MuJoCo task env (wrapped or not)."""
-    for env_type, expert_type in EXPERTS.items():
-        if isinstance(env.unwrapped, env_type):
-            return expert_type(env)
+    """The scripted expert of a robot_rl MuJoCo task env (wrapped or not): that of its class, else of the nearest
+    base class that has one."""
+    for env_type in type(env.unwrapped).__mro__:
+        if env_type in EXPERTS:
+            return EXPERTS[env_type](env)
     names = ", ".join(t.__name__ for t in EXPERTS)
     raise ValueError(f"no scripted expert for {type(env.unwrapped).__name__}; experts exist for {names}")

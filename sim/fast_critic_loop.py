@@ -2,7 +2,7 @@
 substep between two policy steps.
 
 On a real cell the policy's target goes to the safety node, which at 500 Hz - 1 kHz scores it with the fast-loop
-critic and clamps it with the hard layer before the impedance controller sees it (:mod:`robot_rl.ros.safety_node`).
+critic and clamps it with the hard layer before the impedance controller sees it (:mod:`robot_rl.ros.safety.safety_node`).
 With a :class:`SimFastLoop` attached (:meth:`~robot_rl.sim.panda_env.PandaTaskEnv.attach_fast_loop`) a MuJoCo task does
 the same: each policy step is ``ticks`` fast ticks of ``n_substeps / ticks`` physics steps, and every tick runs
 :func:`robot_rl.safety.tick.safety_tick` (the node's code) on the measured TCP pose and base-frame wrench, then

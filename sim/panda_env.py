@@ -9,11 +9,16 @@ rate (:mod:`robot_rl.sim.controller`).
 
 Observation dict: ``state`` (float32, layout in :attr:`PandaTaskEnv.state_layout`) and one
 uint8 HxWx3 image per requested camera. ``info["success"]`` is set on every step.
+
+``reset(options={"scene": scene})`` starts an episode where another left the scene (:meth:`PandaTaskEnv.scene_state`
+of this env or of another task on the same scene, e.g. a backward task after its forward one) instead of drawing a
+fresh start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import mujoco
 import numpy as np
@@ -27,10 +32,25 @@ from robot_rl.sim.controller import CartesianImpedanceController, ImpedanceGains
 from robot_rl.sim.disturbances import Push, Pushes
 from robot_rl.sim.fast_critic_loop import FastStream, SimFastLoop
 from robot_rl.sim.scene import ARM_JOINT_RANGES, CAMERA_NAMES, FINGER_TRAVEL, SceneSpec, scene_xml
+from robot_rl.sim.start_region import StartRegion
 
 HOME_QPOS = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])  # radians, Franka "ready" pose
 # TCP pointing down, fingers opening along the world y axis.
 DOWN = np.diag([1.0, -1.0, -1.0])
+#: MuJoCo's state parts that :class:`SceneState` keeps: joints, velocities, controls, the impedance target, time
+SCENE_PHYSICS = mujoco.mjtState.mjSTATE_INTEGRATION
+AT_REST = 0.01  # m/s: an object slower than this (:meth:`PandaTaskEnv.object_speed`) is at rest
+
+
+@dataclass(frozen=True)
+class SceneState:
+    """Where everything in a task's scene is, to start another episode from it: ``physics`` is MuJoCo's integration
+    state (``mj_getState`` with :data:`SCENE_PHYSICS`: joint positions in rad and m, velocities, the gripper's and
+    the impedance target's commands), ``fixtures`` the positions (m, base frame, one row each) of the fixed bodies
+    the task places at reset (peg_insert's socket)."""
+
+    physics: np.ndarray
+    fixtures: np.ndarray
 
 
 class PandaTaskEnv(ArmEnv):
@@ -83,6 +103,8 @@ class PandaTaskEnv(ArmEnv):
                 "physics_rate_hz", physics_rate_hz, f"an integer multiple of control_rate_hz={control_rate_hz}"
             )
         self.tcp_init_noise = check.non_negative("tcp_init_noise", tcp_init_noise)
+        #: the box (m, base frame) the reset draws the TCP's start from: the home position +- tcp_init_noise
+        self.tcp_start = StartRegion(self.home_tcp_pos - tcp_init_noise, self.home_tcp_pos + tcp_init_noise)
         self.workspace = np.asarray(workspace, dtype=float)
         if self.workspace.shape != (2, 3) or np.any(self.workspace[0] >= self.workspace[1]):
             raise check.ConfigError(
@@ -150,6 +172,15 @@ class PandaTaskEnv(ArmEnv):
     def task_state(self) -> dict[str, np.ndarray]:
         """Privileged task features appended to ``state`` when ``object_state`` is on."""
         return {}
+
+    def placed_fixtures(self) -> list[int]:
+        """Ids of the fixed bodies :meth:`reset_task` moves (in the model, not the state), kept in a scene."""
+        return []
+
+    def in_start_region(self) -> bool:
+        """Whether the scene's objects are where this task's reset puts them (its declared start region): a forward
+        episode may start from the scene as it is. Tasks with objects override it; a scene without any always is."""
+        return True
 
     # ----------------------------------------------------------------- robot state
     @property
@@ -236,16 +267,20 @@ class PandaTaskEnv(ArmEnv):
 
     # ----------------------------------------------------------------- gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """A fresh start drawn from the task's start region, or with ``options={"scene": SceneState}`` the scene as
+        another episode left it (the arm, the objects and the gripper's command as they were, the clock at 0). Either
+        way the impedance target starts at the TCP: the arm holds where the episode finds it."""
         super().reset(seed=seed)
         mujoco.mj_resetData(self.model, self.data)
         self._planned = []
-        noise = self.np_random.uniform(-self.tcp_init_noise, self.tcp_init_noise, 3)
-        self.data.qpos[self._arm_qpos] = self.solve_ik(self.home_tcp_pos + noise, self.home_rot, self.home_qpos)
-        self.set_gripper_command(-1.0)
-        self.data.qpos[self._fingers] = FINGER_TRAVEL
-        self.reset_task(self.np_random)
+        scene = (options or {}).get("scene")
+        if scene is not None:
+            self._restore_scene(scene)
+        else:
+            self.place_arm(self.tcp_start.sample(self.np_random), -1.0)
+            self.reset_task(self.np_random)
         mujoco.mj_forward(self.model, self.data)
-        self.controller.set_target(self.tcp_pos, self.home_rot)
+        self.controller.set_target(self.tcp_pos, self.home_rot if scene is None else self.tcp_rot)
         mujoco.mj_forward(self.model, self.data)  # sensors with the impedance holding this pose
         self._ft_tare = np.zeros(6)
         self._ft_tare = self.wrench()
@@ -253,6 +288,31 @@ class PandaTaskEnv(ArmEnv):
             self.fast_loop.reset(self.arm_state(), -1.0)
             self._fast_stream = None
         return self.begin_episode()
+
+    def scene_state(self) -> SceneState:
+        """The scene now, for ``reset(options={"scene": ...})`` of this env or of another task on the same scene."""
+        physics = np.empty(mujoco.mj_stateSize(self.model, SCENE_PHYSICS))
+        mujoco.mj_getState(self.model, self.data, physics, SCENE_PHYSICS)
+        return SceneState(physics, self.model.body_pos[self.placed_fixtures()].copy())
+
+    def _restore_scene(self, scene: SceneState) -> None:
+        fixtures = self.placed_fixtures()
+        if scene.physics.shape != (mujoco.mj_stateSize(self.model, SCENE_PHYSICS),) or np.shape(scene.fixtures) != (
+            len(fixtures),
+            3,
+        ):
+            raise ValueError(f"scene state from another scene: {type(self).__name__} cannot start from it")
+        mujoco.mj_setState(self.model, self.data, scene.physics, SCENE_PHYSICS)
+        self.model.body_pos[fixtures] = scene.fixtures
+        self.data.time = 0.0
+
+    def object_speed(self, joint: str) -> float:
+        """Linear speed (m/s) of the body on the free joint ``joint`` plus its angular speed (rad/s) times 0.1 m:
+        below :data:`AT_REST` the object is at rest."""
+        adr = self.model.joint(joint).dofadr[0]
+        return float(
+            np.linalg.norm(self.data.qvel[adr : adr + 3]) + 0.1 * np.linalg.norm(self.data.qvel[adr + 3 : adr + 6])
+        )
 
     def apply_action(self, action: np.ndarray) -> None:
         if self.pushes is not None:
@@ -296,6 +356,27 @@ class PandaTaskEnv(ArmEnv):
     def set_gripper_command(self, command: float) -> None:
         """Gripper command in [-1, 1]: -1 fully open, +1 fully closed."""
         self.data.ctrl[self._finger_act] = FINGER_TRAVEL * (1.0 - command) / 2.0
+
+    def place_arm(self, tcp_pos: np.ndarray, gripper: float) -> None:
+        """Put the arm (no physics) with the TCP at ``tcp_pos`` (m, base frame), pointing down, and the fingers
+        where the gripper ``command`` (-1 open .. +1 closed) sends them, commanded so."""
+        self.data.qpos[self._arm_qpos] = self.solve_ik(tcp_pos, self.home_rot, self.home_qpos)
+        self.set_gripper_command(gripper)
+        self.data.qpos[self._fingers] = FINGER_TRAVEL * (1.0 - gripper) / 2.0
+
+    def hold(self, joint: str, offset: Sequence[float], half_width: float) -> None:
+        """Put the object on the free joint ``joint`` upright between the finger pads, its centre ``offset`` (m,
+        base frame) from the TCP, close the gripper on its ``half_width`` (m) and let the grasp settle (100 physics
+        steps: 0.2 s at 500 Hz)."""
+        mujoco.mj_forward(self.model, self.data)
+        tcp = self.tcp_pos
+        adr = self.model.joint(joint).qposadr[0]
+        self.data.qpos[adr : adr + 3] = tcp + offset
+        self.data.qpos[adr + 3 : adr + 7] = [1.0, 0.0, 0.0, 0.0]
+        self.data.qpos[self._fingers] = min(half_width, FINGER_TRAVEL)
+        self.set_gripper_command(1.0)
+        self.controller.set_target(tcp, self.home_rot)
+        self.simulate(100)
 
     def solve_ik(self, pos: np.ndarray, rot: np.ndarray, q_init: np.ndarray, iterations: int = 200) -> np.ndarray:
         """Arm joint angles (rad) that put the TCP at ``pos`` with orientation ``rot``.

@@ -67,7 +67,7 @@ def scheduling_stays_ordinary() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def signal_handlers_restored() -> Iterator[None]:
     """No test may leave the test process with other SIGINT or SIGTERM handlers than it found: a node's clean-up run
-    in this process ignores both (``ros.node_main``: a second Ctrl-C must not cut it short), and a later test of the
+    in this process ignores both (``ros.plumbing.node_main``: a second Ctrl-C must not cut it short), and a later test of the
     worker then found Ctrl-C ignored."""
     before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     yield

@@ -92,7 +92,7 @@ def ticked_episode(rng, actor: str, width: int, ticks: int, demo: bool = False) 
     """Three steps of one episode of ``actor``, each carrying ``ticks`` fast-loop ticks of ``width`` features."""
     import numpy as np
 
-    from robot_rl.data.transition import Transition
+    from robot_rl.data.transition import Provenance, Transition
 
     times = np.arange(ticks) * 0.002
     return [
@@ -105,9 +105,7 @@ def ticked_episode(rng, actor: str, width: int, ticks: int, demo: bool = False) 
             truncated=False,
             demo=demo,
             first=step == 0,
-            episode=f"{actor}-e",
-            step=step,
-            actor=actor,
+            origin=Provenance(episode=f"{actor}-e", step=step, actor=actor),
             streams={
                 "fast_features": (rng.normal(size=(ticks, width)).astype(np.float32), times + step * 0.1),
                 "fast_violation": (np.zeros(ticks, np.uint32), times + step * 0.1),

@@ -26,7 +26,7 @@ def test_overrides_reach_the_task_config():
     [
         (
             ["task=stack_blocks"],
-            "task='stack_blocks' is not allowed: expected one of gym, peg_insert, pick_cube, pick_cube_hazard, pick_cube_sudden, reach",
+            "task='stack_blocks' is not allowed: expected one of gym, peg_insert, peg_insert_reset, pick_cube, pick_cube_hazard, pick_cube_reset, pick_cube_sudden, reach",
         ),
         (["task.cameras=[front,top]"], "task.cameras='top' is not allowed: expected names from front, wrist"),
         (["task.image_size=0"], "task.image_size=0 is not allowed: expected a positive integer"),

@@ -4,8 +4,10 @@ config Hydra composes (groups, ``defaults`` lists and all): each field is in the
 settings object built in Python (a test, a notebook) behaves like ``robot-rl`` with no overrides."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from robot_rl.cli.main import load_config
@@ -16,6 +18,7 @@ from robot_rl.policies.sac import SACConfig
 from robot_rl.policies.safety_critic import SafetyCriticConfig
 from robot_rl.runtime.fleet_settings import FleetSettings
 from robot_rl.runtime.pretrain import PretrainSettings
+from robot_rl.runtime.reset_rule import ResetSettings
 from robot_rl.runtime.safety_learning import SafetySettings
 from robot_rl.runtime.teleop import InterventionRules
 from robot_rl.runtime.train_settings import TrainSettings
@@ -34,6 +37,7 @@ SECTIONS = [  # (overrides, config path, dataclass)
     ([], "pretrain", PretrainSettings),
     ([], "init", InitSettings),
     ([], "fleet", FleetSettings),
+    ([], "scene_reset", ResetSettings),
     (["agent=sac"], "agent", SACConfig),
     (["agent=cqn"], "agent", CQNConfig),
     (["agent=cqn_as"], "agent", CQNASConfig),
@@ -88,3 +92,20 @@ def test_a_default_comes_from_the_yaml_and_is_a_fresh_copy_per_object(tmp_path, 
         class Incomplete:
             steps: int
             unknown: float
+
+
+def test_the_packaged_yaml_reads_as_omegaconf_reads_it():
+    """Issue 77: the settings classes' defaults come from the packaged YAML through PyYAML (only the config loader
+    knows OmegaConf); every packaged file reads the same as Hydra's OmegaConf reads it, floats such as 1e-4 included."""
+    from importlib.resources import files
+
+    from robot_rl.core.config import YamlLoader, packaged_yaml
+
+    root = files("robot_rl.configs")
+    names = sorted(str(path.relative_to(Path(str(root)))) for path in Path(str(root)).rglob("*.yaml"))
+    assert len(names) > 30 and "agent/sac.yaml" in names
+    for name in names:
+        assert packaged_yaml(name) == OmegaConf.to_container(OmegaConf.create((root / name).read_text())), name
+    tricky = "a: 1e-4\nb: 2026-12-06\nc: .5\nd: 3\ne: null\nf: yes\n"
+    assert yaml.load(tricky, YamlLoader) == OmegaConf.to_container(OmegaConf.create(tricky))
+    assert isinstance(yaml.load(tricky, YamlLoader)["a"], float)

@@ -15,7 +15,7 @@ import pytest
 from benchmarks.common import stop_launch
 from robot_rl.cli.main import main
 from robot_rl.data import EpisodeStore, ReplayBuffer
-from robot_rl.data.episode_store import verify
+from robot_rl.data.verification import verify
 from tests.conftest import missing_capability, require
 
 # two 32x32 cameras: each frame is a chunk file of its own, a 4 KB page of the tmpfs, so 8 MB fill in ~1,000 steps
@@ -195,7 +195,7 @@ def test_the_recorder_node_below_the_floor_refuses_with_one_line(small_disk):
     ROS starts or the store is made: one line, exit code 2."""
     store = small_disk / "episodes.zarr"
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.ros.recorder_node", "task=reach", f"ros.recorder.store={store}"],
+        [sys.executable, "-m", "robot_rl.ros.nodes.recorder_node", "task=reach", f"ros.recorder.store={store}"],
         check=False,
         capture_output=True,
         text=True,
@@ -205,3 +205,27 @@ def test_the_recorder_node_below_the_floor_refuses_with_one_line(small_disk):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"ros.recorder.store='{store}'" in lines[0] and "data.min_free_mb=200" in lines[0]
     assert not any(small_disk.iterdir())
+
+
+def test_a_summary_cut_off_while_written_leaves_the_last_one_whole(tmp_path, monkeypatch):
+    """summary.json goes to a temporary sibling, then is renamed over the last one: a write that fails halfway (a
+    full disk, a crash) keeps the last summary whole (the old code wrote it in place and left half a file)."""
+    from robot_rl.runtime.run_loop import write_summary
+    from robot_rl.runtime.session import Counters
+
+    write_summary(tmp_path, Counters(), "pick_cube", interrupted=False)
+    before = (tmp_path / "summary.json").read_text()
+
+    def cut_off(self, text, *args, **kwargs):
+        with open(self, "w") as handle:
+            handle.write(text[: len(text) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", cut_off)
+    counters = Counters()
+    counters.env_steps = 1234
+    with pytest.raises(OSError), monkeypatch.context() as patch:
+        patch.setattr("robot_rl.core.folders.os.replace", lambda *_: (_ for _ in ()).throw(OSError(28, "full")))
+        write_summary(tmp_path, counters, "pick_cube", interrupted=False)
+    assert (tmp_path / "summary.json").read_text() == before
+    assert json.loads(before)["env_steps"] == 0

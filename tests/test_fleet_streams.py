@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data.streams import stored_tuples
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import Provenance, Transition
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.train_settings import TrainSettings
 
@@ -41,9 +41,7 @@ def stream(actor: int, lengths: list[int], takeovers: set[int]) -> list[Transiti
                     intervened=t in takeovers,
                     demo=False,
                     first=t == 0,
-                    episode=uid,
-                    step=t,
-                    actor=f"actor{actor}",
+                    origin=Provenance(episode=uid, step=t, actor=f"actor{actor}"),
                 )
             )
             count += 1

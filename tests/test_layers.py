@@ -7,7 +7,7 @@ modules import each other round in a circle. A module's floor is its folder, not
 1. middle: ``robot_rl.sim``, ``robot_rl.policies``, ``robot_rl.hardware`` (simulation, learning algorithms, device
    drivers; the folders ``sim/``, ``policies/``, ``hardware/`` of the checkout);
 2. runtime: ``robot_rl/runtime`` (the training loops, the actor, the learner, collection; no ROS);
-3. drivers: ``robot_rl/ros`` (every node) and ``robot_rl/cli`` (the command line, the graph launcher).
+3. drivers: ``robot_rl/ros`` (every node, in rooms: ROS_ROOMS below) and ``robot_rl/cli`` (the command line, the graph launcher).
 """
 
 from __future__ import annotations
@@ -140,19 +140,44 @@ def test_no_import_cycle():
     assert cycles(imports(modules())) == []
 
 
+def core_imports_outside_core(edges: dict[str, set[str]]) -> list[str]:
+    """The imports by a module of ``robot_rl.core`` of a module outside it (the package ``robot_rl`` aside)."""
+
+    def in_core(name: str) -> bool:
+        return name == "robot_rl.core" or name.startswith("robot_rl.core.")
+
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in edges.items()
+        if in_core(module)
+        for target in targets
+        if target != "robot_rl" and not in_core(target)
+    )
+
+
+def test_core_is_the_bottom_of_the_ground_floor():
+    """On the ground floor ``core`` (the config, the transport contract, the checkpoint format) lies under ``data``
+    and ``safety``, which build on it: it imports nothing of theirs (the transport carries transitions without
+    naming their type; the ledger that reads them lives in data)."""
+    assert core_imports_outside_core(imports(modules())) == []
+
+
 def test_the_checks_see_what_they_guard():
     """The parser finds function-local and relative imports, and the checks fail on an upward import and a cycle."""
     known = modules()
     edges = imports(known)
     assert "robot_rl.core.composed_config" in edges["robot_rl.cli.graph"]  # a function-local import
-    assert "robot_rl.ros.qos" in edges["robot_rl.ros.topic_env"]  # `from . import qos`
+    assert "robot_rl.ros.plumbing.qos" in edges["robot_rl.ros.links.topic_env"]  # `from . import qos`
     assert "robot_rl.sim.controller" in edges["robot_rl.sim.panda_env"]  # inside a mapped folder
     assert layer("robot_rl.data.episode_store") == 0 and layer("robot_rl.policies.sac") == 1
-    assert layer("robot_rl.runtime.learner") == 2 and layer("robot_rl.ros.sim_robot_node") == 3
+    assert layer("robot_rl.runtime.learner") == 2 and layer("robot_rl.ros.emulation.sim_robot_node") == 3
     assert layer("robot_rl.cli.main") == 3 and layer("robot_rl.core.config") == 0
     with pytest.raises(ValueError, match="no floor"):
         layer("robot_rl.somewhere_flat")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert core_imports_outside_core(
+        {"robot_rl.core.transport": {"robot_rl.data.transition", "robot_rl.core.config"}}
+    ) == ["robot_rl.core.transport imports robot_rl.data.transition"]
 
 
 #: processes that never run a network: a refused command line, the launcher and the nodes that only move or record
@@ -160,12 +185,12 @@ def test_the_checks_see_what_they_guard():
 WITHOUT_TORCH = (
     "robot_rl.cli.main",
     "robot_rl.cli.graph",
-    "robot_rl.ros.safety_node",
-    "robot_rl.ros.sim_robot_node",
-    "robot_rl.ros.recorder_node",
-    "robot_rl.ros.teleop_node",
-    "robot_rl.ros.realsense_node",
-    "robot_rl.ros.console_node",
+    "robot_rl.ros.safety.safety_node",
+    "robot_rl.ros.emulation.sim_robot_node",
+    "robot_rl.ros.nodes.recorder_node",
+    "robot_rl.ros.nodes.teleop_node",
+    "robot_rl.ros.nodes.realsense_node",
+    "robot_rl.ros.console.console_node",
 )
 
 
@@ -194,7 +219,6 @@ def test_a_refused_command_line_the_launcher_and_the_message_nodes_never_import_
 CONFIG_LIBRARY = ("omegaconf", "hydra")
 CONFIG_LIBRARY_READERS = {  # the modules below the drivers that may import the config library, and why
     "robot_rl.core.composed_config": "composes the config, reads and writes a run folder's config.yaml",
-    "robot_rl.core.config": "reads the packaged YAML defaults of the settings classes (OmegaConf's YAML floats)",
 }
 
 
@@ -221,3 +245,68 @@ def test_below_the_drivers_a_config_is_a_mapping():
     assert "robot_rl.core.composed_config" in readers  # the check sees an import it guards
     named = [m for m, p in below.items() if "DictConfig" in p.read_text()]
     assert named == [], named
+
+
+MAX_MODULE_LINES = 600  # issue 77: a module a reader takes in whole
+
+
+def test_no_module_is_longer_than_a_reader_takes_in_whole():
+    long = sorted(
+        f"{path.relative_to(ROOT)}: {lines} lines"
+        for path in modules().values()
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    )
+    assert not long, long
+
+
+#: the rooms of ``robot_rl/ros``, bottom up: a room's modules import only from its own room and the rooms below it
+ROS_ROOMS = ("plumbing", "safety", "links", "nodes", "emulation", "console")
+MAX_ROOM_LINES = 3000  # issue 77: lines in the files directly inside one folder of ros/
+
+
+def ros_room(module: str) -> int:
+    """The room of a module of ``robot_rl.ros`` (its index in ROS_ROOMS); ``robot_rl.ros`` itself is below them all."""
+    parts = module.split(".")
+    if parts[:2] != ["robot_rl", "ros"]:
+        raise ValueError(f"{module} is not in robot_rl.ros")
+    if len(parts) == 2:
+        return -1
+    if parts[2] not in ROS_ROOMS:
+        raise ValueError(f"{module} lies in no room of robot_rl/ros ({ROS_ROOMS})")
+    return ROS_ROOMS.index(parts[2])
+
+
+def upward_room_imports(edges: dict[str, set[str]]) -> list[str]:
+    """``module imports target`` for every import of a ROS module from a room above its own."""
+    return sorted(
+        f"{module} ({ROS_ROOMS[ros_room(module)]}) imports {target} ({ROS_ROOMS[ros_room(target)]})"
+        for module, targets in edges.items()
+        if module.startswith("robot_rl.ros.")
+        for target in targets
+        if target.startswith("robot_rl.ros.") and ros_room(target) > ros_room(module)
+    )
+
+
+def test_ros_lives_in_rooms_that_import_only_downwards():
+    """Every module of ``robot_rl/ros`` lies in a room (none flat beside them), no room imports from a room above it,
+    and no room's own files hold more than MAX_ROOM_LINES lines."""
+    known = modules()
+    ros = [module for module in known if module.startswith("robot_rl.ros.")]
+    homeless = [module for module in ros if module.split(".")[2] not in ROS_ROOMS]
+    assert homeless == [], homeless
+    assert upward_room_imports(imports(known)) == []
+    sizes = {
+        room: sum(len(path.read_text().splitlines()) for path in (ROOT / "robot_rl" / "ros" / room).glob("*.py"))
+        for room in ROS_ROOMS
+    }
+    assert max(sizes.values()) <= MAX_ROOM_LINES, sizes
+
+
+def test_the_room_check_sees_an_upward_import():
+    edges = {"robot_rl.ros.plumbing.qos": {"robot_rl.ros.nodes.actor_node"}, "robot_rl.ros.nodes.actor_node": set()}
+    assert upward_room_imports(edges) == [
+        "robot_rl.ros.plumbing.qos (plumbing) imports robot_rl.ros.nodes.actor_node (nodes)"
+    ]
+    assert ros_room("robot_rl.ros") == -1
+    with pytest.raises(ValueError, match="no room"):
+        ros_room("robot_rl.ros.flat_module")

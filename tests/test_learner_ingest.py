@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from robot_rl.core.transport import LocalTransport
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import Provenance, Transition
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.replay_router import SafetyRelabel
 from robot_rl.runtime.safety_learning import SafetySettings
@@ -53,8 +53,7 @@ def episode(length: int, human_steps: set[int], uid: str = "e0", filtered: set[i
             demo=False,
             first=t == 0,
             filtered=t in filtered,
-            episode=uid,
-            step=t,
+            origin=Provenance(episode=uid, step=t),
         )
         for t in range(length)
     ]
@@ -132,8 +131,8 @@ def test_a_filtered_step_is_learned_as_the_relabel_setting_says(relabel):
     learned = rl.online.learned_action[slot][0, 0]
     assert learned == (-2 if relabel == "proposed" else 2)
     batch = rl.online.sample(64, np.random.default_rng(0))
-    rows = batch["obs"]["state"][:, 0] == 2
-    assert rows.any() and (batch["action"][rows, 0] == learned).all() and (batch["executed_action"][rows, 0] == 2).all()
+    rows = batch.obs["state"][:, 0] == 2
+    assert rows.any() and (batch.action[rows, 0] == learned).all() and (batch.executed_action[rows, 0] == 2).all()
     unfiltered = slot_of_step(rl.online, 3)
     assert rl.online.learned_action[unfiltered][0, 0] == rl.online.action[unfiltered][0, 0] == 3
 
@@ -175,3 +174,66 @@ def test_the_backlog_never_reads_caught_up_while_a_step_is_half_ingested():
     assert transport.backlog(start_training=0, update_every=1) == 5 and rl.taken == 5 == rl.online_received
     rl.update_while_due()
     assert transport.backlog(start_training=0, update_every=1) == 0 and rl.update_calls == 5
+
+
+def test_progress_published_in_the_middle_of_an_ingest_is_the_progress_before_it():
+    """An ingest counts a step in several numbers one after the other (taken, the ledger's, online_received), while
+    the learner's thread may publish its progress in the middle of it (``ingest_everything_sent`` ingests from the
+    actor's thread at a checkpoint). Published there, a step counted by one number and not yet by another made the
+    backlog read wrong, and it was right only as long as ``taken`` was counted last. What is published is the
+    counters as they stood between two whole ingests, whatever the order of the statements that count a step."""
+    transport = LocalTransport()
+    rl = Learner(_Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, transport, seed=0)
+    transitions = episode(4, human_steps=set())
+    transport.send_transitions(transitions)
+    seen = []
+
+    def publishing_first(step):
+        def hooked(*args, **kwargs):
+            rl.report_progress()  # as the learner's thread would, here
+            seen.append(transport.backlog(start_training=0, update_every=1))
+            return step(*args, **kwargs)
+
+        return hooked
+
+    rl.router.add = publishing_first(rl.router.add)  # after the ledger took the step, before it is counted online
+    rl.agent.observe = publishing_first(rl.agent.observe)  # after it is counted online
+    for transition in transitions:
+        rl.ingest([transition])
+    assert seen == [4] * 8  # at each point: the steps not taken in plus the updates due, the step in hand never half
+    rl.report_progress()
+    progress = transport.learner_progress()
+    assert (progress.taken, progress.online_received, transport.backlog(start_training=0, update_every=1)) == (4, 4, 4)
+
+
+def test_a_wait_for_the_learner_wakes_at_its_progress_not_at_the_next_sleep():
+    """The actor keeping pace and the driver waiting for the learner slept in turns of 0.5-1 ms and looked again
+    (issue 77 item 3). They wait on the learner's progress board: the learner's post wakes them at once, a condition
+    that never comes runs out at the timeout, and a condition already true returns without waiting."""
+    import threading
+    import time
+
+    from robot_rl.core.transport import LearnerProgress
+
+    transport = LocalTransport()
+    woke: list[float] = []
+
+    def wait() -> None:
+        transport.wait_for_learner(lambda: transport.learner_progress().update_calls >= 3, timeout=60.0)
+        woke.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    transport.publish_progress(10, 2, {}, 10)  # not yet
+    time.sleep(0.2)
+    assert not woke
+    posted = time.monotonic()
+    transport.publish_progress(11, 3, {}, 11)
+    waiter.join(timeout=30.0)
+    assert woke and woke[0] - posted < 30.0  # the post woke it (the timeout was 60 s)
+    assert transport.learner_progress() == LearnerProgress(11, 3, {}, 11, transport.learner_progress().heard_at)
+    started = time.monotonic()
+    assert transport.wait_for_learner(lambda: False, timeout=0.1) is False
+    assert time.monotonic() - started >= 0.1
+    assert transport.wait_for_learner(lambda: True, timeout=60.0) is True

@@ -10,6 +10,8 @@ def history(*successes: float) -> list[dict]:
             "success_rate": s,
             "intervention_rate": 0.1,
             "wall_seconds": 20.0 * (k + 1),
+            "alpha": 0.01,
+            "entropy": -2.0,
             "episodes": 20,
         }
         for k, s in enumerate(successes)
@@ -31,11 +33,13 @@ def test_a_seed_record_names_the_first_ninety_percent_and_the_end():
             "final_eval_mean_length": 26.0,
             "env_steps": 1500,
             "intervention_steps": 40,
+            "takeover_rate_last_2000": 0.02,
         },
         80.0,
     )
     assert (record["steps_to_90"], record["seconds_to_90"], record["worst_drop_after_90"]) == (1000, 40.0, 0.0)
-    assert record["eval_history"][0] == (500, 0.1, 0.1, 20.0)
+    assert record["eval_history"][0] == (500, 0.1, 0.1, 20.0, 0.01, -2.0)
+    assert record["takeover_rate_last_2000"] == 0.02
 
 
 def test_a_seed_that_never_got_there_counts_as_late_in_the_median():

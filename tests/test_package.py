@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BARE_NAMES = ("sim", "policies", "hardware", "configs")
 PROBE = """
 import importlib.resources, importlib.util, json, sys
-import robot_rl.ros.sim_robot_node, robot_rl.sim.tasks.pick_cube, robot_rl.policies.sac, robot_rl.ros.home_reset_node
+import robot_rl.ros.emulation.sim_robot_node, robot_rl.sim.tasks.pick_cube, robot_rl.policies.sac, robot_rl.ros.nodes.home_reset_node
 from robot_rl.core.composed_config import load_config
 cfg = load_config(["task=pick_cube", "agent=cqn"])
 configs = importlib.resources.files("robot_rl.configs")

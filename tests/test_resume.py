@@ -172,7 +172,8 @@ def test_the_final_evaluation_says_it_runs(tmp_path):
         return result
 
     settings = TrainSettings(final_eval_episodes=50, eval_episodes=20)
-    learning = SimpleNamespace(settings=settings, learner=None, run_dir=tmp_path)
+    learner = SimpleNamespace(metrics={}, update_calls=0, updates_per_second=0.0)  # no update made yet
+    learning = SimpleNamespace(settings=settings, learner=learner, run_dir=tmp_path)
     run = Run(learning, Counters(), "reach", evaluate=evaluate, progress_bar=False)
     run.progress, run.tb = Bar(), Board()
     run.record_evaluation(finished=False)

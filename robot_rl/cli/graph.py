@@ -3,7 +3,9 @@ launch files in ``launch/`` alike (Hydra group ``graph``, ``configs/graph/<name>
 
 Each node entry: ``name``, ``module`` (run as ``python -m <module>``), ``hydra`` (default true:
 the node gets the launch's Hydra overrides, after its own ``args``), ``args``, ``required`` (the
-graph stops when it exits), ``respawn`` (restarted when it exits), ``only_with_sim`` (true: only
+graph stops when it ends: exit 0, its work done, or 2, bad input, or a crash it is not restarted from), ``restart``
+(default true: a crash, any other exit, starts it again, ``RESTARTS`` times after a back-off; false: the sim robot and
+the emulated cell, whose death is the session's), ``respawn`` (restarted whenever it exits), ``only_with_sim`` (true: only
 when ``graph.with_sim``; false: only without), ``only_if`` (a graph key, e.g. ``console``: only when
 it is true). With a robot config (``robot=fr3|panda|ur5e``) every node gets the robot's topic remaps
 (``--ros-args -r``), the safety node the robot's arguments (its rate; its limits are ``robot.limits``)
@@ -11,8 +13,8 @@ and the robot's arm bridge is added (MoveIt Servo for UR), except
 in a ``bringup`` graph (the emulated cell, ``configs/graph/cell.yaml``), which stands for the lab's drivers.
 
 ``robot-rl launch <graph> key=value ...`` starts every node as a child process, prefixes their
-output with the node name, and on Ctrl-C, SIGTERM or the exit of a required node stops them all
-(SIGINT, then SIGKILL after ``grace`` seconds).
+output with the node name, restarts those that crash, and on Ctrl-C, SIGTERM or the end of a required node stops them
+all (SIGINT, then SIGKILL after ``grace`` seconds).
 
 Several robots (``fleet.robots=[left,right]``): every node but the ``shared`` ones (the learner) runs once per
 robot, named ``<robot>/<node>``, in the ROS 2 namespace ``/<robot>`` (its topics ``/<robot>/rl/action``, ...; a
@@ -47,6 +49,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from robot_rl.core.config import ConfigError, choice, integer
 from robot_rl.core.interrupts import interrupt_on_sigterm
+from robot_rl.ros.plumbing.node_main import RESTART_ENV
 from robot_rl.runtime.fleet_settings import fleet_settings, member_seed, robot_path, share
 from robot_rl.safety.robot_limits import workspace_of
 
@@ -62,15 +65,17 @@ GROUP_KEYS = (
     ("robot", "robot.name"),
     ("fleet", "fleet.kind"),
 )
-LEARNER_MODULE = "robot_rl.ros.learner_node"  # a graph with this node trains: it has a run folder (train.run_dir)
-REWARD_MODULE = "robot_rl.ros.reward_node"  # a graph with this node is rewarded by the classifier at classifier.out
-TELEOP_MODULE = "robot_rl.ros.teleop_node"  # a graph with this node reads the operator's device (teleop_device.*)
+LEARNER_MODULE = "robot_rl.ros.nodes.learner_node"  # a graph with this node trains: it has a run folder (train.run_dir)
+REWARD_MODULE = (
+    "robot_rl.ros.nodes.reward_node"  # a graph with this node is rewarded by the classifier at classifier.out
+)
+TELEOP_MODULE = "robot_rl.ros.nodes.teleop_node"  # a graph with this node reads the operator's device (teleop_device.*)
 #: nodes that read the task spec (ros.task_spec): the launch builds the task's env once and hands them its spec
 SPEC_READERS = {
-    "robot_rl.ros.actor_node",
+    "robot_rl.ros.nodes.actor_node",
     LEARNER_MODULE,
-    "robot_rl.ros.recorder_node",
-    "robot_rl.ros.tracker_node",
+    "robot_rl.ros.nodes.recorder_node",
+    "robot_rl.ros.nodes.tracker_node",
 }
 DISCOVERY_RANGES = {"localhost": "LOCALHOST", "subnet": "SUBNET"}  # ros.discovery -> ROS_AUTOMATIC_DISCOVERY_RANGE
 
@@ -82,6 +87,7 @@ class NodeSpec:
     hydra: bool = True
     args: list[str] = field(default_factory=list)
     required: bool = False
+    restart: bool = True  # a crash starts it again (Launcher: RESTARTS times, after a back-off)
     respawn: bool = False
     only_with_sim: bool | None = None
     only_if: str | None = None  # a graph key (console): the node runs only when that key is true
@@ -252,10 +258,12 @@ class Launcher:
     """Child processes of one graph, their output, their restarts and their shutdown. ``env``: variables set for every
     node on top of this process's environment (:func:`ros_environment`).
 
-    A required node's exit ends the graph (with several robots, its robot's nodes). Any other node that refused its
-    input (exit 2) stops the graph: nothing it was for would happen. One that died otherwise (a crash, kill -9) is
-    started again with the same command, up to ``RESTARTS`` times after a back-off (a learner goes on from its
-    checkpoint, a recorder from its store), each said in the log; exit 0 is a node done with its work."""
+    A node that died (a crash, kill -9: any exit but 0, a node done with its work, and 2) is started again with the
+    same command, up to ``RESTARTS`` times after a back-off, each said in the log, with ``RESTART_ENV`` set to how
+    many times it was started again (a learner goes on from its checkpoint, a recorder from its store, an actor from
+    its actor state), unless its entry says ``restart: false``. A required node that ends (exit 0 or 2, or a crash it
+    is not restarted from) ends the graph (with several robots, its robot's nodes). Any other node that refused its
+    input (exit 2) stops the graph: nothing it was for would happen."""
 
     def __init__(
         self,
@@ -274,7 +282,7 @@ class Launcher:
         self._print = threading.Lock()
 
     def start(self, node: NodeSpec) -> None:
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1", RESTART_ENV: str(self.restarts.get(node.name, 0))}
         process = subprocess.Popen(
             node.command(self.overrides),
             stdout=subprocess.PIPE,
@@ -319,28 +327,31 @@ class Launcher:
                     returncode = self.processes[node.name].poll()
                     if returncode is None or node.robot in ended:
                         continue
-                    if node.required and node.robot:
-                        self.say(f"{node.name} exited with code {returncode}; stopping robot {node.robot}")
+                    crashed = returncode not in (0, BAD_INPUT)
+                    if node.respawn:
+                        self.say(f"{node.name} exited with code {returncode}; respawning")
+                        if crashed:  # it died: the new one may take its lingering entry for what it is
+                            self.restarts[node.name] = self.restarts.get(node.name, 0) + 1
+                        self.start(node)
+                    elif crashed and node.restart and self.restarts.get(node.name, 0) < RESTARTS:
+                        self.restart_later(node, returncode)
+                    elif node.required and node.robot:
+                        self.say(f"{node.name} {self.ended(node, returncode)}; stopping robot {node.robot}")
                         ended[node.robot] = returncode
                         self.stop([n.name for n in self.nodes if n.robot == node.robot])
                         if set(ended) == robots:
                             self.say("every robot has ended; stopping the graph")
                             return max(ended.values(), key=abs)
                     elif node.required:
-                        self.say(f"{node.name} exited with code {returncode}; stopping the graph")
+                        self.say(f"{node.name} {self.ended(node, returncode)}; stopping the graph")
                         return returncode
-                    elif node.respawn:
-                        self.say(f"{node.name} exited with code {returncode}; respawning")
-                        self.start(node)
                     elif returncode == BAD_INPUT:
                         self.say(f"{node.name} refused its input (exit code {returncode}); stopping the graph")
                         return returncode
-                    elif returncode != 0 and self.restarts.get(node.name, 0) < RESTARTS:
-                        self.restart_later(node, returncode)
                     elif node.name not in self.reported:
                         self.reported.add(node.name)
-                        given_up = f" after {RESTARTS} restarts; not starting it again" if returncode else ""
-                        self.say(f"{node.name} exited with code {returncode}{given_up}")
+                        given_up = "; not starting it again" if crashed else ""
+                        self.say(f"{node.name} {self.ended(node, returncode)}{given_up}")
                 if not self.due and all(p.poll() is not None for p in self.processes.values()):
                     return max(ended.values(), key=abs, default=0)
                 time.sleep(0.1)
@@ -349,6 +360,11 @@ class Launcher:
             return 130
         finally:
             self.stop()
+
+    def ended(self, node: NodeSpec, returncode: int) -> str:
+        """How ``node`` ended, for the log: its exit code, and the restarts spent before a crash that stays."""
+        spent = returncode not in (0, BAD_INPUT) and node.restart
+        return f"exited with code {returncode}" + (f" after {RESTARTS} restarts" if spent else "")
 
     def restart_later(self, node: NodeSpec, returncode: int) -> None:
         """Start ``node`` again after the back-off of its next restart."""
@@ -414,7 +430,7 @@ def check_before_start(cfg: DictConfig, modules: set[str]) -> None:
                 "classifier.out", str(cfg.classifier.out), "a reward classifier file (robot-rl classifier writes one)"
             ) from None
     if TELEOP_MODULE in modules:
-        from robot_rl.ros.teleop_node import check_device
+        from robot_rl.ros.nodes.teleop_node import check_device
 
         check_device(cfg.teleop_device)
 
@@ -425,7 +441,7 @@ def handed_task_spec(cfg: DictConfig, nodes: list[NodeSpec]) -> Iterator[list[st
     once, or the spec of the task's env, built here and written to a folder of the launch's own for its lifetime,
     so no node builds an env to learn shapes. ``cfg``: the nodes' config (a resumed run's, with its task)."""
     from robot_rl.data.task_spec import SPEC_FILE
-    from robot_rl.ros.node_main import node_task_spec
+    from robot_rl.ros.plumbing.node_main import node_task_spec
 
     if not any(node.module in SPEC_READERS for node in nodes):
         yield []

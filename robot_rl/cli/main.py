@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return launch(overrides[0] if overrides else None, overrides[1:])
         if verb == "console":
-            from robot_rl.ros.console_node import run
+            from robot_rl.ros.console.console_node import run
 
             return run(overrides)
         if verb == "data":
@@ -182,12 +182,14 @@ def learning_run(verb: str, cfg: DictConfig, overrides: list[str] = ()) -> dict:
 
         return pretrain(cfg)
     from robot_rl.runtime.fleet_settings import fleet_settings
+    from robot_rl.runtime.reset_rule import require_in_process, reset_settings
     from robot_rl.runtime.run_folder import given_keys, run_config, run_folder
     from robot_rl.runtime.train_settings import settings_from
 
     cfg = run_config(cfg, given_keys(overrides))
     settings = settings_from(cfg["train"])  # a bad value or run folder is refused before torch is imported (~1.5 s)
     run_folder(settings.run_dir, settings.resume)
+    require_in_process(reset_settings(cfg.get("scene_reset")), settings.num_envs, fleet_settings(cfg).kind)
     if fleet_settings(cfg).kind == "ray":
         from robot_rl.runtime.fleet import train_fleet
 
@@ -252,12 +254,13 @@ def check_settings(cfg: DictConfig) -> None:
     safety, the agent's hyperparameters), so a value train would refuse is refused here too (ConfigError)."""
     from robot_rl.runtime.envs import load_entry_point
     from robot_rl.runtime.fleet_settings import fleet_settings
+    from robot_rl.runtime.reset_rule import require_in_process, reset_settings
     from robot_rl.runtime.safety_learning import safety_settings
     from robot_rl.runtime.teleop import InterventionRules
     from robot_rl.runtime.train_settings import settings_from
 
-    settings_from(cfg.train)
-    fleet_settings(cfg)
+    settings = settings_from(cfg.train)
+    require_in_process(reset_settings(cfg.get("scene_reset")), settings.num_envs, fleet_settings(cfg).kind)
     settings_of("human", InterventionRules, OmegaConf.to_container(cfg.human, resolve=True))
     safety_settings(cfg.get("safety"))
     agent = OmegaConf.to_container(cfg.agent, resolve=True)

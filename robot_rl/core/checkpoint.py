@@ -72,6 +72,8 @@ def task_definition(task: Mapping[str, Any], agent_cfg: Mapping[str, Any], agent
         "observation_shapes": {key: list(shape) for key, shape in agent.observation_shapes.items()},
         "action_dim": agent.action_dim,
     }
+    if agent_cfg.get("camera_encoder") == "pretrained":  # the frozen trunk's depth shapes its heads' inputs
+        definition["agent.pretrained_blocks"] = agent_cfg["pretrained_blocks"]
     return json.loads(json.dumps(definition))  # tuples -> lists, as read back from the file
 
 

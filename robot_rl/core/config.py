@@ -13,6 +13,7 @@ import functools
 import inspect
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -21,6 +22,8 @@ from dataclasses import MISSING as MISSING_DEFAULT
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 Settings = TypeVar("Settings")
 # a run's configuration, as the command line or a node hands it over: sections of values, read by key (the composed
@@ -293,15 +296,36 @@ def settings_of(prefix: str, cls: type[Settings], values: Mapping[str, Any] | No
 
 
 # ----------------------------------------------------------------------------- defaults: the packaged YAML
+class YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader reading scalars as Hydra and OmegaConf read the same files: YAML 1.2's floats (``1e-4``
+    is a float, not a string) and no timestamps (a date stays a string)."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+        |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.VERBOSE,
+    ),
+    list("-+0123456789."),
+)
+YamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in YamlLoader.yaml_implicit_resolvers.items()
+}
+
+
 @functools.cache
 def packaged_yaml(file: str) -> dict[str, Any]:
     """The packaged config file ``configs/<file>`` (installed as ``robot_rl.configs``) as plain containers, its
     interpolations (``${...}``) left as written."""
     from importlib.resources import files
 
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(OmegaConf.create((files("robot_rl.configs") / file).read_text()), resolve=False)
+    return yaml.load((files("robot_rl.configs") / file).read_text(), YamlLoader)  # a safe loader: data only
 
 
 def yaml_defaults(file: str, section: str | None = None, frozen: bool = False) -> Callable[[type], type]:

@@ -1,6 +1,11 @@
 """How the actor and the learner exchange transitions (actor -> learner) and policy weights
 (learner -> actor). The in-process transport is a queue; the ROS 2 transport (topics with
-standard message types across machines) implements the same interface."""
+standard message types across machines) implements the same interface.
+
+A transport carries transitions without reading them (the core floor knows no data type above it): :class:`Transport`
+is generic in what it delivers to the learner. robot_rl's actor sends a :class:`robot_rl.data.transition.Transition`
+and its learner receives it in a delivery envelope, :class:`robot_rl.data.delivery_ledger.Numbered`: numbered in the
+actor's stream by the ROS 2 transport's outbox, unnumbered in one process (``LocalTransport(deliver=Numbered)``)."""
 
 from __future__ import annotations
 
@@ -9,10 +14,11 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from robot_rl.data.transition import Transition, stream_position
+Item = TypeVar("Item")  # what a transport delivers to the learner (robot_rl's: a Numbered transition)
 
 
 def updates_due(online_received: int, update_calls: int, start_training: int, update_every: int = 1) -> int:
@@ -34,12 +40,43 @@ class LearnerProgress:
     heard_at: float = -math.inf
 
 
-class Transport(ABC):
-    @abstractmethod
-    def send_transitions(self, transitions: list[Transition]) -> None: ...
+class ProgressBoard:
+    """The learner's newest progress as a transport's side hears it, and waits on it: whoever hears it (the learner's
+    own thread in one process, the executor's over ROS) puts it up with :meth:`post`; an actor keeping pace, or a
+    driver waiting for the learner to catch up, waits in :meth:`wait_until` and wakes at the next post, not at the
+    next turn of a sleep-poll."""
+
+    def __init__(self) -> None:
+        self._progress = LearnerProgress()
+        self._posted = threading.Condition()
+
+    def post(self, progress: LearnerProgress) -> None:
+        with self._posted:
+            self._progress = progress
+            self._posted.notify_all()
+
+    def read(self) -> LearnerProgress:
+        return self._progress  # replaced whole by post
+
+    def wait_until(self, condition: Callable[[], bool], timeout: float) -> bool:
+        """Block until ``condition()`` holds (checked now and after each post, and at least every ``timeout`` s: it
+        may also wait on what is not posted, such as a learner's failure); whether it holds."""
+        with self._posted:
+            return self._posted.wait_for(condition, timeout)
+
+
+class Transport(ABC, Generic[Item]):
+    """Both sides of the link. A transport holds :attr:`board`, the learner's newest progress as its side hears it
+    (:meth:`publish_progress` on the learner's side, what arrived on the actor's)."""
+
+    board: ProgressBoard
 
     @abstractmethod
-    def receive_transitions(self, timeout: float) -> list[Transition]:
+    def send_transitions(self, transitions: list[Any]) -> None:
+        """The actor's steps, in the order made (robot_rl's: transitions); the learner receives each as an ``Item``."""
+
+    @abstractmethod
+    def receive_transitions(self, timeout: float) -> list[Item]:
         """Everything sent so far and not yet received (waits up to ``timeout`` s for the first)."""
 
     @abstractmethod
@@ -61,15 +98,20 @@ class Transport(ABC):
     def cut_episode(self, uid: str) -> None:
         """The step budget cut episode ``uid`` short after the last step sent: it is finished as it is. In one
         process the driver's own recorder ends it (:meth:`~robot_rl.data.EpisodeRecorder.end_episode`): nothing to
-        send; across processes the recorder must hear it (:class:`~robot_rl.ros.transport.RosTransport`)."""
+        send; across processes the recorder must hear it (:class:`~robot_rl.ros.links.transport.RosTransport`)."""
 
     def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
         """The learner's online transitions ingested, updates made, per actor stream the highest ``seq`` ingested and
         transitions taken in all, for the actors that keep the update-to-data ratio (:meth:`backlog`)."""
 
-    @abstractmethod
     def learner_progress(self) -> LearnerProgress:
         """What the learner last published (:meth:`publish_progress`), as this transport's actor hears it."""
+        return self.board.read()
+
+    def wait_for_learner(self, condition: Callable[[], bool], timeout: float) -> bool:
+        """Block until ``condition()`` holds, waking at each progress the learner publishes (and every ``timeout`` s
+        at least); whether it holds."""
+        return self.board.wait_until(condition, timeout)
 
     @abstractmethod
     def not_ingested(self, progress: LearnerProgress) -> int:
@@ -85,22 +127,24 @@ class Transport(ABC):
         return self.not_ingested(progress) + due
 
 
-class LocalTransport(Transport):
-    """Actor and learner in one process (threads)."""
+class LocalTransport(Transport[Item]):
+    """Actor and learner in one process (threads). ``deliver`` makes what the learner receives of each step sent
+    (robot_rl's: ``Numbered``, an unnumbered delivery envelope); None: the step itself."""
 
-    def __init__(self):
+    def __init__(self, deliver: Callable[[Any], Item] | None = None):
+        self._deliver = deliver
         self._transitions: queue.Queue = queue.Queue()
         self._weights: tuple[int, dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self.sent = 0  # transitions sent so far
-        self._progress = LearnerProgress()
+        self.board = ProgressBoard()
 
-    def send_transitions(self, transitions: list[Transition]) -> None:
+    def send_transitions(self, transitions: list[Any]) -> None:
         for transition in transitions:
-            self._transitions.put(transition)
+            self._transitions.put(transition if self._deliver is None else self._deliver(transition))
             self.sent += 1
 
-    def receive_transitions(self, timeout: float) -> list[Transition]:
+    def receive_transitions(self, timeout: float) -> list[Item]:
         try:
             received = [self._transitions.get(timeout=timeout)]
         except queue.Empty:
@@ -124,94 +168,7 @@ class LocalTransport(Transport):
             return None if self._weights is None else self._weights[0]
 
     def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
-        self._progress = LearnerProgress(online_received, update_calls, received, taken, time.monotonic())
-
-    def learner_progress(self) -> LearnerProgress:
-        return self._progress  # replaced whole by the learner's thread
+        self.board.post(LearnerProgress(online_received, update_calls, received, taken, time.monotonic()))
 
     def not_ingested(self, progress: LearnerProgress) -> int:
         return self.sent - progress.taken
-
-
-class DeliveryLedger:
-    """The learner's record of what it ingested, so a resend or a backfill never adds a step twice.
-
-    Numbered transitions (:class:`~robot_rl.data.transition.NumberedTransition`: the ROS actor numbers them) are
-    taken once per ``(actor, seq)`` and in order: one that skips ahead (the actor's live stream reached a restarted
-    learner before the resend of what it lacks) is dropped, and comes again with the resend. ``floor`` is the lowest
-    ``seq`` the actor still holds; what lies below it can no longer be asked for.
-    Transitions that carry ``episode`` (a uid) are taken only for episodes whose first step was taken,
-    and an episode whose first step arrives a second time (a resend of an episode backfilled from a
-    store) is skipped. Transitions that carry ``step`` (their index in the episode) are taken only in
-    order: one that repeats or skips a step of its episode is refused and counted (``out_of_order``).
-    """
-
-    def __init__(self) -> None:
-        self.received: dict[str, int] = {}  # actor -> highest seq ingested
-        self.episodes: set[str] = set()  # uids of episodes whose first step was ingested
-        self.skipping: set[str] = set()
-        self.next_step: dict[str, tuple[str, int]] = {}  # actor -> (its episode's uid, the step that comes next)
-        self.ingested = self.duplicates = self.gaps = self.orphans = self.out_of_order = 0
-
-    def accept(self, transition: Transition) -> bool:
-        """True when ``transition`` is new and continues its episode (then it counts as ingested)."""
-        if not self._accept(transition):
-            return False
-        actor, uid, step = transition.actor, transition.episode, transition.step
-        if uid and step is not None:
-            episode, next_step = (uid, 0) if transition.first else self.next_step.get(actor, (uid, step))
-            if episode == uid and step != next_step:  # a step repeated or skipped within the actor's episode
-                self.out_of_order += 1
-                return False
-            self.next_step[actor] = (uid, step + 1)
-        self.ingested += 1
-        return True
-
-    def _accept(self, transition: Transition) -> bool:
-        actor, uid = transition.actor, transition.episode
-        seq, floor = stream_position(transition)
-        if seq:
-            last = max(self.received.get(actor, 0), (floor or 1) - 1)
-            if seq <= last:
-                self.duplicates += 1
-                return False
-            if seq != last + 1:
-                self.gaps += 1  # ahead of a resend that will bring the steps between
-                return False
-            self.received[actor] = seq
-        if not uid:
-            return True
-        if transition.first:
-            if uid in self.episodes:
-                self.duplicates += 1
-                self.skipping.add(uid)
-                return False
-            self.skipping.discard(uid)
-            self.episodes.add(uid)
-            return True
-        if uid in self.skipping:
-            return False
-        if uid not in self.episodes:
-            self.orphans += 1  # its start was never received (it lies below the actor's floor)
-            return False
-        return True
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "received": dict(self.received),
-            "episodes": sorted(self.episodes),
-            "ingested": self.ingested,
-            "duplicates": self.duplicates,
-            "gaps": self.gaps,
-            "orphans": self.orphans,
-            "out_of_order": self.out_of_order,
-            "next_step": {actor: list(value) for actor, value in self.next_step.items()},
-        }
-
-    def load(self, state: dict[str, Any]) -> None:
-        self.received = {str(k): int(v) for k, v in state.get("received", {}).items()}
-        self.episodes = set(state.get("episodes", []))
-        self.ingested, self.duplicates = int(state.get("ingested", 0)), int(state.get("duplicates", 0))
-        self.gaps, self.orphans = int(state.get("gaps", 0)), int(state.get("orphans", 0))
-        self.out_of_order = int(state.get("out_of_order", 0))
-        self.next_step = {str(k): (str(v[0]), int(v[1])) for k, v in state.get("next_step", {}).items()}

@@ -13,7 +13,7 @@ _EXPORTS = {
     "EpisodeStore": "episode_store",
     "EpisodeStoreError": "episode_store",
     "EpisodeWriter": "episode_store",
-    "MixedSampler": "replay_buffer",
+    "MixedSampler": "samplers",
     "ReplayBuffer": "replay_buffer",
     "StreamRecorders": "recorder",
     "load_episode_store": "replay_buffer",

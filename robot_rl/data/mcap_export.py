@@ -33,7 +33,8 @@ import numpy as np
 
 from robot_rl.core.folders import creating
 
-from .episode_store import EpisodeStore, EpisodeStoreError, episode_uid
+from .episode_store import EpisodeStore, EpisodeStoreError
+from .verification import episode_uid
 
 TOPIC_STATE = "/robot_rl/state"
 TOPIC_ACTION = "/robot_rl/action"

@@ -6,7 +6,8 @@ starts at a transition flagged ``first`` and is committed when one ends it (term
 when the driver ends it (the step budget was spent: :meth:`EpisodeRecorder.end_episode` in the driver's process,
 :meth:`EpisodeRecorder.cut` from another, with the ``seq`` of the episode's last step); an episode cut
 short otherwise (the actor paused, crashed or was stopped) is dropped, so a store only ever holds finished
-episodes. Each committed episode keeps the actor's episode uid. Steps sent again (an old ``seq`` of an actor
+episodes, except an online one whose actor died: when another actor (the one a launch started again) starts an
+episode, the open online episode of the gone one is committed as it is (the restarted actor counts it). Each committed episode keeps the actor's episode uid. Steps sent again (an old ``seq`` of an actor
 stream, resent for a restarted learner) and episodes already in the store are skipped.
 
 Every committed episode has the same metadata whoever recorded it: ``source`` (demo or online), ``uid``,
@@ -28,8 +29,9 @@ from typing import Any
 
 from robot_rl.core.interrupts import sigint_ignored
 
-from .episode_store import EpisodeStore
-from .transition import Transition, stream_position
+from .delivery_ledger import Numbered
+from .episode_store import EpisodeStore, EpisodeWriter
+from .transition import Transition
 
 MAX_PENDING_CUTS = 64  # cuts of episodes whose last step has not come yet (the oldest is forgotten)
 
@@ -61,6 +63,7 @@ class EpisodeRecorder:
         self.recent: list[str] = []  # uids committed lately (the recorder node acknowledges them again)
         self.attrs: dict[str, Any] = {}  # of the episode that starts next or is open
         self.demo, self.uid, self.open_seq = False, "", 0  # the open episode's; open_seq: its newest step's seq
+        self.actor = ""  # the open episode's actor
         self.cuts: OrderedDict[str, int] = OrderedDict()  # episode uid -> seq of its last step (cut by the budget)
         self.counts = {"interventions": 0, "filter_interventions": 0, "violations": 0}
 
@@ -76,38 +79,50 @@ class EpisodeRecorder:
         self.attrs["operator_label"] = bool(success)
         return True
 
-    def add(self, transitions: list[Transition], resent: bool = False) -> list[str]:
-        """Take transitions in the order they were made; returns the names of the episodes committed.
-        ``resent``: the transitions come again on purpose (a whole episode, :meth:`record`), their ``seq``
-        is not checked against the stream's."""
+    def add(self, transitions: list[Transition]) -> list[str]:
+        """Take transitions in the order they were made, unnumbered (one process, a store); returns the names of the
+        episodes committed."""
+        return self._take([(t, 0) for t in transitions])
+
+    def add_numbered(self, delivered: list[Numbered]) -> list[str]:
+        """Take an actor's steps as its outbox numbered them (``seq``), in the order they were sent: a ``seq`` taken
+        already (sent again for a restarted learner) is skipped; returns the names of the episodes committed."""
+        return self._take([(n.transition, n.seq) for n in delivered])
+
+    def _take(self, steps: list[tuple[Transition, int]]) -> list[str]:
+        """(transition, its ``seq``, 0 unnumbered) -> the names of the episodes committed."""
         self.last_receipt = time.monotonic()
         committed = []
-        for t in transitions:
-            seq, _ = stream_position(t)
-            if seq and not resent:
-                if seq <= self.last_seq.get(t.actor, 0):
+        for t, seq in steps:
+            origin = t.origin
+            if seq:
+                if seq <= self.last_seq.get(origin.actor, 0):
                     continue  # sent again for a restarted learner
-                self.last_seq[t.actor] = seq
+                self.last_seq[origin.actor] = seq
             if t.first:
-                if self.writer.active:
+                if self.writer.active and not self.demo and self.actor and origin.actor != self.actor:
+                    gone = f"its actor is gone ({origin.actor})"
+                    self._warn(f"episode {self.uid} of {self.actor} recorded as it is: {gone}")
+                    committed.append(self._commit())  # its actor died (a launch restarted it): cut there
+                elif self.writer.active:
                     self._warn("dropped an unfinished episode (the actor started a new one)")
                     self.writer.discard()
-                if t.episode and t.episode in self.uids:
+                if origin.episode and origin.episode in self.uids:
                     self.attrs = {}
                     continue  # already in the store
                 self.writer.start(t.obs)
-                self.demo, self.uid = t.demo, t.episode
+                self.demo, self.uid, self.actor = t.demo, origin.episode, origin.actor
                 self.counts = dict.fromkeys(self.counts, 0)
             if not self.writer.active:
                 continue  # the rest of an episode whose start was missed
-            stamp = t.stamp or (None if self.clock is None else self.clock())
-            t.record(self.writer, **({} if stamp is None else {"timestamp": stamp}))
+            stamp = origin.stamp or (None if self.clock is None else self.clock())
+            write_step(self.writer, t, **({} if stamp is None else {"timestamp": stamp}))
             self.counts["interventions"] += t.intervened
             self.counts["filter_interventions"] += t.filtered
             self.counts["violations"] += t.violation != 0
             self.open_seq = seq
-            if t.terminated or t.truncated or (seq and seq >= self.cuts.get(t.episode, seq + 1)):
-                self.cuts.pop(t.episode, None)
+            if t.terminated or t.truncated or (seq and seq >= self.cuts.get(origin.episode, seq + 1)):
+                self.cuts.pop(origin.episode, None)
                 committed.append(self._commit())
         return committed
 
@@ -131,8 +146,9 @@ class EpisodeRecorder:
         return self._commit() if self.writer.active and len(self.writer) else None
 
     def record(self, transitions: list[Transition]) -> str | None:
-        """A whole episode (from its first step; ended or cut short by the budget) at once."""
-        names = self.add(transitions, resent=True)
+        """A whole episode (from its first step; ended or cut short by the budget) at once (steps sent again on
+        purpose: their numbers are not checked against the stream's)."""
+        names = self.add(transitions)
         return names[-1] if names else self.end_episode()
 
     def discard(self) -> None:
@@ -158,6 +174,25 @@ class EpisodeRecorder:
             self.log.warning(message)
 
 
+def write_step(writer: EpisodeWriter, t: Transition, **extra: Any) -> None:
+    """Add step ``t`` to an episode being written (started on ``obs`` of the episode's first step); ``extra``:
+    further per-step columns such as ``timestamp``."""
+    writer.add(
+        t.next_obs,
+        t.action,
+        t.reward,
+        t.terminated,
+        t.truncated,
+        policy_action=t.policy_action,
+        success=t.success,
+        intervened=t.intervened,
+        safety_flags=t.violation,
+        filtered=t.filtered,
+        **extra,
+    )
+    writer.add_streams(t.streams or {})
+
+
 class StreamRecorders:
     """Several actors' hand-ins (encoded transitions) -> committed episodes of one store, recorded in processes of
     their own.
@@ -172,12 +207,12 @@ class StreamRecorders:
     a recorder stops its recording and comes back from :meth:`flush` and :meth:`close`. Recorders ignore Ctrl-C (the
     driver closes them) and end, dropping their open episodes, when the driver is gone.
 
-    Only raw bytes cross the pipes (no pickle): ``decode(payload) -> list[Transition]`` is given at the start (a
+    Only raw bytes cross the pipes (no pickle): ``decode(payload) -> list[Numbered]`` is given at the start (a
     module-level function or a ``functools.partial`` of one: it must reach a spawned process) and checks what it
     decodes.
     """
 
-    def __init__(self, store: EpisodeStore, decode: Callable[[bytes], list[Transition]], processes: int = 1):
+    def __init__(self, store: EpisodeStore, decode: Callable[[bytes], list[Numbered]], processes: int = 1):
         self.path = store.path
         context = multiprocessing.get_context("spawn")  # no copy of the driver's threads and CUDA state
         self._conns, self._processes = [], []
@@ -264,7 +299,7 @@ def _record_streams(path: str, decode, conn) -> None:
             try:
                 if stream not in recorders:
                     recorders[stream] = EpisodeRecorder(store)
-                recorders[stream].add(decode(message[3 + size :]))
+                recorders[stream].add_numbered(decode(message[3 + size :]))
             except Exception as failure:  # noqa: BLE001 - answered to the driver
                 error = repr(failure)
             continue

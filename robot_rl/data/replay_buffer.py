@@ -1,5 +1,5 @@
-"""Replay buffers for off-policy learning: episode-aware ring buffer and demo/online mixing, held in torch tensors
-where the learner learns.
+"""Replay buffers for off-policy learning: an episode-aware ring buffer held in torch tensors where the learner learns
+(the demo/online mix and the weighted mix of several buffers: :mod:`robot_rl.data.samplers`).
 
 Every observation is stored once. Slot ``i`` holds the observation at some step t and, when a
 transition starts there, the action taken, the reward and the end flags; the next
@@ -19,11 +19,12 @@ A stored episode may be a segment of a longer one (a human takeover in the demo 
 critic's "previous command" stays right at the segment's first step.
 
 Where the data lives: every column is a preallocated torch tensor (images uint8 as given, (H, W, C); the
-other observations float32) on the *storage device*: the learner's CUDA device when the buffer takes at most a
+other observations float32; or what the buffer's ``encode`` makes of each observation, e.g. a frozen camera
+backbone's float16 features instead of the images) on the *storage device*: the learner's CUDA device when the buffer takes at most a
 quarter of its memory (an online and a demo buffer: half), else CPU memory. Transitions are written one at a
 time as they arrive. Sampling (indices, n-step returns, previous actions, action sequences, the demo/online mix)
-runs with torch where the data lives and never waits on the device; a batch is a dict of tensors on the
-learner's ``device`` (from CPU storage for a CUDA learner: gathered into pinned memory and copied without
+runs with torch where the data lives and never waits on the device; a batch (:class:`~robot_rl.data.batches.Batch`)
+holds tensors on the learner's ``device`` (from CPU storage for a CUDA learner: gathered into pinned memory and copied without
 blocking). Random draws come from a torch generator reseeded from the caller's numpy generator at every draw,
 so a sampler's whole random state is its numpy generator's (checkpointed as before).
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ import torch
 
 from robot_rl.core.folders import latest, replacing
 
-from .batches import Batch, batch_to
+from .batches import Batch
 
 BUFFER_FORMAT = "robot_rl.replay/2"  # columns hold the written rows only; "robot_rl.replay" saved every row
 _READABLE_FORMATS = (BUFFER_FORMAT, "robot_rl.replay")
@@ -73,6 +74,9 @@ class ReplayBuffer:
         action_dim: size of the action vector.
         device: where batches go (the learner's device; default the CPU). The columns live there too when it is
             a CUDA device with room for them (:func:`storage_device`).
+        encode: what is stored of an observation: ``encode(obs)`` gives the stored dict (of ``observation_space``),
+            called once per stored observation (e.g. a frozen encoder's features instead of the pixels,
+            :class:`robot_rl.policies.pretrained.FrozenFeatures`); None: the observation as it is.
 
     Columns (tensors on :attr:`storage_device`, first dimension ``capacity``): ``obs[key]``, ``action``,
     ``learned_action``, ``opening_action`` (float32, (capacity, A)), ``reward``, ``cost`` (float32),
@@ -86,6 +90,7 @@ class ReplayBuffer:
         observation_space: Mapping[str, tuple[tuple[int, ...], Any]],
         action_dim: int,
         device: str | torch.device | None = None,
+        encode: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     ):
         if capacity < 2:
             raise ValueError(f"capacity={capacity}; expected at least 2")
@@ -95,6 +100,7 @@ class ReplayBuffer:
         }
         self.action_dim = int(action_dim)
         self.device = torch.device(device if device is not None else "cpu")
+        self.encode = encode
         self.storage_device = storage_device(self.device, self.nbytes(capacity, self.observation_space, action_dim))
         self.pinned = self.storage_device.type == "cpu" and self.device.type == "cuda"
         self.obs = {
@@ -214,6 +220,8 @@ class ReplayBuffer:
             self._episode_open = True
             self._episode_length = 0
         slot = self.cursor
+        if self.encode is not None:
+            obs = self.encode(obs)
         for key, column in self.obs.items():
             column[slot] = self._row(obs[key])
         self._mark(slot, False)
@@ -296,16 +304,9 @@ class ReplayBuffer:
         gamma: float = 0.99,
         sequence_length: int = 1,
     ) -> Batch:
-        """A batch of transitions, tensors on :attr:`device` (B = ``batch_size``, A = ``action_dim``; :class:`Batch`).
-
-        ``obs`` and ``next_obs`` (dicts of (B, *shape) in the stored dtypes), ``action`` (the learned one) and
-        ``executed_action`` (B, A) float32, ``reward`` (n-step discounted sum), ``cost`` and ``discount``
-        (gamma^m, 0 if the episode terminated within the m <= n steps taken) (B,) float32, ``terminated`` and
-        ``intervened`` (B,) bool, ``index`` (B,) int64 (the slots), ``previous_action`` (B, A) float32 with
-        ``has_previous`` (B,) bool (the action one step earlier in the episode), when ``sequence_length``
-        K > 1, ``action_sequence`` (B, K, A) float32 with ``sequence_mask`` (B, K) bool, and with returns-to-go
-        (:meth:`set_returns_to_go`) ``mc_return`` (B,) float32.
-        """
+        """A :class:`Batch` of ``batch_size`` transitions drawn uniformly, tensors on :attr:`device`: n-step returns
+        (``n_step``, discount ``gamma``), and with ``sequence_length`` K > 1 the action sequences; ``mc_return`` with
+        returns-to-go (:meth:`set_returns_to_go`)."""
         return self.batch(self.draw(batch_size, rng), n_step, gamma, sequence_length)
 
     def batch(
@@ -314,8 +315,7 @@ class ReplayBuffer:
         """The batch of :meth:`sample` at the given slots (int (B,), each holding a transition)."""
         index = self._index(index)
         obs, next_obs = self.empty_observations(len(index)), self.empty_observations(len(index))
-        batch = self.gather(index, obs, next_obs, n_step, gamma, sequence_length)
-        return batch_to(batch, self.device)
+        return self.gather(index, obs, next_obs, n_step, gamma, sequence_length).to(self.device)
 
     def empty_observations(self, batch_size: int) -> dict[str, torch.Tensor]:
         """Uninitialised observation tensors for ``batch_size`` rows on the storage device (pinned for a CUDA
@@ -361,7 +361,7 @@ class ReplayBuffer:
         n_step: int,
         gamma: float,
         sequence_length: int,
-    ) -> dict[str, Any]:
+    ) -> Batch:
         """The batch at slots ``index`` (int64 (B,) on the storage device), its observations written into ``obs``
         and ``next_obs`` ((B, *shape) tensors on the storage device, e.g. rows of a larger batch); everything on
         the storage device."""
@@ -370,26 +370,27 @@ class ReplayBuffer:
         for key, column in self.obs.items():
             torch.index_select(column, 0, index, out=obs[key])
             torch.index_select(column, 0, next_index, out=next_obs[key])
-        batch = {
-            "obs": obs,
-            "next_obs": next_obs,
-            "action": self.learned_action.index_select(0, index),
-            "executed_action": self.action.index_select(0, index),
-            "reward": reward,
-            "cost": self.cost.index_select(0, index),
-            "discount": (self._discounts(gamma, n_step).index_select(0, steps) * ~terminated).float(),
-            "terminated": terminated,
-            "intervened": self.intervened.index_select(0, index),
-            "index": index,
-        }
-        if self.returns_to_go is not None:
-            batch["mc_return"] = self.returns_to_go.index_select(0, index)
-        batch["previous_action"], batch["has_previous"] = self._previous_actions(index, self.learned_action)
+        previous_action, has_previous = self._previous_actions(index, self.learned_action)
+        action_sequence = sequence_mask = None
         if sequence_length > 1:
-            batch["action_sequence"], batch["sequence_mask"] = self._action_sequences(
-                index, sequence_length, self.learned_action
-            )
-        return batch
+            action_sequence, sequence_mask = self._action_sequences(index, sequence_length, self.learned_action)
+        return Batch(
+            obs=obs,
+            next_obs=next_obs,
+            action=self.learned_action.index_select(0, index),
+            executed_action=self.action.index_select(0, index),
+            reward=reward,
+            cost=self.cost.index_select(0, index),
+            discount=(self._discounts(gamma, n_step).index_select(0, steps) * ~terminated).float(),
+            terminated=terminated,
+            intervened=self.intervened.index_select(0, index),
+            index=index,
+            previous_action=previous_action,
+            has_previous=has_previous,
+            action_sequence=action_sequence,
+            sequence_mask=sequence_mask,
+            mc_return=None if self.returns_to_go is None else self.returns_to_go.index_select(0, index),
+        )
 
     def n_step_returns(
         self, index: torch.Tensor | np.ndarray, n_step: int, gamma: float
@@ -507,14 +508,20 @@ class ReplayBuffer:
             (tmp / "meta.json").write_text(json.dumps(meta))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, device: str | torch.device | None = None) -> ReplayBuffer:
-        """A buffer written by :meth:`save`, for a learner on ``device`` (default the CPU)."""
+    def load(
+        cls,
+        path: str | os.PathLike,
+        device: str | torch.device | None = None,
+        encode: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    ) -> ReplayBuffer:
+        """A buffer written by :meth:`save`, for a learner on ``device`` (default the CPU), storing what is added to
+        it through ``encode`` (as it was made)."""
         path = latest(path)
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("format") not in _READABLE_FORMATS:
             raise ValueError(f"{path}: not a robot_rl replay buffer")
         space = {key: (tuple(shape), np.dtype(dtype)) for key, (shape, dtype) in meta["observation_space"].items()}
-        buffer = cls(meta["capacity"], space, meta["action_dim"], device)
+        buffer = cls(meta["capacity"], space, meta["action_dim"], device, encode)
         for key, column in buffer.obs.items():
             buffer._fill_column(column, path / f"obs.{key}.npy")
         for name in _STEP_ARRAYS:
@@ -548,100 +555,6 @@ class ReplayBuffer:
             rows.numpy()[...] = array  # straight from the file's pages into the column
         else:
             rows.copy_(torch.from_numpy(np.array(array)))
-
-
-class MixedSampler:
-    """Draws a fixed expected fraction of every batch from the demo buffer (RLPD / HIL-SERL).
-
-    With ``demo_fraction`` f and batch size B, a batch takes floor(f B) demo rows plus one more
-    with probability frac(f B), so the long-run fraction is exactly f; but never more rows than the demo buffer
-    holds (N < f B: N rows), so a warm start without demos does not draw half of every batch from its first
-    take-over's handful of rows. If one buffer is empty the whole batch comes from the other. ``is_demo`` ((B,) bool) marks the demo rows, which come last.
-    Both buffers must hold the same observations on the same devices; the batch is the buffers'
-    (:meth:`ReplayBuffer.sample`), each part's observations gathered straight into its rows.
-    """
-
-    def __init__(self, online: ReplayBuffer, demo: ReplayBuffer, demo_fraction: float = 0.5, seed: int | None = None):
-        if not 0.0 <= demo_fraction <= 1.0:
-            raise ValueError(f"demo_fraction={demo_fraction}; expected a number in [0, 1]")
-        self.online, self.demo, self.demo_fraction = online, demo, demo_fraction
-        self.rng = np.random.default_rng(seed)
-
-    def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1) -> Batch:
-        """A batch as :meth:`ReplayBuffer.sample` gives, plus ``is_demo``."""
-        n_online, n_demo = len(self.online), len(self.demo)
-        if not n_online and not n_demo:
-            raise ValueError("both replay buffers are empty")
-        exact = min(self.demo_fraction * batch_size, n_demo)
-        take_demo = int(exact) + int(self.rng.random() < exact - int(exact))
-        if not n_demo:
-            take_demo = 0
-        elif not n_online:
-            take_demo = batch_size
-        parts = [
-            (buffer, rows) for buffer, rows in ((self.online, batch_size - take_demo), (self.demo, take_demo)) if rows
-        ]
-        batch = gather_parts(parts, self.rng, n_step, gamma, sequence_length)
-        first = parts[0][0]
-        batch["is_demo"] = torch.arange(batch_size, device=first.storage_device) >= batch_size - take_demo
-        return batch_to(batch, first.device)
-
-
-class WeightedSampler:
-    """Draws each batch from several buffers (offline stores) in expected proportion to their ``weights``.
-
-    The rows per buffer are multinomial over the non-empty buffers; ``source`` ((B,) int64) names each row's buffer
-    (its position in ``buffers``). Buffers with returns-to-go (:meth:`ReplayBuffer.set_returns_to_go`) give
-    ``mc_return`` rows. All buffers must hold the same observations on the same devices.
-    """
-
-    def __init__(self, buffers: list[ReplayBuffer], weights: list[float] | None = None, seed: int | None = None):
-        weights = [1.0] * len(buffers) if weights is None else [float(w) for w in weights]
-        if not buffers or len(weights) != len(buffers) or any(not np.isfinite(w) or w < 0 for w in weights):
-            raise ValueError(f"weights={weights}; expected one finite number >= 0 per buffer ({len(buffers)})")
-        self.buffers, self.weights = buffers, np.asarray(weights, np.float64)
-        self.rng = np.random.default_rng(seed)
-
-    def sample(self, batch_size: int, n_step: int = 1, gamma: float = 0.99, sequence_length: int = 1) -> Batch:
-        """A batch as :meth:`ReplayBuffer.sample` gives, plus ``source``."""
-        weights = self.weights * np.array([len(buffer) > 0 for buffer in self.buffers])
-        if weights.sum() <= 0:
-            raise ValueError("every replay buffer with a weight > 0 is empty")
-        rows = self.rng.multinomial(batch_size, weights / weights.sum())
-        parts = [(buffer, int(n)) for buffer, n in zip(self.buffers, rows) if n]
-        batch = gather_parts(parts, self.rng, n_step, gamma, sequence_length)
-        first = parts[0][0]
-        sources = [k for k, n in enumerate(rows) for _ in range(n)]
-        batch["source"] = torch.tensor(sources, dtype=torch.int64, device=first.storage_device)
-        return batch_to(batch, first.device)
-
-
-def gather_parts(
-    parts: list[tuple[ReplayBuffer, int]], rng: np.random.Generator, n_step: int, gamma: float, sequence_length: int
-) -> dict[str, Any]:
-    """One batch of ``rows`` drawn from each ``(buffer, rows)`` in turn, each part's observations gathered straight
-    into its rows; on the buffers' storage device (which they must share, with their observations)."""
-    first = parts[0][0]
-    for buffer, _ in parts[1:]:
-        if (buffer.observation_space, buffer.storage_device, buffer.device) != (
-            first.observation_space,
-            first.storage_device,
-            first.device,
-        ):
-            raise ValueError("the replay buffers hold different observations or live on different devices")
-    batch_size = sum(rows for _, rows in parts)
-    indices = [buffer.draw(rows, rng) for buffer, rows in parts]
-    obs, next_obs = first.empty_observations(batch_size), first.empty_observations(batch_size)
-    pieces, start = [], 0
-    for (buffer, rows), index in zip(parts, indices):
-        rows_of = {key: value[start : start + rows] for key, value in obs.items()}
-        next_rows_of = {key: value[start : start + rows] for key, value in next_obs.items()}
-        pieces.append(buffer.gather(index, rows_of, next_rows_of, n_step, gamma, sequence_length))
-        start += rows
-    keys = set.intersection(*(set(piece) for piece in pieces)) - {"obs", "next_obs"}
-    batch = {key: torch.cat([piece[key] for piece in pieces]) for key in pieces[0] if key in keys}
-    batch["obs"], batch["next_obs"] = obs, next_obs
-    return batch
 
 
 def load_episode_store(store, buffer: ReplayBuffer, sources: tuple[str, ...] | None = None) -> int:

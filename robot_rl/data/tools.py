@@ -12,7 +12,8 @@ import numpy as np
 from robot_rl.core.config import new_file_path
 from robot_rl.core.folders import creating
 
-from .episode_store import EpisodeStore, EpisodeStoreError, _fsync_tree, check, episode_uid
+from .episode_store import EpisodeStore, EpisodeStoreError, _fsync_tree
+from .verification import check, episode_uid
 
 SCHEMA_KEYS = ("observation_shapes", "action_dim", "task")
 
@@ -24,7 +25,7 @@ def disk_bytes(path: Path) -> int:
 def info(path: str | os.PathLike) -> dict[str, Any]:
     """Summary of a store: metadata, episodes, steps and success per source, size on disk.
 
-    Every episode is verified first (:func:`~robot_rl.data.episode_store.verify`): a bad one raises
+    Every episode is verified first (:func:`~robot_rl.data.verification.verify`): a bad one raises
     EpisodeStoreError naming the store and the episode.
     """
     store = EpisodeStore.open(path)

@@ -2,9 +2,12 @@
 (:class:`robot_rl.core.transport.LocalTransport`), in the node graph on ``/rl/transitions`` (:mod:`robot_rl.data.wire`),
 and back from an episode store (:func:`stored_transitions`).
 
-A :class:`Transition` holds the step only. In the node graph an actor's outbox (:mod:`robot_rl.ros.delivery`) sends
-each as a :class:`NumberedTransition`, which adds its place in the actor's stream, so that the learner and the recorder
-take each step once and in order (:func:`stream_position` reads it from either).
+A :class:`Transition` holds the step and, in one field (``origin``, a frozen :class:`Provenance`), where it came
+from: the episode, its index there, the acting session and when it was observed. A step is never re-labelled in
+place: a copy with another origin is made (:meth:`Transition.by`). How it travels is not the transition's: in the
+node graph an actor's outbox (:mod:`robot_rl.ros.plumbing.delivery`) sends each in an envelope with its place in the
+actor's stream (:class:`robot_rl.data.delivery_ledger.Numbered`), and the recorder writes it into an episode
+(:class:`robot_rl.data.recorder.EpisodeRecorder`).
 
 Observations map a key to an array (camera images uint8 HxWxC, the rest float32); actions are the env's, normalised
 to [-1, 1] per dimension (the TCP step in the tool frame, then the gripper command).
@@ -12,10 +15,20 @@ to [-1, 1] per dimension (the TCP step in the tool frame, then the gripper comma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a step came from; the defaults say "unknown" (a hand-made step, a foreign store)."""
+
+    episode: str = ""  # the episode's uid
+    step: int | None = None  # the step's index in its episode
+    actor: str = ""  # the acting session whose stream of episodes the step belongs to ("" the run's one actor)
+    stamp: float = 0.0  # s: when ``next_obs`` was observed, on the actor's clock (sim or wall); 0 unknown
 
 
 @dataclass
@@ -29,67 +42,34 @@ class Transition:
     intervened: bool = False  # the human's action was executed
     demo: bool = False  # a step of a demonstration episode
     first: bool = False  # the episode's first step
-    cost: float = 0.0  # 1 when the step violated a safety constraint
     filtered: bool = False  # the safety filter changed the policy's action
     policy_action: np.ndarray | None = None  # what the policy proposed (None: ``action``)
     success: bool = False  # the task was solved at this step
     violation: int = 0  # the constraint flags of the step (robot_rl.sim.constraints), 0 = none
-    episode: str = ""  # the episode's uid ("" unknown)
-    step: int | None = None  # the step's index in its episode (None unknown)
-    actor: str = ""  # the acting session whose stream of episodes the step belongs to ("" the run's one actor)
-    stamp: float = 0.0  # s: when ``next_obs`` was observed, on the actor's clock (sim or wall); 0 unknown
+    origin: Provenance = Provenance()  # where the step came from
     # samples at their own rate during the step: name -> (values (N, ...), timestamps (N,) s), e.g. the sim's fast
-    # loop (robot_rl.sim.fast_critic_loop.FastStream.as_streams); recorded as the episode's streams, not sent over ROS
+    # loop (robot_rl.sim.fast_critic_loop.FastStream.as_streams) or the safety node's ticks; they travel with the
+    # step (in one process, on the topics as data/wire.py's ``streams/`` columns, in the fleet's hand-ins) and are
+    # recorded as the episode's streams
     streams: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     def __post_init__(self) -> None:
         if self.policy_action is None:
             self.policy_action = self.action
 
-    def record(self, writer, **extra: Any) -> None:
-        """Add the step to an episode being written (:class:`robot_rl.data.EpisodeWriter`, started on ``obs`` of
-        the episode's first step); ``extra``: further per-step columns such as ``timestamp``."""
-        writer.add(
-            self.next_obs,
-            self.action,
-            self.reward,
-            self.terminated,
-            self.truncated,
-            policy_action=self.policy_action,
-            success=self.success,
-            intervened=self.intervened,
-            safety_flags=self.violation,
-            filtered=self.filtered,
-            **extra,
-        )
-        writer.add_streams(self.streams or {})
+    @property
+    def cost(self) -> float:
+        """1 when the step violated a safety constraint (any ``violation`` flag), else 0."""
+        return float(self.violation != 0)
 
-
-@dataclass
-class NumberedTransition(Transition):
-    """A transition as an actor of the node graph sends it: with its place in the stream of the actor session
-    (``actor``), which the learner's delivery ledger and the recorder use to take each step once and in order."""
-
-    seq: int = 0  # the step's number in the actor session's stream, from 1 (0 unnumbered)
-    floor: int = 0  # the lowest ``seq`` the actor still holds: what lies below can no longer be sent again
-
-    @classmethod
-    def of(cls, transition: Transition, actor: str, seq: int, floor: int = 0) -> NumberedTransition:
-        """``transition`` (not changed) numbered ``seq`` in the stream of ``actor``."""
-        step = {f.name: getattr(transition, f.name) for f in fields(Transition)}
-        return cls(**{**step, "actor": actor}, seq=seq, floor=floor)
-
-
-def stream_position(transition: Transition) -> tuple[int, int]:
-    """(``seq``, ``floor``) of a numbered transition; (0, 0) of one that is not (one process, a store)."""
-    if isinstance(transition, NumberedTransition):
-        return transition.seq, transition.floor
-    return 0, 0
+    def by(self, actor: str) -> Transition:
+        """This step (not changed) as a step of acting session ``actor``'s stream."""
+        return replace(self, origin=replace(self.origin, actor=actor))
 
 
 def stored_transitions(episode: dict[str, Any], uid: str) -> list[Transition]:
     """The transitions of an episode read from an episode store (``EpisodeStore.read_episode``), as the actor sent
-    them (:func:`robot_rl.ros.delivery.numbered` numbers them again in an actor's stream)."""
+    them (:func:`robot_rl.ros.plumbing.delivery.numbered` numbers them again in an actor's stream)."""
     demo = episode["attrs"].get("source") == "demo"
     filtered, stamps = episode.get("filtered"), episode.get("timestamp")
     streams = step_streams(episode.get("streams") or {}, stamps, len(episode["action"]))
@@ -105,13 +85,10 @@ def stored_transitions(episode: dict[str, Any], uid: str) -> list[Transition]:
             intervened=bool(episode["intervened"][t]),
             demo=demo,
             first=t == 0,
-            cost=float(episode["safety_flags"][t] != 0),
             filtered=bool(filtered[t]) if filtered is not None else False,
             success=bool(episode["success"][t]),
             violation=int(episode["safety_flags"][t]),
-            episode=uid,
-            step=t,
-            stamp=float(stamps[t]) if stamps is not None else 0.0,
+            origin=Provenance(episode=uid, step=t, stamp=float(stamps[t]) if stamps is not None else 0.0),
             streams=streams[t],
         )
         for t in range(len(episode["action"]))

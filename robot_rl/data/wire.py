@@ -10,10 +10,12 @@ size, the archive's declared sizes (no zip bombs), the header, every column's na
 against the receiver's :class:`TransitionSchema` (or the actor's own weight shapes), and finite
 values. Anything else raises :class:`MessageError` and the message is dropped.
 
-Every transition carries where it comes from (a :class:`~robot_rl.data.transition.NumberedTransition`): ``actor``
-(the sending actor's session id), ``seq`` (its position in that actor's stream, from 1), ``floor`` (the lowest ``seq``
-the actor still holds), ``episode`` (the episode's uid) and ``step`` (its index in the episode). The learner uses them
-to drop duplicates of a resend and to acknowledge delivery. A transition sent without a number travels as ``seq`` 0.
+Every transition travels in its delivery envelope (a :class:`~robot_rl.data.delivery_ledger.Numbered`) with where it
+comes from (its :class:`~robot_rl.data.transition.Provenance`): ``actor`` (the sending actor's session id), ``seq``
+(its position in that actor's stream, from 1), ``floor`` (the lowest ``seq`` the actor still holds), ``episode`` (the
+episode's uid), ``step`` (its index in the episode) and ``stamp``. The learner uses them to drop duplicates of a
+resend and to acknowledge delivery. A transition sent without a number travels as ``seq`` 0. A step's ``cost`` is
+not sent: the receiver derives it from ``violation``.
 
 A transition's streams (samples at their own rate during the step: the safety node's ticks, ``fast_features``,
 ``fast_risk``, ``fast_flags``, ``fast_violation``) travel as ``streams/<name>/values`` and ``streams/<name>/time``,
@@ -34,36 +36,35 @@ import numpy as np
 
 from ..safety.fast_critic import INPUT_WIDTH, MAX_CONTEXT
 from ..safety.risk_model import RiskModel
-from .transition import NumberedTransition, Transition
+from .delivery_ledger import Numbered
+from .transition import Provenance, Transition
 
 if TYPE_CHECKING:  # imported where weights are coded: the safety, sim and teleop nodes code transitions only
     import torch
 
-CODEC_VERSION = 4
+CODEC_VERSION = 5  # 5: no cost column (derived from violation)
 MAX_TRANSITIONS_BYTES = 64 * 2**20  # a batch of camera transitions is a few MB
-MAX_WEIGHTS_BYTES = 256 * 2**20  # a ResNet-10 encoder with heads is ~40 MB
+MAX_WEIGHTS_BYTES = 256 * 2**20  # a pixel policy is a few MB (a frozen pretrained backbone is never sent)
 MAX_BATCH = 10_000  # transitions per message
 MAX_HEADER_BYTES = 64 * 2**10
 UID_CHARS = 32
 
-SCALARS = {
+STEP = {  # the step's scalars (Transition's fields)
     "reward": np.float32,
     "terminated": np.bool_,
     "truncated": np.bool_,
     "intervened": np.bool_,
     "demo": np.bool_,
     "first": np.bool_,
-    "cost": np.float32,
     "filtered": np.bool_,
     "success": np.bool_,
     "violation": np.uint32,
-    "seq": np.int64,
-    "floor": np.int64,
-    "step": np.int64,
-    "stamp": np.float64,
 }
+NUMBERS = {"seq": np.int64, "floor": np.int64}  # the delivery envelope's (Numbered)
+ORIGIN = {"step": np.int64, "stamp": np.float64}  # the provenance's scalars
+SCALARS = {**STEP, **NUMBERS, **ORIGIN}
 VECTORS = ("action", "policy_action")
-IDS = ("actor", "episode")  # strings: sender session id, episode uid
+IDS = ("actor", "episode")  # strings of the provenance: sender session id, episode uid
 # the streams a transition may carry: name -> (dtype, None for one value per sample or (min, max) columns)
 STREAMS = {
     "fast_features": (np.float32, (INPUT_WIDTH, INPUT_WIDTH + MAX_CONTEXT)),
@@ -146,17 +147,22 @@ def _check_column(name: str, array: np.ndarray, dtype: Any, shape: tuple[int, ..
 
 
 # ----------------------------------------------------------------------------- transitions
-def encode_transitions(transitions: list[Transition], meta: dict[str, Any] | None = None) -> bytes:
+def encode_transitions(delivered: list[Numbered], meta: dict[str, Any] | None = None) -> bytes:
+    transitions = [n.transition for n in delivered]
     arrays: dict[str, np.ndarray] = {}
     for part in ("obs", "next_obs"):
         for key in getattr(transitions[0], part):
             arrays[f"{part}/{key}"] = np.stack([getattr(t, part)[key] for t in transitions])
     for key in VECTORS:
         arrays[key] = np.stack([np.asarray(getattr(t, key), np.float32) for t in transitions])
-    for key, dtype in SCALARS.items():  # an unknown step index, an unnumbered transition's seq travel as 0
-        arrays[key] = np.array([getattr(t, key, 0) or 0 for t in transitions], dtype=dtype)
+    for key, dtype in STEP.items():
+        arrays[key] = np.array([getattr(t, key) for t in transitions], dtype=dtype)
+    for key, dtype in NUMBERS.items():
+        arrays[key] = np.array([getattr(n, key) for n in delivered], dtype=dtype)
+    for key, dtype in ORIGIN.items():  # an unknown step index travels as 0
+        arrays[key] = np.array([getattr(t.origin, key) or 0 for t in transitions], dtype=dtype)
     for key in IDS:
-        arrays[key] = np.array([getattr(t, key)[:UID_CHARS] for t in transitions], dtype=f"<U{UID_CHARS}")
+        arrays[key] = np.array([getattr(t.origin, key)[:UID_CHARS] for t in transitions], dtype=f"<U{UID_CHARS}")
     arrays.update(_encode_streams(transitions))
     return pack(arrays, {"kind": "transitions", "count": len(transitions), **(meta or {})})
 
@@ -214,7 +220,7 @@ def _decode_streams(arrays: dict[str, np.ndarray], count: int) -> list[dict[str,
     return [streams or None for streams in per_transition]
 
 
-def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[NumberedTransition], dict[str, Any]]:
+def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[list[Numbered], dict[str, Any]]:
     """Transitions of a payload, checked against ``schema`` (column set, dtypes, shapes, finite
     values); ``schema=None`` checks the framing only (for tools that read foreign recordings)."""
     arrays, meta = unpack(data, MAX_TRANSITIONS_BYTES)
@@ -258,7 +264,9 @@ def decode_transitions(data: bytes, schema: TransitionSchema | None) -> tuple[li
                 t[part][name] = rows[i]
             else:
                 t[part] = rows[i]
-        transitions.append(NumberedTransition(**t, streams=streams[i]))
+        numbers = {key: t.pop(key) for key in NUMBERS}
+        origin = Provenance(**{key: t.pop(key) for key in (*ORIGIN, *IDS)})
+        transitions.append(Numbered(Transition(**t, origin=origin, streams=streams[i]), **numbers))
     return transitions, meta
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from robot_rl.core.interrupts import deferred_interrupt
 from robot_rl.core.transport import Transport
 from robot_rl.data.recorder import EpisodeRecorder
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import Provenance, Transition
 from robot_rl.runtime.evaluate import continuity_cost, task_progress
 
 
@@ -27,7 +27,9 @@ class EpisodePlay:
     safety actor may filter the policy's action; the transition goes to the learner and the recorder), and its
     stats. The same for one env (:func:`run_episode`) and for N envs stepped together (:func:`run_envs`).
 
-    ``actor`` names the stream the transitions belong to when one process steps several envs (None: the only one)."""
+    ``actor`` names the stream the transitions belong to when one process steps several envs (None: the only one);
+    ``scene`` (a sim env's :meth:`~robot_rl.sim.panda_env.PandaTaskEnv.scene_state`) starts the episode where another
+    left the scene instead of a fresh draw (learned resets)."""
 
     def __init__(
         self,
@@ -39,11 +41,12 @@ class EpisodePlay:
         demo: bool,
         seed: int | None,
         actor: str | None = None,
+        scene: Any = None,
     ):
         self.env, self.human, self.safety, self.transport, self.recorder = env, human, safety, transport, recorder
         self.demo, self.seed, self.actor = demo, seed, actor
         human.begin_episode(demo)  # before the reset: a human (or the cell) may need to know a demo comes
-        self.obs, info = env.reset(seed=seed)
+        self.obs, info = env.reset(seed=seed) if scene is None else env.reset(seed=seed, options={"scene": scene})
         safety.begin_episode()
         if recorder is not None:
             randomization = info.get("randomization")
@@ -89,16 +92,12 @@ class EpisodePlay:
             intervened=bool(active),
             demo=self.demo,
             first=self.length == 0,
-            cost=float(violation != 0),
             filtered=filtered,
             policy_action=policy_action,
             success=bool(info["success"]),
             violation=violation,
-            episode=self.uid,
-            step=self.length,
-            stamp=float(info.get("stamp", 0.0)),
+            origin=Provenance(self.uid, self.length, self.actor or "", float(info.get("stamp", 0.0))),
             streams=None if fast is None else fast.as_streams(),
-            **({} if self.actor is None else {"actor": self.actor}),
         )
         self.transport.send_transitions([transition])
         if self.recorder is not None:
@@ -133,6 +132,7 @@ class EpisodePlay:
             "interventions": self.interventions,
             "continuity_cost": continuity_cost(np.asarray(self.actions)),
             "seed": self.seed,
+            "uid": self.uid,  # the episode's identity in the stores (a fault benchmark matches records with them)
             **self.safety.stats(),
             **({"arm_error": self.info["arm_error"]} if self.info.get("arm_error") else {}),  # a cell's arm cut it
         }
@@ -149,12 +149,13 @@ def run_episode(
     seed: int | None,
     after_step: Callable[[bool], bool] | None = None,
     stop: threading.Event | None = None,
+    scene: Any = None,
 ) -> dict[str, Any] | None:
-    """Act until the episode ends; ``after_step(intervened)`` is called after each step and ends
-    the episode early by returning True (a spent step budget). Returns the episode's stats, or None
-    when ``stop`` (a Ctrl-C request) was set during the episode: its recording is then dropped. An episode the
-    budget cut short is recorded as it is."""
-    play = EpisodePlay(env, human, safety, transport, recorder, demo, seed)
+    """Act until the episode ends (from ``scene`` when one is given: :class:`EpisodePlay`); ``after_step(intervened)``
+    is called after each step and ends the episode early by returning True (a spent step budget). Returns the
+    episode's stats, or None when ``stop`` (a Ctrl-C request) was set during the episode: its recording is then
+    dropped. An episode the budget cut short is recorded as it is."""
+    play = EpisodePlay(env, human, safety, transport, recorder, demo, seed, scene=scene)
     agent.begin_episode()
     while True:
         ended = play.step(agent.act(play.obs, explore=True))

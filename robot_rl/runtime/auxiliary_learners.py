@@ -79,7 +79,7 @@ class FastCriticLearning:
         self.fitted_at = 0  # online steps at the newest fit
 
     def observe(self, t: Transition) -> None:
-        ticks = self.ticks.setdefault(t.actor, [])
+        ticks = self.ticks.setdefault(t.origin.actor, [])
         if t.first:
             ticks.clear()
         streams = t.streams or {}

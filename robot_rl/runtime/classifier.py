@@ -37,7 +37,14 @@ def train_classifier(cfg: Config) -> dict[str, Any]:
         cameras=tuple(settings["cameras"]),
         **{
             key: settings[key]
-            for key in ("camera_encoder", "pretrained_weights", "updates", "threshold", "target_false_success")
+            for key in (
+                "camera_encoder",
+                "pretrained_blocks",
+                "pretrained_views",
+                "updates",
+                "threshold",
+                "target_false_success",
+            )
         },
     )
     images, labels, groups = module.frames_from_store(store, config.cameras)

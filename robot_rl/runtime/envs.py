@@ -24,6 +24,8 @@ ENTRY_POINTS = {
     "robot_rl/Reach-v0": "robot_rl.sim.tasks.reach:ReachEnv",
     "robot_rl/PickCube-v0": "robot_rl.sim.tasks.pick_cube:PickCubeEnv",
     "robot_rl/PegInsert-v0": "robot_rl.sim.tasks.peg_insert:PegInsertEnv",
+    "robot_rl/PickCubeReset-v0": "robot_rl.sim.tasks.backward:PickCubeResetEnv",  # the backward (reset) tasks
+    "robot_rl/PegInsertReset-v0": "robot_rl.sim.tasks.backward:PegInsertResetEnv",
     "robot_rl/Robosuite-v0": "robot_rl.sim.robosuite_env:RobosuiteEnv",
 }
 #: task-config keys that are not env keyword arguments

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -41,10 +42,10 @@ from tqdm import tqdm
 
 from robot_rl.core.blas import children_compute_as_this_process
 from robot_rl.core.config import Config, ConfigError, plain
-from robot_rl.core.interrupts import deferred_interrupt
+from robot_rl.core.interrupts import StopRequest, deferred_interrupt
 from robot_rl.core.transport import LocalTransport
 from robot_rl.data import StreamRecorders
-from robot_rl.data.transition import Transition
+from robot_rl.data.delivery_ledger import Numbered
 from robot_rl.data.wire import (
     TransitionSchema,
     decode_transitions,
@@ -55,7 +56,7 @@ from robot_rl.data.wire import (
 )
 from robot_rl.runtime.envs import observation_shapes
 from robot_rl.runtime.fleet_settings import FleetSettings, fleet_settings, member_seed, share
-from robot_rl.runtime.run_loop import Run, policy_evaluation
+from robot_rl.runtime.run_loop import EpisodeEnd, Run, policy_evaluation
 from robot_rl.runtime.run_setup import episode_store, run_settings, scripted_human, sim_env
 from robot_rl.runtime.session import ActorSession, LearnerSession, make_agent, require_one_env
 
@@ -115,10 +116,9 @@ class SimActor:
         for _ in range(episodes):
             episode = self.session.play(self.env, self.transport, None, int(self.rng.integers(2**31)))
             stats.append({**episode, "actor": self.name})
-        transitions = self.transport.receive_transitions(0.0)
-        for transition in transitions:
-            transition.actor = self.name
-        payload = encode_transitions(transitions) if transitions else None
+        # steps of this actor's stream, unnumbered (the driver takes each hand-in whole, in order)
+        delivered = [Numbered(t.by(self.name)) for t in self.transport.receive_transitions(0.0)]
+        payload = encode_transitions(delivered) if delivered else None
         self.handed_in = time.monotonic()
         report = {
             "episodes": stats,
@@ -152,8 +152,8 @@ def train_fleet(cfg: Config) -> dict[str, Any]:
     evaluated = make_agent(cfg, shapes, action_dim, seed, acting=True)  # the learner's policy, at each evaluation
     store = episode_store(cfg, run_dir, task, eval_env)
     # in processes of their own, one per actor: the driver neither waits on the disk nor shares its interpreter with
-    # the recording; one records ~1,400 steps/s of 40-step pick_cube episodes, one actor plays ~640-810 (2-core AMD
-    # EPYC, benchmarks/fleet.py): with fewer, the recording would set the fleet's pace
+    # the recording; one records more steps per second than one actor plays (benchmarks/results/fleet_recording.json,
+    # fleet.json): with fewer, the recording would set the fleet's pace
     recorders = StreamRecorders(store, partial(decode_hand_in, schema), fleet.actors) if store is not None else None
 
     run = Run(
@@ -179,33 +179,37 @@ def train_fleet(cfg: Config) -> dict[str, Any]:
     def running() -> bool:  # online steps to play, or a demonstration due to be handed in (they are not in it)
         return online() or counters.demo_episodes_done < settings.demo_episodes
 
-    with run.interruptible() as stop:
+    def turn(stop: StopRequest) -> Iterator[list[EpisodeEnd]]:
+        """The hand-ins that came, every one even after a stop (each taken in, recorded and counted, its episodes to
+        the run, the learner's updates made where the learner sets the pace), then, where the actors set it, one
+        update if one is due."""
+        behind = fleet.pace == "actors" and learner.due_updates() > 0
+        for name, (payload, report) in crew.hand_ins(timeout=0.0 if behind else 1.0):
+            if fleet.pace == "actors" and online():
+                crew.top_up(name)  # it plays its queued play on while this one's transitions are taken in
+            delivered = decode_hand_in(schema, payload) if payload is not None else []
+            learner.ingest_locked(delivered)
+            if recorders is not None and payload is not None:
+                recorders.add(name, payload)
+            play, online_before = json.loads(report), counters.env_steps
+            counters.fleet_random_states[name] = play["random_state"]
+            for episode in play["episodes"]:
+                counters.count_episode(episode["demo"], episode["length"])
+            counters.intervention_steps += sum(n.transition.intervened for n in delivered if not n.transition.demo)
+            if fleet.pace == "learner":
+                learner.update_while_due()  # the update-to-data ratio of robot-rl train
+            crew.publish_when_new()
+            run.show_steps()
+            speed.count(name, play, counters.env_steps, counters.env_steps - online_before, settings.env_steps)
+            yield [EpisodeEnd(episode, actor=episode["actor"]) for episode in play["episodes"]]
+            if fleet.pace == "learner" and online():
+                crew.top_up(name)
+        if behind and learner.update_if_due():  # fleet.pace=actors: one update after the hand-ins in
+            crew.publish_when_new()
+
+    with run.interruptible():
         try:
-            while crew.pending and running() and not stop.is_set():
-                behind = fleet.pace == "actors" and learner.due_updates() > 0
-                for name, (payload, report) in crew.hand_ins(timeout=0.0 if behind else 1.0):
-                    if fleet.pace == "actors" and online():
-                        crew.top_up(name)  # it plays its queued play on while this one's transitions are taken in
-                    transitions = decode_hand_in(schema, payload) if payload is not None else []
-                    learner.ingest_locked(transitions)
-                    if recorders is not None and payload is not None:
-                        recorders.add(name, payload)
-                    play, online_before = json.loads(report), counters.env_steps
-                    counters.fleet_random_states[name] = play["random_state"]
-                    for episode in play["episodes"]:
-                        counters.count_episode(episode["demo"], episode["length"])
-                        run.episode_ended(episode, actor=episode["actor"])
-                    counters.intervention_steps += sum(t.intervened for t in transitions if not t.demo)
-                    if fleet.pace == "learner":
-                        learner.update_while_due()  # the update-to-data ratio of robot-rl train
-                    crew.publish_when_new()
-                    run.show_steps()
-                    speed.count(name, play, counters.env_steps, counters.env_steps - online_before, settings.env_steps)
-                    run.after_episode(finished=not running())
-                    if fleet.pace == "learner" and online():
-                        crew.top_up(name)
-                if behind and learner.update_if_due():  # fleet.pace=actors: one update after the hand-ins in
-                    crew.publish_when_new()
+            run.drive(turn, finished=lambda: not running(), can_go_on=lambda: bool(crew.pending))
             if not crew.pending and online():
                 raise RuntimeError("every fleet actor is gone (fleet.max_restarts spent)")
         finally:
@@ -322,7 +326,7 @@ class Crew:
             ray.kill(actor)
 
 
-def decode_hand_in(schema: TransitionSchema, payload: bytes) -> list[Transition]:
+def decode_hand_in(schema: TransitionSchema, payload: bytes) -> list[Numbered]:
     """The transitions of an actor's hand-in, checked against the run's schema (the recorder process decodes them
     too)."""
     return decode_transitions(payload, schema)[0]

@@ -1,8 +1,25 @@
 """The learner: replay buffers and agent updates in a thread of their own, fed by a transport.
 
 The same :class:`Learner` runs in ``robot-rl train`` (fed by the actor through a
-:class:`~robot_rl.core.transport.LocalTransport`) and in the learner node (fed by ``/rl/transitions``); the
+:class:`~robot_rl.core.transport.LocalTransport` that delivers each step unnumbered), in the Ray fleet's driver (the
+hand-ins) and in the learner node (fed by ``/rl/transitions``, each step numbered in its actor's stream): it takes
+steps in their delivery envelope (:class:`~robot_rl.data.delivery_ledger.Numbered`); the
 session (:class:`robot_rl.runtime.session.LearnerSession`) owns it with the agent, the checkpoint and resume.
+
+What it counts, each number one thing:
+
+- ``taken``: transitions the delivery ledger judged, every kind, ingested or refused (a duplicate, a gap): with
+  :attr:`Learner.pending`, the transitions handed in so far (what ``LocalTransport`` compares with what it sent);
+- ``online_received``: online transitions ingested (not demos, not refused): what the update-to-data ratio counts
+  (``updates_due``), checkpointed;
+- ``update_calls``: ``agent.update`` calls made, checkpointed;
+- ``ledger.ingested``: transitions ingested, every kind (demos too), and ``ledger.received``: per actor stream the
+  highest ``seq`` ingested (a position, not a count); the ledger's own, checkpointed with it.
+
+An ingest or an update changes several of them one after the other; :attr:`Learner.settled` is all of them as they
+stand between two whole ingests or updates, replaced in one assignment, and :meth:`Learner.report_progress`
+publishes only that, so a reader in another thread (the run's progress read from the transport) never sees a step
+counted by one number and not yet by another, whatever the order of the statements that count it.
 """
 
 from __future__ import annotations
@@ -16,13 +33,22 @@ from typing import Any
 import torch
 
 from robot_rl.core.checkpoint import load_agent
-from robot_rl.core.transport import DeliveryLedger, Transport, updates_due
+from robot_rl.core.transport import LearnerProgress, LocalTransport, Transport, updates_due
 from robot_rl.data import ReplayBuffer
 from robot_rl.data.batches import Batch
+from robot_rl.data.delivery_ledger import DeliveryLedger, Numbered
 from robot_rl.data.transition import Transition
 from robot_rl.runtime.auxiliary_learners import AuxiliaryLearner
 from robot_rl.runtime.replay_router import ReplayRouter, SafetyRelabel
 from robot_rl.runtime.train_settings import TrainSettings
+
+WAKE_AT_LEAST = 0.05  # s: a wait for the learner's progress also looks at what is not posted (a failure, a stop)
+
+
+def in_process_transport() -> LocalTransport:
+    """The transport between an actor and a :class:`Learner` in one process: each step sent is delivered in an
+    unnumbered envelope (:class:`Numbered`, what the learner takes from every transport)."""
+    return LocalTransport(deliver=Numbered)
 
 
 class Learner:
@@ -36,7 +62,7 @@ class Learner:
         settings: TrainSettings,
         shapes: dict[str, tuple[int, ...]],
         action_dim: int,
-        transport: Transport,
+        transport: Transport[Numbered],
         seed: int,
         relabel: SafetyRelabel | None = None,
         auxiliaries: dict[str, AuxiliaryLearner] | None = None,
@@ -45,12 +71,12 @@ class Learner:
         self.auxiliaries = dict(auxiliaries or {})
         device = getattr(agent, "device", None)  # the buffers live, and batches arrive, where the agent learns
         relabel, capacity = relabel or SafetyRelabel(), settings.buffer_capacity
-        self.router = ReplayRouter(capacity, shapes, action_dim, device, relabel, settings.demo_fraction, seed)
+        frozen = getattr(agent, "frozen_features", None)  # a frozen camera backbone: the buffers store its features
+        self.router = ReplayRouter(capacity, shapes, action_dim, device, relabel, settings.demo_fraction, seed, frozen)
         self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
-        self.online_received = 0
-        self.received = 0  # transitions received from the transport
-        self.pending: deque[Transition] = deque()  # received, not ingested yet (one at a time, between updates)
-        self.taken = 0  # transitions ingested or refused by the ledger
+        self.online_received = 0  # online transitions ingested (module docstring: the counters)
+        self.pending: deque[Numbered] = deque()  # handed in, not judged yet (one at a time, between updates)
+        self.taken = 0  # transitions the ledger judged, ingested or refused
         self.running = False  # run() is receiving: nobody else may
         self.thread: threading.Thread | None = None
         self.update_calls = 0
@@ -59,7 +85,8 @@ class Learner:
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.updates_per_second = 0.0
-        self.reported = (-1, -1, -1)  # the progress last published on the transport
+        self.settled = self.progress()  # the counters between two whole ingests or updates
+        self.reported: LearnerProgress | None = None  # the progress last published on the transport
 
     @property
     def online(self) -> ReplayBuffer:
@@ -88,23 +115,35 @@ class Learner:
         self.router.load(folder, state)
         self.online_received, self.update_calls = state["online_received"], state["update_calls"]
         self.ledger.load(state.get("delivery", {}))
+        self.settled = self.progress()
 
     def ingest(self, transitions: list[Transition]) -> None:
-        for t in transitions:
-            if self.ledger.accept(t):
+        """:meth:`ingest_delivered` of steps delivered unnumbered (one process, a store)."""
+        self.ingest_delivered([Numbered(t) for t in transitions])
+
+    def ingest_delivered(self, delivered: list[Numbered]) -> None:
+        """Judge each delivered step (the ledger), store and count what it accepts; :attr:`settled` after each."""
+        for n in delivered:
+            self.taken += 1
+            t = n.transition
+            if self.ledger.accept(n):
                 self.router.add(t)
                 if not t.demo:
                     self.online_received += 1
                     self.agent.observe(t)
                 for auxiliary in self.auxiliaries.values():  # demos too: their ticks teach the fast critic
                     auxiliary.observe(t)
-            self.taken += 1  # after its online count: a reader of backlog() never sees it taken but not yet due
+            self.settled = self.progress()
 
-    def ingest_locked(self, transitions: list[Transition]) -> None:
-        """:meth:`ingest` under the lock, so a checkpoint never sees a buffer half-way through an add."""
-        if transitions:
+    def progress(self) -> LearnerProgress:
+        """The counters now, as :meth:`report_progress` publishes them (module docstring)."""
+        return LearnerProgress(self.online_received, self.update_calls, dict(self.ledger.received), self.taken)
+
+    def ingest_locked(self, delivered: list[Numbered]) -> None:
+        """:meth:`ingest_delivered` under the lock, so a checkpoint never sees a buffer half-way through an add."""
+        if delivered:
             with self.lock:
-                self.ingest(transitions)
+                self.ingest_delivered(delivered)
 
     def published_weights(self) -> dict[str, Any]:
         """The actor's policy weights, plus the auxiliary learners' models that are ready."""
@@ -165,24 +204,23 @@ class Learner:
         received = self.transport.receive_transitions(timeout=timeout)
         with self.lock:
             self.pending.extend(received)
-            self.received += len(received)
 
     def ingest_next(self) -> None:
         with self.lock:
             if self.pending:
-                self.ingest([self.pending.popleft()])
+                self.ingest_delivered([self.pending.popleft()])
 
     def ingest_everything_sent(self, sent: int) -> None:
         """Put every one of the ``sent`` transitions into the buffers now, their updates left due, so a
         checkpoint holds every step the actor counted. Works while :meth:`run` runs and after it stopped."""
-        while self.received < sent and self.error is None:
-            if self.running:
-                time.sleep(0.0005)  # run() receives between two updates
+        while self.taken + len(self.pending) < sent and self.error is None:
+            if self.running:  # run() receives between two updates, and posts its progress after each ingest
+                self.transport.wait_for_learner(lambda: self.taken + len(self.pending) >= sent, WAKE_AT_LEAST)
             else:
                 self.receive(timeout=0.01)
         with self.lock:
             while self.pending:
-                self.ingest([self.pending.popleft()])
+                self.ingest_delivered([self.pending.popleft()])
 
     def update_while_due(self) -> None:
         while self.update_if_due():
@@ -200,17 +238,32 @@ class Learner:
             if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
                 self.transport.publish_weights(self.update_calls + 1, self.published_weights())
             self.update_calls += 1
+            self.settled = self.progress()
         self.report_progress()
         return True
 
     def report_progress(self) -> None:
-        """Publish (online transitions ingested, updates made, per actor the last ``seq`` ingested, transitions taken)
-        on the transport when it changed (from the thread that changes it, so an actor waiting on it hears at once)."""
-        now = (self.online_received, self.update_calls, self.ledger.ingested, self.taken)
-        if now != self.reported:
-            self.reported = now
-            received = dict(self.ledger.received)
-            self.transport.publish_progress(self.online_received, self.update_calls, received, self.taken)
+        """Publish :attr:`settled` (online transitions ingested, updates made, per actor the last ``seq`` ingested,
+        transitions taken) on the transport when it changed (from the thread that changes it, so an actor waiting on
+        it hears at once; a call from another thread in the middle of an ingest publishes the counters before it)."""
+        settled = self.settled  # one read: the counters between two whole ingests or updates
+        if settled != self.reported:
+            self.reported = settled
+            self.transport.publish_progress(
+                settled.online_received, settled.update_calls, settled.received, settled.taken
+            )
+
+    def keep_pace(self) -> None:
+        """Block while the actor runs more than ``train.max_lag`` steps ahead of this learner (sim, ``train.sync``: the
+        update-to-data ratio holds), unless the learner failed."""
+        settings = self.settings
+        while self.transport.backlog(settings.start_training, settings.update_every) > settings.max_lag and (
+            self.error is None
+        ):
+            self.transport.wait_for_learner(
+                lambda: self.transport.backlog(settings.start_training, settings.update_every) <= settings.max_lag,
+                WAKE_AT_LEAST,
+            )
 
     def wait_until_caught_up(self) -> None:
         """Block until every transition sent on the transport is ingested and its updates are made (in one process:
@@ -221,4 +274,6 @@ class Learner:
             and self.error is None
             and not self.stop.is_set()
         ):
-            time.sleep(0.0005)
+            self.transport.wait_for_learner(
+                lambda: self.transport.backlog(settings.start_training, settings.update_every) <= 0, WAKE_AT_LEAST
+            )

@@ -21,7 +21,8 @@ from robot_rl.core.config import ConfigError
 from robot_rl.data import EpisodeStore, ReplayBuffer
 from robot_rl.data.episode_store import EpisodeStoreError
 from robot_rl.data.transition import stored_transitions
-from robot_rl.runtime.replay_router import SafetyRelabel
+from robot_rl.policies.pretrained import FrozenFeatures
+from robot_rl.runtime.replay_router import ReplayRouter, SafetyRelabel, replay_space
 
 
 def store_paths(key: str, value: Any) -> list[Path]:
@@ -94,14 +95,17 @@ def load_offline(
     device: torch.device,
     relabel: SafetyRelabel,
     discount: float | None = None,
+    frozen: FrozenFeatures | None = None,
 ) -> list[ReplayBuffer]:
     """One replay buffer per store, sized to it, on the learner's ``device``, its steps relabelled by ``relabel``;
-    with ``discount``, each batch also carries the returns-to-go (``mc_return``, for Cal-QL)."""
-    space = {k: (s, np.uint8 if len(s) == 3 else np.float32) for k, s in shapes.items()}
+    with ``discount``, each batch also carries the returns-to-go (``mc_return``, for Cal-QL); with ``frozen`` (the
+    agent's frozen camera backbone) storing its features of the frames instead of the images."""
+    space = replay_space(shapes, frozen)
+    encode = None if frozen is None else frozen.store
     buffers = []
     for path in paths:
         store = open_store(key, path, shapes, action_dim)
-        buffer = ReplayBuffer(store_steps(store) + 2, space, action_dim, device)
+        buffer = ReplayBuffer(store_steps(store) + 2, space, action_dim, device, encode)
         add_store(store, buffer, relabel)
         if discount is not None:
             buffer.set_returns_to_go(discount)
@@ -109,8 +113,10 @@ def load_offline(
     return buffers
 
 
-def add_offline(key: str, paths: list[Path], buffer: ReplayBuffer, relabel: SafetyRelabel) -> int:
-    """Every episode of the stores at ``paths`` into ``buffer`` (the offline-retained baseline's demo buffer),
-    relabelled by ``relabel``; returns how many."""
-    shapes = {k: shape for k, (shape, _) in buffer.observation_space.items()}
-    return sum(add_store(open_store(key, path, shapes, buffer.action_dim), buffer, relabel) for path in paths)
+def add_offline(key: str, paths: list[Path], router: ReplayRouter) -> int:
+    """Every episode of the stores at ``paths`` into the learner's demo buffer (``router.demo``: demos recorded
+    before, the offline-retained baseline's data), relabelled as the router relabels; returns how many."""
+    buffer = router.demo
+    return sum(
+        add_store(open_store(key, path, router.shapes, buffer.action_dim), buffer, router.relabel) for path in paths
+    )

@@ -39,7 +39,8 @@ from robot_rl.core.config import (
 )
 from robot_rl.core.folders import replacing
 from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
-from robot_rl.data.replay_buffer import WeightedSampler
+from robot_rl.data.batches import Batch
+from robot_rl.data.samplers import WeightedSampler
 from robot_rl.policies.conservative import ConservativeConfig
 from robot_rl.runtime.envs import make_env, observation_shapes
 from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
@@ -106,11 +107,18 @@ def pretrain(cfg: Config) -> dict[str, Any]:
     agent.conservative = settings.conservative
     relabel = SafetyRelabel.of(safety_settings(cfg.get("safety")), fast_critic_config(cfg))  # as online steps are
     buffers = load_offline(
-        "pretrain.store", settings.store, shapes, action_dim, agent.device, relabel, agent.config.discount
+        "pretrain.store",
+        settings.store,
+        shapes,
+        action_dim,
+        agent.device,
+        relabel,
+        agent.config.discount,
+        agent.frozen_features,
     )
     sampler = WeightedSampler(buffers, settings.weights, seed=seed)
 
-    def sample_batch() -> dict[str, Any]:
+    def sample_batch() -> Batch:
         return sampler.sample(settings.batch_size, n_step, agent.config.discount, agent.sequence_length)
 
     from torch.utils.tensorboard import SummaryWriter

@@ -21,6 +21,7 @@ import numpy as np
 from robot_rl.data import MixedSampler, ReplayBuffer
 from robot_rl.data.streams import StreamWriter
 from robot_rl.data.transition import Transition
+from robot_rl.policies.pretrained import FrozenFeatures
 from robot_rl.runtime.safety_learning import SafetySettings
 from robot_rl.safety.fast_critic import FastCriticSettings
 
@@ -51,10 +52,22 @@ class SafetyRelabel:
         return t.obs, t.action, reward, t.next_obs, t.terminated, t.truncated, t.intervened, t.cost, learned
 
 
+def replay_space(
+    shapes: dict[str, tuple[int, ...]], frozen: FrozenFeatures | None = None
+) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """What a replay buffer stores of observations of ``shapes``: images uint8 and vectors float32, or with a frozen
+    camera backbone its float16 features in place of the images."""
+    if frozen is not None:
+        return frozen.space(shapes)
+    return {key: (tuple(shape), np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
+
+
 class ReplayRouter:
     """The online and demo buffers (``capacity`` slots each, observations of ``shapes``: images uint8, vectors
     float32; on ``device``), the routing of transitions into them (module docstring) and the sampler of batches that
-    mixes them (``demo_fraction`` of each batch from the demo buffer)."""
+    mixes them (``demo_fraction`` of each batch from the demo buffer). With ``frozen``, the agent's frozen camera
+    backbone (:class:`~robot_rl.policies.pretrained.FrozenFeatures`), the buffers store its features of each frame
+    instead of the images."""
 
     def __init__(
         self,
@@ -65,9 +78,12 @@ class ReplayRouter:
         relabel: SafetyRelabel,
         demo_fraction: float,
         seed: int,
+        frozen: FrozenFeatures | None = None,
     ):
-        space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in shapes.items()}
-        online, demo = (ReplayBuffer(capacity, space, action_dim, device) for _ in range(2))
+        self.shapes = {key: tuple(shape) for key, shape in shapes.items()}  # the observations as they arrive
+        self.encode = None if frozen is None else frozen.store
+        space = replay_space(shapes, frozen)
+        online, demo = (ReplayBuffer(capacity, space, action_dim, device, self.encode) for _ in range(2))
         self.sampler = MixedSampler(online, demo, demo_fraction, seed=seed)
         self.relabel = relabel
         self.last_step: dict[str, tuple[Any, Any, np.ndarray, bool]] = {}  # per stream: (episode, step, action, human)
@@ -82,7 +98,8 @@ class ReplayRouter:
 
     def add(self, t: Transition) -> None:
         """Store ``t`` (the learner's delivery ledger has accepted it) where it belongs."""
-        stream = t.actor  # one sequence of episodes per actor
+        origin = t.origin
+        stream = origin.actor  # one sequence of episodes per actor
         if t.first:  # a new episode, even if the last one never ended (budget, crash)
             self.online_streams.close(stream)
             self.demo_streams.close(stream)
@@ -95,8 +112,8 @@ class ReplayRouter:
         follows = (
             before is not None
             and not t.first
-            and before[0] == t.episode
-            and (t.step is None or before[1] == t.step - 1)
+            and before[0] == origin.episode
+            and (origin.step is None or before[1] == origin.step - 1)
         )
         if t.intervened:
             if not (follows and before[3]):  # a new takeover: a segment of its own
@@ -104,7 +121,7 @@ class ReplayRouter:
             self.demo_streams.add(stream, *args, opening_action=before[2] if follows else None)
         elif follows and before[3]:  # the takeover ended: its segment is complete
             self.demo_streams.close(stream)
-        self.last_step[stream] = (t.episode, t.step, np.asarray(args[-1]), t.intervened)
+        self.last_step[stream] = (origin.episode, origin.step, np.asarray(args[-1]), t.intervened)
 
     def flush(self) -> None:
         """Write the transitions of other actors' open episodes that wait for their turn (before a checkpoint)."""
@@ -123,7 +140,7 @@ class ReplayRouter:
         """The buffers :meth:`save` wrote into ``folder`` (on the devices of the present ones) and the state it
         returned."""
         self.use(
-            ReplayBuffer.load(folder / "online_buffer", self.online.device),
-            ReplayBuffer.load(folder / "demo_buffer", self.demo.device),
+            ReplayBuffer.load(folder / "online_buffer", self.online.device, self.encode),
+            ReplayBuffer.load(folder / "demo_buffer", self.demo.device, self.encode),
         )
         self.sampler.rng.bit_generator.state = state["sampler_rng"]

@@ -9,12 +9,17 @@ actors, or ingested from the actors' topics) and counts their steps in the run's
 :class:`~robot_rl.runtime.session.Counters`; it tells the run when an episode ended (:meth:`Run.episode_ended`) and
 gives it a way to evaluate the newest policy (:func:`policy_evaluation`).
 
+The loop itself is the run's (:meth:`Run.drive`); a caller gives it a *turn*, a generator that plays or takes in
+what comes next and yields the episodes that ended, and goes on once the run has logged them, evaluated and
+checkpointed:
+
+    def turn(stop):
+        stats = <play or receive an episode>
+        yield [EpisodeEnd(stats)]
+
     run = Run(learning, counters, "reach", evaluate=policy_evaluation(agent, eval_env))
-    with run.interruptible() as stop:
-        while not done and not stop.is_set():
-            stats = <play or receive an episode>
-            run.episode_ended(stats)
-            run.after_episode(finished=done)
+    with run.interruptible():
+        run.drive(turn, finished=lambda: counters.env_steps >= budget)
     summary = run.finish()
 """
 
@@ -24,8 +29,9 @@ import errno
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +40,7 @@ import torch
 from tqdm import tqdm
 
 from robot_rl.core.config import MB, disk_full, free_bytes
+from robot_rl.core.folders import write_text_atomically
 from robot_rl.core.interrupts import StopRequest, deferred_interrupt, interrupt_requests
 from robot_rl.data import ReplayBuffer
 from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
@@ -41,6 +48,20 @@ from robot_rl.runtime.safety_learning import SAFETY_COUNTS
 from robot_rl.runtime.session import Counters, LearnerSession
 
 Evaluation = Callable[[int], dict[str, Any]]  # plays n deterministic episodes of the newest policy: their figures
+LEARNER_KEYS_PER_EVALUATION = ("alpha", "entropy")  # learner metrics kept in each evaluation's entry
+TAKEOVER_WINDOW = 2000  # online steps at the end of a run whose takeover rate summary.json reports
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    """An episode that ended, for the run to log: its figures (``demo``, ``success``, ``return``, ``length``,
+    ``interventions``, ...; its steps counted already) and the fleet actor that played it (None: this process)."""
+
+    stats: dict[str, Any]
+    actor: str | None = None
+
+
+Turn = Callable[[StopRequest], Iterable[list[EpisodeEnd]]]  # what comes next: the episodes that ended, a list at a time
 
 
 class Run:
@@ -49,8 +70,10 @@ class Run:
     ``evaluate`` plays the evaluations (None: the run does not evaluate, as the learner node, which has no env);
     ``before_checkpoint()`` runs before each checkpoint is written (take in every transition counted, flush the
     recorders), ``after_checkpoint(reason)`` after (reason: ``due``, ``operator`` or ``final``); ``progress_bar``: a tqdm
-    bar of the online steps (the learner node logs instead: False); TensorBoard (``<run_dir>/tb``), ``summary.json``
-    and the learning curve are kept either way; ``title`` begins the progress bar (``train``, ``fleet``)."""
+    bar of the online steps; without one (the learner node, whose output is a launch's log) ``progress_log(line)`` gets
+    the same bar as a line every ``progress_every`` s; TensorBoard (``<run_dir>/tb``), ``summary.json``
+    and the learning curve are kept either way; ``title`` begins the progress bar (``train``, ``fleet``); ``figures()``
+    adds figures of the caller's to the progress (learned resets: person resets per forward episode)."""
 
     def __init__(
         self,
@@ -63,6 +86,9 @@ class Run:
         after_checkpoint: Callable[[str], None] | None = None,
         progress_bar: bool = True,
         title: str = "train",
+        progress_log: Callable[[str], None] | None = None,
+        progress_every: float = 30.0,
+        figures: Callable[[], dict[str, str]] | None = None,
     ):
         self.learning, self.counters, self.task_name = learning, counters, task_name
         self.settings, self.learner = learning.settings, learning.learner
@@ -75,6 +101,9 @@ class Run:
         self.target_reached = False  # an evaluation reached train.stop_at_success: the caller ends the run
         self.progress = None
         self.title = title
+        self.progress_log, self.progress_every = progress_log, progress_every
+        self.figures = figures
+        self.logged_at = -np.inf  # the run's elapsed s at the last progress line (progress_log)
         from torch.utils.tensorboard import SummaryWriter
 
         self.tb = SummaryWriter(str(learning.run_dir / "tb"))
@@ -115,9 +144,53 @@ class Run:
             self.progress.close()
 
     def show_steps(self) -> None:
-        """Bring the progress bar to the online steps counted."""
+        """Bring the progress bar to the online steps counted (without a bar: a progress line when one is due)."""
         if self.progress is not None:
             self.progress.update(self.counters.env_steps - self.progress.n)
+        elif self.progress_log is not None and self.elapsed() - self.logged_at >= self.progress_every:
+            self.logged_at = self.elapsed()
+            self.progress_log(self.progress_line())
+
+    def progress_figures(self) -> dict[str, str]:
+        """What the progress shows beside the online steps: episodes, learner updates, updates per online step, the
+        last evaluation's success, the recent take-over rate and the caller's ``figures()``."""
+        counters, updates = self.counters, self.learner.update_calls
+        figures = {
+            "episodes": str(counters.episodes),
+            "updates": str(updates),
+            "updates_per_step": f"{updates / max(counters.env_steps, 1):.2f}",
+        }
+        if counters.history:
+            figures["eval_success"] = f"{counters.history[-1]['success_rate']:.2f}"
+        figures["interventions"] = f"{recent_intervention_rate(counters):.2f}"
+        return figures if self.figures is None else {**figures, **self.figures()}
+
+    def progress_line(self) -> str:
+        """The progress bar as one line (tqdm's own format, ASCII)."""
+        postfix = ", ".join(f"{key}={value}" for key, value in self.progress_figures().items())
+        return tqdm.format_meter(
+            self.counters.env_steps,
+            self.settings.env_steps,
+            self.elapsed(),
+            ncols=0,
+            prefix=f"{self.title} {self.task_name}",
+            ascii=True,
+            unit="step",
+            postfix=postfix,
+        )
+
+    def drive(self, turn: Turn, finished: Callable[[], bool], can_go_on: Callable[[], bool] = lambda: True) -> None:
+        """The run's loop of episodes, the one every way of running in a process goes through. ``turn(stop)`` plays
+        or takes in what comes next and yields the episodes that ended, a list at a time (one episode; a fleet
+        actor's hand-in); the run logs them, evaluates and checkpoints when due, and the turn goes on. Turns come
+        until ``finished()`` (the budget is spent; an evaluation that reached ``train.stop_at_success`` ends it too,
+        by the caller's count), ``can_go_on()`` is false (the fleet has no actor left) or a stop (Ctrl-C under
+        :meth:`interruptible`; a turn stopped mid-episode yields nothing more)."""
+        while not finished() and can_go_on() and not self.stop.is_set():
+            for ended in turn(self.stop):
+                for episode in ended:
+                    self.episode_ended(episode.stats, actor=episode.actor)
+                self.after_episode(finished=finished())
 
     def episode_ended(self, stats: dict[str, Any], actor: str | None = None) -> None:
         """Log an episode that ended (its steps counted already): an online one into the episode log and TensorBoard
@@ -141,6 +214,8 @@ class Run:
         if actor is not None:
             tb.add_scalar(f"actors/{actor}/success", float(stats["success"]), step)
             tb.add_scalar(f"actors/{actor}/intervention_rate", stats["interventions"] / stats["length"], step)
+        if self.progress is not None:
+            self.progress.set_postfix(self.progress_figures(), refresh=False)
 
     def after_episode(self, finished: bool) -> None:
         """Between two episodes: an evaluation when one is due (``finished``: the budget is spent, the final one),
@@ -191,11 +266,13 @@ class Run:
     def evaluation_made(self, result: dict[str, Any]) -> None:
         """An evaluation's figures (:func:`~robot_rl.runtime.evaluate.evaluation_summary`'s: this run's, or an actor's
         on the cell that the learner node hears of) into the run's history, TensorBoard and the progress bar."""
-        counters = self.counters
+        counters, metrics = self.counters, self.learner.metrics
         entry = {
             "env_steps": counters.env_steps,
             "wall_seconds": self.elapsed(),
             "intervention_rate": recent_intervention_rate(counters),
+            # the learner's last temperature and exploration entropy (SAC's; absent for agents without them)
+            **{key: float(metrics[key]) for key in LEARNER_KEYS_PER_EVALUATION if key in metrics},
             **result,
         }
         counters.history.append(entry)
@@ -204,10 +281,7 @@ class Run:
         self.tb.add_scalar("eval/return", result["mean_return"], counters.env_steps)
         self.tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
         if self.progress is not None:
-            self.progress.set_postfix(
-                eval_success=f"{result['success_rate']:.2f}",
-                interventions=f"{recent_intervention_rate(counters):.2f}",
-            )
+            self.progress.set_postfix(self.progress_figures())
 
     def finish(self, **extra: Any) -> dict[str, Any]:
         """The end of the run: the final checkpoint (a Ctrl-C meanwhile waits for it), ``summary.json`` (with
@@ -321,6 +395,7 @@ def write_summary(
         "episodes": counters.episodes,
         "demo_episodes": counters.demo_episodes_done,
         "intervention_steps": counters.intervention_steps,
+        f"takeover_rate_last_{TAKEOVER_WINDOW}": takeover_rate_at_the_end(counters),
         "wall_seconds": counters.wall_seconds,
         "final_eval_success": final.get("success_rate"),
         "final_eval_mean_length": final.get("mean_length"),
@@ -335,8 +410,16 @@ def write_summary(
         "interrupted": interrupted,
         **extra,
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomically(run_dir / "summary.json", json.dumps(summary, indent=2))  # a crash keeps the last one
     return summary
+
+
+def takeover_rate_at_the_end(counters: Counters, window: int = TAKEOVER_WINDOW) -> float | None:
+    """The share of online steps the human acted in the episodes that ended in the run's last ``window`` online steps
+    (None before the first online episode)."""
+    recent = [e for e in counters.episode_log if e["env_steps"] > counters.env_steps - window]
+    steps = sum(e["length"] for e in recent)
+    return sum(e["interventions"] for e in recent) / steps if steps else None
 
 
 def per_episode(counters: Counters, key: str, scale: float = 1.0) -> float | None:

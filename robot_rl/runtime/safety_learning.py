@@ -125,10 +125,12 @@ class SafetyLearner:
             return {}
         if self.prior is None:
             return self.critic.update(self.critic.sample(online))
+        from robot_rl.policies.safety_critic import RiskBatch
+
         from_prior = round(self.settings.prior_fraction * self.critic.config.batch_size)
         prior = self.critic.sample(self.prior, from_prior)
         fresh = self.critic.sample(online, self.critic.config.batch_size - from_prior)
-        return self.critic.update({key: np.concatenate([prior[key], fresh[key]]) for key in prior})
+        return self.critic.update(RiskBatch.joined([prior, fresh]))
 
     def weights(self, online_received: int) -> dict[str, Any]:
         ready = self.prior is not None or online_received >= self.settings.warmup

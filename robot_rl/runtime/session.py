@@ -70,6 +70,8 @@ class Counters:
     actor_random_state: dict[str, Any] = field(default_factory=dict)
     # each fleet actor's (its ActorSession.random_state and its reset seeds', under "seeds"), as of its last hand-in
     fleet_random_states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the learned-reset rule's counts (reset.mode=learned: reset_rule.ResetCounts; empty otherwise)
+    reset_counts: dict[str, int] = field(default_factory=dict)
 
     def count_step(self, intervened: bool) -> None:
         """One online env step played in this process (``intervened``: the human acted)."""
@@ -177,6 +179,15 @@ class ActorSession:
         self.fast_model = weights.get(FAST_CRITIC_KEY, self.fast_model)
         return True
 
+    def between_episodes(self, learner: Learner, transport: Transport) -> bool:
+        """After an episode in one process: wait until ``learner`` caught up (``train.deterministic``), raise its
+        failure, and act on its newest weights; True when they were new."""
+        if self.settings.deterministic:
+            learner.wait_until_caught_up()
+        if learner.error is not None:
+            raise RuntimeError("the learner failed") from learner.error
+        return self.take_weights(transport)
+
     def arm_fast_loop(self, env) -> None:
         """Hand the newest fast critic the learner fitted to ``env``'s fast loop (when it runs a fast critic)."""
         loop = getattr(env.unwrapped, "fast_loop", None)
@@ -192,15 +203,19 @@ class ActorSession:
         seed: int | None,
         between_steps: Callable[[], None] | None = None,
         stop=None,
+        scene: Any = None,
     ) -> dict[str, Any] | None:
-        """One episode through :func:`~robot_rl.runtime.actor.run_episode`, counted; ``between_steps()`` runs after each
-        step is counted (keep pace with the learner, serve the transport). Its stats with ``demo``, ``weights``
-        (the learner's update count of the weights it acted on) and ``learner_session`` (the learner run that sent
-        them, read with the count), or None when ``stop`` was set (the episode is not counted)."""
+        """One episode through :func:`~robot_rl.runtime.actor.run_episode` (from ``scene``, a sim env's scene state,
+        when one is given), counted; ``between_steps()`` runs after each step is counted (keep pace with the learner,
+        serve the transport). Its stats with ``demo``, ``weights`` (the learner's update count of the weights it acted
+        on) and ``learner_session`` (the learner run that sent them, read with the count), or None when ``stop`` was
+        set (the episode is not counted)."""
         demo, counters, weights, session = self.demo_due, self.counters, self.weights_version, self.weights_session
         after_step = self.step_counter(demo, between_steps, [env])
         self.arm_fast_loop(env)
-        stats = run_episode(env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop)
+        stats = run_episode(
+            env, self.agent, self.human, self.safety, transport, recorder, demo, seed, after_step, stop, scene
+        )
         if stats is None:
             return None
         counters.count_episode(demo)
@@ -321,9 +336,7 @@ class LearnerSession:
             demo_store = self.settings.demo_store
             if demo_store is not None:  # before the run folder is made: a refused store leaves none
                 paths = store_paths("train.demo_store", demo_store)
-                self.demos_loaded = add_offline(
-                    "train.demo_store", paths, self.learner.demo, self.learner.router.relabel
-                )
+                self.demos_loaded = add_offline("train.demo_store", paths, self.learner.router)
             if self.init.checkpoint is not None:  # before the run folder is made: a refused checkpoint leaves none
                 self.warm_start = warm_start(self.learner, self.init, self.definition)
                 self.warm_start["demo_episodes"] = int(self.cfg["train"]["demo_episodes"])  # 0 unless asked (WSRL)

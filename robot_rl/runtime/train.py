@@ -12,7 +12,7 @@ counters; ``train.resume=true`` continues from it), ``summary.json``, ``learning
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,17 @@ from robot_rl.core.config import (
     select,
     stops_on_full_disk,
 )
-from robot_rl.core.transport import LocalTransport
+from robot_rl.core.interrupts import StopRequest
 from robot_rl.data import EpisodeRecorder
 from robot_rl.data.episode_store import bytes_per_step
 from robot_rl.runtime.envs import make_env, observation_shapes
 from robot_rl.runtime.evaluate import evaluate
+from robot_rl.runtime.learned_reset import LearnedResets
+from robot_rl.runtime.learner import in_process_transport
+from robot_rl.runtime.reset_rule import require_in_process, reset_settings
 from robot_rl.runtime.robustness import robustness_sweep, write_sweep
 from robot_rl.runtime.run_folder import run_config
-from robot_rl.runtime.run_loop import Run, checkpoint_bytes, policy_evaluation
+from robot_rl.runtime.run_loop import EpisodeEnd, Run, checkpoint_bytes, policy_evaluation
 from robot_rl.runtime.run_setup import acting_envs, episode_store, run_settings, sim_env
 from robot_rl.runtime.session import ActorSession, LearnerSession, load_checkpoint_agent, make_agent
 from robot_rl.runtime.train_settings import TrainSettings
@@ -49,18 +52,28 @@ from robot_rl.runtime.train_settings import TrainSettings
 def train(cfg: Config) -> dict[str, Any]:
     cfg = run_config(cfg)  # a resumed run: its own config.yaml
     settings, seed, task, run_dir = run_settings(cfg)
+    reset = reset_settings(cfg.get("scene_reset"))
+    require_in_process(reset, settings.num_envs, "local")
     envs, humans = acting_envs(cfg, settings, task, seed)
     env, eval_env = envs[0], sim_env(cfg, task, seed, randomize=False)  # evaluation stays nominal
     shapes, action_dim = observation_shapes(env), int(env.action_space.shape[0])
-    transport = LocalTransport()
+    transport = in_process_transport()
     learning = LearnerSession(cfg, shapes, action_dim, transport)
     acting = ActorSession(cfg, shapes, action_dim, humans[0])
+    resets = LearnedResets(cfg, reset, seed) if reset.learned else None  # scene_reset.mode=learned: the backward policy
     check_run_disk(cfg, settings, run_dir, learning)
     acting.counters = counters = learning.open(settings.resume)  # every setting is checked by now
     acting.start_from(learning.learner, envs)
     learner = learning.learner
     store = episode_store(cfg, run_dir, task, env)
     recorders = [None if store is None else EpisodeRecorder(store) for _ in envs]  # their episodes interleave
+
+    def before_checkpoint() -> None:
+        """The checkpoint holds every step counted (and the learned-reset rule's counts)."""
+        learner.ingest_everything_sent(transport.sent)
+        if resets is not None:
+            resets.before_checkpoint(counters)
+
     run = Run(
         learning,
         counters,
@@ -68,8 +81,12 @@ def train(cfg: Config) -> dict[str, Any]:
         evaluate=policy_evaluation(
             acting.agent, eval_env, prepare=lambda: acting.arm_fast_loop(eval_env), safety=acting.another_safety_actor
         ),
-        before_checkpoint=lambda: learner.ingest_everything_sent(transport.sent),  # it holds every step counted
+        before_checkpoint=before_checkpoint,
+        after_checkpoint=None if resets is None else lambda reason: resets.save(),
+        figures=None if resets is None else resets.figures,
     )
+    if resets is not None:
+        resets.open(settings.resume, counters, run.tb)
     learner.start()
     rng = np.random.default_rng(seed + counters.episodes)
 
@@ -81,36 +98,43 @@ def train(cfg: Config) -> dict[str, Any]:
         """Show the count, and keep within ``train.max_lag`` steps of the learner (sim, ``train.sync``)."""
         run.show_steps()
         if settings.sync:
-            while transport.backlog(settings.start_training, settings.update_every) > settings.max_lag and (
-                learner.error is None
-            ):
-                time.sleep(0.001)
+            learner.keep_pace()
 
-    def after_episode(stats: dict[str, Any]) -> None:
-        """Between two episodes (of any env): new weights, the episode's log, evaluation and checkpoint when due."""
-        if settings.deterministic:
-            learner.wait_until_caught_up()
-        if learner.error is not None:
-            raise RuntimeError("the learner failed") from learner.error
-        if acting.take_weights(transport):
+    def ended(stats: dict[str, Any]) -> Iterator[list[EpisodeEnd]]:
+        """An episode's end to the run (its log, evaluation and checkpoint when due), after the actor took new weights;
+        an evaluation that reached ``train.stop_at_success`` ends the run as if its budget were spent."""
+        if acting.between_episodes(learner, transport):
             for each in envs[1:]:  # env 0's fast loop is armed at every episode start
                 acting.arm_fast_loop(each)
-        run.episode_ended(stats)
-        run.after_episode(finished=acting.budget_spent)
-        if run.target_reached:  # train.stop_at_success: the run ends as if its budget were spent
+        yield [EpisodeEnd(stats)]
+        if run.target_reached:
             acting.ended = True
 
-    with run.interruptible() as stop:
+    def turn(stop: StopRequest) -> Iterator[list[EpisodeEnd]]:
+        """What comes next: the backward task's demonstration, one episode on env 0 (a demonstration, or the only
+        env), or the envs stepped together until the budget is spent. Stopped mid-episode, it yields nothing more
+        (the episode's recording is dropped)."""
+        if resets is not None and resets.demo_due:  # the backward task's demonstrations come first
+            resets.play_demo(next_seed(), stop)
+            return
+        if acting.demo_due or len(envs) == 1:  # demonstrations: one at a time, on env 0
+            demo = acting.demo_due
+            scene = None if resets is None else resets.forward_start(recorders[0], demo)  # None: env reset
+            stats = acting.play(env, transport, recorders[0], next_seed(), between_steps, stop, scene)
+            if stats is None:
+                return
+            if resets is not None and not demo:
+                stats = resets.forward_ended(stats, counters)
+            yield from ended(stats)
+            if resets is not None and not demo and not acting.budget_spent:
+                resets.put_back(env, next_seed, stop)  # the next start: the scene put back
+            return
+        for stats in acting.play_envs(envs, humans, transport, recorders, next_seed, between_steps, stop):
+            yield from ended(stats)
+
+    with run.interruptible():
         try:
-            while not acting.budget_spent and not stop.is_set():
-                if acting.demo_due or len(envs) == 1:  # demonstrations: one at a time, on env 0
-                    stats = acting.play(env, transport, recorders[0], next_seed(), between_steps, stop)
-                    if stats is None:
-                        break  # stopped mid-episode: its recording is dropped
-                    after_episode(stats)
-                    continue
-                for stats in acting.play_envs(envs, humans, transport, recorders, next_seed, between_steps, stop):
-                    after_episode(stats)
+            run.drive(turn, finished=lambda: acting.budget_spent)
         except (KeyboardInterrupt, OSError):  # a second Ctrl-C or SIGTERM; a full disk (one line: stops_on_full_disk)
             for recorder in recorders:  # the open episodes' files go now
                 if recorder is not None:
@@ -120,9 +144,11 @@ def train(cfg: Config) -> dict[str, Any]:
             run.close_progress()
             learner.close()
             learner.ingest_everything_sent(transport.sent)
+            if resets is not None:
+                resets.close()
             for each in [*envs, eval_env]:
                 each.close()
-    return run.finish()
+    return run.finish(**({} if resets is None else {"learned_resets": resets.summary(counters)}))
 
 
 def check_run_disk(cfg: Config, settings: TrainSettings, run_dir: Path, learning: LearnerSession) -> None:

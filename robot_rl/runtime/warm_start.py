@@ -97,11 +97,7 @@ def warm_start(learner: Learner, settings: InitSettings, definition: dict[str, A
     folder = checkpoint_folder(settings.checkpoint)
     check_task_definition(folder, definition, key="init.checkpoint")
     load_agent("init.checkpoint", learner.agent, folder / "agent.pt")
-    retained = (
-        add_offline("init.store", settings.store, learner.demo, learner.router.relabel)
-        if settings.retain_offline
-        else 0
-    )
+    retained = add_offline("init.store", settings.store, learner.router) if settings.retain_offline else 0
     anchor_policy = getattr(learner.agent, "anchor_policy", None)  # CQN's policy is its critic's argmax: no actor
     if anchor_policy is not None:  # it decides whether weight and steps make an anchor at all
         anchor_policy(settings.anchor_weight, settings.anchor_steps, settings.anchor_tau)

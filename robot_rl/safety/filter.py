@@ -32,8 +32,7 @@ always applied after it.
 
 Constructing a filter limits numpy's BLAS to one thread in its process: the risk model's matrix
 products are small (ten candidates), and waking BLAS worker threads for them adds more latency
-than they save (filter p50 / p99 on this 2-core machine: 140 / 210 us with two threads, 82 / 175
-us with one, before the other trimming in ``RiskModel``).
+than they save (``benchmarks/safety_latency.py`` measures the filter's p50 / p99 both ways).
 """
 
 from __future__ import annotations

@@ -143,15 +143,21 @@ class Command:
 
 @dataclass
 class EStopLatch:
-    """Once triggered, stays triggered until reset explicitly."""
+    """Once triggered, stays triggered until reset explicitly; ``reason`` says what triggered it first (empty while
+    not latched), ``triggers`` counts the triggers since the start (a hold another trigger joined is not one's own)."""
 
     latched: bool = False
+    reason: str = ""
+    triggers: int = 0
 
-    def trigger(self) -> None:
+    def trigger(self, reason: str = "e-stop") -> None:
+        if not self.latched:
+            self.reason = reason
         self.latched = True
+        self.triggers += 1
 
     def reset(self) -> None:
-        self.latched = False
+        self.latched, self.reason = False, ""
 
 
 def enforce(

@@ -1,6 +1,6 @@
 """One tick of the fast loop: the learned fast-loop critic (when there is one), then the hard layer.
 
-The safety node runs this every tick (:mod:`robot_rl.ros.safety_node`, 500 Hz - 1 kHz) and the MuJoCo tasks run it
+The safety node runs this every tick (:mod:`robot_rl.ros.safety.safety_node`, 500 Hz - 1 kHz) and the MuJoCo tasks run it
 every control substep between two policy steps (:mod:`robot_rl.sim.fast_critic_loop`), so sim training with the fast-loop
 critic goes through the code the real cell runs. The hard layer always has the last word: the critic may only
 change the command it is handed, never what :func:`~robot_rl.safety.hard_limits.enforce` makes of it.

@@ -2,16 +2,24 @@
 
 The socket is a square hole made of four walls on the table, placed at a random xy. Clearance
 is the gap between peg and wall on each side (metres).
+
+The start region is the peg held upright in the closed gripper with the TCP in the box the reset draws it from
+(:attr:`PandaTaskEnv.tcp_start`, home +- ``tcp_init_noise``): :meth:`PegInsertEnv.in_start_region` tests a scene
+against it.
 """
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 
 from robot_rl.core import config as check
 from robot_rl.sim.panda_env import PandaTaskEnv
-from robot_rl.sim.scene import FINGER_TRAVEL, SceneSpec
+from robot_rl.sim.scene import SceneSpec
+from robot_rl.sim.start_region import StartRegion
+
+GRASP_BELOW_TOP = 0.015  # m: the fingers hold the peg this far below its top
+UPRIGHT = 0.1  # rad: a peg tilted less than this from vertical stands upright
+START_SLACK = 0.01  # m: a peg brought back this far outside its start box still counts (the box may have no width)
 
 
 class PegInsertEnv(PandaTaskEnv):
@@ -39,10 +47,16 @@ class PegInsertEnv(PandaTaskEnv):
         if np.any(self.socket_low > self.socket_high):
             raise check.ConfigError("socket_low", list(socket_low), f"<= socket_high={list(socket_high)} per axis")
         super().__init__(**kwargs)
+        #: where the peg's centre starts (m, base frame): the TCP's start box, the grasp's offset below it
+        grasp = np.array([0.0, 0.0, self.peg_half_length - GRASP_BELOW_TOP])
+        self.start_region = StartRegion(self.tcp_start.low - grasp, self.tcp_start.high - grasp, START_SLACK)
 
     def bind_model(self) -> None:
         self._peg_qpos = self.model.joint("peg").qposadr[0]
         self._peg_body, self._socket_body = self.model.body("peg").id, self.model.body("socket").id
+
+    def placed_fixtures(self) -> list[int]:
+        return [self._socket_body]
 
     def scene(self) -> SceneSpec:
         w, l, h = self.peg_half_width, self.peg_half_length, self.socket_height / 2
@@ -65,17 +79,16 @@ class PegInsertEnv(PandaTaskEnv):
         )
 
     def reset_task(self, rng: np.random.Generator) -> None:
+        self.place_socket(rng)
+        self.grasp_peg()
+
+    def place_socket(self, rng: np.random.Generator) -> None:
+        """The socket at an xy drawn from ``[socket_low, socket_high]`` (m, base frame)."""
         self.model.body_pos[self._socket_body][:2] = rng.uniform(self.socket_low, self.socket_high)
-        # Peg held 15 mm below its top between the finger pads, gripper closed on it.
-        mujoco.mj_forward(self.model, self.data)
-        tcp = self.tcp_pos
-        qpos = self._peg_qpos
-        self.data.qpos[qpos : qpos + 3] = tcp + [0.0, 0.0, -(self.peg_half_length - 0.015)]
-        self.data.qpos[qpos + 3 : qpos + 7] = [1.0, 0.0, 0.0, 0.0]
-        self.data.qpos[self._fingers] = min(self.peg_half_width, FINGER_TRAVEL)
-        self.set_gripper_command(1.0)
-        self.controller.set_target(tcp, self.home_rot)
-        self.simulate(100)  # 0.2 s at 500 Hz: the grasp settles
+
+    def grasp_peg(self) -> None:
+        """The peg upright in the closed gripper, held ``GRASP_BELOW_TOP`` below its top, the grasp settled."""
+        self.hold("peg", [0.0, 0.0, -(self.peg_half_length - GRASP_BELOW_TOP)], self.peg_half_width)
 
     @property
     def peg_pos(self) -> np.ndarray:
@@ -97,6 +110,22 @@ class PegInsertEnv(PandaTaskEnv):
             "socket_pos": self.socket_pos,
             "peg_to_socket": self.socket_pos - self.peg_bottom,
         }
+
+    def tilt(self) -> float:
+        """Angle (rad) between the peg's long axis and the vertical."""
+        return float(np.arccos(np.clip(abs(self.data.xmat[self._peg_body].reshape(3, 3)[2, 2]), -1.0, 1.0)))
+
+    def grasped(self) -> bool:
+        """The peg is between the finger pads and the gripper is closed on it."""
+        offset = self.peg_pos - self.tcp_pos
+        between = np.linalg.norm(offset[:2]) < self.peg_half_width and abs(offset[2]) < self.peg_half_length
+        return bool(between and self.gripper_opening < 2 * self.peg_half_width + 0.006)
+
+    def in_start_region(self) -> bool:
+        """The peg is held upright in the closed gripper, its centre in the start region, clear of the socket."""
+        out = self.peg_bottom[2] > self.socket_height
+        upright = self.tilt() < UPRIGHT
+        return bool(out and upright and self.grasped() and self.start_region.contains(self.peg_pos))
 
     def depth(self) -> float:
         """How far the peg's bottom is below the socket's rim (m)."""

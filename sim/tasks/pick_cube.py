@@ -1,4 +1,9 @@
-"""pick_cube: grasp a cube from the table and lift it ``lift_height`` metres."""
+"""pick_cube: grasp a cube from the table and lift it ``lift_height`` metres.
+
+The start region is the cube's xy box ``[cube_low, cube_high]`` (m, base frame) with its yaw within
+``cube_yaw_range``: the reset draws from it, and :meth:`PickCubeEnv.in_start_region` (the backward task's success,
+the give-up rule of learned resets) tests a scene against it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,10 @@ import numpy as np
 from robot_rl.core import config as check
 from robot_rl.sim.panda_env import PandaTaskEnv
 from robot_rl.sim.scene import SceneSpec
+from robot_rl.sim.start_region import StartRegion
+
+YAW_SLACK = 0.1  # rad: a cube put back this far beyond cube_yaw_range (about z, modulo 90 degrees) still counts
+ON_TABLE = 0.003  # m: a cube whose bottom is this close to the table, flat, lies on it
 
 
 class PickCubeEnv(PandaTaskEnv):
@@ -24,9 +33,10 @@ class PickCubeEnv(PandaTaskEnv):
         self.cube_half_size = check.positive("cube_half_size", cube_half_size)
         if 2 * cube_half_size >= 0.075:
             raise check.ConfigError("cube_half_size", cube_half_size, "< 0.0375 m (the gripper opens to 0.08 m)")
-        self.cube_low, self.cube_high = np.asarray(cube_low, float), np.asarray(cube_high, float)
-        if np.any(self.cube_low > self.cube_high):
+        if np.any(np.asarray(cube_low, float) > np.asarray(cube_high, float)):
             raise check.ConfigError("cube_low", list(cube_low), f"<= cube_high={list(cube_high)} per axis")
+        #: the cube's start xy box (m, base frame): the forward reset draws from it, in_start_region tests against it
+        self.start_region = StartRegion(cube_low, cube_high)
         self.cube_yaw_range = check.non_negative("cube_yaw_range", cube_yaw_range)
         self.lift_height = check.positive("lift_height", lift_height)
         super().__init__(**kwargs)
@@ -46,8 +56,10 @@ class PickCubeEnv(PandaTaskEnv):
         )
 
     def reset_task(self, rng: np.random.Generator) -> None:
-        xy = rng.uniform(self.cube_low, self.cube_high)
-        yaw = rng.uniform(-self.cube_yaw_range, self.cube_yaw_range)
+        self.place_cube(self.start_region.sample(rng), rng.uniform(-self.cube_yaw_range, self.cube_yaw_range))
+
+    def place_cube(self, xy: np.ndarray, yaw: float) -> None:
+        """Put the cube flat on the table at ``xy`` (m, base frame), turned ``yaw`` rad about z."""
         qpos = self._cube_qpos
         self.data.qpos[qpos : qpos + 3] = [xy[0], xy[1], self.cube_half_size]
         self.data.qpos[qpos + 3 : qpos + 7] = [np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
@@ -60,6 +72,21 @@ class PickCubeEnv(PandaTaskEnv):
     @property
     def cube_quat(self) -> np.ndarray:
         return self.data.xquat[self._cube_body].copy()
+
+    def cube_yaw(self) -> float:
+        """The cube's turn about z (rad), folded to [-pi/4, pi/4): a cube looks the same every 90 degrees."""
+        w, _, _, z = self.cube_quat
+        return float((2.0 * np.arctan2(z, w) + np.pi / 4) % (np.pi / 2) - np.pi / 4)
+
+    def flat(self) -> bool:
+        """The cube rests on a face: one of its axes within 0.1 rad of vertical."""
+        return bool(np.max(np.abs(self.data.xmat[self._cube_body].reshape(3, 3)[2])) > np.cos(0.1))
+
+    def in_start_region(self) -> bool:
+        """The cube lies flat on the table inside the start region, its yaw within ``cube_yaw_range`` (+ slack)."""
+        on_table = self.lifted() < ON_TABLE and self.flat()
+        turned = abs(self.cube_yaw()) <= self.cube_yaw_range + YAW_SLACK
+        return bool(on_table and turned and self.start_region.contains(self.cube_pos))
 
     def task_state(self) -> dict[str, np.ndarray]:
         return {"cube_pos": self.cube_pos, "cube_rel": self.cube_pos - self.tcp_pos, "cube_quat": self.cube_quat}

@@ -15,8 +15,8 @@ import zarr
 from robot_rl.cli.main import main
 from robot_rl.core.folders import MARKER, latest, replacing
 from robot_rl.data import EpisodeStore, EpisodeStoreError, tools
-from robot_rl.data.episode_store import episode_uid, verify
 from robot_rl.data.mcap_export import export_mcap
+from robot_rl.data.verification import episode_uid, verify
 from tests.data.test_episode_store import META, synthetic_episode, tree_digest, write_episode
 
 

@@ -5,6 +5,8 @@ saves; the mixing sampler splits a batch as before."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from robot_rl.data import MixedSampler, ReplayBuffer
+from robot_rl.data.batches import Batch
 from tests.data import numpy_replay
 
 SPACE = {"state": ((2,), np.float32), "front": ((4, 3, 3), np.uint8)}
@@ -114,7 +117,17 @@ class Positions:
         return self.positions
 
 
-def assert_same_batch(new: dict, old: dict) -> None:
+def fields_of(batch: Batch) -> dict:
+    """The fields ``batch`` holds, by name (absent ones left out): as the old implementation's dict."""
+    return {
+        field.name: getattr(batch, field.name)
+        for field in dataclasses.fields(batch)
+        if getattr(batch, field.name) is not None
+    }
+
+
+def assert_same_batch(batch: Batch, old: dict) -> None:
+    new = fields_of(batch)
     assert set(new) == set(old)
     for key, value in old.items():
         if isinstance(value, dict):
@@ -187,17 +200,18 @@ def test_mixed_batches_split_as_before_and_each_row_is_its_buffers_batch(data, f
     before = numpy_replay.MixedSampler(old_online, old_demo, fraction, seed=seed).sample(
         batch_size, n_step=2, gamma=0.9, sequence_length=3
     )
-    np.testing.assert_array_equal(batch["is_demo"].numpy(), before["is_demo"])  # the same coin, the same split
-    for buffer, rows in ((online, ~batch["is_demo"]), (demo, batch["is_demo"])):
+    np.testing.assert_array_equal(batch.is_demo.numpy(), before["is_demo"])  # the same coin, the same split
+    for buffer, rows in ((online, ~batch.is_demo), (demo, batch.is_demo)):
         if not rows.any():
             continue
-        alone = buffer.batch(batch["index"][rows], n_step=2, gamma=0.9, sequence_length=3)
-        for key, value in alone.items():
+        alone = buffer.batch(batch.index[rows], n_step=2, gamma=0.9, sequence_length=3)
+        mixed = fields_of(batch)
+        for key, value in fields_of(alone).items():
             if isinstance(value, dict):
                 for name, tensor in value.items():
-                    assert torch.equal(batch[key][name][rows], tensor), (key, name)
+                    assert torch.equal(mixed[key][name][rows], tensor), (key, name)
             else:
-                assert torch.equal(batch[key][rows], value), key
+                assert torch.equal(mixed[key][rows], value), key
 
 
 def plain_episodes(count: int, length: int, end: str) -> list[dict]:
@@ -209,12 +223,12 @@ def plain_episodes(count: int, length: int, end: str) -> list[dict]:
 def test_sampling_draws_every_valid_slot_uniformly_and_replays_from_the_generator_state():
     buffer = ReplayBuffer(64, SPACE, 2)
     fill([buffer], plain_episodes(5, 9, "truncated"), seed=0)
-    counts = torch.bincount(buffer.sample(45_000, np.random.default_rng(0))["index"], minlength=64)
+    counts = torch.bincount(buffer.sample(45_000, np.random.default_rng(0)).index, minlength=64)
     valid = buffer.valid_indices()
     assert (counts[valid] > 0).all() and counts.sum() == counts[valid].sum()
     assert counts[valid].float().std() / counts[valid].float().mean() < 0.1  # 1000 expected per slot
     a, b = np.random.default_rng(7), np.random.default_rng(7)
-    assert torch.equal(buffer.sample(16, a)["index"], buffer.sample(16, b)["index"])
+    assert torch.equal(buffer.sample(16, a).index, buffer.sample(16, b).index)
 
 
 def test_a_batch_keeps_its_memory_while_it_is_used_and_gives_it_back_after():
@@ -222,16 +236,16 @@ def test_a_batch_keeps_its_memory_while_it_is_used_and_gives_it_back_after():
     fill([buffer], plain_episodes(5, 9, "truncated"), seed=0)
     rng = np.random.default_rng(0)
     kept = buffer.sample(32, rng)
-    front = kept["obs"]["front"].clone()
+    front = kept.obs["front"].clone()
     for _ in range(10):  # more draws than the buffer keeps blocks for, while the first batch is still held
         buffer.sample(32, rng)
-    assert torch.equal(kept["obs"]["front"], front)
-    address = kept["obs"]["front"].data_ptr()
-    view = kept["next_obs"]["front"][:4]  # a view alone holds its block too
+    assert torch.equal(kept.obs["front"], front)
+    address = kept.obs["front"].data_ptr()
+    view = kept.next_obs["front"][:4]  # a view alone holds its block too
     del kept
-    assert all(buffer.sample(32, rng)["obs"]["front"].data_ptr() != view.data_ptr() for _ in range(3))
+    assert all(buffer.sample(32, rng).obs["front"].data_ptr() != view.data_ptr() for _ in range(3))
     del view
-    assert address in {buffer.sample(32, rng)["obs"]["front"].data_ptr() for _ in range(3)}  # the block again
+    assert address in {buffer.sample(32, rng).obs["front"].data_ptr() for _ in range(3)}  # the block again
 
 
 def test_columns_are_tensors_on_the_storage_device_and_batches_on_the_learners():
@@ -240,8 +254,8 @@ def test_columns_are_tensors_on_the_storage_device_and_batches_on_the_learners()
     assert buffer.obs["front"].dtype == torch.uint8 and buffer.obs["state"].dtype == torch.float32
     fill([buffer], plain_episodes(1, 1, "terminated"), seed=0)
     batch = MixedSampler(buffer, buffer, 0.5, seed=0).sample(4)
-    assert batch["obs"]["front"].shape == (4, 4, 3, 3) and batch["obs"]["front"].device == buffer.device
-    assert batch["reward"].dtype == torch.float32 and batch["is_demo"].dtype == torch.bool
+    assert batch.obs["front"].shape == (4, 4, 3, 3) and batch.obs["front"].device == buffer.device
+    assert batch.reward.dtype == torch.float32 and batch.is_demo.dtype == torch.bool
 
 
 def test_a_buffer_goes_on_the_gpu_only_when_it_fits_a_quarter_of_it():

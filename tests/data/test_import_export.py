@@ -17,7 +17,7 @@ from robot_rl.core.composed_config import load_config
 from robot_rl.core.config import ConfigError
 from robot_rl.data import EpisodeStore, EpisodeStoreError
 from robot_rl.data.formats import ImportSettings, import_store
-from robot_rl.data.formats.lerobot import LeRobotMapping
+from robot_rl.data.formats.lerobot_import import LeRobotMapping
 from robot_rl.data.formats.mcap_import import McapMapping
 from robot_rl.data.formats.robomimic import RobomimicMapping
 from robot_rl.data.mcap_export import export_mcap

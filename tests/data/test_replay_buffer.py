@@ -60,12 +60,12 @@ def test_n_step_returns_match_hand_computation(two_episodes, index, reward, disc
 
 def test_sampled_batches_carry_the_same_values(two_episodes):
     batch = two_episodes.sample(64, np.random.default_rng(0), n_step=3, gamma=0.5)
-    for i, index in enumerate(batch["index"]):
+    for i, index in enumerate(batch.index):
         ret, steps, terminated = two_episodes.n_step_returns(np.array([index]), 3, 0.5)
-        assert batch["reward"][i] == pytest.approx(ret[0])
-        assert batch["discount"][i] == pytest.approx(0.0 if terminated[0] else 0.5 ** steps[0])
-        assert batch["next_obs"]["state"][i, 0] == two_episodes.obs["state"][(index + steps[0]) % 20, 0]
-        assert batch["intervened"][i] == (index in (0, 5))
+        assert batch.reward[i] == pytest.approx(ret[0])
+        assert batch.discount[i] == pytest.approx(0.0 if terminated[0] else 0.5 ** steps[0])
+        assert batch.next_obs["state"][i, 0] == two_episodes.obs["state"][(index + steps[0]) % 20, 0]
+        assert batch.intervened[i] == (index in (0, 5))
 
 
 @pytest.mark.parametrize(
@@ -110,12 +110,12 @@ def test_mixed_sampler_draws_the_configured_demo_fraction(two_episodes, fraction
     demo = ReplayBuffer(300, SPACE, action_dim=1)
     fill(demo, [7.0] * 240, True, False, start_marker=500)
     sampler = MixedSampler(two_episodes, demo, demo_fraction=fraction, seed=1)
-    singles = np.mean([sampler.sample(1)["is_demo"][0] for _ in range(10_000)])
+    singles = np.mean([sampler.sample(1).is_demo[0] for _ in range(10_000)])
     assert abs(singles - fraction) < 0.02
     batch = sampler.sample(256)
-    demo_rows = batch["is_demo"]
+    demo_rows = batch.is_demo
     assert abs(demo_rows.sum() - fraction * 256) <= 1
-    assert (batch["obs"]["state"][demo_rows, 0] >= 500).all() and (batch["obs"]["state"][~demo_rows, 0] < 500).all()
+    assert (batch.obs["state"][demo_rows, 0] >= 500).all() and (batch.obs["state"][~demo_rows, 0] < 500).all()
 
 
 def test_a_demo_buffer_of_a_few_rows_gives_no_more_rows_per_batch_than_it_holds(two_episodes):
@@ -124,14 +124,14 @@ def test_a_demo_buffer_of_a_few_rows_gives_no_more_rows_per_batch_than_it_holds(
     demo = ReplayBuffer(20, SPACE, action_dim=1)
     fill(demo, [7.0, 7.0, 7.0], True, False, start_marker=500)
     sampler = MixedSampler(two_episodes, demo, demo_fraction=0.5, seed=1)
-    taken = [int(sampler.sample(128)["is_demo"].sum()) for _ in range(50)]
+    taken = [int(sampler.sample(128).is_demo.sum()) for _ in range(50)]
     assert max(taken) == len(demo) == 3, taken
 
 
 def test_mixed_sampler_uses_the_other_buffer_when_one_is_empty(two_episodes):
     empty = ReplayBuffer(20, SPACE, action_dim=1)
-    assert not MixedSampler(two_episodes, empty, 0.5, seed=0).sample(32)["is_demo"].any()
-    assert MixedSampler(empty, two_episodes, 0.5, seed=0).sample(32)["is_demo"].all()
+    assert not MixedSampler(two_episodes, empty, 0.5, seed=0).sample(32).is_demo.any()
+    assert MixedSampler(empty, two_episodes, 0.5, seed=0).sample(32).is_demo.all()
 
 
 def test_save_and_restore_round_trip_exactly(tmp_path):
@@ -165,7 +165,7 @@ def test_save_and_restore_round_trip_exactly(tmp_path):
     a = original.sample(16, np.random.default_rng(5), n_step=3, sequence_length=2)
     b = restored.sample(16, np.random.default_rng(5), n_step=3, sequence_length=2)
     for key in ("action", "reward", "discount", "action_sequence", "sequence_mask", "index"):
-        np.testing.assert_array_equal(a[key], b[key])
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
     # the open episode continues identically in both
     for buffer in (original, restored):
         buffer.add(
@@ -269,11 +269,17 @@ def test_loading_from_an_episode_store(tmp_path):
     assert steps[0] == 1 and terminated[0]
 
 
-def test_every_key_of_a_batch_is_one_the_batch_type_names(two_episodes):
+def test_a_batch_holds_every_field_it_must_and_the_optional_ones_its_sampling_made(two_episodes):
+    import dataclasses
+
     from robot_rl.data.batches import Batch
 
     other = ReplayBuffer(20, SPACE, action_dim=1)
     fill(other, [5.0, 6.0], terminated_last=True, truncated_last=False, start_marker=200)
     batch = MixedSampler(two_episodes, other, 0.5, seed=0).sample(8, n_step=2, sequence_length=3)
-    assert set(batch) <= set(Batch.__annotations__)
-    assert {"obs", "next_obs", "action", "reward", "discount", "is_demo", "action_sequence"} <= set(batch)
+    assert isinstance(batch, Batch)
+    required = [field.name for field in dataclasses.fields(Batch) if field.default is dataclasses.MISSING]
+    assert all(getattr(batch, name) is not None for name in required)
+    assert batch.is_demo is not None and batch.action_sequence is not None and batch.sequence_mask is not None
+    assert batch.mc_return is None and batch.source is None  # no returns-to-go; a mix of two, not a weighted one
+    assert len(batch) == 8 and all(len(tensor) == 8 for _, tensor in batch.tensors())

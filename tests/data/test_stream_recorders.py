@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from robot_rl.data import EpisodeStore, StreamRecorders
-from robot_rl.data.transition import Transition
+from robot_rl.data.delivery_ledger import Numbered
+from robot_rl.data.transition import Provenance, Transition
 from robot_rl.data.wire import TransitionSchema, encode_transitions
 from robot_rl.runtime.fleet import decode_hand_in
 
@@ -27,12 +28,15 @@ def episode(actor: str, number: int, length: int, ended: bool = True) -> list[Tr
             terminated=ended and t == length - 1,
             truncated=False,
             first=t == 0,
-            episode=f"{actor}-{number}",
-            step=t,
-            actor=actor,
+            origin=Provenance(episode=f"{actor}-{number}", step=t, actor=actor),
         )
         for t in range(length)
     ]
+
+
+def hand_in(transitions: list[Transition]) -> bytes:
+    """A fleet actor's hand-in: its steps, unnumbered."""
+    return encode_transitions([Numbered(t) for t in transitions])
 
 
 DECODE = partial(decode_hand_in, TransitionSchema({"state": (3,)}, 2))
@@ -45,14 +49,14 @@ def test_interleaved_hand_ins_become_whole_episodes_and_close_drops_the_open_one
     a0, b0, a1 = episode("a", 0, 5), episode("b", 0, 7), episode("a", 1, 4)
     open_b = episode("b", 1, 6, ended=False)
     for stream, part in [("a", a0[:2]), ("b", b0[:3]), ("a", a0[2:]), ("b", b0[3:]), ("a", a1), ("b", open_b)]:
-        recorders.add(stream, encode_transitions(part))
+        recorders.add(stream, hand_in(part))
     recorders.flush()
     assert len(store.episode_names()) == 3  # flushed: every finished episode is in
     recorders.close()
     uids = {store.episode_attrs(name)["uid"]: name for name in store.episode_names()}
     assert set(uids) == {"a-0", "b-0", "a-1"}  # b-1 was still open: dropped, nothing of it stored
     for transitions in (a0, b0, a1):
-        back = store.read_episode(uids[transitions[0].episode])
+        back = store.read_episode(uids[transitions[0].origin.episode])
         np.testing.assert_array_equal(back["action"], np.stack([t.action for t in transitions]))
         np.testing.assert_array_equal(back["obs"]["state"][-1], transitions[-1].next_obs["state"])
 
@@ -63,10 +67,10 @@ def test_an_error_in_the_recorder_comes_back_to_the_driver(tmp_path):
     bad = episode("a", 0, 3)
     for transition in bad:
         transition.obs = {"state": np.zeros(5, np.float32)}  # the run's states have 3 numbers
-    recorders.add("a", encode_transitions(bad))
+    recorders.add("a", hand_in(bad))
     with pytest.raises(RuntimeError, match="recording episodes to .* failed: .*state"):
         recorders.flush()
-    recorders.add("a", encode_transitions(episode("a", 1, 3)))  # not recorded: the recorder stopped at the error
+    recorders.add("a", hand_in(episode("a", 1, 3)))  # not recorded: the recorder stopped at the error
     with pytest.raises(RuntimeError, match="recording episodes"):
         recorders.close()
     assert store.episode_names() == []
@@ -75,8 +79,8 @@ def test_an_error_in_the_recorder_comes_back_to_the_driver(tmp_path):
 def test_a_recorder_whose_driver_is_gone_keeps_what_is_finished_and_ends(tmp_path):
     store = EpisodeStore.create(tmp_path / "s.zarr", META)
     recorders = StreamRecorders(store, DECODE)
-    recorders.add("a", encode_transitions(episode("a", 0, 4)))
-    recorders.add("b", encode_transitions(episode("b", 0, 4, ended=False)))
+    recorders.add("a", hand_in(episode("a", 0, 4)))
+    recorders.add("b", hand_in(episode("b", 0, 4, ended=False)))
     recorders._conns[0].close()  # as when the driver is killed
     recorders._processes[0].join(timeout=60)
     assert recorders._processes[0].exitcode == 0
@@ -89,13 +93,13 @@ def test_two_recorder_processes_share_the_streams_out_and_commit_every_episode_o
     recorders = StreamRecorders(store, DECODE, processes=2)
     sent = [episode(actor, number, 3 + number % 4) for number in range(12) for actor in ("a", "b", "c")]
     for transitions in sent:
-        recorders.add(transitions[0].actor, encode_transitions(transitions))
+        recorders.add(transitions[0].origin.actor, hand_in(transitions))
     recorders.close()
     names = store.episode_names()
     assert names == [f"episode_{index:06d}" for index in range(len(sent))]  # each name once, none skipped
     by_uid = {store.episode_attrs(name)["uid"]: name for name in names}
     for transitions in sent:
-        back = store.read_episode(by_uid[transitions[0].episode])
+        back = store.read_episode(by_uid[transitions[0].origin.episode])
         np.testing.assert_array_equal(back["action"], np.stack([t.action for t in transitions]))
     assert {recorders._route[actor] for actor in "abc"} == {0, 1}
 
@@ -107,7 +111,7 @@ def test_recorders_starting_leave_the_episodes_other_writers_have_open_alone(tmp
     writer = store.writer()
     writer.start({"state": np.zeros(3, np.float32)})
     recorders = StreamRecorders(store, DECODE, processes=2)
-    recorders.add("a", encode_transitions(episode("a", 0, 3)))
+    recorders.add("a", hand_in(episode("a", 0, 3)))
     recorders.flush()
     writer.add({"state": np.ones(3, np.float32)}, np.zeros(2, np.float32), 0.0, terminated=True, truncated=False)
     assert writer.commit("online") == "episode_000001"

@@ -11,7 +11,7 @@ from robot_rl.core.composed_config import load_config
 from robot_rl.core.config import ConfigError
 from robot_rl.data import EpisodeStore
 from robot_rl.data.task_spec import MAX_SPEC_BYTES, TaskSpec, read_task_spec
-from robot_rl.ros.node_main import node_task_spec
+from robot_rl.ros.plumbing.node_main import node_task_spec
 from robot_rl.runtime.envs import make_env, observation_shapes, task_spec
 
 
@@ -106,8 +106,8 @@ def test_a_spec_is_read_without_the_simulator_and_without_one_the_node_says_what
     path = reach_spec().write(tmp_path / "task_spec.json")
     script = NO_SIMULATOR + (
         "from robot_rl.core.composed_config import load_config\n"
-        "from robot_rl.ros.node_main import node_task_spec\n"
-        "import robot_rl.ros.learner_node\n"
+        "from robot_rl.ros.plumbing.node_main import node_task_spec\n"
+        "import robot_rl.ros.nodes.learner_node\n"
         f"print(node_task_spec(load_config(['task=reach', 'ros.task_spec={path}'])).action_dim)\n"
         "node_task_spec(load_config(['task=reach']))\n"
     )

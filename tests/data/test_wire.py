@@ -10,7 +10,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robot_rl.data.transition import NumberedTransition, Transition, stream_position
+from robot_rl.data.delivery_ledger import Numbered
+from robot_rl.data.transition import Provenance, Transition
 
 SHAPES = {"state": (5,), "front": (8, 8, 3)}
 
@@ -25,28 +26,30 @@ def codec():
 def transitions(count=3, seed=1):
     rng = np.random.default_rng(seed)
     return [
-        NumberedTransition(
-            obs={"state": rng.random(5, dtype=np.float32), "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)},
-            next_obs={
-                "state": rng.random(5, dtype=np.float32),
-                "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8),
-            },
-            action=rng.random(4, dtype=np.float32),
-            reward=-0.5 * i,
-            terminated=i == count - 1,
-            truncated=False,
-            intervened=i == 1,
-            demo=False,
-            first=i == 0,
-            cost=0.0,
-            filtered=False,
-            policy_action=np.zeros(4, np.float32),
-            success=i == 2,
-            violation=4 * i,
-            actor="actor-1",
+        Numbered(
+            Transition(
+                obs={
+                    "state": rng.random(5, dtype=np.float32),
+                    "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8),
+                },
+                next_obs={
+                    "state": rng.random(5, dtype=np.float32),
+                    "front": rng.integers(0, 255, (8, 8, 3), dtype=np.uint8),
+                },
+                action=rng.random(4, dtype=np.float32),
+                reward=-0.5 * i,
+                terminated=i == count - 1,
+                truncated=False,
+                intervened=i == 1,
+                demo=False,
+                first=i == 0,
+                filtered=False,
+                policy_action=np.zeros(4, np.float32),
+                success=i == 2,
+                violation=4 * i,
+                origin=Provenance(episode="e" * 32, step=i, actor="actor-1"),
+            ),
             seq=10 + i,
-            episode="e" * 32,
-            step=i,
         )
         for i in range(count)
     ]
@@ -57,14 +60,16 @@ def schema(codec):
 
 
 def test_a_transition_sent_without_a_number_travels_as_seq_0(codec):
-    """Only the node graph's actor numbers its steps (robot_rl.ros.delivery); the Ray fleet's and a tool's plain
+    """Only the node graph's actor numbers its steps (robot_rl.ros.plumbing.delivery); the Ray fleet's and a tool's plain
     transitions travel as ``seq`` 0, which the learner's ledger and the recorder do not check."""
     plain = [
-        Transition(**{f: getattr(t, f) for f in ("obs", "next_obs", "action", "reward", "terminated", "truncated")})
-        for t in transitions()
+        Transition(
+            **{f: getattr(n.transition, f) for f in ("obs", "next_obs", "action", "reward", "terminated", "truncated")}
+        )
+        for n in transitions()
     ]
-    decoded, _ = codec.decode_transitions(codec.encode_transitions(plain), schema(codec))
-    assert [stream_position(t) for t in decoded] == [(0, 0)] * 3 and [stream_position(t) for t in plain] == [(0, 0)] * 3
+    decoded, _ = codec.decode_transitions(codec.encode_transitions([Numbered(t) for t in plain]), schema(codec))
+    assert [(n.seq, n.floor) for n in decoded] == [(0, 0)] * 3
     assert not any(hasattr(t, "seq") for t in plain)
 
 
@@ -72,7 +77,10 @@ def test_transitions_round_trip_with_their_stream_identity(codec):
     original = transitions()
     decoded, meta = codec.decode_transitions(codec.encode_transitions(original, {"session": "abc"}), schema(codec))
     assert meta["session"] == "abc" and meta["codec"] == codec.CODEC_VERSION and len(decoded) == 3
-    for before, back in zip(original, decoded):
+    for numbered_before, numbered_back in zip(original, decoded):
+        before, back = numbered_before.transition, numbered_back.transition
+        assert (numbered_back.seq, numbered_back.floor) == (numbered_before.seq, numbered_before.floor)
+        assert back.origin == before.origin and back.cost == before.cost
         for part in ("obs", "next_obs"):
             for key in getattr(before, part):
                 np.testing.assert_array_equal(getattr(back, part)[key], getattr(before, part)[key])
@@ -84,11 +92,6 @@ def test_transitions_round_trip_with_their_stream_identity(codec):
             "first",
             "success",
             "violation",
-            "actor",
-            "seq",
-            "floor",
-            "episode",
-            "step",
         ):
             assert getattr(back, key) == getattr(before, key), key
 
@@ -113,14 +116,14 @@ def column_payload(codec, change):
     ],
 )
 def test_transitions_of_another_layout_or_with_non_finite_values_are_refused(codec, change, expected):
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     with pytest.raises(MessageError, match=expected):
         codec.decode_transitions(column_payload(codec, change), schema(codec))
 
 
 def test_header_version_count_pickles_and_size_are_checked(codec):
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     good = codec.encode_transitions(transitions())
     arrays, meta = codec.unpack(good, codec.MAX_TRANSITIONS_BYTES)
@@ -152,7 +155,7 @@ def test_header_version_count_pickles_and_size_are_checked(codec):
 
 
 def test_without_a_schema_a_scalar_column_of_several_values_a_row_is_refused(codec):
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     good = codec.encode_transitions(transitions())
     assert len(codec.decode_transitions(good, None)[0]) == 3  # the framing alone is checked
@@ -173,7 +176,7 @@ def _with_header(arrays, meta):
 
 
 def test_a_zip_bomb_is_refused_before_it_is_inflated(codec):
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -193,7 +196,7 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(codec):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_truncated_and_flipped_payloads_only_ever_raise_message_errors(codec, data):
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     good = codec.encode_transitions(transitions(2))
     kind = data.draw(st.sampled_from(["random", "truncated", "flipped"]))
@@ -208,13 +211,13 @@ def test_random_truncated_and_flipped_payloads_only_ever_raise_message_errors(co
         decoded, _ = codec.decode_transitions(payload, schema(codec))
     except MessageError:
         return
-    for t in decoded:  # a flip that still decodes must still be a valid transition of this schema
+    for t in (n.transition for n in decoded):  # a flip that still decodes is still a valid transition of this schema
         assert t.obs["state"].shape == (5,) and np.all(np.isfinite(t.action))
 
 
 def test_weights_must_match_the_actors_own_policy_and_risk_input(codec):
     from robot_rl.policies.safety_critic import SafetyCritic, SafetyCriticConfig
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     rng = np.random.default_rng(0)
     policy = {"actor.net.0.weight": torch.randn(3, 5), "actor.net.0.bias": torch.randn(3)}
@@ -249,11 +252,11 @@ def test_weights_must_match_the_actors_own_policy_and_risk_input(codec):
 
 def with_ticks(batch, rng, width=26 + 9, ticks=5):
     """The transitions, the second without ticks, each other one with ``ticks`` fast-loop ticks of its step."""
-    for index, t in enumerate(batch):
+    for index, n in enumerate(batch):
         if index == 1:
             continue
         times = index + np.arange(ticks) / ticks
-        t.streams = {
+        n.transition.streams = {
             "fast_features": (rng.normal(size=(ticks, width)).astype(np.float32), times),
             "fast_risk": (np.array([np.nan, *rng.random(ticks - 1)], np.float32), times),
             "fast_flags": (rng.integers(0, 2**14, ticks).astype(np.uint32), times),
@@ -265,8 +268,8 @@ def with_ticks(batch, rng, width=26 + 9, ticks=5):
 def test_transitions_carry_their_fast_loop_ticks(codec):
     original = with_ticks(transitions(), np.random.default_rng(0))
     decoded, _ = codec.decode_transitions(codec.encode_transitions(original), schema(codec))
-    assert decoded[1].streams is None
-    for before, back in zip(original, decoded):
+    assert decoded[1].transition.streams is None
+    for before, back in ((b.transition, a.transition) for b, a in zip(original, decoded)):
         for name, (values, times) in (before.streams or {}).items():
             np.testing.assert_array_equal(back.streams[name][0], values)  # NaN risk included
             np.testing.assert_array_equal(back.streams[name][1], times)
@@ -289,7 +292,7 @@ def test_transitions_carry_their_fast_loop_ticks(codec):
     ],
 )
 def test_malformed_ticks_are_refused(codec, breakage, message):
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     arrays, meta = codec.unpack(
         codec.encode_transitions(with_ticks(transitions(), np.random.default_rng(0))), codec.MAX_TRANSITIONS_BYTES

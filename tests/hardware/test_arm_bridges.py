@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from robot_rl.core.geometry import matrix_from_rotvec
-from robot_rl.ros.servo_bridge_node import servo_twist
+from robot_rl.ros.nodes.servo_bridge_node import servo_twist
 from tests.conftest import require
 from tests.ros.graph_helpers import sim_robot, tear_down
 
@@ -34,7 +34,7 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
     from geometry_msgs.msg import PoseStamped, TwistStamped
     from std_msgs.msg import UInt32
 
-    from robot_rl.ros.messages import pose_msg, pose_to_numpy, twist_to_numpy
+    from robot_rl.ros.plumbing.messages import pose_msg, pose_to_numpy, twist_to_numpy
 
     processes = [
         # the sim arm listens only to Servo's twist topic here, not to the equilibrium pose
@@ -43,7 +43,7 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
             [
                 sys.executable,
                 "-m",
-                "robot_rl.ros.safety_node",
+                "robot_rl.ros.safety.safety_node",
                 "--rate-hz",
                 "200",
                 "robot.limits.state_timeout=0.05",
@@ -51,7 +51,7 @@ def test_servo_bridge_drives_the_sim_arm_through_the_safety_node():
                 "robot_rl_test_servo_actor",
             ]
         ),
-        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.servo_bridge_node", "--rate-hz", "100"]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.nodes.servo_bridge_node", "--rate-hz", "100"]),
     ]
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_servo_actor")

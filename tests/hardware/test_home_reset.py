@@ -19,19 +19,26 @@ def test_reset_service_brings_the_tcp_home_through_the_safety_node():
     from geometry_msgs.msg import PoseStamped
     from std_srvs.srv import SetBool
 
-    from robot_rl.ros.messages import pose_to_numpy
+    from robot_rl.ros.plumbing.messages import pose_to_numpy
 
     common = ["task=reach", "human.enabled=false", "ros.sim_reset_service=false"]
     processes = [
-        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.sim_robot_node", *common]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.emulation.sim_robot_node", *common]),
         subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.ros.safety_node", "--rate-hz", "200", "robot.limits.state_timeout=0.05"]
+            [
+                sys.executable,
+                "-m",
+                "robot_rl.ros.safety.safety_node",
+                "--rate-hz",
+                "200",
+                "robot.limits.state_timeout=0.05",
+            ]
         ),
         subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "robot_rl.ros.home_reset_node",
+                "robot_rl.ros.nodes.home_reset_node",
                 *common,
                 "reset.position=[0.55,0.1,0.15]",
                 "reset.speed=0.2",
@@ -83,7 +90,7 @@ def cpu_seconds(pid: int) -> float:
 
 def test_bad_reset_settings_are_named():
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.ros.home_reset_node", "reset.speed=0"],
+        [sys.executable, "-m", "robot_rl.ros.nodes.home_reset_node", "reset.speed=0"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -189,8 +189,8 @@ def test_camera_node_publishes_the_realsense2_camera_topics():
     rclpy = require("rclpy")
     from sensor_msgs.msg import CameraInfo, Image
 
-    from robot_rl.ros.messages import image_to_numpy, intrinsics
-    from robot_rl.ros.realsense_node import CameraPublisher
+    from robot_rl.ros.nodes.realsense_node import CameraPublisher
+    from robot_rl.ros.plumbing.messages import image_to_numpy, intrinsics
 
     soft = SoftwareCamera()
     driver, _ = camera(soft, output_size=[64, 64])

@@ -7,6 +7,7 @@ import torch
 
 from robot_rl.policies.anchor import PolicyAnchor
 from robot_rl.policies.sac import SACAgent, SACConfig
+from tests.policies.batches import batch_of
 
 SHAPES = {"state": (3,)}
 
@@ -22,13 +23,15 @@ def batches(seed: int = 0):
     def sample():
         state = rng.normal(size=(64, 3)).astype(np.float32)
         action = rng.uniform(-1, 1, (64, 2)).astype(np.float32)
-        return {
-            "obs": {"state": state},
-            "next_obs": {"state": state},
-            "action": action,
-            "reward": (-np.abs(action + 0.8).sum(-1)).astype(np.float32),
-            "discount": np.zeros(64, np.float32),
-        }
+        return batch_of(
+            {
+                "obs": {"state": state},
+                "next_obs": {"state": state},
+                "action": action,
+                "reward": (-np.abs(action + 0.8).sum(-1)).astype(np.float32),
+                "discount": np.zeros(64, np.float32),
+            }
+        )
 
     return sample
 

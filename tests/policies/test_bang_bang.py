@@ -8,6 +8,7 @@ import torch
 
 from robot_rl.policies.bang_bang import BernoulliActor, default_target_entropy
 from robot_rl.policies.sac import SACAgent, SACConfig
+from tests.policies.batches import batch_of
 
 
 def test_the_log_probability_and_entropy_are_the_bernoullis():
@@ -46,14 +47,16 @@ def test_sac_with_the_bang_bang_actor_acts_at_the_extremes_and_updates():
     agent.begin_episode()
     for explore in (True, False):
         assert set(np.abs(agent.act(obs, explore=explore)).tolist()) == {1.0}
-    batch = {
-        "obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
-        "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
-        "action": np.sign(rng.normal(size=(16, 3))).astype(np.float32),
-        "reward": -np.ones(16, np.float32),
-        "discount": np.full(16, 0.97, np.float32),
-        "is_demo": np.arange(16) >= 8,
-    }
+    batch = batch_of(
+        {
+            "obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+            "next_obs": {"state": rng.normal(size=(16, 6)).astype(np.float32)},
+            "action": np.sign(rng.normal(size=(16, 3))).astype(np.float32),
+            "reward": -np.ones(16, np.float32),
+            "discount": np.full(16, 0.97, np.float32),
+            "is_demo": np.arange(16) >= 8,
+        }
+    )
     metrics = agent.update(lambda: batch)
     assert all(np.isfinite(float(value)) for value in metrics.values())
     assert 0.0 < float(metrics["entropy"]) <= 3 * math.log(2) + 1e-6

@@ -83,9 +83,9 @@ def test_conservative_pretraining_values_unseen_actions_below_the_datas(family):
         for _ in range(150):
             agent.update(sample)
         batch = buffer.sample(256, rng, gamma=0.9)
-        obs = agent.obs_tensors(batch["obs"])
+        obs = agent.obs_tensors(batch.obs)
         unseen = -torch.ones(256, 2)  # the far corner of the action box
-        gaps[algorithm] = float(q_values(agent, obs, unseen) - q_values(agent, obs, batch["action"]))
+        gaps[algorithm] = float(q_values(agent, obs, unseen) - q_values(agent, obs, batch.action))
     assert gaps["calql"] < gaps["none"] - 0.1, gaps
     assert gaps["calql"] < 0, gaps
 
@@ -118,6 +118,6 @@ def test_a_behaviour_cloning_weight_pulls_the_pretrained_policy_to_the_datas_act
             agent.update(sample)
         batch = buffer.sample(256, rng)
         with torch.no_grad():
-            mode = agent.actor.mode(agent.encoder(agent.obs_tensors(batch["obs"])))
-        distance[weight] = float((mode - batch["action"]).abs().mean())
+            mode = agent.actor.mode(agent.encoder(agent.obs_tensors(batch.obs)))
+        distance[weight] = float((mode - batch.action).abs().mean())
     assert distance[10.0] < 0.1 < distance[0.0], distance

@@ -13,6 +13,7 @@ from robot_rl.core.config import ConfigError
 from robot_rl.policies.cqn import CQNAgent, CQNConfig, encode_action, fosd_loss, margin_loss, snap_to_grid
 from robot_rl.policies.cqn_as import CQNASAgent, CQNASConfig
 from robot_rl.runtime.session import make_agent
+from tests.policies.batches import batch_of
 
 NEVER = -1e4  # a logit whose softmax probability is 0 in float32
 
@@ -112,21 +113,23 @@ def test_bc_losses_fall_and_the_greedy_action_becomes_the_demo_action_on_a_fixed
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(8, 4)).astype(np.float32)
     demo_action = snap_to_grid(torch.as_tensor(rng.uniform(-1, 1, (8, 2)), dtype=torch.float32), 2, 3)
-    batch = {
-        "obs": {"state": obs},
-        "next_obs": {"state": obs + 0.1},
-        "action": demo_action.numpy(),
-        "reward": np.zeros(8, np.float32),
-        "discount": np.full(8, 0.97, np.float32),
-        "is_demo": np.ones(8, bool),
-    }
+    batch = batch_of(
+        {
+            "obs": {"state": obs},
+            "next_obs": {"state": obs + 0.1},
+            "action": demo_action.numpy(),
+            "reward": np.zeros(8, np.float32),
+            "discount": np.full(8, 0.97, np.float32),
+            "is_demo": np.ones(8, bool),
+        }
+    )
     first = agent.update(lambda: batch)
     assert first["bc_fosd_loss"] > 0 and first["margin_loss"] > 0
     for _ in range(60):
         last = agent.update(lambda: batch)
     assert last["bc_fosd_loss"] < 0.5 * first["bc_fosd_loss"] and last["margin_loss"] < 0.5 * first["margin_loss"]
     with torch.no_grad():
-        greedy = agent.greedy(agent.critic, agent.encoder(agent.obs_tensors(batch["obs"])))[0]
+        greedy = agent.greedy(agent.critic, agent.encoder(agent.obs_tensors(batch.obs)))[0]
     torch.testing.assert_close(greedy, demo_action)
 
 
@@ -135,7 +138,7 @@ def test_cqn_as_bc_losses_skip_the_steps_past_the_episode_end():
     sequence = rng.uniform(-1, 1, (8, 3, 2)).astype(np.float32)
     mask = np.ones((8, 3), bool)
     mask[:4, 1:] = False  # demo rows 0-3 end after their first step
-    batch = {
+    arrays = {
         "obs": {"state": rng.normal(size=(8, 4)).astype(np.float32)},
         "next_obs": {"state": rng.normal(size=(8, 4)).astype(np.float32)},
         "action": sequence[:, 0],
@@ -146,10 +149,11 @@ def test_cqn_as_bc_losses_skip_the_steps_past_the_episode_end():
         "is_demo": np.arange(8) < 6,
     }
     config = CQNASConfig(horizon=3, levels=2, bins=3, hidden=16)
+    batch = batch_of(arrays)
     metrics = CQNASAgent({"state": (4,)}, 2, config, seed=0).update(lambda: batch)
-    changed = {**batch, "action_sequence": sequence.copy()}
+    changed = {**arrays, "action_sequence": sequence.copy()}
     changed["action_sequence"][:4, 1:] = -changed["action_sequence"][:4, 1:]  # what was never executed
-    again = CQNASAgent({"state": (4,)}, 2, config, seed=0).update(lambda: changed)
+    again = CQNASAgent({"state": (4,)}, 2, config, seed=0).update(lambda: batch_of(changed))
     assert metrics["bc_fosd_loss"] >= 0 and metrics["margin_loss"] > 0
     names = ("critic_loss", "bc_fosd_loss", "margin_loss")
     assert [float(again[name]) for name in names] == pytest.approx([float(metrics[name]) for name in names], rel=1e-6)
@@ -159,7 +163,7 @@ def test_cqn_as_bc_losses_skip_the_steps_past_the_episode_end():
     logits = torch.randn(8, 2, 6, 3, 51, generator=torch.Generator().manual_seed(0))
     _, weight_mask = agent.executed_actions(batch)
     weight = weight_mask[:, None].expand(-1, 2, -1).float()
-    is_demo = torch.as_tensor(batch["is_demo"])
+    is_demo = batch.is_demo
     losses = agent.demo_losses(logits, indices, weight, is_demo)
     per_entry = margin_loss(agent.q_from_logits(logits), indices, config.bc_margin)
     valid = weight.bool() & is_demo[:, None, None]

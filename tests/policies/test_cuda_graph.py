@@ -6,15 +6,19 @@ machine: ``pytest tests/policies/test_cuda_graph.py`` there) and are skipped wit
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from robot_rl.core.config import ConfigError
 from robot_rl.data import MixedSampler, ReplayBuffer
+from robot_rl.data.batches import Batch
 from robot_rl.policies.cqn import CQNAgent, CQNConfig
 from robot_rl.policies.cuda_graph import copy_into, signature, static_copy
 from robot_rl.policies.sac import SACAgent, SACConfig
+from tests.policies.batches import batch_of
 
 SHAPES = {"state": (5,), "front": (16, 16, 3)}
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
@@ -33,24 +37,25 @@ def test_auto_records_nothing_on_a_cpu():
     assert agent.optimizer_options() == {"fused": True, "capturable": False}
 
 
-def test_a_batch_is_copied_into_a_recordings_inputs_by_key():
-    batch = {
-        "reward": torch.arange(4.0),
-        "obs": {"state": torch.ones(4, 2), "front": torch.zeros(4, 3, dtype=torch.uint8)},
-    }
-    inputs = static_copy(batch)
-    assert signature(inputs) == signature(batch)
-    assert inputs["obs"]["state"] is not batch["obs"]["state"]
-    fresh = {
-        "reward": -torch.arange(4.0),
-        "obs": {"state": torch.full((4, 2), 7.0), "front": torch.ones(4, 3, dtype=torch.uint8)},
-    }
+def test_a_batch_is_copied_into_a_recordings_inputs_by_field():
+    def batch(reward: torch.Tensor, state: float, front: int):
+        obs = {"state": torch.full((4, 2), state), "front": torch.full((4, 3), front, dtype=torch.uint8)}
+        return batch_of(
+            {"obs": obs, "next_obs": obs, "action": torch.zeros(4, 3), "reward": reward, "discount": reward}
+        )
+
+    first = batch(torch.arange(4.0), 1.0, 0)
+    inputs = static_copy(first)
+    assert signature(inputs) == signature(first)
+    assert inputs.obs["state"] is not first.obs["state"]
+    fresh = batch(-torch.arange(4.0), 7.0, 1)
     copy_into(inputs, fresh)
-    assert torch.equal(inputs["reward"], fresh["reward"]) and torch.equal(inputs["obs"]["front"], fresh["obs"]["front"])
-    assert signature({**batch, "reward": torch.arange(8.0)}) != signature(batch)  # another batch size: another graph
+    assert torch.equal(inputs.reward, fresh.reward) and torch.equal(inputs.obs["front"], fresh.obs["front"])
+    assert signature(dataclasses.replace(first, reward=torch.arange(8.0))) != signature(first)  # another batch size
+    assert signature(dataclasses.replace(first, is_demo=first.terminated)) != signature(first)  # another field
 
 
-def batches(device: str, count: int, sequence_length: int = 1) -> list[dict]:
+def batches(device: str, count: int, sequence_length: int = 1) -> list[Batch]:
     """``count`` pixel batches of 32 drawn once on ``device``, fed alike to an eager and a graphed agent."""
     space = {key: (shape, np.uint8 if len(shape) == 3 else np.float32) for key, shape in SHAPES.items()}
     rng = np.random.default_rng(0)
@@ -67,7 +72,7 @@ def batches(device: str, count: int, sequence_length: int = 1) -> list[dict]:
     return [sampler.sample(32, n_step=2, gamma=0.97, sequence_length=sequence_length) for _ in range(count)]
 
 
-def assert_same_learning(eager, graphed, data: list[dict], utd: int) -> None:
+def assert_same_learning(eager, graphed, data: list[Batch], utd: int) -> None:
     """Both agents take ``data`` ``utd`` batches per update; their metrics (read after every update is done, so a
     metric overwritten by a later replay would show) and final weights agree."""
     metrics = {"eager": [], "graphed": []}

@@ -6,8 +6,10 @@ import torch
 
 from robot_rl.core.composed_config import load_config
 from robot_rl.core.config import ConfigError
+from robot_rl.data.batches import Batch
 from robot_rl.policies.latent_prediction import LatentPredictor, latent_prediction_loss
 from robot_rl.policies.sac import SACAgent, SACConfig
+from tests.policies.batches import batch_of
 
 SHAPES = {"state": (4,), "front": (3, 32, 32)}
 
@@ -20,20 +22,22 @@ def test_the_loss_is_zero_for_the_targets_direction_and_four_for_the_opposite():
     assert latent_prediction_loss(predictor, features, action, -guess).item() == pytest.approx(4.0, abs=1e-5)
 
 
-def pixel_batch(rng: np.random.Generator) -> dict:
+def pixel_batch(rng: np.random.Generator) -> Batch:
     """Frames whose next frame is the same frame shifted by the action's sign: something to predict."""
     frames = rng.integers(0, 255, (16, 3, 32, 32), dtype=np.uint8)
     action = np.sign(rng.normal(size=(16, 3))).astype(np.float32)
     following = np.stack([np.roll(frame, int(a[0]) * 4, axis=2) for frame, a in zip(frames, action)])
     state = rng.normal(size=(16, 4)).astype(np.float32)
-    return {
-        "obs": {"state": state, "front": frames},
-        "next_obs": {"state": state, "front": following},
-        "action": action,
-        "reward": np.zeros(16, np.float32),
-        "discount": np.full(16, 0.97, np.float32),
-        "is_demo": np.zeros(16, bool),
-    }
+    return batch_of(
+        {
+            "obs": {"state": state, "front": frames},
+            "next_obs": {"state": state, "front": following},
+            "action": action,
+            "reward": np.zeros(16, np.float32),
+            "discount": np.full(16, 0.97, np.float32),
+            "is_demo": np.zeros(16, bool),
+        }
+    )
 
 
 def test_with_ssl_the_critic_step_trains_the_predictor_and_the_loss_falls():

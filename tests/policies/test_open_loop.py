@@ -5,7 +5,7 @@ import pytest
 
 from robot_rl.core.composed_config import load_config
 from robot_rl.core.config import ConfigError
-from robot_rl.data.transition import Transition
+from robot_rl.data.transition import Provenance, Transition
 from robot_rl.policies.open_loop import OpenLoopAgent, OpenLoopConfig
 
 TARGET = np.array([[0.6, -0.4], [-0.8, 0.2], [0.3, 0.9]], np.float32)  # the best sequence: 3 segments of 2 actions
@@ -23,7 +23,16 @@ def play(agent: OpenLoopAgent, explore: bool, episode: str) -> float:
         total += reward
         if explore:
             agent.observe(
-                Transition(obs, action, reward, obs, False, step == 5, first=step == 0, episode=episode, step=step)
+                Transition(
+                    obs,
+                    action,
+                    reward,
+                    obs,
+                    False,
+                    step == 5,
+                    first=step == 0,
+                    origin=Provenance(episode=episode, step=step),
+                )
             )
     return total
 

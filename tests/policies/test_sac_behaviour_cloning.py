@@ -6,12 +6,14 @@ import pytest
 import torch
 
 from robot_rl.core.config import ConfigError
+from robot_rl.data.batches import Batch
 from robot_rl.policies.sac import SACAgent, SACConfig
+from tests.policies.batches import batch_of
 
 DEMO_ACTION = np.array([0.8, -0.6, 0.5], np.float32)
 
 
-def batch(rng: np.random.Generator, marked: bool = True) -> dict:
+def batch(rng: np.random.Generator, marked: bool = True) -> Batch:
     """16 rows: the first 8 online (random actions), the last 8 demonstrations (always DEMO_ACTION), as the
     MixedSampler orders them; demonstration states are shifted so the two kinds are told apart. ``marked`` False:
     the same rows, none marked as a demonstration."""
@@ -19,14 +21,16 @@ def batch(rng: np.random.Generator, marked: bool = True) -> dict:
     obs[8:, 0] += 3.0
     action = rng.uniform(-1, 1, (16, 3)).astype(np.float32)
     action[8:] = DEMO_ACTION
-    return {
-        "obs": {"state": obs},
-        "next_obs": {"state": obs + 0.01},
-        "action": action,
-        "reward": -np.ones(16, np.float32),
-        "discount": np.full(16, 0.97, np.float32),
-        "is_demo": (np.arange(16) >= 8) & marked,
-    }
+    return batch_of(
+        {
+            "obs": {"state": obs},
+            "next_obs": {"state": obs + 0.01},
+            "action": action,
+            "reward": -np.ones(16, np.float32),
+            "discount": np.full(16, 0.97, np.float32),
+            "is_demo": (np.arange(16) >= 8) & marked,
+        }
+    )
 
 
 def distance_to_the_demos(bc_weight: float, marked: bool = True) -> float:
@@ -36,7 +40,7 @@ def distance_to_the_demos(bc_weight: float, marked: bool = True) -> float:
     for _ in range(300):
         metrics = agent.update(lambda: batch(rng, marked))
     assert np.isfinite(float(metrics["actor_loss"]))
-    probe = batch(np.random.default_rng(1))["obs"]["state"]
+    probe = batch(np.random.default_rng(1)).obs["state"]
     with torch.no_grad():
         mode = agent.actor.mode(agent.encoder({"state": torch.as_tensor(probe)})).numpy()
     return float(np.linalg.norm(mode - DEMO_ACTION, axis=-1)[8:].mean())

@@ -6,20 +6,24 @@ import torch
 
 from robot_rl.core.composed_config import load_config
 from robot_rl.core.config import ConfigError
+from robot_rl.data.batches import Batch
 from robot_rl.policies.sac_lagrangian import SACLagrangianAgent, SACLagrangianConfig, discounted_limit
+from tests.policies.batches import batch_of
 
 
-def batch(rng: np.random.Generator, cost: float) -> dict:
+def batch(rng: np.random.Generator, cost: float) -> Batch:
     obs = rng.normal(size=(32, 6)).astype(np.float32)
-    return {
-        "obs": {"state": obs},
-        "next_obs": {"state": obs + 0.01},
-        "action": rng.uniform(-1, 1, (32, 3)).astype(np.float32),
-        "reward": np.zeros(32, np.float32),
-        "cost": np.full(32, cost, np.float32),
-        "discount": np.full(32, 0.9, np.float32),
-        "is_demo": np.zeros(32, bool),
-    }
+    return batch_of(
+        {
+            "obs": {"state": obs},
+            "next_obs": {"state": obs + 0.01},
+            "action": rng.uniform(-1, 1, (32, 3)).astype(np.float32),
+            "reward": np.zeros(32, np.float32),
+            "cost": np.full(32, cost, np.float32),
+            "discount": np.full(32, 0.9, np.float32),
+            "is_demo": np.zeros(32, bool),
+        }
+    )
 
 
 def agent_for_the_limit() -> SACLagrangianAgent:

@@ -35,7 +35,7 @@ def sim_robot(*args: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "robot_rl.ros.sim_robot_node",
+        "robot_rl.ros.emulation.sim_robot_node",
         "task=reach",
         "human.enabled=false",
         "train.demo_episodes=0",
@@ -94,7 +94,7 @@ class Watcher:
     def __init__(self, rclpy):
         from std_msgs.msg import String
 
-        from robot_rl.ros import qos
+        from robot_rl.ros.plumbing import qos
 
         self.rclpy = rclpy
         self.node = rclpy.create_node("robot_rl_test_watcher")
@@ -195,7 +195,7 @@ def recorded_episodes(run_dir: Path) -> list[dict]:
 
 
 class TopicCell:
-    """A cell over real topics in real time for a :class:`~robot_rl.ros.topic_env.TopicEnv` in the test process: the
+    """A cell over real topics in real time for a :class:`~robot_rl.ros.links.topic_env.TopicEnv` in the test process: the
     arm's pose and fingers (``finger`` m each) and the operator's twist (``push`` m/s up) and gripper ``buttons``,
     each published every ``period`` s by a timer (as drivers and spacenav_node do), and the reset service, which
     answers after ``reset_seconds`` (a scene put back by a person; served by ``reset_node``, spun apart, so the streams
@@ -209,9 +209,9 @@ class TopicCell:
         from std_msgs.msg import Bool, Float64
         from std_srvs.srv import SetBool
 
-        from robot_rl.ros import qos
-        from robot_rl.ros.messages import joint_state_msg, joy_msg, pose_msg
-        from robot_rl.ros.topic_env import JOINTS, POSE, REWARD, SUCCESS
+        from robot_rl.ros.links.topic_env import JOINTS, POSE, REWARD, SUCCESS
+        from robot_rl.ros.plumbing import qos
+        from robot_rl.ros.plumbing.messages import joint_state_msg, joy_msg, pose_msg
 
         self.node, self.finger, self.push, self.buttons, self.resets = node, 0.04, 0.0, [0, 0], 0
         publish = {
@@ -256,7 +256,7 @@ def topic_env_settings(**changes):
     """TopicEnvSettings of a 4-D action at 10 Hz on the :class:`TopicCell`'s streams (no cameras), real time."""
     import numpy as np
 
-    from robot_rl.ros.topic_env import TopicEnvSettings
+    from robot_rl.ros.links.topic_env import TopicEnvSettings
 
     settings = TopicEnvSettings(
         control_rate_hz=10.0,

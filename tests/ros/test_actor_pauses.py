@@ -14,8 +14,8 @@ def wait(paused_on: str, silent: list[str]) -> list[tuple[str, str]]:
     """``ActorLoop.wait_for_streams`` after a pause on ``paused_on``, with ``silent`` the streams found missing one
     wait after another (then all are back); the records it published, as (kind, topic)."""
     require("rclpy")
-    from robot_rl.ros.actor_node import ActorLoop
-    from robot_rl.ros.topic_env import StreamStalled
+    from robot_rl.ros.links.topic_env import StreamStalled
+    from robot_rl.ros.nodes.actor_node import ActorLoop
 
     missing = list(silent)
 
@@ -50,9 +50,9 @@ def test_an_evaluation_on_the_cell_pauses_on_a_stalled_stream_and_plays_again_on
     the whole evaluation started again: on a loaded machine one evaluation took 49 restarts, each costing resets of
     the cell). Before that, ``ros.eval_only`` let the StreamStalled out: the actor died with a traceback."""
     require("rclpy")
-    from robot_rl.ros import actor_node
-    from robot_rl.ros.actor_node import ActorLoop
-    from robot_rl.ros.topic_env import StreamStalled
+    from robot_rl.ros.links.topic_env import StreamStalled
+    from robot_rl.ros.nodes import actor_node
+    from robot_rl.ros.nodes.actor_node import ActorLoop
 
     seeds: list[int] = []
 
@@ -106,7 +106,7 @@ def test_a_stall_names_the_stream_silent_the_longest_the_cause_not_what_follows_
 
     import pytest
 
-    from robot_rl.ros.topic_env import Inbox, StreamStalled
+    from robot_rl.ros.links.topic_env import Inbox, StreamStalled
 
     inbox = Inbox()
     inbox.put("camera/front/color/image_raw", "frame")
@@ -122,9 +122,9 @@ def test_an_online_episode_a_stall_cuts_counts_as_the_stores_count_it_and_an_aba
     episode a stalled stream cut short is recorded as it is (and a resumed actor counts it from the stores), but the
     live actor did not count it. A demonstration the stall abandons is played again: no store, no count."""
     require("rclpy")
-    from robot_rl.ros.actor_node import ActorLoop
-    from robot_rl.ros.topic_env import StreamStalled
-    from robot_rl.ros.transport import LeftEpisode
+    from robot_rl.ros.links.topic_env import StreamStalled
+    from robot_rl.ros.links.transport import LeftEpisode
+    from robot_rl.ros.nodes.actor_node import ActorLoop
     from robot_rl.runtime.session import Counters
 
     counters = Counters()
@@ -162,7 +162,8 @@ def test_an_online_episode_a_stall_cuts_counts_as_the_stores_count_it_and_an_aba
         log=SimpleNamespace(warning=lambda text, **k: warnings.append(text), info=lambda *a, **k: None),
         publish=lambda kind, stats: None,
         wait_for_streams=lambda topic: None,
-        keep_random_state=lambda: None,
+        keep_state=lambda **kept: None,
+        announce_start=lambda: None,
     )
     ActorLoop.run(loop)
     assert counters.episodes == 2  # the cut one and the finished one, not the abandoned demonstration

@@ -16,7 +16,7 @@ def actor_loop(*, demos: int, weights_after: int | None, subscribers: list[str],
     played; the learner's weights arrive at the ``weights_after``-th load (never when None). Returns each episode's
     kind (demo or online) with the weights version it was played with, and the warnings logged."""
     require("rclpy")
-    from robot_rl.ros.actor_node import ActorLoop
+    from robot_rl.ros.nodes.actor_node import ActorLoop
 
     played: list[tuple[str, int | None]] = []
     loads = []
@@ -44,7 +44,7 @@ def actor_loop(*, demos: int, weights_after: int | None, subscribers: list[str],
             session.weights_version = LEARNER_VERSION
 
     warnings: list[str] = []
-    kept: list[int] = []  # the acting random state kept after each finished episode (for a resume)
+    kept: list[int] = []  # the actor state kept at the start and after each finished episode (a restart, a resume)
     ros = SimpleNamespace(eval_only=False, demos_only=False, eval_every_episodes=0, startup_timeout=startup_timeout)
     loop = SimpleNamespace(
         cfg=SimpleNamespace(ros=ros),
@@ -58,11 +58,12 @@ def actor_loop(*, demos: int, weights_after: int | None, subscribers: list[str],
         load_new_weights=load_new_weights,
         log=SimpleNamespace(warning=warnings.append, info=lambda *a, **k: None),
         publish=lambda kind, stats: None,
-        keep_random_state=lambda: kept.append(len(played)),
+        keep_state=lambda: kept.append(len(played)),
+        announce_start=lambda: None,
     )
     loop.wait_for_learner_weights = lambda: ActorLoop.wait_for_learner_weights(loop)
     ActorLoop.run(loop)
-    assert kept == list(range(1, len(played) + 1))
+    assert kept == list(range(len(played) + 1))  # at the start (once the cell answered), then after each episode
     return played, warnings
 
 
@@ -86,3 +87,52 @@ def test_a_learner_that_never_publishes_costs_one_wait_and_a_warning():
     played, warnings = actor_loop(demos=0, weights_after=None, subscribers=["robot_rl_learner"], startup_timeout=0.2)
     assert played == [("online", None)] * 3
     assert len(warnings) == 1 and "no weights from robot_rl_learner within" in warnings[0]
+
+
+def test_an_actor_that_waits_long_for_the_learner_says_what_the_learner_lacks(monkeypatch):
+    """Sim time with train.sync: an actor kept waiting for a learner that answers but does not catch up said nothing
+    (a loaded CI run: the right robot of test_robot_fleet stood still for 285 s with no line). Now a warning every
+    LEARNER_WAIT_LOG s names what the learner ingested and owes; a learner that catches up ends the wait."""
+    require("rclpy")
+    import time
+
+    from robot_rl.core.transport import LearnerProgress
+    from robot_rl.ros.nodes import actor_node
+
+    monkeypatch.setattr(actor_node, "LEARNER_WAIT_LOG", 0.05)
+    caught_up_at = time.monotonic() + 0.3
+    outbox = SimpleNamespace(actor_id="a1", seq=25)
+
+    class Transport:
+        outbox = None
+
+        def learner_progress(self):  # a learner heard just now, which ingested 17 of the 25 until caught_up_at
+            received = 25 if time.monotonic() >= caught_up_at else 17
+            return LearnerProgress(19, 9, {"a1": received}, heard_at=time.monotonic())
+
+        def backlog(self, start_training, update_every):
+            return outbox.seq - self.learner_progress().received["a1"]
+
+        def wait_for_learner(self, condition, timeout):  # no progress is posted here: the wait runs out
+            time.sleep(min(timeout, 0.01))
+            return condition()
+
+        def service(self, read_spilled):  # the resends while it waits
+            serviced.append(read_spilled)
+
+    transport = Transport()
+    transport.outbox = outbox
+    warnings: list[str] = []
+    serviced: list = []
+    settings = SimpleNamespace(start_training=10, update_every=1, max_lag=2)
+    loop = SimpleNamespace(
+        settings=settings, transport=transport, log=SimpleNamespace(warning=warnings.append), read_local="read_local"
+    )
+    actor_node.ActorLoop.wait_for_learner(loop)
+    assert time.monotonic() >= caught_up_at  # it waited until the learner caught up
+    assert serviced and set(serviced) == {"read_local"}  # resending what the learner lacks meanwhile
+    assert warnings, "no line while the actor waited"
+    assert (
+        "the learner: it ingested 17 of this actor's 25 transitions and made 9 updates of 19 online steps"
+        in (warnings[0])
+    )

@@ -31,7 +31,7 @@ def test_the_sim_arm_ignores_commands_that_bypass_the_safety_node(tmp_path):
     rclpy = require("rclpy")
     from geometry_msgs.msg import PoseStamped
 
-    from robot_rl.ros import qos
+    from robot_rl.ros.plumbing import qos
 
     log = open(tmp_path / "sim_robot.log", "w")
     sim = subprocess.Popen(

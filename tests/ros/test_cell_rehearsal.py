@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -189,6 +190,47 @@ def test_the_documented_cell_rehearsal_demos_classifier_real_train_and_evaluatio
     assert not os.path.exists(fifo)  # the cell removes the FIFO it made
 
 
+@pytest.mark.slow
+def test_cell_rehearsal_from_cameras_with_the_frozen_pretrained_encoder(tmp_path):
+    """Issue 74: the on-robot session from the front and wrist cameras alone (no object pose: no tracker's state),
+    the frozen ImageNet encoder and a trained head: the operator's demonstrations and the online episodes are
+    recorded with both cameras' frames and the proprioception only, and the learner updates from them."""
+    require("rclpy")
+    cell, fifo = start_cell(tmp_path, "cell.publish_reward=true", "cell.cameras=[front,wrist]")
+    try:
+        trained = robot_rl(
+            [
+                *("launch", "real_train", *SESSION),
+                f"teleop_device.spacemouse_device={fifo}",
+                *("graph.reward=false", "graph.console=false"),  # the reward: the sim's truth, no classifier
+                *("task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=48"),
+                "agent.camera_encoder=pretrained",
+                *("train.demo_episodes=2", "train.env_steps=60", "train.start_training=20"),
+                *("ros.eval_every_episodes=0", "train.run_dir=run"),
+            ],
+            tmp_path,
+            timeout=900,
+        )
+    finally:
+        stop_launch(cell)
+    output = trained.stdout + trained.stderr
+    assert trained.returncode == 0, output[-5000:]
+    store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
+    episodes = [store.read_episode(name) for name in store.episode_names()]
+    sources = [store.episode_attrs(name)["source"] for name in store.episode_names()]
+    assert sources.count("demo") == 2 and "online" in sources, sources
+    from robot_rl.runtime.envs import make_env
+
+    proprioception = make_env({"name": "pick_cube", "id": "robot_rl/PickCube-v0", "object_state": False})
+    for episode in episodes:
+        assert episode["obs"]["front"].shape[1:] == episode["obs"]["wrist"].shape[1:] == (48, 48, 3)
+        assert episode["obs"]["state"].shape[1:] == proprioception.observation_space["state"].shape  # no object pose
+    updates = re.search(
+        r"\[learner\] .*checkpoint \(final\): (\d+) updates", output
+    )  # the progress line may come first
+    assert updates and int(updates.group(1)) > 0, output[-5000:]
+
+
 def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser(tmp_path):
     """What the emulated operator writes is what the real teleop node's SpaceMouse parser reads: the twist (base
     frame, through the axis signs and full scale) and each button press once (issue 48)."""
@@ -196,8 +238,8 @@ def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser
     import numpy as np
 
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros.scripted_operator import REPORT_SIZE, button_report, motion_report
-    from robot_rl.ros.teleop_node import SpaceMouse, TeleopState
+    from robot_rl.ros.emulation.scripted_operator import REPORT_SIZE, button_report, motion_report
+    from robot_rl.ros.nodes.teleop_node import SpaceMouse, TeleopState
 
     teleop = load_config([]).teleop_device
     signs = np.array([float(teleop.spacemouse_signs[a]) for a in ("x", "y", "z", "rx", "ry", "rz")])
@@ -239,7 +281,7 @@ def test_the_tracker_builds_the_tasks_object_state_as_the_sim_lays_it_out():
     from robot_rl.core.composed_config import load_config
     from robot_rl.core.config import ConfigError
     from robot_rl.core.geometry import matrix_from_rotvec
-    from robot_rl.ros.tracker_node import quaternion_wxyz, tracked_features
+    from robot_rl.ros.nodes.tracker_node import quaternion_wxyz, tracked_features
     from robot_rl.runtime.envs import make_env
 
     env = make_env(dict(load_config([]).task))
@@ -287,13 +329,31 @@ def tiny_classifier(path) -> None:
     model.save(path)
 
 
+def start_session(tmp_path, fifo: str, *overrides: str) -> subprocess.Popen:
+    """``robot-rl launch real_train`` against the cell whose SpaceMouse FIFO is ``fifo``, in the background, its
+    output in ``tmp_path/graph.log``: no learning, no evaluations (the faults are the test), with ``overrides``."""
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "robot_rl.cli.main", "launch", "real_train", *SESSION),
+            f"teleop_device.spacemouse_device={fifo}",
+            f"train.run_dir={tmp_path / 'run'}",
+            *("train.demo_episodes=0", "train.env_steps=100000", "train.start_training=100000"),
+            "ros.eval_every_episodes=0",
+            *overrides,
+        ],
+        stdout=(tmp_path / "graph.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
 class FaultWatcher:
     """The test's node: episode records and safety flags in, faults and the operator's e-stop out."""
 
     def __init__(self, rclpy):
         from std_msgs.msg import Bool, String, UInt32
 
-        from robot_rl.ros import qos
+        from robot_rl.ros.plumbing import qos
 
         self.rclpy, self.node = rclpy, rclpy.create_node("robot_rl_test_cell_watcher")
         self.records: list[dict] = []
@@ -329,37 +389,21 @@ def test_cell_faults_a_stopped_camera_a_reflex_and_an_e_stop_hold_the_arm_and_tr
     """Issue 48 item 6, on real nodes: a camera that stops pauses the actor (the arm holds: its commands go stale)
     and training resumes when frames return; a reflex mid-episode holds the arm (ARM_ERROR), cuts the episode
     (marked arm_error), the reset recovers the arm through arm/error_recovery and training goes on; the operator's
-    e-stop holds the arm."""
+    e-stop holds the arm; a camera bump moves the camera (its frames drift in exposure and white balance throughout)."""
     rclpy = require("rclpy")
     from robot_rl.safety import Violation
 
     classifier = tmp_path / "reward_classifier.pt"
     tiny_classifier(classifier)
     cell, fifo = start_cell(tmp_path)
-    log = open(tmp_path / "graph.log", "w")
-    graph = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "robot_rl.cli.main",
-            "launch",
-            "real_train",
-            *SESSION,
-            f"teleop_device.spacemouse_device={fifo}",
-            "task.cameras=[front]",
-            "task.image_size=48",
-            "classifier.cameras=[front]",
-            f"classifier.out={classifier}",
-            f"train.run_dir={tmp_path / 'run'}",
-            "train.demo_episodes=0",
-            "train.env_steps=100000",
-            "train.start_training=100000",  # no learning: the faults are the test
-            "ros.eval_every_episodes=0",
-            "ros.stream_timeout=1.0",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+    graph = start_session(
+        tmp_path,
+        fifo,
+        "task.cameras=[front]",
+        "task.image_size=48",
+        "classifier.cameras=[front]",
+        f"classifier.out={classifier}",
+        "ros.stream_timeout=1.0",
     )
     rclpy.init()
     watcher = FaultWatcher(rclpy)
@@ -401,6 +445,10 @@ def test_cell_faults_a_stopped_camera_a_reflex_and_an_e_stop_hold_the_arm_and_tr
         since = time.monotonic()
         watcher.estop_pub.publish(watcher.Bool(data=True))
         watcher.wait_for(lambda: watcher.flagged(Violation.ESTOP, since), 30, "the e-stop's hold")
+
+        # the camera re-clamped a few millimetres off (issue 74: between the demonstrations and training)
+        watcher.fault("camera_bump")
+        watcher.wait_for(lambda: "cell: camera front moved by" in (tmp_path / "cell.log").read_text(), 30, "a bump")
     finally:
         watcher.node.destroy_node()
         rclpy.shutdown()
@@ -499,7 +547,7 @@ def test_the_cell_counts_false_successes_per_truly_failed_episode():
     """Issue 72 item 3: the emulated cell counted the classifier's frames against the sim's truth; what its calibration
     promises is per episode: the share of truly failed scenes in which it said success at least once."""
     require("rclpy")
-    from robot_rl.ros.cell_node import ClassifierTally
+    from robot_rl.ros.emulation.cell_node import ClassifierTally
 
     tally = ClassifierTally()
     for said in (False, True, True, False):  # a failed scene, declared a success on two frames

@@ -59,7 +59,45 @@ def chromium(folder: Path):
     options.binary_location = CHROMIUM
     for flag in (*FLAGS, f"--user-data-dir={folder}"):
         options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": CANVAS_TEXTS})
+    return browser
+
+
+# before the page's own script: every text drawn on a canvas, by canvas id (the curves' axis labels)
+CANVAS_TEXTS = """
+window.canvasTexts = {};
+const fillText = CanvasRenderingContext2D.prototype.fillText;
+CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+  (window.canvasTexts[this.canvas.id] = window.canvasTexts[this.canvas.id] || []).push(String(text));
+  return fillText.call(this, text, ...rest);
+};
+"""
+# every <img> the page displays either shows a decoded image or is none: no broken image
+BROKEN_IMAGES = """
+return Array.from(document.querySelectorAll("img"))
+  .filter((img) => img.offsetParent !== null && !(img.complete && img.naturalWidth > 0))
+  .map((img) => img.id || img.alt);
+"""
+
+
+# a node of the page's node list: [its classes, its text], null when the list has none of that name
+NODE_ON_PAGE = """
+const node = document.querySelector(`#nodes [data-node="${arguments[0]}"]`);
+return node && [node.className, node.textContent];
+"""
+
+
+def listed_nodes(browser) -> list[str]:
+    """The names of the page's node list."""
+    return browser.execute_script(
+        "return [...document.querySelectorAll('#nodes [data-node]')].map(n => n.dataset.node)"
+    )
+
+
+def canvas_texts(browser, canvas: str) -> list[str]:
+    """The texts the page drew on ``canvas`` since it loaded (every redraw's)."""
+    return browser.execute_script("return window.canvasTexts[arguments[0]] || []", canvas)
 
 
 class Probe:
@@ -69,8 +107,8 @@ class Probe:
         from sensor_msgs.msg import Image
         from std_msgs.msg import Bool, Empty, String, UInt32
 
-        from robot_rl.ros import qos
-        from robot_rl.ros.messages import seconds
+        from robot_rl.ros.plumbing import qos
+        from robot_rl.ros.plumbing.messages import seconds
 
         self.rclpy, self.node = rclpy, rclpy.create_node("robot_rl_test_console_probe")
         self.seen: dict[str, list] = {
@@ -85,6 +123,9 @@ class Probe:
         self.node.create_subscription(UInt32, "/rl/safety_flags", lambda m: self.seen["flags"].append(m.data), 50)
         self.records = self.node.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
         self.progress = self.node.create_publisher(String, "/rl/learner_progress", qos.EVENT)
+        from geometry_msgs.msg import Twist
+
+        self.twist = self.node.create_publisher(Twist, "/spacenav/twist", qos.STREAM_PUBLISHER)
         self.frames: dict[float, Image] = {}  # the camera's newest frames by stamp (s)
 
         def keep(msg):
@@ -216,8 +257,15 @@ def policy_view(browser, probe: Probe) -> tuple:
 @pytest.mark.slow  # a graph of three node processes and a browser
 def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_holds_the_arm(tmp_path):
     rclpy = require("rclpy")
+    import signal
+
+    from geometry_msgs.msg import Twist
     from selenium.webdriver.common.by import By
+    from sensor_msgs.msg import Image
     from std_msgs.msg import String
+
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import image_msg
 
     graph = Graph(tmp_path, [*GRAPH, f"train.run_dir={tmp_path / 'run'}"])
     store = tmp_path / "run" / "episodes.zarr"  # ros.recorder.store: the run's episode store
@@ -229,8 +277,28 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         for name in ("safety", "console"):
             graph.start(name)
         address = console_address(graph, probe)
+
+        # a camera that sent frames before any page was open, then stopped (a camera_stop fault, a slow camera): the
+        # page opened later shows its newest frame at once and says how old it is (the old console kept none, so the
+        # page said "no camera frames yet" while it had frames)
+        side = "/camera/side/color/image_raw"
+        side_camera = probe.node.create_publisher(Image, side, qos.STREAM_PUBLISHER)
+        probe.until(lambda: probe.node.count_subscribers(side) >= 1, "the console on the side camera")
+        probe.spin(1.0)  # matched both ways
+        for n in range(20):
+            side_camera.publish(image_msg(np.full((24, 32, 3), 10 * n, np.uint8), time.time(), "side_optical_frame"))
+            probe.spin(0.05)
+
         browser = chromium(tmp_path / "chromium")
         browser.get(f"{address}/#token={TOKEN}")
+        # the curves before any record: an axis without a scale, not "1 env steps"
+        texts = canvas_texts(browser, "curves")
+        assert {"env steps", "no episode yet"} <= set(texts) and "1 env steps" not in texts, texts
+        probe.until(lambda: page(browser)["frames"].get("side", 0) >= 1, "the side camera's newest frame on the page")
+        assert browser.execute_script("return document.getElementById('cam-side').naturalWidth") == 32
+        probe.until(
+            lambda: "no new frame for" in browser.find_element(By.ID, "stale-side").text, "the side camera stale"
+        )
 
         # the camera: frames are drawn, and the frame on the page changes (a newer stamp, a new image)
         probe.until(lambda: page(browser)["frames"].get("front", 0) >= 3, "camera frames drawn on the page")
@@ -243,10 +311,23 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
             "a newer camera frame on the page",
         )
         probe.until(lambda: (page(browser)["telemetry"] or {}).get("pose"), "the TCP pose on the page")
+        # who drives: the safety node runs, no actor does, nothing commands the arm (the old page said idle)
+        probe.until(lambda: browser.find_element(By.ID, "driver").text == "no actor", "no actor on the badge")
+
+        # the operator's input: three axes at full scale is a full deflection, 1.00 of 0-1 (their norm read 1.73)
+        full = Twist()
+        full.linear.x = full.linear.y = full.linear.z = 1.0
+
+        def twist_shown():
+            probe.twist.publish(full)
+            text = browser.find_element(By.ID, "twist").text
+            return text not in ("-", "0.00") and text
+
+        assert probe.until(twist_shown, "the operator's input on the page") == "1.00"
 
         # the policy's view beside it: the actor's own preprocessing (task.image_size 64x64), every pixel as the
         # actor's observation has it, upscaled on the page with nearest-neighbour
-        from robot_rl.ros.messages import colour_image
+        from robot_rl.ros.plumbing.messages import colour_image
 
         probe.until(lambda: page(browser)["policyFrames"].get("front", 0) >= 2, "the policy's view drawn on the page")
         # every frame is decoded before it is shown: sampled for 2 s while new frames arrive, the camera's view is
@@ -274,6 +355,7 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         probe.publish_record(kind="eval", episode=30, env_steps=1200, success_rate=0.8)
         probe.until(lambda: any(r["kind"] == "eval" for r in page(browser)["records"]), "the evaluation on the page")
         assert browser.execute_script("return document.getElementById('curves').toDataURL()") != before
+        assert "1,200 env steps" in canvas_texts(browser, "curves")  # the axis up to the records' env steps
 
         # the run: the learner's updates/s and replay sizes (rl/learner_progress), env steps/s and the weights
         # version from the actor's records
@@ -310,8 +392,12 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         rows = probe.until(lambda: browser.find_elements(By.CSS_SELECTOR, "#episode-rows tr"), "the episode list")
         assert len(rows) == 2 and "operator: failure" in rows[0].text  # newest first
         blank = browser.execute_script("return document.getElementById('episode-curves').toDataURL()")
+        # no episode chosen yet: no frame of it, and no broken image anywhere on the page
+        assert not browser.find_element(By.ID, "episode-frame").is_displayed()
+        assert browser.execute_script(BROKEN_IMAGES) == []
         rows[0].click()
         probe.until(lambda: page(browser)["episodeFrames"] >= 3, "the chosen episode's frames played on the page")
+        assert browser.find_element(By.ID, "episode-frame").is_displayed()
         assert browser.execute_script("return document.getElementById('episode-frame').naturalWidth") == 16
         assert browser.execute_script("return document.getElementById('episode-curves').toDataURL()") != blank
         assert "episode 1" in browser.find_element(By.ID, "episode-title").text
@@ -360,6 +446,26 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         # release (key r): the safety node obeys the console, one of its default operators
         browser.find_element(By.TAG_NAME, "body").send_keys("r")
         probe.until(lambda: not probe.seen["flags"][-1] & estop, "the hold released")
+
+        # the session's nodes as the console hears them (issue 71 item 2): a node that goes is said gone, and with
+        # the safety node gone the badge says so; the same node started again (as robot-rl launch restarts a node
+        # that died) is said up again, started again once
+        def safety_node():
+            return browser.execute_script(NODE_ON_PAGE, "safety") or ["", ""]
+
+        probe.until(lambda: safety_node()[0] == "node up", "the safety node up on the page")
+        first = graph.processes["safety"]
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=30)
+        probe.until(lambda: safety_node()[0] == "node gone", "the safety node gone on the page")
+        assert "gone for" in safety_node()[1]
+        probe.until(lambda: browser.find_element(By.ID, "driver").text == "no safety node", "no safety node badge")
+        graph.start("safety")
+        probe.until(  # the graph may name it before its claim comes: up, then up and started again
+            lambda: (node := safety_node())[0] == "node up" and "started again 1x" in node[1],
+            "the safety node up again on the page, started again once",
+        )
+        probe.until(lambda: browser.find_element(By.ID, "driver").text == "no actor", "its status on the badge again")
         assert graph.processes["console"].poll() is None and graph.processes["safety"].poll() is None
     finally:
         if browser is not None:
@@ -369,7 +475,10 @@ def test_console_in_a_browser_shows_the_camera_the_curves_labels_success_and_hol
         rclpy.shutdown()
 
 
-def test_console_refuses_a_wrong_or_missing_token_with_403_and_publishes_nothing(tmp_path):
+def test_console_refuses_a_wrong_token_and_started_alone_says_no_safety_node_runs_and_no_camera_sends(tmp_path):
+    """A wrong or missing token gets 403 and publishes nothing. The console started alone (no safety node, actor or
+    camera in the graph), its page says so: not ``policy`` on the badge, the task camera it listens to without a
+    frame, no broken image."""
     rclpy = require("rclpy")
     from selenium.webdriver.common.by import By
 
@@ -395,6 +504,14 @@ def test_console_refuses_a_wrong_or_missing_token_with_403_and_publishes_nothing
 
         assert post(f"{address}/api/hold", TOKEN) == 200  # the same probe hears the right token's hold
         probe.until(lambda: probe.seen["/rl/estop"] == [True], "the hold with the right token")
+
+        browser.get("about:blank")  # the address differs only in its fragment: loaded anew, not scrolled
+        browser.get(f"{address}/#token={TOKEN}")
+        probe.until(lambda: page(browser)["telemetry"], "the telemetry on the page")
+        assert browser.find_element(By.ID, "driver").text == "no safety node"  # the old page said policy
+        probe.until(lambda: listed_nodes(browser) == ["console"], "the console's own node on the page")
+        assert browser.find_element(By.ID, "no-cameras").text == "listening to front: no frame yet"
+        assert browser.execute_script(BROKEN_IMAGES) == []
     finally:
         if browser is not None:
             browser.quit()
@@ -418,11 +535,39 @@ def test_console_settings_and_graphs():
         names("graph=sim_train", "graph.console=yes")
     require("rclpy")
     from robot_rl.cli.main import main
-    from robot_rl.ros.console_node import Rate, console_settings, violation_names
-    from robot_rl.ros.guard import MessageError
-    from robot_rl.ros.transport import parse_progress
+    from robot_rl.ros.console.console_live import Nodes, Rate, driver, violation_names
+    from robot_rl.ros.console.console_node import console_settings
+    from robot_rl.ros.links.transport import parse_progress
+    from robot_rl.ros.plumbing.guard import MessageError
 
     assert violation_names(int(Violation.ESTOP | Violation.STALE_COMMAND)) == ["STALE_COMMAND", "ESTOP"]
+    # who drives: what the console hears, never policy without a safety node's status
+    stale = int(Violation.STALE_COMMAND)
+    assert driver(None, 0, False, True) == driver(2.5, 0, False, True) == "no safety node"
+    assert driver(0.1, int(Violation.ESTOP) | stale, True, True) == "hold"
+    assert driver(0.1, stale, True, False) == "operator"
+    assert (driver(0.1, stale, False, False), driver(0.1, stale, False, True), driver(0.1, 0, False, True)) == (
+        "no actor", "idle", "policy",
+    )  # fmt: skip
+    # the session's nodes: a claim vouches for a node the graph does not name yet for 10 s; one the graph showed and
+    # then missed is gone; a newer claim of the same name is a node started again
+    nodes = Nodes()
+    nodes.claimed("/robot_rl_actor", 100.0, now=1000.0)
+    nodes.claimed("/left/robot_rl_safety", 101.0, now=1000.0)
+    nodes.look({"/left/robot_rl_safety"}, now=1005.0)
+    assert [(r["name"], r["up"]) for r in nodes.rows(1005.0)] == [("actor", True), ("left/safety", True)]
+    nodes.look(set(), now=1011.0)
+    assert [(r["up"], r["gone_for"]) for r in nodes.rows(1013.0)] == [(False, 2.0), (False, 2.0)]
+    assert not nodes.running("/robot_rl_actor")
+    nodes.claimed("/left/robot_rl_safety", 1012.0, now=1014.0)
+    nodes.claimed("/left/robot_rl_safety", 1012.0, now=1015.0)  # the same claim heard again is no new start
+    assert nodes.rows(1015.0)[1] == {
+        "name": "left/safety",
+        "up": True,
+        "started": 1012.0,
+        "restarts": 1,
+        "gone_for": None,
+    }
     rate = Rate(30.0)  # updates/s and env steps/s: growth over the window, 0 once the count stops, again after a drop
     assert rate.per_second() is None
     for t, count in ((0.0, 10), (2.0, 50), (4.0, 90)):
@@ -458,8 +603,8 @@ def test_console_pauses_checkpoints_and_stops_a_sim_train_launch(tmp_path):
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import String
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.transport import parse_progress
+    from robot_rl.ros.links.transport import parse_progress
+    from robot_rl.ros.plumbing import qos
 
     run_dir = tmp_path / "run"
     overrides = [

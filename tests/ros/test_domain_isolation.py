@@ -82,7 +82,11 @@ def test_the_launcher_starts_every_node_in_the_cell_domain_and_stops_it_within_t
         assert env == {"ROS_DOMAIN_ID": str(cell), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
         out = io.StringIO()
         launcher = Launcher(
-            [NodeSpec(name="safety", module="robot_rl.ros.safety_node", hydra=False)], [], grace=5.0, out=out, env=env
+            [NodeSpec(name="safety", module="robot_rl.ros.safety.safety_node", hydra=False)],
+            [],
+            grace=5.0,
+            out=out,
+            env=env,
         )
         contexts = {"cell": Context(), "test": Context()}
         rclpy.init(context=contexts["cell"], domain_id=cell)

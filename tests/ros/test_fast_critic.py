@@ -64,9 +64,9 @@ class Rig:
         from geometry_msgs.msg import PoseStamped
         from std_msgs.msg import Float64, String, UInt8MultiArray
 
-        from robot_rl.ros import qos
-        from robot_rl.ros.fast_critic import RISK_TOPIC, STATS_TOPIC, WEIGHTS_TOPIC
-        from robot_rl.ros.safety_node import SafetyNode
+        from robot_rl.ros.plumbing import qos
+        from robot_rl.ros.safety.fast_critic import RISK_TOPIC, STATS_TOPIC, WEIGHTS_TOPIC
+        from robot_rl.ros.safety.safety_node import SafetyNode
         from robot_rl.safety import SafetyLimits
         from robot_rl.safety.fast_critic import FastCriticFilter, fast_critic_settings
 
@@ -153,7 +153,7 @@ def test_risky_commands_are_scaled_down_or_held_and_the_hard_layer_still_clamps(
 @pytest.mark.slow  # the safety node in a process of its own, over DDS
 def test_weights_come_over_the_latched_topic_bad_ones_are_refused_and_the_last_good_model_is_kept():
     rclpy = require("rclpy")
-    from robot_rl.ros.fast_critic import WEIGHTS_TOPIC
+    from robot_rl.ros.safety.fast_critic import WEIGHTS_TOPIC
     from robot_rl.safety.fast_critic import INPUT_WIDTH
 
     rclpy.init()
@@ -193,8 +193,8 @@ def test_a_model_that_reads_task_context_is_bypassed_until_the_context_comes_and
     rclpy = require("rclpy")
     from std_msgs.msg import Float32MultiArray
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.fast_critic import CONTEXT_TOPIC
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.safety.fast_critic import CONTEXT_TOPIC
 
     rclpy.init()
     rig = Rig(rclpy, model=toward_x(HOLD, context=2))

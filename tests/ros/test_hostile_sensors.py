@@ -3,6 +3,7 @@ frames (wrong size, wrong encoding, a 50 MB frame) are dropped and counted by th
 goes on; a ``/clock`` that jumps backwards is logged and survived; a second node under a name already taken (a second
 safety node: both would command the arm) is refused with one line, exit code 2."""
 
+import json
 import os
 import re
 import signal
@@ -33,8 +34,8 @@ def test_junk_camera_frames_are_dropped_and_counted_and_the_reader_goes_on(tmp_p
     from sensor_msgs.msg import Image
     from std_msgs.msg import Float64
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import image_msg
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import image_msg
 
     classifier = tmp_path / "classifier.pt"
     train_classifier(classifier)
@@ -63,7 +64,7 @@ def test_junk_camera_frames_are_dropped_and_counted_and_the_reader_goes_on(tmp_p
     ]
     with open(log_path, "w") as log:
         reward = subprocess.Popen(
-            [python(), "-m", "robot_rl.ros.reward_node", f"classifier.out={classifier}"],
+            [python(), "-m", "robot_rl.ros.nodes.reward_node", f"classifier.out={classifier}"],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -106,8 +107,8 @@ def test_a_50_mb_frame_is_refused_before_it_is_converted():
     rclpy = require("rclpy")
     from sensor_msgs.msg import Image
 
-    from robot_rl.ros.guard import InputGuard
-    from robot_rl.ros.messages import colour_image
+    from robot_rl.ros.plumbing.guard import InputGuard
+    from robot_rl.ros.plumbing.messages import colour_image
 
     huge = Image(height=4096, width=4096, encoding="rgb8", step=4096 * 3, data=bytes(4096 * 4096 * 3))
     assert len(huge.data) > 50_000_000  # 4096 x 4096 pixels: within MAX_PIXELS, over messages.MAX_IMAGE_BYTES
@@ -131,8 +132,8 @@ def test_a_clock_that_jumps_back_is_logged_and_survived(tmp_path):
     rclpy = require("rclpy")
     from rosgraph_msgs.msg import Clock
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import stamp
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import stamp
 
     log_path = tmp_path / "recorder.log"
     rclpy.init()
@@ -148,7 +149,7 @@ def test_a_clock_that_jumps_back_is_logged_and_survived(tmp_path):
     command = [
         python(),
         "-m",
-        "robot_rl.ros.recorder_node",
+        "robot_rl.ros.nodes.recorder_node",
         "task=reach",
         "ros.sim_time=true",
         f"ros.recorder.store={tmp_path / 'store.zarr'}",
@@ -160,7 +161,9 @@ def test_a_clock_that_jumps_back_is_logged_and_survived(tmp_path):
         wait_for_log(log_path, "recording episodes to", 90, tick)
         now[0] -= 50.0  # 50 s back
         found = wait_for_log(log_path, r"/clock jumped back by (\d+\.\d+) s", 90, tick)  # generous: a loaded machine
-        assert float(found.group(1)) >= 49.9
+        # the jump from the last instant the recorder had taken: on a loaded machine a few 50 ms ticks behind the newest
+        # published (a CI run: 49.85); a jump missed or read in other units is far outside
+        assert 49.0 <= float(found.group(1)) <= 50.0 + 1e-6
         for _ in range(20):
             tick()
         assert recorder.poll() is None
@@ -213,10 +216,10 @@ def test_a_second_safety_node_is_refused_and_the_first_keeps_running(tmp_path):
 LATE_NAMESAKE = """
 import sys
 
-import robot_rl.ros.node_main as node_main
+import robot_rl.ros.plumbing.node_main as node_main
 
 node_main.name_taken = lambda node, **looks: None
-from robot_rl.ros.safety_node import main
+from robot_rl.ros.safety.safety_node import main
 
 sys.exit(main(sys.argv[1:]))
 """
@@ -245,7 +248,7 @@ def test_a_namesake_that_discovery_showed_late_stops_the_younger_node_with_the_r
 )
 def test_a_malformed_claim_is_refused_by_its_reader(data):
     from robot_rl.data.wire import MessageError
-    from robot_rl.ros.name_claim import parse_claim
+    from robot_rl.ros.plumbing.name_claim import parse_claim
 
     with pytest.raises(MessageError):
         parse_claim(data)
@@ -296,7 +299,7 @@ def test_a_namesake_whose_publishers_show_before_its_name_is_waited_for():
     """The last full run on loaded cores: the first safety node's publishers showed, unnamed, for longer than the
     3 s a starting node looks, and a second safety node started beside it. While the graph shows endpoints of nodes
     it has not named, a starting node waits (up to 30 s)."""
-    from robot_rl.ros.node_main import DISCOVERY_S, name_taken
+    from robot_rl.ros.plumbing.node_main import DISCOVERY_S, name_taken
 
     graph = UnnamedFirst(shown_at=DISCOVERY_S + 1.0)
     taken = name_taken(graph, lease=0.1)
@@ -310,7 +313,7 @@ def test_a_namesake_whose_publishers_show_before_its_name_is_waited_for():
 def test_a_namesake_that_sends_its_claim_is_named_without_waiting_out_its_lease():
     """A second safety node waited the whole 25 s lease of a namesake that was running (only a killed process's
     lingering entry needs it). One whose claim to the name came runs: it is named at once."""
-    from robot_rl.ros.node_main import name_taken
+    from robot_rl.ros.plumbing.node_main import name_taken
 
     graph = UnnamedFirst(shown_at=0.0)
     started = time.monotonic()
@@ -321,11 +324,67 @@ def test_a_namesake_that_sends_its_claim_is_named_without_waiting_out_its_lease(
     assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
 
 
+def test_a_node_the_launch_restarted_takes_a_silent_namesake_for_its_dead_predecessor():
+    """benchmarks/cell_faults.py: an actor restarted after kill -9 waited 18 s for its dead predecessor's unnamed
+    endpoints (and would then have waited out the 25 s lease of its named entry, or been refused). Restarted by the
+    launch, a node looks RESTART_LOOK_S for a live namesake's claim; a silent namesake is the one that died, and the
+    node runs. A namesake that sends its claim runs: the restarted node is still refused."""
+    from robot_rl.ros.plumbing.node_main import RESTART_LOOK_S, name_taken
+
+    started = time.monotonic()
+    graph = UnnamedFirst(shown_at=1.0)  # unnamed endpoints for 1 s, then a namesake that sends no claim
+    assert name_taken(graph, lease=600.0, heard=lambda: False, restarted=True) is None
+    assert time.monotonic() - started < 1.0 + RESTART_LOOK_S + 5.0  # not the lease (old code: the namesake named)
+    assert "sent no claim to the name: the one that died before this restart; running" in graph.said[-1]
+    started = time.monotonic()
+    assert name_taken(UnnamedFirst(shown_at=600.0), restarted=True) is None  # unnamed all along: not 30 s
+    assert time.monotonic() - started < RESTART_LOOK_S + 5.0
+    taken = name_taken(UnnamedFirst(shown_at=0.0), lease=600.0, heard=lambda: True, restarted=True)
+    assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
+
+
 def test_a_namesake_that_discovery_shows_after_a_second_is_still_found():
     """Stop 58's CI: the second safety node saw the graph hold only itself for the whole 1 s it waited, and ran
     beside the first. A namesake shown after 1.5 s is found (and named once its lease passes)."""
-    from robot_rl.ros.node_main import name_taken
+    from robot_rl.ros.plumbing.node_main import name_taken
 
     taken = name_taken(GraphView(shown_at=1.5), lease=0.1)
     assert taken is not None and taken.startswith("a node named /robot_rl_safety already runs")
     assert name_taken(GraphView(shown_at=60.0), discovery=0.3) is None  # alone: it runs
+
+
+def test_a_late_node_hears_its_namesakes_claim_among_many_claims():
+    """The console (which reads every claim) heard only the newest of the claims reaching it at once: KEEP_LAST 1 is
+    per topic, not per publisher. A starting node behind several claims then missed its namesake's, waited out the
+    lease, or ran beside it. It reads the topic with a depth that keeps every node's claim (qos.LATCHED_READER)."""
+    rclpy = require("rclpy")
+    from std_msgs.msg import String
+
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.name_claim import CLAIMS_TOPIC, NameClaim
+
+    rclpy.init()
+    nodes = []
+    try:
+        for k in range(8):  # the namesake's claim first, then seven other nodes' claims, all latched
+            node = rclpy.create_node("robot_rl_safety" if k == 0 else f"robot_rl_other_{k}", namespace="/claims")
+            nodes.append(node)
+            publisher = node.create_publisher(String, CLAIMS_TOPIC, qos.LATCHED)
+            claim = {"name": node.get_fully_qualified_name(), "started": time.time() - 60 + k, "token": f"t{k}"}
+            publisher.publish(String(data=json.dumps(claim)))
+        late = rclpy.create_node("robot_rl_safety_late")
+        nodes.append(late)
+        late_claim = NameClaim(late)
+        late_claim.name = "/claims/robot_rl_safety"  # as the namesake would be named, starting now
+        heard: list[str] = []
+        late.create_subscription(String, CLAIMS_TOPIC, lambda m: heard.append(m.data), qos.LATCHED_READER)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not (late_claim.namesake_heard and len(heard) >= 8):
+            for node in nodes:
+                rclpy.spin_once(node, timeout_sec=0.01)
+        assert len(heard) >= 8, heard  # every claim reached the late joiner ...
+        assert late_claim.namesake_heard  # ... and the node's own watch kept its namesake's (old code: only the last)
+    finally:
+        for node in nodes:
+            node.destroy_node()
+        rclpy.shutdown()

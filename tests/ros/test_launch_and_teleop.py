@@ -88,7 +88,7 @@ def test_ros2_launch_files_build_launch_descriptions():
 @pytest.mark.slow
 def test_actor_names_a_missing_topic_and_a_wrong_message_type():
     rclpy = require("rclpy")
-    command = [sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", "ros.startup_timeout=3"]
+    command = [sys.executable, "-m", "robot_rl.ros.nodes.actor_node", "task=reach", "ros.startup_timeout=3"]
     missing = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert missing.returncode == 2
     assert "no publisher on /franka_robot_state_broadcaster/current_pose" in missing.stderr
@@ -122,7 +122,7 @@ def test_actor_names_a_missing_topic_and_a_wrong_message_type():
 def test_actor_refuses_settings_a_cell_cannot_serve(override, expected):
     require("rclpy")
     result = subprocess.run(
-        [sys.executable, "-m", "robot_rl.ros.actor_node", "task=reach", override],
+        [sys.executable, "-m", "robot_rl.ros.nodes.actor_node", "task=reach", override],
         capture_output=True,
         text=True,
         timeout=120,
@@ -146,7 +146,8 @@ class TeleopWatcher(Watcher):
         self.node.create_subscription(Bool, "/rl/intervention", lambda m: self.switches.append(m.data), 10)
         self.successes, self.estops = [], []
         self.node.create_subscription(Bool, "/rl/success", lambda m: self.successes.append(m.data), 10)
-        self.node.create_subscription(Bool, "/rl/estop", lambda m: self.estops.append(m.data), 10)
+        # the presses (/rl/estop false is the node's heartbeat: the operator's e-stop is there, not pressed)
+        self.node.create_subscription(Bool, "/rl/estop", lambda m: m.data and self.estops.append(True), 10)
 
 
 @pytest.mark.slow
@@ -158,7 +159,7 @@ def test_keyboard_teleop_from_a_byte_stream():
         [
             sys.executable,
             "-m",
-            "robot_rl.ros.teleop_node",
+            "robot_rl.ros.nodes.teleop_node",
             "teleop_device.key_hold=0.5",
             "teleop_device.publish_success=true",
         ],
@@ -202,7 +203,7 @@ def test_joystick_teleop_from_recorded_events(tmp_path):
         [
             sys.executable,
             "-m",
-            "robot_rl.ros.teleop_node",
+            "robot_rl.ros.nodes.teleop_node",
             "teleop_device.kind=joystick",
             f"teleop_device.device={fifo}",
         ]
@@ -232,7 +233,7 @@ def test_a_missing_joystick_is_named_with_what_is_present(tmp_path):
         [
             sys.executable,
             "-m",
-            "robot_rl.ros.teleop_node",
+            "robot_rl.ros.nodes.teleop_node",
             "teleop_device.kind=joystick",
             f"teleop_device.device={tmp_path / 'js7'}",
         ],
@@ -253,7 +254,7 @@ def spacemouse_node(tmp_path, *extra):
         [
             sys.executable,
             "-m",
-            "robot_rl.ros.teleop_node",
+            "robot_rl.ros.nodes.teleop_node",
             "teleop_device.kind=spacemouse",
             f"teleop_device.spacemouse_device={fifo}",
             *extra,
@@ -284,7 +285,7 @@ def test_a_rotation_report_longer_than_its_three_axes_sets_the_rotation_alone(tm
     past the sixth axis (an IndexError), which ended the teleop node's reading thread."""
     require("rclpy")
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros.teleop_node import SpaceMouse, TeleopState
+    from robot_rl.ros.nodes.teleop_node import SpaceMouse, TeleopState
 
     teleop = load_config([]).teleop_device
     state = TeleopState()
@@ -379,7 +380,7 @@ def test_a_missing_spacemouse_is_named_with_what_is_present(tmp_path):
         [
             sys.executable,
             "-m",
-            "robot_rl.ros.teleop_node",
+            "robot_rl.ros.nodes.teleop_node",
             "teleop_device.kind=spacemouse",
             f"teleop_device.spacemouse_device={tmp_path / 'hidraw9'}",
         ],
@@ -398,7 +399,7 @@ def test_robot_configs_remap_topics_set_the_safety_rate_and_add_the_bridge():
 
     assert group_options("robot") == ["fr3", "panda", "ur5e"]
     nodes = {n.name: n for n in graph_nodes(load_config(["graph=real_train", "robot=ur5e"]))}
-    assert nodes["bridge"].module == "robot_rl.ros.servo_bridge_node" and nodes["bridge"].respawn
+    assert nodes["bridge"].module == "robot_rl.ros.nodes.servo_bridge_node" and nodes["bridge"].respawn
     actor = nodes["actor"].command(["task=pick_cube"])
     assert actor[actor.index("--ros-args") + 1 :][:2] == [
         "-r",
@@ -422,16 +423,18 @@ def test_teleop_servo_bridge_and_home_reset_stop_cleanly_on_a_signal(tmp_path, s
     logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("teleop", "bridge", "reset")}
     processes = {
         "teleop": subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.ros.teleop_node"],
+            [sys.executable, "-m", "robot_rl.ros.nodes.teleop_node"],
             stdin=subprocess.PIPE,
             stdout=logs["teleop"],
             stderr=subprocess.STDOUT,
         ),
         "bridge": subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.ros.servo_bridge_node"], stdout=logs["bridge"], stderr=subprocess.STDOUT
+            [sys.executable, "-m", "robot_rl.ros.nodes.servo_bridge_node"],
+            stdout=logs["bridge"],
+            stderr=subprocess.STDOUT,
         ),
         "reset": subprocess.Popen(
-            [sys.executable, "-m", "robot_rl.ros.home_reset_node", "reset.timeout=60"],
+            [sys.executable, "-m", "robot_rl.ros.nodes.home_reset_node", "reset.timeout=60"],
             stdout=logs["reset"],
             stderr=subprocess.STDOUT,
         ),
@@ -478,9 +481,9 @@ def test_the_operator_stops_and_releases_the_arm_from_the_teleop_node():
 
     processes = [
         subprocess.Popen(sim_robot()),
-        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety_node", "robot.limits.state_timeout=0.05"]),
+        subprocess.Popen([sys.executable, "-m", "robot_rl.ros.safety.safety_node", "robot.limits.state_timeout=0.05"]),
     ]
-    teleop = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.teleop_node"], stdin=subprocess.PIPE)
+    teleop = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.nodes.teleop_node"], stdin=subprocess.PIPE)
     rclpy.init()
     watcher = TeleopWatcher(rclpy)
     flags: list[int] = []

@@ -1,7 +1,7 @@
-"""The safety node's sim-time lockstep (robot_rl.ros.lockstep), without ROS: which instants it ticks, when, how many
+"""The safety node's sim-time lockstep (robot_rl.ros.plumbing.lockstep), without ROS: which instants it ticks, when, how many
 ticks each, and which command it obeys from each on."""
 
-from robot_rl.ros.lockstep import MAX_SIM_TICKS, Lockstep
+from robot_rl.ros.plumbing.lockstep import MAX_SIM_TICKS, Lockstep
 
 MS = 1_000_000  # ns
 

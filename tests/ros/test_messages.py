@@ -12,7 +12,7 @@ from tests.conftest import require
 @pytest.fixture(scope="module")
 def messages():
     require("rclpy")
-    from robot_rl.ros import messages
+    from robot_rl.ros.plumbing import messages
 
     return messages
 
@@ -62,7 +62,7 @@ def test_camera_info_pose_twist_wrench_joints_and_joy(messages):
 
 # ----------------------------------------------------------------------------- validation of received messages
 def test_malformed_images_are_refused_with_what_was_expected(messages):
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     good = messages.image_msg(np.zeros((4, 6, 3), np.uint8), 0.0, "cam")
     cases = {
@@ -86,7 +86,7 @@ def test_poses_twists_wrenches_joints_joys_and_task_state_refuse_bad_values(mess
     from geometry_msgs.msg import Pose
     from std_msgs.msg import Float32MultiArray, MultiArrayDimension
 
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     pose = Pose()
     pose.orientation.w = 0.0  # all zeros: the quaternion of an unset orientation
@@ -154,7 +154,7 @@ _floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 def test_fuzz_image_to_numpy(messages, height, width, step, extra, encoding, bigendian, seed):
     from sensor_msgs.msg import Image
 
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     msg = Image(height=height, width=width, step=step, encoding=encoding, is_bigendian=bigendian)
     msg.data = np.random.default_rng(seed).integers(0, 256, max(height * step + extra, 0), dtype=np.uint8).tobytes()
@@ -170,7 +170,7 @@ def test_fuzz_image_to_numpy(messages, height, width, step, extra, encoding, big
 def test_fuzz_pose_to_numpy(messages, values):
     from geometry_msgs.msg import Pose
 
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     pose = Pose()
     (
@@ -201,7 +201,7 @@ def test_fuzz_pose_to_numpy(messages, values):
 def test_fuzz_joint_states_and_joys(messages, names, position, velocity, axes, buttons):
     from sensor_msgs.msg import JointState, Joy
 
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     try:
         opening = messages.joint_positions(JointState(name=names, position=position, velocity=velocity), ["finger"])

@@ -1,5 +1,5 @@
 """The nodes' endpoints without rclpy's default event handlers, and the graph look that reports the same mismatches
-(robot_rl/ros/mismatch_watch.py), against real rclpy."""
+(robot_rl/ros/plumbing/mismatch_watch.py), against real rclpy."""
 
 import time
 
@@ -12,7 +12,7 @@ def test_a_robot_rl_node_has_no_event_handler_in_its_wait_set():
     rclpy = require("rclpy")
     from std_msgs.msg import Float64
 
-    from robot_rl.ros.mismatch_watch import quiet_node
+    from robot_rl.ros.plumbing.mismatch_watch import quiet_node
 
     rclpy.init()
     try:
@@ -41,7 +41,7 @@ def test_the_watch_names_each_endpoint_that_cannot_talk_to_the_nodes_once():
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from std_msgs.msg import Float64, String
 
-    from robot_rl.ros.mismatch_watch import MismatchWatch, quiet_node
+    from robot_rl.ros.plumbing.mismatch_watch import MismatchWatch, quiet_node
 
     reliable = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
     best_effort = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)

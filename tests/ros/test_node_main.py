@@ -1,4 +1,4 @@
-"""The nodes' shared set-up (robot_rl/ros/node_main.py) against real rclpy."""
+"""The nodes' shared set-up (robot_rl/ros/plumbing/node_main.py) against real rclpy."""
 
 import random
 import subprocess
@@ -19,7 +19,7 @@ def test_a_background_executor_stops_without_an_error_in_its_thread(monkeypatch)
     (rclpy's shutdown does not wait for the spin in progress). A node with busy timers is spun in the background and
     stopped again, ``ROUNDS`` times, at random instants."""
     rclpy = require("rclpy")
-    from robot_rl.ros.node_main import spinning_in_background
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
 
     errors: list[str] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(repr(args.exc_value)))
@@ -45,7 +45,7 @@ def test_a_background_executor_stops_without_an_error_in_its_thread(monkeypatch)
 # second handler at its next check, inside that ``set``, where ``threading.Event.set`` holds the event's lock.
 TWO_SIGNALS = """
 import signal, sys, threading
-from robot_rl.ros.node_main import stop_requests
+from robot_rl.ros.plumbing.node_main import stop_requests
 
 inside = []
 
@@ -90,7 +90,7 @@ def test_a_second_stop_signal_inside_the_first_ones_handler_does_not_hang_the_no
 # A node stopped as a launch stops it: SIGINT, then a second signal while the node cleans up
 SECOND_SIGNAL_IN_THE_CLEAN_UP = """
 import os, signal, sys, time
-from robot_rl.ros.node_main import ros_node
+from robot_rl.ros.plumbing.node_main import ros_node
 
 second = getattr(signal, sys.argv[1])
 with ros_node("robot_rl_two_stops", []) as node:
@@ -114,3 +114,24 @@ def test_a_second_stop_signal_during_a_nodes_clean_up_is_ignored(second):
     result = subprocess.run(child, check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.stdout.split() == ["cleaned", "up"]
+
+
+def test_the_stores_of_an_fr3_session_say_fr3_in_data_info(tmp_path, capsys):
+    """Issue 73 item 7: ``robot-rl data info`` said ``robot panda`` for an fr3 session. The task spec ``robot-rl launch``
+    hands its nodes, whose metadata the recorder and the actor write into their stores, took the robot from the sim
+    model; it is the session's arm (``robot=fr3``) when the config names one."""
+    require("rclpy")
+    from robot_rl.cli.graph import graph_nodes, handed_task_spec
+    from robot_rl.cli.main import main
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.data import EpisodeStore
+    from robot_rl.ros.plumbing.node_main import node_task_spec
+
+    session = ["graph=collect_demos", "robot=fr3", "task=pick_cube"]
+    cfg = load_config(session)
+    with handed_task_spec(cfg, graph_nodes(cfg)) as spec_overrides:
+        metadata = node_task_spec(load_config([*session, *spec_overrides])).metadata()  # what the recorder writes
+    EpisodeStore.create(tmp_path / "demos.zarr", metadata)
+    assert main(["data", "info", f"store={tmp_path / 'demos.zarr'}"]) == 0
+    assert "task           pick_cube   robot fr3 " in capsys.readouterr().out
+    assert node_task_spec(load_config(["task=pick_cube"])).robot == "panda"  # no arm named: the sim model's

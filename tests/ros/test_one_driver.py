@@ -63,6 +63,7 @@ def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
         *SCENARIO,
         f"train.run_dir={graph}",
         "ros.sim_time=true",
+        "ros.progress_every=1",
         timeout=400,
     )
     output = result.stdout + result.stderr
@@ -92,6 +93,16 @@ def test_train_and_the_sim_train_graph_count_learn_and_record_alike(tmp_path):
     pauses = output.count('"kind": "paused"')
     assert 0 <= len(stores["graph"]) - DEMOS - len(graph_versions) <= pauses, output[-3000:]
     assert graph_versions == sorted(graph_versions) and all(v % WEIGHTS_EVERY == 0 for v in graph_versions)
+    assert max(graph_versions) > 0  # the actor played the weights the learner published once it had updated
+    # the learner's progress while it ran, robot-rl train's bar as lines (it printed nothing until its final checkpoint)
+    during = output[: output.index("checkpoint (final)")]
+    lines = re.findall(
+        rf"\[learner\] .* train reach: +\d+% (\d+)/{ONLINE_STEPS} .*, episodes=\d+, updates=(\d+), ", during
+    )
+    assert len(lines) >= 2 and [int(steps) for steps, _ in lines] == sorted(int(steps) for steps, _ in lines), lines
+    # the run's counts from the actor's records: demonstrations and online episodes, not 0 (issue 73)
+    counted = states["graph"]["counters"]
+    assert counted["demo_episodes_done"] == DEMOS and counted["episodes"] > DEMOS, counted
 
     # recorded episodes: the same sources, steps and metadata, and exactly the episodes each learner took, but for a
     # demonstration a stalled stream left (on loaded cores): played again, the one left is abandoned, and the

@@ -92,8 +92,8 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
     from sensor_msgs.msg import Image
     from std_msgs.msg import Bool, Float64, String
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import image_msg
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import image_msg
 
     rng = np.random.default_rng(0)  # success = a bright scene, failure = a dark one
     labels = np.arange(80) % 2 == 0
@@ -108,7 +108,7 @@ def test_reward_node_publishes_success_from_camera_frames(tmp_path):
     assert report["held_out_accuracy"] == 1.0
     path = tmp_path / "classifier.pt"
     model.save(path)
-    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.reward_node", f"classifier.out={path}"])
+    node = subprocess.Popen([sys.executable, "-m", "robot_rl.ros.nodes.reward_node", f"classifier.out={path}"])
     rclpy.init()
     watcher = Watcher(rclpy)
     camera = watcher.node.create_publisher(Image, "/camera/front/color/image_raw", qos.STREAM_PUBLISHER)
@@ -170,8 +170,8 @@ def test_a_step_reads_the_reward_that_goes_with_its_success():
 
     from std_msgs.msg import Bool, Float64
 
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.topic_env import TopicEnv
+    from robot_rl.ros.links.topic_env import TopicEnv
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
     from tests.ros.graph_helpers import PROPRIO_LAYOUT, TopicCell, topic_env_settings
 
     rclpy.init()
@@ -218,10 +218,10 @@ def test_a_silent_second_camera_stops_the_scores_instead_of_its_last_frame_being
     from sensor_msgs.msg import Image
     from std_msgs.msg import Bool
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import image_msg
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.reward_node import RewardPublisher
+    from robot_rl.ros.nodes.reward_node import RewardPublisher
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import image_msg
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
     from tests.ros.graph_helpers import wait_until
 
     cameras = ("front", "wrist")

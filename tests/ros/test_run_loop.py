@@ -63,8 +63,8 @@ def test_train_the_fleet_and_the_learner_node_share_one_run_loop(tmp_path, monke
     from robot_rl.data import EpisodeStore
     from robot_rl.data.transition import stored_transitions
     from robot_rl.data.wire import weight_shapes
-    from robot_rl.ros.delivery import Outbox
-    from robot_rl.ros.transport import RosTransport
+    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.plumbing.delivery import Outbox
     from robot_rl.runtime.fleet import train_fleet
     from robot_rl.runtime.session import make_agent
     from robot_rl.runtime.train import train

@@ -1,4 +1,4 @@
-"""The safety node's ticks as a stream (robot_rl.ros.safety_ticks): rows completed with the constraint bits that follow
+"""The safety node's ticks as a stream (robot_rl.ros.safety.safety_ticks): rows completed with the constraint bits that follow
 them, batched, every message checked on arrival, and each step given the ticks before its observation."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ WIDTH = 26 + 9
 @pytest.fixture(scope="module")
 def ticks():
     require("rclpy")
-    from robot_rl.ros import safety_ticks
+    from robot_rl.ros.safety import safety_ticks
 
     return safety_ticks
 
@@ -76,7 +76,7 @@ def test_sim_time_ticks_wait_for_the_next_arm_states_bits_and_go_out_with_them(t
 def test_malformed_ticks_are_refused(ticks, breakage, message):
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-    from robot_rl.ros.guard import MessageError
+    from robot_rl.ros.plumbing.guard import MessageError
 
     rows = np.zeros((3, WIDTH + 4))
     rows[:, 0] = [0.0, 0.001, 0.002]

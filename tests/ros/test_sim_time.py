@@ -37,10 +37,10 @@ def test_the_graph_resolves_sim_time_for_every_node():
 @pytest.mark.parametrize(
     "node",
     [
-        ["-m", "robot_rl.ros.safety_node", "ros.sim_time=true", "--clock-timeout", "1"],
-        ["-m", "robot_rl.ros.learner_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
-        ["-m", "robot_rl.ros.recorder_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
-        ["-m", "robot_rl.ros.actor_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+        ["-m", "robot_rl.ros.safety.safety_node", "ros.sim_time=true", "--clock-timeout", "1"],
+        ["-m", "robot_rl.ros.nodes.learner_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+        ["-m", "robot_rl.ros.nodes.recorder_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
+        ["-m", "robot_rl.ros.nodes.actor_node", "task=reach", "ros.sim_time=true", "ros.startup_timeout=1"],
     ],
     ids=["safety", "learner", "recorder", "actor"],
 )
@@ -105,9 +105,9 @@ def test_the_lockstep_waits_for_a_safety_node_that_starts_late(tmp_path):
     from omegaconf import OmegaConf
 
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.sim_clock import sim_time_parameters, wait_for_clock
-    from robot_rl.ros.topic_env import TopicEnv, TopicEnvSettings
+    from robot_rl.ros.links.topic_env import TopicEnv, TopicEnvSettings
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
+    from robot_rl.ros.plumbing.sim_clock import sim_time_parameters, wait_for_clock
     from robot_rl.runtime.envs import make_env
     from tests.ros.graph_helpers import Graph
 
@@ -148,9 +148,9 @@ def test_sim_time_velocity_stands_when_the_sim_robot_repeats_an_instant():
     from omegaconf import OmegaConf
 
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros.messages import pose_msg
-    from robot_rl.ros.sim_clock import sim_time_parameters
-    from robot_rl.ros.topic_env import POSE, TopicEnv, TopicEnvSettings
+    from robot_rl.ros.links.topic_env import POSE, TopicEnv, TopicEnvSettings
+    from robot_rl.ros.plumbing.messages import pose_msg
+    from robot_rl.ros.plumbing.sim_clock import sim_time_parameters
     from robot_rl.runtime.envs import make_env
 
     cfg = load_config(["task=reach", "ros.sim_time=true"])
@@ -186,9 +186,9 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
     from std_msgs.msg import Float64
 
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import pose_msg
-    from robot_rl.ros.sim_robot_node import SimRobot
+    from robot_rl.ros.emulation.sim_robot_node import SimRobot
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import pose_msg
     from robot_rl.runtime.envs import make_env
 
     cfg = load_config(["task=pick_cube"])
@@ -198,7 +198,7 @@ def test_sim_time_the_sim_robot_steps_only_with_the_gripper_command_of_the_insta
     safety = rclpy.create_node("robot_rl_safety")
     try:
         robot = SimRobot(node, env, 100.0, 10.0, "base", seed=0, reset_service=False, sim_time=True, command_wait=5.0)
-        from robot_rl.ros.node_main import executor_of
+        from robot_rl.ros.plumbing.node_main import executor_of
 
         robot.executor = executor_of(node)
         robot.start(None)  # the first episode's reset: its observation of instant robot.now_ns
@@ -247,10 +247,10 @@ def test_sim_time_the_sim_robot_sends_a_periods_first_instant_only_after_the_saf
     from std_msgs.msg import Float64
 
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import pose_msg, stamp_ns
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.sim_robot_node import SimRobot
+    from robot_rl.ros.emulation.sim_robot_node import SimRobot
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import pose_msg, stamp_ns
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
     from robot_rl.runtime.envs import make_env
 
     cfg = load_config(["task=reach"])
@@ -317,10 +317,10 @@ def test_sim_time_safety_node_ticks_each_instant_with_its_own_command_and_wrench
     from rosgraph_msgs.msg import Clock
     from std_msgs.msg import Float64, UInt32
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import pose_msg, stamp_ns, wrench_msg
-    from robot_rl.ros.safety_node import LockstepSafetyNode
-    from robot_rl.ros.sim_clock import sim_time_parameters
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import pose_msg, stamp_ns, wrench_msg
+    from robot_rl.ros.plumbing.sim_clock import sim_time_parameters
+    from robot_rl.ros.safety.safety_node import LockstepSafetyNode
     from robot_rl.safety import SafetyLimits, Violation
 
     down = np.diag([1.0, -1.0, -1.0])  # tool pointing down
@@ -463,12 +463,12 @@ def test_sim_time_the_actor_reads_the_humans_input_of_the_observation_it_acts_on
     from std_msgs.msg import Bool, Float64
     from std_srvs.srv import SetBool
 
-    from robot_rl.ros import qos
-    from robot_rl.ros.messages import joint_state_msg, joy_msg, pose_msg
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.sim_clock import sim_time_parameters
-    from robot_rl.ros.teleop_source import TopicTeleop
-    from robot_rl.ros.topic_env import JOINTS, POSE, REWARD, SUCCESS, TopicEnv
+    from robot_rl.ros.links.teleop_source import TopicTeleop
+    from robot_rl.ros.links.topic_env import JOINTS, POSE, REWARD, SUCCESS, TopicEnv
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import joint_state_msg, joy_msg, pose_msg
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
+    from robot_rl.ros.plumbing.sim_clock import sim_time_parameters
     from tests.ros.graph_helpers import PROPRIO_LAYOUT, topic_env_settings
 
     settings = topic_env_settings(episode_steps=10, sim_time=True)

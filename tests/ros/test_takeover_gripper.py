@@ -3,6 +3,8 @@ actor's mux over topics, and the teleop node's buttons)."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 
 import numpy as np
@@ -18,9 +20,9 @@ def test_a_takeover_keeps_the_grasp_until_the_operator_presses_a_gripper_button(
     operator acting (a take-over even with the puck at rest) and sets the gripper; a reset with the fingers on a
     part (the peg task starts holding its peg) counts as closed."""
     rclpy = require("rclpy")
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.teleop_source import TopicTeleop
-    from robot_rl.ros.topic_env import TopicEnv
+    from robot_rl.ros.links.teleop_source import TopicTeleop
+    from robot_rl.ros.links.topic_env import TopicEnv
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
 
     rclpy.init()
     actor, cell_node = rclpy.create_node("robot_rl_actor"), rclpy.create_node("robot_rl_test_cell")
@@ -68,7 +70,7 @@ def test_the_teleop_node_publishes_a_gripper_button_only_while_it_is_pressed():
     pressed close, which the actor's mux reads as a press. A button now reads pressed for ``BUTTON_HOLD`` s after its
     press (the actor at 10 Hz sees a click), then released."""
     require("rclpy")
-    from robot_rl.ros.teleop_node import BUTTON_HOLD, TeleopState
+    from robot_rl.ros.nodes.teleop_node import BUTTON_HOLD, TeleopState
 
     state = TeleopState()
     start = time.monotonic()
@@ -86,8 +88,8 @@ def test_a_reset_that_takes_longer_than_ten_stream_timeouts_is_waited_for_not_a_
     scene reset (homing, then a person putting the cube back) simply took 10-13 s: a reset in progress is not a stalled
     stream. The actor waits ``ros.reset_timeout`` for it."""
     rclpy = require("rclpy")
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.topic_env import StreamStalled, TopicEnv
+    from robot_rl.ros.links.topic_env import StreamStalled, TopicEnv
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
 
     rclpy.init()
     actor, cell_node = rclpy.create_node("robot_rl_actor"), rclpy.create_node("robot_rl_test_cell")
@@ -104,4 +106,53 @@ def test_a_reset_that_takes_longer_than_ten_stream_timeouts_is_waited_for_not_a_
     finally:
         for node in (actor, cell_node, reset_node):
             node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_a_reset_server_that_starts_again_mid_reset_is_asked_again():
+    """benchmarks/cell_faults.py: the reset node killed while it served a reset, restarted by the launch, never
+    answered its predecessor's request, and the actor waited out the 120 s reset_timeout. A node serving the reset
+    that sends a newer claim to its name is asked again, and its answer ends the reset."""
+    rclpy = require("rclpy")
+    from std_msgs.msg import String
+    from std_srvs.srv import SetBool
+
+    from robot_rl.ros.links.topic_env import TopicEnv
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.name_claim import CLAIMS_TOPIC
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
+
+    rclpy.init()
+    actor, cell_node = rclpy.create_node("robot_rl_actor"), rclpy.create_node("robot_rl_test_cell")
+    dead = rclpy.create_node("robot_rl_home_reset")  # serves the reset, never spun: it takes the request, no answer
+    TopicCell(cell_node, reset_node=dead)
+    restarted = None
+    try:
+        with spinning_in_background(actor), spinning_in_background(cell_node):
+            env = TopicEnv(actor, topic_env_settings(stream_timeout=5.0, reset_timeout=60.0), PROPRIO_LAYOUT)
+            answer: list = []
+            started = time.monotonic()
+            thread = threading.Thread(target=lambda: answer.append(env.reset()), daemon=True)
+            thread.start()
+            time.sleep(1.0)  # the request went to the dead one
+            assert not answer
+            restarted = rclpy.create_node("robot_rl_home_reset")  # the launch's restart of it
+
+            def reset(request, response):
+                response.success, response.message = True, "reset by the restarted node"
+                return response
+
+            restarted.create_service(SetBool, "/rl/reset", reset)
+            claims = restarted.create_publisher(String, CLAIMS_TOPIC, qos.LATCHED)
+            claim = {"name": "/robot_rl_home_reset", "started": time.time(), "token": "restarted"}
+            claims.publish(String(data=json.dumps(claim)))
+            with spinning_in_background(restarted):
+                thread.join(timeout=30.0)
+            assert answer, "the reset still waits for the dead server (old code: until reset_timeout, 60 s)"
+            assert answer[0][1]["reset"] == "reset by the restarted node"
+            assert time.monotonic() - started < 30.0
+    finally:
+        for node in (actor, cell_node, dead, restarted):
+            if node is not None:
+                node.destroy_node()
         rclpy.shutdown()

@@ -1,4 +1,4 @@
-"""The safety node's real-time loop (:func:`robot_rl.ros.node_main.spin_at_rate`): ticks on an absolute schedule,
+"""The safety node's real-time loop (:func:`robot_rl.ros.plumbing.node_main.spin_at_rate`): ticks on an absolute schedule,
 callbacks served between them, a late tick still made, a stall's missed deadlines dropped and counted, garbage
 collected between the ticks, Ctrl-C stops."""
 
@@ -34,7 +34,7 @@ def run_loop(tick_body, ticks: int, log: LogSpy | None = None):
     rclpy = require("rclpy")
     from std_msgs.msg import UInt32
 
-    from robot_rl.ros.node_main import spin_at_rate
+    from robot_rl.ros.plumbing.node_main import spin_at_rate
 
     rclpy.init()
     node = rclpy.create_node("robot_rl_test_tick_loop")
@@ -96,7 +96,7 @@ def test_the_loops_shut_their_executor_down_before_the_context_goes():
     rclpy = require("rclpy")
     from rclpy.executors import Executor
 
-    from robot_rl.ros.node_main import spin
+    from robot_rl.ros.plumbing.node_main import spin
 
     def live_guards() -> int:
         return sum(1 for o in gc.get_objects() if isinstance(o, Executor) and o._sigint_gc is not None)

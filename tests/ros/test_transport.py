@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.data.transition import Transition
+from robot_rl.data.delivery_ledger import Numbered
+from robot_rl.data.transition import Provenance, Transition
 from tests.conftest import require
 
 
@@ -25,9 +26,13 @@ def transition(index: int) -> Transition:
         intervened=False,
         demo=True,
         first=index == 0,
-        episode="e" * 32,
-        step=index,
+        origin=Provenance(episode="e" * 32, step=index),
     )
+
+
+def of_episode(uid: str, index: int, **changes: Any) -> Transition:
+    """:func:`transition` ``index`` as step ``index`` of episode ``uid``, with ``changes``."""
+    return replace(transition(index), origin=Provenance(episode=uid, step=index), **changes)
 
 
 @contextmanager
@@ -37,13 +42,13 @@ def actor_transport() -> Iterator[tuple[Any, Any, list[list[Transition]]]]:
     rclpy = require("rclpy")
     from rclpy.context import Context
 
-    from robot_rl.ros.delivery import Outbox
-    from robot_rl.ros.transport import RosTransport
+    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.plumbing.delivery import Outbox
 
     context = Context()
     rclpy.init(context=context)
     try:
-        stored: list[list[Transition]] = []
+        stored: list[list[Numbered]] = []
         outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=0.0, spill=stored.append)
         node = rclpy.create_node("robot_rl_actor", context=context)
         yield RosTransport(node, "actor", expected_weights={}, outbox=outbox), outbox, stored
@@ -57,15 +62,15 @@ def test_an_episode_left_without_its_last_step_goes_to_the_learner_and_to_no_sto
     actor's own store: a 21st demonstration of a few steps in a full run on loaded cores
     (test_graph::test_distributed_training_learns_reach). The learner still gets its steps."""
     with actor_transport() as (actor, outbox, stored):
-        stalled = [replace(transition(i), episode="a" * 32) for i in range(3)]  # no last step: a stream stalled
-        finished = [replace(transition(i), episode="b" * 32, terminated=i == 2) for i in range(3)]
+        stalled = [of_episode("a" * 32, i) for i in range(3)]  # no last step: a stream stalled
+        finished = [of_episode("b" * 32, i, terminated=i == 2) for i in range(3)]
         actor.send_transitions(stalled)
         actor.send_transitions(finished)
         time.sleep(0.01)  # past record_timeout: the recorder (none here) did not confirm
         actor.service(lambda spilled: [])
-        actor.send_transitions([replace(transition(0), episode="c" * 32)])  # at the exit: mid-episode again
+        actor.send_transitions([of_episode("c" * 32, 0)])  # at the exit: mid-episode again
         actor.finish(record_wait=0.0)
-        assert [episode[0].episode for episode in stored] == ["b" * 32]
+        assert [episode[0].transition.origin.episode for episode in stored] == ["b" * 32]
         assert [t.seq for t in outbox.resend()[1]] == list(range(1, 8))  # every step still goes to a learner
 
 
@@ -87,10 +92,10 @@ def test_an_online_episode_a_stall_leaves_is_cut_there_and_recorded_and_a_demons
     there as a budget cut one does: the recorder hears its last step on rl/episode_cut (at the stall, or at the next
     episode's first step at the latest) and, unconfirmed, the actor's store records it. A demonstration left so is
     played again: abandoned, no cut, no store."""
-    from robot_rl.ros.delivery import parse_cut
+    from robot_rl.ros.plumbing.delivery import parse_cut
 
     def episode(uid: str, steps: int, demo: bool = False) -> list[Transition]:
-        return [replace(transition(i), episode=uid * 32, demo=demo) for i in range(steps)]
+        return [of_episode(uid * 32, i, demo=demo) for i in range(steps)]
 
     with actor_transport() as (actor, outbox, stored):
         actor._cuts = cuts = Published()
@@ -98,7 +103,7 @@ def test_an_online_episode_a_stall_leaves_is_cut_there_and_recorded_and_a_demons
         actor.send_transitions(episode("b", 2))  # ... and the actor plays a new episode
         time.sleep(0.01)  # past record_timeout: the recorder (none here) did not confirm
         actor.service(lambda spilled: [])
-        assert [(t[0].episode, len(t)) for t in stored] == [("a" * 32, 3)]
+        assert [(t[0].transition.origin.episode, len(t)) for t in stored] == [("a" * 32, 3)]
         assert [parse_cut(msg.data) for msg in cuts.messages] == [("a" * 32, 3)]
         assert actor.leave_episode() == ("b" * 32, False)  # "b" stalls too: the actor's stall handler cuts it at once
         assert actor.leave_episode() is None  # said once
@@ -108,7 +113,7 @@ def test_an_online_episode_a_stall_leaves_is_cut_there_and_recorded_and_a_demons
         actor.send_transitions(episode("d", 1, demo=True))  # played again
         time.sleep(0.01)
         actor.service(lambda spilled: [])
-        assert [(t[0].episode, len(t)) for t in stored] == [("a" * 32, 3), ("b" * 32, 2)]
+        assert [(t[0].transition.origin.episode, len(t)) for t in stored] == [("a" * 32, 3), ("b" * 32, 2)]
         assert [parse_cut(msg.data) for msg in cuts.messages] == [("a" * 32, 3), ("b" * 32, 5)]
         assert [t.seq for t in outbox.resend()[1]] == list(range(1, 9))  # every step still goes to a learner
 
@@ -120,9 +125,9 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     from std_msgs.msg import UInt8MultiArray
 
     from robot_rl.data.wire import TransitionSchema, decode_transitions
-    from robot_rl.ros import qos
-    from robot_rl.ros.delivery import Outbox
-    from robot_rl.ros.transport import TRANSITIONS_TOPIC, RosTransport
+    from robot_rl.ros.links.transport import TRANSITIONS_TOPIC, RosTransport
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.delivery import Outbox
 
     # two contexts: the actor and its subscribers are separate DDS participants, as in separate processes
     actor_context, cell_context = Context(), Context()
@@ -140,7 +145,7 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
 
         learner = RosTransport(rclpy.create_node("robot_rl_learner", context=cell_context), "learner", schema=schema)
         recorder_node = rclpy.create_node("robot_rl_recorder", context=cell_context)
-        recorded: list[Transition] = []
+        recorded: list[Numbered] = []
         recorder_node.create_subscription(
             UInt8MultiArray,
             TRANSITIONS_TOPIC,
@@ -154,14 +159,15 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
         executor = SingleThreadedExecutor(context=cell_context)
         executor.add_node(learner.node)
         executor.add_node(recorder_node)
-        learned: list[Transition] = []
+        learned: list[Numbered] = []
         deadline = time.monotonic() + 30
         while (len(learned) < 20 or len(recorded) < 20) and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.05)
             learned += learner.receive_transitions(timeout=0)
-        assert [t.reward for t in learned] == [float(i) for i in range(20)]
-        assert [t.seq for t in learned] == list(range(1, 21)) and {t.actor for t in learned} == {"actor-1"}
-        assert [t.reward for t in recorded] == [float(i) for i in range(20)]
+        assert [n.transition.reward for n in learned] == [float(i) for i in range(20)]
+        actors = {n.transition.origin.actor for n in learned}
+        assert [n.seq for n in learned] == list(range(1, 21)) and actors == {"actor-1"}
+        assert [n.transition.reward for n in recorded] == [float(i) for i in range(20)]
         executor.shutdown()
     finally:
         rclpy.shutdown(context=actor_context)
@@ -176,8 +182,8 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
     from rclpy.executors import SingleThreadedExecutor
 
     from robot_rl.data.wire import TransitionSchema
-    from robot_rl.ros.delivery import Outbox
-    from robot_rl.ros.transport import RosTransport
+    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.plumbing.delivery import Outbox
 
     actor_context, cell_context = Context(), Context()
     rclpy.init(context=actor_context)
@@ -195,7 +201,7 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
             "learner",
             schema=TransitionSchema({"state": (5,)}, 4),
         )
-        learned: list[Transition] = []
+        learned: list[Numbered] = []
         answering = threading.Event()
         answering.set()
 
@@ -242,10 +248,10 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
     from std_msgs.msg import UInt8MultiArray
 
     from robot_rl.data.wire import TransitionSchema, decode_weights
-    from robot_rl.ros import qos
-    from robot_rl.ros.fast_critic import WEIGHTS_TOPIC as FAST_TOPIC
-    from robot_rl.ros.safety_node import SafetyNode
-    from robot_rl.ros.transport import WEIGHTS_TOPIC, RosTransport
+    from robot_rl.ros.links.transport import WEIGHTS_TOPIC, RosTransport
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.safety.fast_critic import WEIGHTS_TOPIC as FAST_TOPIC
+    from robot_rl.ros.safety.safety_node import SafetyNode
     from robot_rl.safety import SafetyLimits
     from robot_rl.safety.fast_critic import (
         FAST_CRITIC_KEY,
@@ -324,10 +330,10 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
     from std_msgs.msg import String
 
     from robot_rl.cli.graph import Launcher
-    from robot_rl.ros import qos
-    from robot_rl.ros.actor_node import STOPPED_WAIT, ExitWaits
-    from robot_rl.ros.delivery import ACK_TOPIC, Outbox
-    from robot_rl.ros.transport import RosTransport
+    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.nodes.actor_node import STOPPED_WAIT, ExitWaits
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.delivery import ACK_TOPIC, Outbox
 
     stopped = ExitWaits.at_exit(exit_timeout=60.0, record_timeout=10.0, stopped=True)
     assert 2 * stopped.flush + stopped.catch_up + stopped.record + stopped.monitor < Launcher([], []).grace

@@ -137,10 +137,10 @@ def test_twin_in_process_and_graph_in_sim_time_agree_step_by_step(tmp_path):
     from std_msgs.msg import UInt32
 
     from robot_rl.core.composed_config import load_config
-    from robot_rl.ros.node_main import spinning_in_background
-    from robot_rl.ros.sim_clock import lockstep_teleop, sim_time_parameters, wait_for_clock
-    from robot_rl.ros.teleop_source import TopicTeleop
-    from robot_rl.ros.topic_env import TopicEnv, TopicEnvSettings
+    from robot_rl.ros.links.teleop_source import TopicTeleop
+    from robot_rl.ros.links.topic_env import TopicEnv, TopicEnvSettings
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
+    from robot_rl.ros.plumbing.sim_clock import lockstep_teleop, sim_time_parameters, wait_for_clock
     from robot_rl.runtime.envs import make_env, make_expert
     from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
 
@@ -259,9 +259,10 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
 
     from robot_rl.core.composed_config import load_config
     from robot_rl.core.transport import LocalTransport
+    from robot_rl.data.delivery_ledger import Numbered
     from robot_rl.data.wire import weight_shapes
-    from robot_rl.ros.delivery import Outbox
-    from robot_rl.ros.transport import RosTransport
+    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.plumbing.delivery import Outbox
     from robot_rl.runtime.envs import make_env, make_expert, observation_shapes
     from robot_rl.runtime.learner import Learner
     from robot_rl.runtime.session import make_agent
@@ -291,7 +292,7 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
 
     # in-process: robot-rl train's learner thread behind its local transport
     torch.manual_seed(SEED)
-    local_transport = LocalTransport()
+    local_transport = LocalTransport(deliver=Numbered)
     learner = Learner(
         make_agent(cfg, shapes, action_dim, SEED), settings_from(cfg.train), shapes, action_dim, local_transport, SEED
     )

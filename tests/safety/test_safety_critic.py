@@ -92,16 +92,17 @@ def test_the_risk_target_bootstraps_through_the_time_limit_not_through_terminati
     with torch.no_grad():
         critic.target.net[-1].bias.fill_(6.0)  # the target critic sees a violation ahead everywhere: risk ~0.998
     batch = critic.sample(one_episode(5, terminated))
-    last = batch["state"][:, 0] == 4
+    last = batch.state[:, 0].numpy() == 4
+    action, next_action, cost = batch.action.numpy(), batch.next_action.numpy(), batch.cost.numpy()
     assert last.any() and (~last).any()
-    np.testing.assert_array_equal(batch["next_action"][last], batch["action"][last])  # no next step: the same action
-    np.testing.assert_allclose(batch["next_action"][~last], batch["action"][~last] + np.float32(0.1), atol=1e-6)
+    np.testing.assert_array_equal(next_action[last], action[last])  # no next step: the same action
+    np.testing.assert_allclose(next_action[~last], action[~last] + np.float32(0.1), atol=1e-6)
     targets = critic.targets(batch).numpy()
     assert targets[~last] == pytest.approx(0.7 * 0.9975, abs=0.002)
     if terminated:  # nothing follows a termination: the target is the cost alone
-        np.testing.assert_array_equal(targets[last], batch["cost"][last])
+        np.testing.assert_array_equal(targets[last], cost[last])
     else:  # cut by the time limit, the risk ahead still counts
-        assert targets[last] == pytest.approx(0.7 * 0.9975, abs=0.002) and (targets[last] > batch["cost"][last]).all()
+        assert targets[last] == pytest.approx(0.7 * 0.9975, abs=0.002) and (targets[last] > cost[last]).all()
     assert np.isfinite(critic.update(batch)["safety_loss"])
 
 
@@ -178,3 +179,22 @@ def test_bad_constraints_are_named():
     with pytest.raises(ConfigError) as error:
         make_env({**task, "constraints": {"table_force": -1}})
     assert error.value.key == "task.constraints.table_force"
+
+
+def test_once_pretrained_each_online_batch_draws_its_prior_fraction_from_the_pretraining_buffer():
+    from robot_rl.runtime.safety_learning import SafetyLearner, safety_settings
+
+    settings = safety_settings({"pretrain_updates": 1, "prior_fraction": 0.25, "critic": {"batch_size": 8}})
+    learner = SafetyLearner(settings, 1, 1, seed=0)
+    prior, online = one_episode(20, terminated=True), ReplayBuffer(16, {"state": ((1,), np.float32)}, 1)
+    for t in range(3):  # online states 100-102, the prior's 0-19
+        state, following = np.array([100 + t], np.float32), np.array([101 + t], np.float32)
+        online.add({"state": state}, np.zeros(1, np.float32), 0.0, {"state": following}, False, t == 2)
+    learner.pretrain(prior)
+    batches = []
+    update = learner.critic.update
+    learner.critic.update = lambda batch: batches.append(batch) or update(batch)
+    assert np.isfinite(learner.update(online)["safety_loss"])
+    states = batches[0].state[:, 0]
+    assert states.tolist()[:2] == [s for s in states.tolist() if s < 100] and len(states) == 8  # 0.25 of 8 first
+    assert batches[0].action.shape == batches[0].next_action.shape == (8, 1)

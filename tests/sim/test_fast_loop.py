@@ -148,6 +148,7 @@ def test_a_policy_step_the_fast_critic_changed_reaches_the_learner_as_filtered_a
     assert len(policy_steps) == 3 and all(t.filtered for t in policy_steps)  # 3 cm steps in +x: each one scaled
     assert not sent.transitions[1].filtered  # the human's step: theirs, never relabelled or penalised
     stats = play.stats()
+    assert stats["uid"] == sent.transitions[0].origin.episode  # the record names the episode the stores keep
     assert stats["fast_filtered_steps"] == 4  # the fast loop acts on the human's command too, and it is counted
     ticks = sum(
         int(np.count_nonzero(t.streams["fast_flags"][0] & int(Violation.RISK_FILTERED))) for t in sent.transitions

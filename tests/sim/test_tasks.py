@@ -6,8 +6,9 @@ import pytest
 from robot_rl.core.config import ConfigError
 from robot_rl.core.geometry import orientation_error, rotvec_from_matrix
 from robot_rl.sim.tasks import PegInsertEnv, PickCubeEnv, ReachEnv
+from robot_rl.sim.tasks.backward import PegInsertResetEnv, PickCubeResetEnv
 
-TASKS = [ReachEnv, PickCubeEnv, PegInsertEnv]
+TASKS = [ReachEnv, PickCubeEnv, PegInsertEnv, PickCubeResetEnv, PegInsertResetEnv]
 
 
 @pytest.mark.parametrize("env_class", TASKS)

@@ -47,7 +47,7 @@ def import_store(
     if fmt == "mcap":
         from .mcap_import import read_mcap as read
     elif fmt == "lerobot":
-        from .lerobot import read_lerobot as read
+        from .lerobot_import import read_lerobot as read
     else:
         from .robomimic import read_robomimic as read
     metadata, episodes, notes = read(path, options)

@@ -1,7 +1,7 @@
 """The fast critic: a learned risk model the safety node evaluates every tick, before the hard layer.
 
 The policy-rate filter (:mod:`robot_rl.safety.filter` in the actor, 10 Hz) sees the policy's observation. The fast
-loop (``robot_rl.ros.safety_node``, 500 Hz-1 kHz) sees only the arm: this module defines what it feeds a risk model
+loop (``robot_rl.ros.safety.safety_node``, 500 Hz-1 kHz) sees only the arm: this module defines what it feeds a risk model
 from that (:mod:`.features`), a small numpy MLP and its files (:mod:`.model`), its settings (:mod:`.settings`) and
 :class:`FastCriticFilter` (:mod:`.filter`), which makes the decision with the same
 :class:`~robot_rl.safety.filter.SafetyFilter` (line search, recovery, hysteresis, dwell, deadline, bypass).

@@ -47,8 +47,8 @@ class FastCriticModel:
     """A small MLP over (state, delta, task context) -> risk in [0, 1], float32, torch-free.
 
     ``__call__(state (19 + C,), deltas (K, 7)) -> (K,)`` scores every candidate in one batch, the state followed by the
-    :attr:`context_width` C context values. Every numpy call costs 2-4 us of Python on a 2-core machine, more than
-    the arithmetic of a 128-wide layer, so the whole pass is one call into C (``robot_rl/safety/_mlp.c``, built at
+    :attr:`context_width` C context values. Every numpy call costs microseconds of Python, more than the
+    arithmetic of a 128-wide layer (``benchmarks/safety_loop.py``), so the whole pass is one call into C (``robot_rl/safety/_mlp.c``, built at
     install; :attr:`native`) where it was built; the safety node's tick also builds its input there, from the arm's
     and the command's arrays (:meth:`score_command`, :meth:`score_candidates`). The numpy pass (the reference; without
     a compiler) makes few calls: each layer is one matrix product on an input with a trailing column of ones (the

@@ -1,0 +1,117 @@
+"""The pixel main job on the CPU: pick_cube from two 64x64 cameras (front, wrist), no object pose at all, the
+scripted demonstrations and human of the README's main job, the frozen pretrained encoder
+(``agent.camera_encoder=pretrained``) against today's DrQ CNN on the same budget, several seeds (issue 74).
+
+    python -m benchmarks.pixel_learning_cpu [--seeds 0 1 2] [--steps 2000] [--encoders pretrained drq] [--merge]
+
+Each run is ``robot-rl train`` with the main job's defaults and ``PIXEL_TASK``, one after the other, on
+``train.torch_threads`` (both cores here). Per encoder and seed (``per_encoder.<encoder>.per_seed``): what
+``benchmarks.main_job`` records (steps and seconds to the first evaluation at >= 90%, final success, takeover rate)
+plus ``updates_per_second`` (the learner's updates over the run's wall seconds, demonstrations included). Per encoder:
+``median_steps_to_90``, ``median_seconds_to_90``, ``min_final_eval_success``; and
+``pretrained_vs_drq_seconds_to_90`` (DrQ's median seconds to 90% over the pretrained encoder's; a run that never
+reached 90% counts its whole wall time). Writes ``benchmarks/results/pixel_learning_cpu.json``; with ``--merge`` the
+encoders of the file already there that this invocation did not run stay in it (one encoder at a time, on the same
+``--steps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import RESULTS, run_training, write_result
+from benchmarks.main_job import seed_record
+
+PIXEL_TASK = ["task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=64"]
+ENCODERS = {"pretrained": ["agent.camera_encoder=pretrained"], "drq": ["agent.camera_encoder=cnn"]}  # DrQ-v2's CNN
+
+
+def updates_made(run_dir: Path) -> int:
+    """The learner's updates in the run's final checkpoint."""
+    return int(json.loads((run_dir / "checkpoint" / "counters.json").read_text())["update_calls"])
+
+
+def median_or_none(values: list) -> float | None:
+    values = [value for value in values if value is not None]
+    return statistics.median(values) if values else None
+
+
+def encoder_figures(per_seed: dict[str, dict]) -> dict:
+    records = list(per_seed.values())
+    return {
+        "per_seed": per_seed,
+        "median_steps_to_90": median_or_none([r["steps_to_90"] for r in records]),
+        "median_seconds_to_90": median_or_none([r["seconds_to_90"] for r in records]),
+        "seeds_at_90": sum(r["steps_to_90"] is not None for r in records),
+        "min_final_eval_success": min(r["final_eval_success"] for r in records),
+        "median_updates_per_second": median_or_none([r["updates_per_second"] for r in records]),
+    }
+
+
+def seconds_to_90_or_all(record: dict) -> float:
+    return record["seconds_to_90"] if record["seconds_to_90"] is not None else record["wall_seconds_total"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=2000, help="online env steps per run (train.env_steps)")
+    parser.add_argument("--encoders", nargs="+", choices=sorted(ENCODERS), default=["pretrained", "drq"])
+    parser.add_argument("--runs", default="runs/pixel_learning_cpu")
+    parser.add_argument("--merge", action="store_true", help="keep the other encoders of the results file")
+    parser.add_argument("overrides", nargs="*", help="more robot-rl overrides, for every run")
+    args = parser.parse_args()
+    runs = Path(args.runs)
+    taken = [str(runs / encoder) for encoder in args.encoders if (runs / encoder).exists()]
+    if taken:
+        print(
+            f"robot-rl: error: runs={runs}; expected no encoder folders yet, found {' '.join(taken)}", file=sys.stderr
+        )
+        sys.exit(2)
+    per_encoder = {}
+    if args.merge and (RESULTS / "pixel_learning_cpu.json").exists():
+        earlier = json.loads((RESULTS / "pixel_learning_cpu.json").read_text())
+        if earlier.get("steps") != args.steps:
+            print(f"robot-rl: error: steps={args.steps}; the results file has {earlier.get('steps')}", file=sys.stderr)
+            sys.exit(2)
+        per_encoder = dict(earlier["figures"]["per_encoder"])
+    for encoder in args.encoders:
+        per_seed = {}
+        for seed in args.seeds:
+            run_dir = runs / encoder / f"seed{seed}"
+            overrides = [f"seed={seed}", f"train.env_steps={args.steps}", *PIXEL_TASK, *ENCODERS[encoder]]
+            start = time.monotonic()
+            summary = run_training(run_dir, [*overrides, *args.overrides])
+            record = seed_record(summary, time.monotonic() - start)
+            record["updates_per_second"] = round(updates_made(run_dir) / summary["wall_seconds"], 2)
+            per_seed[str(seed)] = record
+            print(
+                f"{encoder} seed {seed}: 90% at {record['steps_to_90']} steps / {record['seconds_to_90']} s, final "
+                f"{record['final_eval_success']:.2f}, {record['updates_per_second']} updates/s",
+                flush=True,
+            )
+        per_encoder[encoder] = encoder_figures(per_seed)
+    figures = {"per_encoder": per_encoder}
+    if {"pretrained", "drq"} <= set(per_encoder):
+        slow, fast = (
+            statistics.median(seconds_to_90_or_all(r) for r in per_encoder[name]["per_seed"].values())
+            for name in ("drq", "pretrained")
+        )
+        figures["pretrained_vs_drq_seconds_to_90"] = round(slow / fast, 2)
+    print(json.dumps({e: {k: v for k, v in f.items() if k != "per_seed"} for e, f in per_encoder.items()}))
+    path = write_result(
+        "pixel_learning_cpu",
+        figures,
+        steps=args.steps,
+        settings={"seeds": args.seeds, "task": PIXEL_TASK, "overrides": args.overrides},
+    )
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

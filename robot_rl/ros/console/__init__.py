@@ -1,0 +1,1 @@
+"""The operator's web page (``console_node``) and its static files (``static/``)."""
