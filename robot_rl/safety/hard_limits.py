@@ -52,6 +52,18 @@ class Violation(enum.IntFlag):
     #                         arm/error; it holds the measured pose until the error is recovered
 
 
+#: The flags of a tick that holds the arm where it is instead of moving it toward a command: no command (stale), no
+#: state, the e-stop latch, a non-finite command, the safety node inactive or the arm in error.
+HOLDS = (
+    Violation.NONFINITE
+    | Violation.STALE_COMMAND
+    | Violation.STALE_STATE
+    | Violation.ESTOP
+    | Violation.INACTIVE
+    | Violation.ARM_ERROR
+)
+
+
 @dataclass(frozen=True)
 class SafetyLimits:
     workspace_low: tuple[float, float, float] = (0.25, -0.35, 0.005)  # m, base frame

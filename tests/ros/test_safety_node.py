@@ -397,6 +397,42 @@ def test_bad_inputs_are_dropped_counted_and_never_reach_the_arm():
         rclpy.shutdown()
 
 
+def test_the_status_says_when_the_last_command_came_and_when_the_hold_began():
+    """A monitor judges the hold by the node's own times (a loaded process may read a status late): the status
+    gives the last tick, the newest command and the first tick of the hold, on the ticks' clock."""
+    rclpy = require("rclpy")
+    import json
+
+    from robot_rl.ros.safety.safety_node import SafetyNode
+    from robot_rl.safety import ArmState, Command, SafetyLimits
+
+    rclpy.init()
+    node = rclpy.create_node("robot_rl_safety")
+    try:
+        limits = SafetyLimits(command_timeout=0.25, state_timeout=1.0)
+        safety = SafetyNode(node, limits, 100.0, tick_timer=False)
+        sent: list[dict] = []
+        safety.out.status_pub.publish = lambda msg: sent.append(json.loads(msg.data))
+        home = np.array(HOME)
+        safety.arm = ArmState(home, np.diag([1.0, -1.0, -1.0]), stamp=10.0)
+        safety.command = Command(home + [0.01, 0, 0], np.diag([1.0, -1.0, -1.0]), -1.0, 10.0)  # received at 10 s
+        for k in range(60):  # ticks at 100 Hz from 10 s; the arm's state stays fresh
+            now = 10.0 + k / 100
+            safety.arm.stamp = now
+            safety.tick(now=now, publish=False)
+            if k in (20, 59):
+                safety.publish_status()
+        moving, held = sent
+        assert (moving["ticked"], moving["command"], moving["holding_since"]) == (pytest.approx(10.2), 10.0, None)
+        assert not moving["flags"] & STALE_COMMAND
+        # the first tick past the command timeout holds, and the hold goes on
+        assert (held["ticked"], held["command"]) == (pytest.approx(10.59), 10.0)
+        assert held["holding_since"] == pytest.approx(10.26) and held["flags"] & STALE_COMMAND
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
 def test_publisher_watch_waits_for_an_unnamed_node_then_counts_it_foreign():
     require("rclpy")
     from robot_rl.ros.plumbing.senders import UNNAMED, PublisherWatch

@@ -69,7 +69,7 @@ Topics (all remappable with ``--ros-args -r``):
 | out | ``/rl/gripper_command`` (std_msgs/Float64), ``/rl/safety_flags`` (std_msgs/UInt32) | |
 | in, fast critic | ``/rl/fast_risk_weights`` | std_msgs/UInt8MultiArray (latched): an ``.npz`` of the risk model |
 | out, fast critic | ``/rl/safety_risk`` (std_msgs/Float64), ``/rl/safety_stats`` (std_msgs/String, JSON) | |
-| out | ``/rl/safety_status`` | std_msgs/String, JSON, every ``STATUS_PERIOD`` s (wall clock): ``flags`` (the bits of every tick since the last status), ``tcp`` (the measured TCP position, m, or null), ``risk`` (the fast critic's last risk, 0-1, or null), ``estop`` (why the e-stop latch holds the arm, or null): a monitor's view (the console, the actor) at 10 Hz instead of the ticks' rate |
+| out | ``/rl/safety_status`` | std_msgs/String, JSON, every ``STATUS_PERIOD`` s (wall clock): ``flags`` (the bits of every tick since the last status), ``tcp`` (the measured TCP position, m, or null), ``risk`` (the fast critic's last risk, 0-1, or null), ``estop`` (why the e-stop latch holds the arm, or null), ``ticked``, ``command``, ``holding_since`` (s on the ticks' clock, or null: the last tick, the newest actor command, the first tick of the hold going on; :class:`~robot_rl.ros.safety.safety_outputs.Timing`): a monitor's view (the console, the actor) at 10 Hz instead of the ticks' rate |
 | in, critic or ticks | ``/rl/safety_context`` | std_msgs/Float32MultiArray (latched): the task context |
 | in, ticks | ``/sim/violation`` | std_msgs/UInt32: the task's constraint bits (the sim robot; a cell's monitor) |
 | out, ticks | ``/rl/safety_ticks`` | std_msgs/Float64MultiArray: the ticks (:mod:`robot_rl.ros.safety.safety_ticks`) |
@@ -91,7 +91,7 @@ from rclpy.lifecycle import ManagedEntity, TransitionCallbackReturn
 
 from robot_rl.core.config import ConfigError, positive
 
-from ...safety import ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
+from ...safety import HOLDS, ArmState, Command, EStopLatch, SafetyLimits, Violation, hold
 from ...safety.fast_critic import FastCriticFilter, TcpMotion, fast_critic_config, fast_critic_filter
 from ...safety.robot_limits import safety_limits
 from ...safety.tick import safety_tick
@@ -113,7 +113,7 @@ from ..plumbing.senders import CommandGate, subscribe_with_sender
 from ..plumbing.sim_clock import CLOCK_TOPIC, ClockError, lockstep_period, sim_time_of, wait_for_clock
 from .fast_critic import CONTEXT_TOPIC, FastCritic
 from .operator_watch import OperatorWatch
-from .safety_outputs import STATUS_PERIOD, SafetyOutputs
+from .safety_outputs import STATUS_PERIOD, SafetyOutputs, Timing
 from .safety_ticks import TICKS_TOPIC, VIOLATION_TOPIC, TickRecorder
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
@@ -170,6 +170,8 @@ class SafetyNode:
         self.gripper = -1.0
         self.flags = Violation.NONE
         self.status_flags = Violation.NONE  # the bits of every tick since the last /rl/safety_status
+        self.holding_since: float | None = None  # s (tick clock): when the ticks began to hold the arm (HOLDS), or None
+        self.ticked_at: float | None = None  # s (tick clock): the last tick's time
         self.guard = InputGuard(node)
         # sim time: reliable, as every message of the lockstep matters (the sim robot waits for each answer)
         reliability = ReliabilityPolicy.RELIABLE if self.sim_time else ReliabilityPolicy.BEST_EFFORT
@@ -227,7 +229,10 @@ class SafetyNode:
         fast critic's last risk (module docstring)."""
         if self.publishing:
             estop = self.latch.reason if self.latch.latched else None
-            self.out.status(self.status_flags, self.arm, None if self.fast is None else self.fast.risk, estop)
+            risk = None if self.fast is None else self.fast.risk
+            command_at = None if self.command is None else self.command.stamp
+            timing = Timing(self.ticked_at, command_at, self.holding_since)
+            self.out.status(self.status_flags, self.arm, risk, estop, timing)
             self.status_flags = Violation.NONE
 
     # ----------------------------------------------------------------- inputs
@@ -325,6 +330,11 @@ class SafetyNode:
         if self.arm_error:
             self.flags |= Violation.ARM_ERROR
         self.status_flags |= self.flags
+        self.ticked_at = now
+        if not self.flags & HOLDS:
+            self.holding_since = None
+        elif self.holding_since is None:
+            self.holding_since = now
         self.state_loss.tick(bool(self.flags & Violation.STALE_STATE), now)
         if self.ticks is not None:
             self.ticks.record(now, self.arm, command, gripper, int(self.flags), self.fast)

@@ -8,11 +8,24 @@ from __future__ import annotations
 
 import json
 import math
+from typing import NamedTuple
 
 from ...safety import ArmState, Command, Violation
 from ..plumbing.messages import numpy_to_pose
 
 STATUS_PERIOD = 0.1  # s (wall clock) between two /rl/safety_status messages
+
+
+class Timing(NamedTuple):
+    """When things happened, as the safety node's ticks count time (s: the monotonic clock in real time, which every
+    process of the machine shares; sim seconds in sim time), each None before it first happened: ``ticked`` the last
+    tick, ``command`` the newest actor command received, ``holding_since`` the first of the ticks that hold the arm
+    (:data:`~robot_rl.safety.HOLDS`) up to now (None while the arm moves). A monitor judges the hold by these, not by
+    when the status reaches it."""
+
+    ticked: float | None
+    command: float | None
+    holding_since: float | None
 
 
 class SafetyOutputs:
@@ -46,13 +59,17 @@ class SafetyOutputs:
     def flags(self, flags: Violation) -> None:
         self.flags_pub.publish(self._flags(data=int(flags)))
 
-    def status(self, flags: Violation, arm: ArmState | None, risk: float | None, estop: str | None = None) -> None:
+    def status(
+        self, flags: Violation, arm: ArmState | None, risk: float | None, estop: str | None, timing: Timing
+    ) -> None:
         """``/rl/safety_status``: the flags of the ticks since the last status, the measured TCP position (m, or
-        null), the fast critic's last risk (0-1, or null) and why the e-stop latch holds the arm (null: it does not)."""
+        null), the fast critic's last risk (0-1, or null), why the e-stop latch holds the arm (null: it does not) and
+        the :class:`Timing` of the ticks (``ticked``, ``command``, ``holding_since``: s, or null)."""
         status = {
             "flags": int(flags),
             "tcp": None if arm is None else [round(float(v), 4) for v in arm.pos],
             "risk": None if risk is None or math.isnan(risk) else round(float(risk), 4),
             "estop": estop,
+            **timing._asdict(),
         }
         self.status_pub.publish(self._string(data=json.dumps(status)))
