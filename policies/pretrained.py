@@ -181,8 +181,9 @@ class FrozenFeatures:
         }
 
     def frames(self, camera: str, images: torch.Tensor) -> torch.Tensor:
-        """Features float16 (B, C, h, w) of images (B, 3, H, W) as the actor sees them (view 0)."""
-        return self.backbones[camera](images)
+        """Features (B, C, h, w) of images (B, 3, H, W) as the actor sees them (view 0): float32 holding the float16
+        values the replay stores (:meth:`pick`'s dtype)."""
+        return self.backbones[camera](images).float()
 
     def views_of(self, camera: str, image: Any) -> torch.Tensor:
         """The stored views float16 (views, C, h, w) of one uint8 (H, W, 3) frame: view 0 the frame as it is, the
@@ -214,9 +215,11 @@ class FrozenFeatures:
         return {key: features.get(key, value) for key, value in obs.items()}
 
     def pick(self, stored: torch.Tensor, augment: bool) -> torch.Tensor:
-        """(B, C, h, w) of a batch's stored (B, views, C, h, w): a view drawn per row when ``augment``, else view 0."""
+        """(B, C, h, w) float32 of a batch's stored float16 (B, views, C, h, w): a view drawn per row when
+        ``augment``, else view 0. Float32 (the same values): under a CPU's bfloat16 autocast, joining float16
+        tensors fails ("Unexpected floating ScalarType in at::autocast::prioritize", a CPU with bf16 units)."""
         rows = stored.shape[0]
         if not augment or self.views == 1:
-            return stored[:, 0]
+            return stored[:, 0].float()
         view = torch.randint(self.views, (rows,), generator=self.generator, device=self.generator.device)
-        return stored[torch.arange(rows, device=stored.device), view.to(stored.device)]
+        return stored[torch.arange(rows, device=stored.device), view.to(stored.device)].float()

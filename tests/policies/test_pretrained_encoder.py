@@ -163,6 +163,27 @@ def test_a_step_in_both_buffers_runs_the_backbone_once(monkeypatch):
     np.testing.assert_array_equal(learner.online.obs["front"][:3].numpy(), learner.demo.obs["front"][:3].numpy())
 
 
+@pytest.mark.parametrize("autocast", [None, "bf16"])
+def test_an_update_on_stored_features_runs_in_float32_and_under_bfloat16_autocast(autocast):
+    """SAC's default (``autocast: auto``) is bfloat16 on a CPU with bf16 units: there, joining a batch's float16
+    features under autocast failed ("Unexpected floating ScalarType in at::autocast::prioritize"), on such a machine
+    only; ``bf16`` asks for it on any CPU."""
+    agent = SACAgent(SHAPES, 4, SACConfig(camera_encoder="pretrained", device="cpu", autocast=autocast), seed=0)
+    learner = Learner(agent, TrainSettings(buffer_capacity=50), SHAPES, 4, LocalTransport(), seed=0)
+    obs = [observation(k) for k in range(3)]
+    action = np.zeros(4, np.float32)
+    learner.ingest(
+        [
+            Transition(obs[0], action, 0.0, obs[1], False, False, first=True, origin=Provenance(episode="e", step=0)),
+            Transition(obs[1], action, 1.0, obs[2], False, True, origin=Provenance(episode="e", step=1)),
+        ]
+    )
+    before = [p.detach().clone() for p in agent.critic.parameters()]
+    metrics = agent.update(lambda: learner.router.sampler.sample(4))
+    assert all(np.isfinite(float(value)) for value in metrics.values())
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic.parameters(), strict=True))
+
+
 @pytest.mark.parametrize("agent_class, config_class", [(SACAgent, SACConfig), (CQNAgent, CQNConfig)])
 def test_a_checkpoint_holds_the_heads_and_not_the_frozen_backbone(tmp_path, agent_class, config_class):
     agent = agent_class(SHAPES, 4, config_class(camera_encoder="pretrained", device="cpu"), seed=0)

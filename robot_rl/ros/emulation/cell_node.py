@@ -18,7 +18,7 @@ the arm. It speaks what the drivers speak (names after a robot config's remaps, 
 It publishes no reward, success or task state and serves no ``/rl/reset``: on a cell those come from the reward
 node, the operator and ``home_reset``. The non-idealities of a real cell are ``cell.*`` keys (each default's source
 is in ``configs/settings/tools.yaml``): camera latency, jitter, dropped frames, a camera clock offset, exposure and
-white-balance drift (``robot_rl/sim/camera_drift.py``), the controller's command delay, state jitter and noise. Every
+white-balance drift (``sim/camera_drift.py``), the controller's command delay, state jitter and noise. Every
 draw comes from ``seed``.
 
 What only an emulator can know goes out on ``cell/report`` (std_msgs/String, JSON, every ``cell.report_period`` s

@@ -115,6 +115,7 @@ from .fast_critic import CONTEXT_TOPIC, FastCritic
 from .operator_watch import OperatorWatch
 from .safety_outputs import STATUS_PERIOD, SafetyOutputs, Timing
 from .safety_ticks import TICKS_TOPIC, VIOLATION_TOPIC, TickRecorder
+from .state_loss import StateLossReport
 
 DEFAULT_SENDERS = ("robot_rl_actor", "robot_rl_home_reset")
 DEFAULT_OPERATORS = ("robot_rl_teleop", "robot_rl_console")  # the console: its token-guarded release
@@ -200,9 +201,7 @@ class SafetyNode:
             who = ", ".join(sorted(operators))
             self.operator = OperatorWatch(self.latch, operator_timeout, node.get_logger(), who, time.monotonic())
         self.arm_error = ""  # the arm's own error (arm/error): it takes no command until recovered, so hold
-        self.state_loss = StateLossReport(
-            node.get_logger()
-        )  # says when the arm's state stays away, and when it is back
+        self.state_loss = StateLossReport(node.get_logger())  # says when the arm's state stays away, and is back
         self.guard.subscribe(String, "arm/error", self._on_arm_error, qos.LATCHED)
         own = self.gate.own_publisher
         self.out = SafetyOutputs(own, frame_id, node.get_clock())
@@ -349,36 +348,6 @@ class SafetyNode:
         """The last command sent and the tick's flags (real time)."""
         self.out.command(self.previous)
         self.out.flags(self.flags)
-
-
-#: s of stale arm state before the safety node says so in its log (a loaded machine's gaps of tens of ms: no line)
-STATE_LOSS_REPORT_S = 1.0
-
-
-class StateLossReport:
-    """One log line when the arm's state has been stale (no pose within ``robot.limits.state_timeout``) for
-    STATE_LOSS_REPORT_S, naming the hold and the driver; one when it is back. The flag holds the arm every tick
-    either way: this is what the operator reads (the arm's driver, or the emulated cell, died)."""
-
-    def __init__(self, log):
-        self.log = log
-        self.since: float | None = None  # s (monotonic): when the state went stale
-        self.said = False
-
-    def tick(self, stale: bool, now: float) -> None:
-        if stale:
-            if self.since is None:
-                self.since = now
-            elif not self.said and now - self.since >= STATE_LOSS_REPORT_S:
-                self.said = True
-                self.log.error(
-                    f"no arm state for {now - self.since:.1f} s: holding the arm (is the arm's driver up? "
-                    "robot.limits.state_timeout)"
-                )
-        else:
-            if self.said:
-                self.log.info(f"the arm's state is back after {now - self.since:.1f} s")
-            self.since, self.said = None, False
 
 
 class LockstepSafetyNode(SafetyNode):
