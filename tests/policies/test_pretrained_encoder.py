@@ -163,12 +163,8 @@ def test_a_step_in_both_buffers_runs_the_backbone_once(monkeypatch):
     np.testing.assert_array_equal(learner.online.obs["front"][:3].numpy(), learner.demo.obs["front"][:3].numpy())
 
 
-@pytest.mark.parametrize("autocast", [None, "bf16"])
-def test_an_update_on_stored_features_runs_in_float32_and_under_bfloat16_autocast(autocast):
-    """SAC's default (``autocast: auto``) is bfloat16 on a CPU with bf16 units: there, joining a batch's float16
-    features under autocast failed ("Unexpected floating ScalarType in at::autocast::prioritize"), on such a machine
-    only; ``bf16`` asks for it on any CPU."""
-    agent = SACAgent(SHAPES, 4, SACConfig(camera_encoder="pretrained", device="cpu", autocast=autocast), seed=0)
+def learner_of_one_episode(agent) -> tuple[Learner, list[dict]]:
+    """A learner for ``agent`` that ingested one two-step episode (reward 1 at its end), and its three observations."""
     learner = Learner(agent, TrainSettings(buffer_capacity=50), SHAPES, 4, LocalTransport(), seed=0)
     obs = [observation(k) for k in range(3)]
     action = np.zeros(4, np.float32)
@@ -178,6 +174,16 @@ def test_an_update_on_stored_features_runs_in_float32_and_under_bfloat16_autocas
             Transition(obs[1], action, 1.0, obs[2], False, True, origin=Provenance(episode="e", step=1)),
         ]
     )
+    return learner, obs
+
+
+@pytest.mark.parametrize("autocast", [None, "bf16"])
+def test_an_update_on_stored_features_runs_in_float32_and_under_bfloat16_autocast(autocast):
+    """SAC's default (``autocast: auto``) is bfloat16 on a CPU with bf16 units: there, joining a batch's float16
+    features under autocast failed ("Unexpected floating ScalarType in at::autocast::prioritize"), on such a machine
+    only; ``bf16`` asks for it on any CPU."""
+    agent = SACAgent(SHAPES, 4, SACConfig(camera_encoder="pretrained", device="cpu", autocast=autocast), seed=0)
+    learner, _ = learner_of_one_episode(agent)
     before = [p.detach().clone() for p in agent.critic.parameters()]
     metrics = agent.update(lambda: learner.router.sampler.sample(4))
     assert all(np.isfinite(float(value)) for value in metrics.values())
@@ -187,15 +193,8 @@ def test_an_update_on_stored_features_runs_in_float32_and_under_bfloat16_autocas
 @pytest.mark.parametrize("agent_class, config_class", [(SACAgent, SACConfig), (CQNAgent, CQNConfig)])
 def test_a_checkpoint_holds_the_heads_and_not_the_frozen_backbone(tmp_path, agent_class, config_class):
     agent = agent_class(SHAPES, 4, config_class(camera_encoder="pretrained", device="cpu"), seed=0)
-    learner = Learner(agent, TrainSettings(buffer_capacity=50), SHAPES, 4, LocalTransport(), seed=0)
-    obs = [observation(k) for k in range(3)]
+    learner, obs = learner_of_one_episode(agent)
     action = np.zeros(4, np.float32)
-    learner.ingest(
-        [
-            Transition(obs[0], action, 0.0, obs[1], False, False, first=True, origin=Provenance(episode="e", step=0)),
-            Transition(obs[1], action, 0.0, obs[2], False, True, origin=Provenance(episode="e", step=1)),
-        ]
-    )
     agent.update(lambda: learner.router.sampler.sample(4))
     state = learner.save(tmp_path)  # the checkpoint's agent.pt and buffers, as a run writes them
     saved = load_tensors("train.resume", tmp_path / "agent.pt")
