@@ -70,6 +70,7 @@ REWARD_MODULE = (
     "robot_rl.ros.nodes.reward_node"  # a graph with this node is rewarded by the classifier at classifier.out
 )
 TELEOP_MODULE = "robot_rl.ros.nodes.teleop_node"  # a graph with this node reads the operator's device (teleop_device.*)
+CONSOLE_MODULE = "robot_rl.ros.console.console_node"  # a graph with this node serves the page on console.port
 #: nodes that read the task spec (ros.task_spec): the launch builds the task's env once and hands them its spec
 SPEC_READERS = {
     "robot_rl.ros.nodes.actor_node",
@@ -418,8 +419,8 @@ def launch(graph: str, overrides: list[str]) -> int:
 
 def check_before_start(cfg: DictConfig, modules: set[str]) -> None:
     """What the graph's nodes would each refuse at their start, refused before any starts or a folder is made (one
-    line, naming the key): the reward classifier's file (missing, or a classifier that cannot be a reward) and the
-    operator's device (the teleop node carries the e-stop)."""
+    line, naming the key): the reward classifier's file (missing, or a classifier that cannot be a reward), the
+    operator's device (the teleop node carries the e-stop) and the console's port (taken by another session's)."""
     if REWARD_MODULE in modules:
         from robot_rl.runtime.classifier import load_classifier
 
@@ -433,6 +434,10 @@ def check_before_start(cfg: DictConfig, modules: set[str]) -> None:
         from robot_rl.ros.nodes.teleop_node import check_device
 
         check_device(cfg.teleop_device)
+    if CONSOLE_MODULE in modules:
+        from robot_rl.ros.console.console_node import check_port, console_settings
+
+        check_port(console_settings(cfg.console))
 
 
 @contextlib.contextmanager

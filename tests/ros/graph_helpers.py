@@ -46,6 +46,9 @@ def sim_robot(*args: str) -> list[str]:
 #: the safety node's tick rate in the wall-clock graph tests that are not about its loop: the sim robot's state rate, a
 #: tick per state (the robot's limits are per second, so the arm moves alike). In the 75 s restart test the sim robot
 #: and the safety node took 61 s of CPU with sim_train's 500 Hz, 44 s with 100 Hz (2026-12-01)
+# a graph with the operator's console (collect_demos, real_train) binds console.port, 8080 by default: two such tests
+# at once (pytest -n 2) collided, and the second's console refused the taken port, which stopped its launch (exit 2)
+ANY_CONSOLE_PORT = "console.port=0"
 STATE_RATE_HZ = 100
 
 
@@ -163,7 +166,42 @@ def run_python(*args: str, timeout: float, cwd: Path | None = None) -> subproces
             os.killpg(process.pid, signal.SIGKILL)
             stdout, stderr = process.communicate()
         pytest.fail(f"{' '.join(args)} did not end within {timeout:g} s; its output ends:\n{(stdout + stderr)[-6000:]}")
+    print(what_it_said(stdout + stderr))  # shown with a failing test's report, where the output's end is a traceback
+    left = sweep_group(process.pid)
+    if left:
+        print(f"{left}: left running in the process group of {' '.join(args)}; killed")
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def what_it_said(output: str, most: int = 60) -> str:
+    """The launcher's own lines and every line that names an error or a refusal, in order (at most ``most``): why a
+    launch ended, which the end of its output (an interrupted node's traceback) may not show."""
+    lines = [
+        line[:400]
+        for line in output.splitlines()
+        if line.startswith("[launch]") or "error" in line.lower() or "refused" in line
+    ]
+    return "\n".join(["----- the launcher's lines and the error lines -----", *lines[:most]])
+
+
+def sweep_group(pgid: int) -> str:
+    """Kill (SIGKILL) whatever still runs in process group ``pgid`` after its leader ended; the processes killed, as
+    ``ps`` names them, or "" when none. A node left behind would live on in the test's ROS domain, which a later
+    test may take (its namesake then refuses that test's node)."""
+    left = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, pgrp, ...
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                left.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200])
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+    if left:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return ""
+    return "; ".join(left)
 
 
 def launch(graph: str, *overrides: str, timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:

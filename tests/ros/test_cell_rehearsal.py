@@ -22,7 +22,7 @@ import pytest
 from benchmarks.common import stop_launch
 from robot_rl.data import EpisodeStore
 from tests.conftest import require
-from tests.ros.graph_helpers import launch, recorded_episodes, run_python
+from tests.ros.graph_helpers import ANY_CONSOLE_PORT, launch, recorded_episodes, run_python
 
 #: the cell and the session's common settings: the Franka cell, pick_cube from state, 15-step episodes at 10 Hz
 CELL = [
@@ -44,6 +44,7 @@ SESSION = [
     "ros.startup_timeout=60",
     "robot.safety=[--rate-hz,100]",  # the cell's state rate here: a tick per state
     "robot.limits.state_timeout=0.1",  # 10 state periods: 2 loaded cores delay a message now and then
+    ANY_CONSOLE_PORT,
 ]
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require
-from tests.ros.graph_helpers import Watcher, launch, sim_robot, stop_processes, tear_down
+from tests.ros.graph_helpers import ANY_CONSOLE_PORT, Watcher, launch, sim_robot, stop_processes, tear_down
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +24,7 @@ def test_robot_rl_launch_collects_demos_in_sim_and_stops_with_the_actor(tmp_path
     result = launch(
         "collect_demos",
         "graph.with_sim=true",
+        ANY_CONSOLE_PORT,
         "task=reach",
         "train.demo_episodes=3",
         f"ros.recorder.store={store}",
@@ -554,6 +555,31 @@ def test_a_missing_file_or_device_is_refused_before_any_node_starts_or_a_folder_
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"robot-rl: error: {key}="), lines
     assert started == [] and not run.exists() and not (tmp_path / "demos.zarr").exists()
+
+
+def test_a_console_port_another_session_holds_is_refused_before_any_node_starts(tmp_path, monkeypatch, capsys):
+    """Two sessions' consoles on one port: the second's console node exited 2 once the graph was up, which stopped
+    that launch (two tests at once, CI). The launch refuses the taken port in one line before any node starts."""
+    import socket
+
+    from robot_rl.cli import graph as graphs
+    from robot_rl.cli.main import main
+
+    started = []
+    monkeypatch.setattr(graphs.Launcher, "run", lambda self: started.append(self) or 0)
+    with socket.socket() as other_session:
+        other_session.bind(("127.0.0.1", 0))
+        other_session.listen()
+        port = other_session.getsockname()[1]
+        store = tmp_path / "demos.zarr"
+        assert main(["launch", "collect_demos", f"console.port={port}", f"ros.recorder.store={store}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"robot-rl: error: console.port={port} is not allowed: expected a port free"
+    ), lines
+    assert started == [] and not store.exists()
+    assert main(["launch", "collect_demos", f"console.port={port}", f"ros.recorder.store={store}"]) == 0  # freed
+    assert len(started) == 1
 
 
 def test_a_session_rewarded_by_another_node_has_no_reward_node_and_needs_no_classifier(tmp_path, monkeypatch):

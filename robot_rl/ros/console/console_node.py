@@ -57,6 +57,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+import socket
 import struct
 import sys
 import time
@@ -142,6 +143,24 @@ def console_settings(console: Any) -> ConsoleSettings:
         jpeg_quality=quality,
         label_hold=float(positive("console.label_hold", console.label_hold)),
     )
+
+
+def port_taken(settings: ConsoleSettings, error: OSError) -> ConfigError:
+    """The one line for a page whose port cannot be bound."""
+    return ConfigError("console.port", settings.port, f"a port free on {settings.host} ({error.strerror})")
+
+
+def check_port(settings: ConsoleSettings) -> None:
+    """:func:`port_taken` when the page's port is in use on its host (another session's console): ``robot-rl launch``
+    asks before any node starts. Port 0 (any free one) is never taken."""
+    if settings.port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the page's server binds: TIME_WAIT is free
+        try:
+            probe.bind((settings.host, settings.port))
+        except OSError as error:
+            raise port_taken(settings, error) from None
 
 
 def jpeg_frame(msg: Image, width: int, quality: int) -> bytes:
@@ -462,7 +481,7 @@ async def serve(
         await web.TCPSite(runner, settings.host, settings.port).start()
     except OSError as error:
         await runner.cleanup()
-        raise ConfigError("console.port", settings.port, f"a port free on {settings.host} ({error.strerror})") from None
+        raise port_taken(settings, error) from None
     port = runner.addresses[0][1]
     settings = ConsoleSettings(**{**settings.__dict__, "port": port})
     print(f"{MODULE}: the console is at {settings.url}", flush=True)
