@@ -173,6 +173,13 @@ def graph_nodes(cfg: DictConfig) -> list[NodeSpec]:
     return robot_nodes(cfg, nodes, robots) if robots else nodes
 
 
+def console_ports(cfg: DictConfig, robots: int) -> list[int]:
+    """The TCP port of each robot's console: ``console.port``, the next ones for the fleet's other robots (8080,
+    8081, ...; all 0 with 0: any free port each). One robot, or none (no fleet): ``[console.port]``."""
+    port = integer("console.port", cfg.console.port)
+    return [port + index if port else 0 for index in range(max(robots, 1))]
+
+
 def robot_nodes(cfg: DictConfig, nodes: list[NodeSpec], robots: list[str]) -> list[NodeSpec]:
     """The graph of a fleet of robots: each node that is not ``shared`` once per robot, in the robot's namespace,
     with the robot's seed, share of the step budget and demonstrations, and its own episode stores; shared nodes
@@ -181,7 +188,7 @@ def robot_nodes(cfg: DictConfig, nodes: list[NodeSpec], robots: list[str]) -> li
         integer("train.env_steps", cfg.train.env_steps),
         integer("train.demo_episodes", cfg.train.demo_episodes),
     )
-    ros = cfg.ros
+    ros, ports = cfg.ros, console_ports(cfg, len(robots))
     expanded = []
     for index, robot in enumerate(robots):
         overrides = [
@@ -193,6 +200,8 @@ def robot_nodes(cfg: DictConfig, nodes: list[NodeSpec], robots: list[str]) -> li
         ]
         if ros.recorder.mcap:
             overrides.append(f"ros.recorder.mcap={robot_path(ros.recorder.mcap, robot)}")
+        if ports[index]:  # each robot's console its own page (0: any free port each)
+            overrides.append(f"console.port={ports[index]}")
         clock = ["-r", f"/clock:=/{robot}/clock"] if nodes[0].sim_time else []
         for node in nodes:
             if not node.shared:
@@ -437,7 +446,9 @@ def check_before_start(cfg: DictConfig, modules: set[str]) -> None:
     if CONSOLE_MODULE in modules:
         from robot_rl.ros.console.console_node import check_port, console_settings
 
-        check_port(console_settings(cfg.console))
+        settings = console_settings(cfg.console)
+        for port in console_ports(cfg, len(fleet_settings(cfg).robots or [])):
+            check_port(replace(settings, port=port))
 
 
 @contextlib.contextmanager

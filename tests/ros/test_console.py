@@ -533,6 +533,10 @@ def test_console_settings_and_graphs():
     assert "console" not in names("graph=real_train", "graph.console=false")
     with pytest.raises(ConfigError, match="graph.console"):
         names("graph=sim_train", "graph.console=yes")
+    # a fleet: each robot's console its own port (all on 8080, all but the first exited 2, which stops a launch)
+    fleet = graph_nodes(load_config(["graph=real_train", "fleet.robots=[left,right]", "console.port=8090"]))
+    ports = {n.name: [a for a in n.command([]) if a.startswith("console.port=")] for n in fleet if "console" in n.name}
+    assert ports == {"left/console": ["console.port=8090"], "right/console": ["console.port=8091"]}, ports
     require("rclpy")
     from robot_rl.cli.main import main
     from robot_rl.ros.console.console_live import Nodes, Rate, driver, violation_names
