@@ -23,8 +23,9 @@ The cell's own death comes last: what the safety node, the actor, the console an
 ends there: the cell is the lab's bringup, not restarted).
 
     nice -n 5 python -m benchmarks.cell_faults    # ~20 min on 2 loaded cores
+    python -m benchmarks.cell_faults --nodes safety --name cell_faults_max_lead robot.limits.max_lead=0.01
 
-Writes ``benchmarks/results/cell_faults.json``. ``tests/test_cell_faults.py`` checks the pure parts.
+Writes ``benchmarks/results/cell_faults.json`` (``--name``: another file; the overrides go to the session). ``tests/test_cell_faults.py`` checks the pure parts.
 """
 
 from __future__ import annotations
@@ -312,7 +313,7 @@ class ConsoleView(threading.Thread):
 class Session:
     """The cell and the session in one reserved domain, the benchmark's watch and the console's view."""
 
-    def __init__(self, work: Path, domain: int):
+    def __init__(self, work: Path, domain: int, overrides: list[str]):
         self.work, self.domain = work, Domain(domain)
         fifo = work / "spacemouse"
         self.cell = self.domain.start(["launch", "cell", *CELL, f"cell.spacemouse={fifo}"], work / "cell.log")
@@ -323,6 +324,7 @@ class Session:
                 *("launch", "real_train", *SESSION),
                 f"teleop_device.spacemouse_device={fifo}",
                 f"train.run_dir={work / 'run'}",
+                *overrides,
             ],
             work / "graph.log",
         )
@@ -486,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", nargs="+", default=list(NODES), help="the session's nodes to kill, in order")
     parser.add_argument("--work", type=Path, default=None, help="folder for the run (default: a temporary one)")
+    parser.add_argument("--name", default="cell_faults", help="the results file's name (benchmarks/results/NAME.json)")
+    parser.add_argument("overrides", nargs="*", help="more overrides of the session (robot.limits.max_lead=0.01)")
     args = parser.parse_args(argv)
     from robot_rl.cli.graph import reserved_ros_domain
 
@@ -494,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     per_node: dict[str, dict[str, Any]] = {}
     with reserved_ros_domain() as domain:
-        session = Session(work, domain)
+        session = Session(work, domain, args.overrides)
         try:
             if not until(lambda: any(r["kind"] == "train" for _, r in session.watch.records), 600):
                 raise RuntimeError(f"no first episode: {session.log()[-3000:]}")
@@ -533,9 +537,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(summary))
     write_result(
-        "cell_faults",
+        args.name,
         {**summary, "per_node": per_node, "cell": cell, "work": str(work)},
         wall_seconds=round(time.monotonic() - started, 1),
+        overrides=args.overrides,
     )
     return 0 if summary["nodes_ok"] == summary["nodes"] else 1
 

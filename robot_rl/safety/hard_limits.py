@@ -11,6 +11,10 @@ reports each change it made as a :class:`Violation` flag:
 4. the target position is clipped to the workspace box, the tool axis to a cone around
    ``cone_axis``, then the step from the previous command is limited in translation,
    rotation and gripper change per tick
+5. with ``max_lead``, the target position is pulled to within ``max_lead`` of the measured TCP position: an
+   impedance controller keeps its last target when commands stop (this node killed), so the arm then goes at most
+   that far on its own, and its pull stays below stiffness x ``max_lead`` (SERL's controller clips its error so);
+   keep it at least ``retreat_distance``
 
 Frames and units: positions in metres in the robot base frame, orientations as 3x3 matrices
 from the TCP frame to the base frame, forces in N and torques in N m in the base frame,
@@ -50,6 +54,7 @@ class Violation(enum.IntFlag):
     #                                   its last good model
     ARM_ERROR = enum.auto()  # set by the safety node: the arm reports an error (a reflex, a protective stop) on
     #                         arm/error; it holds the measured pose until the error is recovered
+    LEAD = enum.auto()  # the target led the measured TCP by more than max_lead: pulled back toward the arm
 
 
 #: The flags of a tick that holds the arm where it is instead of moving it toward a command: no command (stale), no
@@ -78,6 +83,7 @@ class SafetyLimits:
     retreat_distance: float = 0.01  # m
     command_timeout: float = 0.1  # s
     state_timeout: float = 0.01  # s
+    max_lead: float | None = None  # m the target may lead the measured TCP position; None: no bound
 
     def __post_init__(self) -> None:
         low, high = np.asarray(self.workspace_low, float), np.asarray(self.workspace_high, float)
@@ -97,6 +103,7 @@ class SafetyLimits:
         ):
             checks[name] = np.isfinite(getattr(self, name)) and getattr(self, name) > 0
         checks["retreat_distance"] = np.isfinite(self.retreat_distance) and self.retreat_distance >= 0
+        checks["max_lead"] = self.max_lead is None or (np.isfinite(self.max_lead) and self.max_lead > 0)
         for name, ok in checks.items():
             if not ok:
                 from robot_rl.core.config import ConfigError
@@ -222,6 +229,14 @@ def enforce(
         x = previous_x + (x - previous_x) * fraction
         y = previous_y + (y - previous_y) * fraction
         z = previous_z + (z - previous_z) * fraction
+
+    if limits.max_lead is not None:  # a target far ahead of the arm: pulled back to max_lead from the measured TCP
+        arm_x, arm_y, arm_z = arm.pos.tolist()
+        lead = math.sqrt((x - arm_x) ** 2 + (y - arm_y) ** 2 + (z - arm_z) ** 2)
+        if lead > limits.max_lead:
+            flags |= Violation.LEAD.value
+            fraction = limits.max_lead / lead
+            x, y, z = arm_x + (x - arm_x) * fraction, arm_y + (y - arm_y) * fraction, arm_z + (z - arm_z) * fraction
 
     # cos(turn angle) = (trace(R_target R_previous^T) - 1) / 2, and the trace is the sum of the entrywise products
     turn_cosine = (float(np.vdot(target_rot, previous.rot)) - 1.0) / 2.0

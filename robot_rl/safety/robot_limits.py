@@ -16,6 +16,8 @@ robot node holds its arm's targets inside the same workspace. Base frame, metres
 ``retreat_distance`` m the TCP backs off along the force
 ``command_timeout`` s without a command before the arm holds its measured pose
 ``state_timeout``  s without arm state before the node holds its last command
+``max_lead``       m the target may lead the measured TCP position, or null (no bound): how far the arm goes on its
+                   last target if the safety node dies
 ================== =====================================================================================
 """
 
@@ -48,6 +50,7 @@ SCALARS = (
     *RATES,
 )
 VECTORS = ("workspace", "cone_axis")
+OPTIONAL = ("max_lead",)  # null: no bound
 
 
 def _vector(key: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -64,14 +67,15 @@ def safety_limits(limits: Mapping[str, Any], rate_hz: float) -> SafetyLimits:
     """The per-tick hard limits of a safety node ticking at ``rate_hz`` from ``robot.limits``; a missing, unknown or
     out-of-range key raises :class:`ConfigError` naming ``robot.limits.<key>``."""
     if not isinstance(limits, Mapping):
-        raise ConfigError(KEY, limits, f"a mapping with keys {sorted((*VECTORS, *SCALARS))}")
-    unknown, missing = set(limits) - {*VECTORS, *SCALARS}, {*VECTORS, *SCALARS} - set(limits)
+        raise ConfigError(KEY, limits, f"a mapping with keys {sorted((*VECTORS, *SCALARS, *OPTIONAL))}")
+    unknown, missing = set(limits) - {*VECTORS, *SCALARS, *OPTIONAL}, {*VECTORS, *SCALARS, *OPTIONAL} - set(limits)
     if unknown or missing:
         name = min(unknown or missing)
         raise ConfigError(f"{KEY}.{name}", limits.get(name), "not a limit" if unknown else "a value (it is missing)")
     positive("safety rate_hz", rate_hz)
     for key in SCALARS:
         (non_negative if key == "retreat_distance" else positive)(f"{KEY}.{key}", limits[key])
+    lead = None if limits["max_lead"] is None else float(positive(f"{KEY}.max_lead", limits["max_lead"]))
     workspace, axis = _vector("workspace", limits["workspace"], (2, 3)), _vector("cone_axis", limits["cone_axis"], (3,))
     if np.any(workspace[0] >= workspace[1]):
         raise ConfigError(f"{KEY}.workspace", limits["workspace"], "[[x, y, z] low, [x, y, z] high] with low < high")
@@ -85,6 +89,7 @@ def safety_limits(limits: Mapping[str, Any], rate_hz: float) -> SafetyLimits:
         cone_axis=tuple(axis.tolist()),
         **{key: float(limits[key]) for key in SCALARS if key not in RATES},
         **{field: float(limits[key]) / rate_hz for key, field in RATES.items()},
+        max_lead=lead,
     )
 
 

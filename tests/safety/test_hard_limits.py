@@ -103,6 +103,34 @@ def test_force_above_the_limit_stops_and_retreats_along_the_push():
     assert out.pos[2] > arm.pos[2]  # retreats upward instead of pushing down
 
 
+@settings(max_examples=300, deadline=None)
+@given(scenario(), st.floats(0.01, 0.05))
+def test_with_max_lead_the_target_stays_that_close_to_the_arm(case, lead):
+    """An impedance controller keeps its last target when this layer dies: with ``max_lead`` the arm then goes at
+    most that far (``benchmarks/cell_faults.py``: 27 mm without a bound)."""
+    arm, previous, command = case
+    assume(tool_angle(arm.rot, np.array(LIMITS.cone_axis)) <= LIMITS.cone_half_angle)
+    limits = SafetyLimits(max_lead=lead)
+    try:
+        out, flags = enforce(limits, EStopLatch(), arm, command, previous, now=10.0)
+    except np.linalg.LinAlgError:
+        return
+    if not flags & HOLDS:
+        assert np.linalg.norm(out.pos - arm.pos) <= lead + 1e-9
+
+
+def test_a_target_far_ahead_of_the_arm_is_pulled_back_and_flagged():
+    arm = ArmState(np.array([0.45, 0.0, 0.2]), DOWN, stamp=10.0)
+    previous = Command(np.array([0.47, 0.0, 0.2]), DOWN, -1.0, 9.99)  # 2 cm ahead already: the arm lags
+    command = Command(np.array([0.48, 0.0, 0.2]), DOWN, -1.0, 10.0)
+    free, free_flags = enforce(LIMITS, EStopLatch(), arm, command, previous, now=10.0)
+    assert not free_flags & Violation.LEAD and free.pos[0] == pytest.approx(0.472)  # one 2 mm step on
+    bounded, flags = enforce(SafetyLimits(max_lead=0.01), EStopLatch(), arm, command, previous, now=10.0)
+    assert flags & Violation.LEAD and bounded.pos == pytest.approx([0.46, 0.0, 0.2])
+    with pytest.raises(ConfigError, match="max_lead"):
+        SafetyLimits(max_lead=0.0)
+
+
 def test_watchdogs_with_a_fake_clock():
     clock = 100.0
     arm = good_arm(clock)

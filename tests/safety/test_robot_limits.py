@@ -50,6 +50,7 @@ def test_every_robot_config_has_its_limits_and_the_speeds_do_not_depend_on_the_r
         ("robot.limits.max_speed=fast", "max_speed"),
         ("+robot.limits.max_sped=1.0", "max_sped"),
         ("~robot.limits.state_timeout", "state_timeout"),
+        ("robot.limits.max_lead=-0.01", "max_lead"),
     ],
 )
 def test_a_bad_limit_is_named(override, key):
