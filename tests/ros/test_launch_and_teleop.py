@@ -173,7 +173,11 @@ def test_keyboard_teleop_from_a_byte_stream():
         node.stdin.flush()
         watcher.wait_for(
             lambda _: (
-                watcher.switches and [1, 0] in watcher.joys and watcher.twists[-1][0] > 0 and watcher.switches[-1]
+                watcher.switches
+                and [1, 0] in watcher.joys
+                and watcher.twists[-1][0] > 0
+                and watcher.switches[-1]
+                and watcher.successes  # its subscription may match after the others' (CI: none yet at this point)
             ),
             10,
             "+x, take-over and close from the keys",

@@ -684,7 +684,12 @@ def test_state_with_5_ms_gaps_at_1_khz_keeps_the_arm_moving_and_an_outage_holds_
         stream.gaps = 0.005
         gappy = spin(3.0)
         stream.gaps, stream.streaming = 0.0, False
+        # an outage of at least 0.3 s, kept until 150 of its ticks past the timeout came in: the node ticked 4 times
+        # in 0.25 s once, starved by a loaded CI machine
+        outage_start, outage_end = time.time(), time.monotonic() + 30
         outage = spin(0.3)
+        while len([t for t, _ in ticks if t >= outage_start + 0.05]) < 150 and time.monotonic() < outage_end:
+            outage = (outage_start, spin(0.05)[1])
         stream.streaming = True
         spin(0.5)  # the last batches of ticks
         steady_share, gap_share = stale_share(steady), stale_share(gappy)
