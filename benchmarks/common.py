@@ -113,16 +113,27 @@ def device_synchronize(device: str) -> Callable[[], None]:
     return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
-def run_training(run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+INTERRUPTED_EXIT = 130  # robot-rl train's exit code after a Ctrl-C (its summary says interrupted)
+
+
+def run_training(run_dir: Path, overrides: list[str], max_seconds: float | None = None) -> dict[str, Any]:
     """``robot-rl train`` in a subprocess (a fresh ``run_dir``, its output in ``<run_dir>.log`` beside it); returns
-    its summary.json. A failed run raises with the end of its log."""
+    its summary.json. ``max_seconds``: after that many wall seconds the run gets Ctrl-C (SIGINT), as a person would
+    stop it: it ends its episode, writes its final checkpoint and summary (``interrupted``) and exits. A failed run
+    raises with the end of its log."""
     shutil.rmtree(run_dir, ignore_errors=True)
     log = run_dir.with_name(f"{run_dir.name}.log")
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "robot_rl.cli.main", "train", f"train.run_dir={run_dir}", *overrides]
     with log.open("w") as output:
-        code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, check=False).returncode
-    if code != 0:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+        stopped = False
+        try:
+            code = process.wait(timeout=max_seconds)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGINT)
+            code, stopped = process.wait(), True
+    if code != 0 and not (stopped and code == INTERRUPTED_EXIT):
         raise RuntimeError(f"{' '.join(command)} exited with {code}; its log {log} ends:\n{log.read_text()[-3000:]}")
     return json.loads((run_dir / "summary.json").read_text())
 

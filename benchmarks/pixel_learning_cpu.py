@@ -3,6 +3,7 @@ scripted demonstrations and human of the README's main job, the frozen pretraine
 (``agent.camera_encoder=pretrained``) against today's DrQ CNN on the same budget, several seeds (issue 74).
 
     python -m benchmarks.pixel_learning_cpu [--seeds 0 1 2] [--steps 2000] [--encoders pretrained drq] [--merge]
+        [--max-seconds S] [overrides ...]
 
 Each run is ``robot-rl train`` with the main job's defaults and ``PIXEL_TASK``, one after the other, on
 ``train.torch_threads`` (both cores here). Per encoder and seed (``per_encoder.<encoder>.per_seed``): what
@@ -12,7 +13,9 @@ plus ``updates_per_second`` (the learner's updates over the run's wall seconds, 
 ``pretrained_vs_drq_seconds_to_90`` (DrQ's median seconds to 90% over the pretrained encoder's; a run that never
 reached 90% counts its whole wall time). Writes ``benchmarks/results/pixel_learning_cpu.json``; with ``--merge`` the
 encoders of the file already there that this invocation did not run stay in it (one encoder at a time, on the same
-``--steps``).
+``--steps``). ``--max-seconds``: each run gets Ctrl-C after that many wall seconds, as a person would stop it (DrQ's
+CNN updates on 2 cores take hours for the budget): its record has ``stopped_at_seconds`` and the online steps it
+reached; each encoder's entry keeps its own ``max_seconds`` and ``overrides``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def main() -> None:
     parser.add_argument("--encoders", nargs="+", choices=sorted(ENCODERS), default=["pretrained", "drq"])
     parser.add_argument("--runs", default="runs/pixel_learning_cpu")
     parser.add_argument("--merge", action="store_true", help="keep the other encoders of the results file")
+    parser.add_argument("--max-seconds", type=float, default=None, help="Ctrl-C each run after this many seconds")
     parser.add_argument("overrides", nargs="*", help="more robot-rl overrides, for every run")
     args = parser.parse_args()
     runs = Path(args.runs)
@@ -86,8 +90,9 @@ def main() -> None:
             run_dir = runs / encoder / f"seed{seed}"
             overrides = [f"seed={seed}", f"train.env_steps={args.steps}", *PIXEL_TASK, *ENCODERS[encoder]]
             start = time.monotonic()
-            summary = run_training(run_dir, [*overrides, *args.overrides])
+            summary = run_training(run_dir, [*overrides, *args.overrides], max_seconds=args.max_seconds)
             record = seed_record(summary, time.monotonic() - start)
+            record["stopped_at_seconds"] = round(summary["wall_seconds"], 1) if summary["interrupted"] else None
             record["updates_per_second"] = round(updates_made(run_dir) / summary["wall_seconds"], 2)
             per_seed[str(seed)] = record
             print(
@@ -95,7 +100,11 @@ def main() -> None:
                 f"{record['final_eval_success']:.2f}, {record['updates_per_second']} updates/s",
                 flush=True,
             )
-        per_encoder[encoder] = encoder_figures(per_seed)
+        per_encoder[encoder] = {
+            **encoder_figures(per_seed),
+            "max_seconds": args.max_seconds,
+            "overrides": [*ENCODERS[encoder], *args.overrides],
+        }
     figures = {"per_encoder": per_encoder}
     if {"pretrained", "drq"} <= set(per_encoder):
         slow, fast = (

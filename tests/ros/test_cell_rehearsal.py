@@ -216,6 +216,7 @@ def test_cell_rehearsal_from_cameras_with_the_frozen_pretrained_encoder(tmp_path
         stop_launch(cell)
     output = trained.stdout + trained.stderr
     assert trained.returncode == 0, output[-5000:]
+    assert "[tracker]" not in output  # no tracker node in the graph: the cameras are the policy's only view
     store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
     episodes = [store.read_episode(name) for name in store.episode_names()]
     sources = [store.episode_attrs(name)["source"] for name in store.episode_names()]
@@ -299,7 +300,7 @@ def test_the_tracker_builds_the_tasks_object_state_as_the_sim_lays_it_out():
         tracked_features({"tcp_pos": (0, 3), "goal_distance": (3, 1)})
 
 
-def test_the_cell_graph_is_the_labs_side_and_the_session_graphs_bring_teleop_and_tracker():
+def test_the_cell_graph_is_the_labs_side_and_the_session_graphs_bring_teleop_and_a_tracker_where_a_policy_reads_one():
     from robot_rl.cli.graph import graph_nodes
     from robot_rl.core.composed_config import load_config
 
@@ -312,6 +313,11 @@ def test_the_cell_graph_is_the_labs_side_and_the_session_graphs_bring_teleop_and
     assert {"bridge", "teleop", "tracker", "reward", "reset", "safety", "actor"} <= session
     demos = {n.name for n in graph_nodes(load_config(["graph=collect_demos", "robot=fr3"]))}
     assert {"teleop", "tracker", "reset"} <= demos
+    for graph in ("real_train", "collect_demos"):  # a policy from cameras alone: no tracker in the graph (issue 74)
+        cameras = load_config([f"graph={graph}", "robot=fr3", "task.cameras=[front,wrist]", "task.object_state=false"])
+        assert "tracker" not in {n.name for n in graph_nodes(cameras)} and "teleop" in {
+            n.name for n in graph_nodes(cameras)
+        }
 
 
 def tiny_classifier(path) -> None:
