@@ -15,7 +15,7 @@ reached 90% counts its whole wall time). Writes ``benchmarks/results/pixel_learn
 encoders of the file already there that this invocation did not run stay in it (one encoder at a time, on the same
 ``--steps``). ``--max-seconds``: each run gets Ctrl-C after that many wall seconds, as a person would stop it (DrQ's
 CNN updates on 2 cores take hours for the budget): its record has ``stopped_at_seconds`` and the online steps it
-reached; each encoder's entry keeps its own ``max_seconds`` and ``overrides``.
+reached; each encoder's entry keeps its own ``command``, ``max_seconds`` and ``overrides``.
 """
 
 from __future__ import annotations
@@ -84,6 +84,10 @@ def main() -> None:
             print(f"robot-rl: error: steps={args.steps}; the results file has {earlier.get('steps')}", file=sys.stderr)
             sys.exit(2)
         per_encoder = dict(earlier["figures"]["per_encoder"])
+        for encoder, figures in per_encoder.items():  # a file from before the entries kept their own settings
+            figures.setdefault("command", earlier["command"])
+            figures.setdefault("max_seconds", None)
+            figures.setdefault("overrides", [*ENCODERS[encoder], *earlier["settings"].get("overrides", [])])
     for encoder in args.encoders:
         per_seed = {}
         for seed in args.seeds:
@@ -102,6 +106,7 @@ def main() -> None:
             )
         per_encoder[encoder] = {
             **encoder_figures(per_seed),
+            "command": " ".join(["python -m benchmarks.pixel_learning_cpu", *sys.argv[1:]]),
             "max_seconds": args.max_seconds,
             "overrides": [*ENCODERS[encoder], *args.overrides],
         }
@@ -117,7 +122,7 @@ def main() -> None:
         "pixel_learning_cpu",
         figures,
         steps=args.steps,
-        settings={"seeds": args.seeds, "task": PIXEL_TASK, "overrides": args.overrides},
+        settings={"seeds": args.seeds, "task": PIXEL_TASK},  # each encoder's overrides in its entry
     )
     print("wrote", path)
 
