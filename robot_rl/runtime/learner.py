@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,10 @@ class Learner:
         self.updates_per_second = 0.0
         self.settled = self.progress()  # the counters between two whole ingests or updates
         self.reported: LearnerProgress | None = None  # the progress last published on the transport
+        # takes from the published weights what its owner routes elsewhere and returns the rest for the transport
+        # (the learner node: the fast-loop critic to the safety nodes); None: everything to the transport (in this
+        # process the actor reads the fast critic from the weights)
+        self.weights_outlet: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
     def online(self) -> ReplayBuffer:
@@ -151,6 +156,13 @@ class Learner:
         for auxiliary in self.auxiliaries.values():
             weights.update(auxiliary.weights(self.online_received))
         return weights
+
+    def publish_weights(self, version: int) -> None:
+        """:meth:`published_weights` as ``version``: through :attr:`weights_outlet`, then on the transport."""
+        weights = self.published_weights()
+        if self.weights_outlet is not None:
+            weights = self.weights_outlet(weights)
+        self.transport.publish_weights(version, weights)
 
     def due_updates(self) -> int:
         settings = self.settings
@@ -236,7 +248,7 @@ class Learner:
                 metrics.update(auxiliary.update(self.online, self.online_received))
             self.metrics = metrics  # replaced whole: the actor thread reads it
             if (self.update_calls + 1) % self.settings.weights_every == 0:  # out before the count says caught up
-                self.transport.publish_weights(self.update_calls + 1, self.published_weights())
+                self.publish_weights(self.update_calls + 1)
             self.update_calls += 1
             self.settled = self.progress()
         self.report_progress()

@@ -151,7 +151,7 @@ class ActorSession:
         model as soon as it is ready (a critic pretrained on ``safety.pretrain_store``, or a resumed run's past
         ``safety.warmup``), not only at the first publication after an episode. A resumed run's actor, and its
         ``envs``' domain randomization, draw on from the random state of its checkpoint's counts."""
-        learner.transport.publish_weights(learner.update_calls, learner.published_weights())
+        learner.publish_weights(learner.update_calls)
         self.take_weights(learner.transport)
         self.load_random_state(self.counters.actor_random_state, envs)  # a resumed run's draws go on
 

@@ -236,9 +236,10 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
 
 
 def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_version_not_in_the_policy_weights():
-    """The learner's weights carry the fast-loop critic it fitted (``FAST_CRITIC_KEY``); the transport sends it on the
-    safety nodes' topic, where a safety node swaps it in, and leaves it out of the policy weights (it crashed the
-    learner node before: the policy weights' codec took the (model, version) pair for a risk model)."""
+    """The learner's weights carry the fast-loop critic it fitted (``FAST_CRITIC_KEY``); the learner node's outlet
+    sends it on the safety nodes' topic, where a safety node swaps it in, and the transport gets the policy weights
+    without it (it crashed the learner node before: the policy weights' codec took the (model, version) pair for a
+    risk model). The transport carries weights and knows nothing of what they hold (issue 77)."""
     rclpy = require("rclpy")
     import threading
 
@@ -251,6 +252,7 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
     from robot_rl.ros.links.transport import WEIGHTS_TOPIC, RosTransport
     from robot_rl.ros.plumbing import qos
     from robot_rl.ros.safety.fast_critic import WEIGHTS_TOPIC as FAST_TOPIC
+    from robot_rl.ros.safety.fast_critic import FastRiskOutlet
     from robot_rl.ros.safety.safety_node import SafetyNode
     from robot_rl.safety import SafetyLimits
     from robot_rl.safety.fast_critic import (
@@ -274,6 +276,11 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
             "learner",
             schema=TransitionSchema({"state": (5,)}, 4),
         )
+        outlet = FastRiskOutlet(learner.node)  # the learner node's route for the fast critic
+
+        def publish(version: int, weights: dict) -> None:
+            learner.publish_weights(version, outlet(weights))
+
         cell = rclpy.create_node("robot_rl_safety", context=cell_context)
         fast = FastCriticFilter(fast_critic_settings({"enabled": True}), 200.0, 0.05)
         safety = SafetyNode(cell, SafetyLimits(state_timeout=0.05), 200.0, fast_critic=fast)
@@ -293,14 +300,14 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
                 time.sleep(0.05)
 
         policy = {"pi.weight": torch.ones(2, 3)}
-        learner.publish_weights(1, {**policy, FAST_CRITIC_KEY: (model(-3.0), 7)})
+        publish(1, {**policy, FAST_CRITIC_KEY: (model(-3.0), 7)})
         wait_for(lambda: fast.current is not None and policy_messages, "the first weights")
         assert fast.current[1] == 7 and float(fast.current[0].layers[0][1][0]) == -3.0  # swapped in by the node
         weights, meta = decode_weights(bytes(policy_messages[-1]), {"pi.weight": ((2, 3), np.dtype(np.float32))})
         assert set(weights) == {"pi.weight"} and meta["version"] == 1  # the policy's weights alone
 
-        learner.publish_weights(2, {**policy, FAST_CRITIC_KEY: (model(-3.0), 7)})  # the same fit: not sent again
-        learner.publish_weights(3, {**policy, FAST_CRITIC_KEY: (model(2.0), 8)})
+        publish(2, {**policy, FAST_CRITIC_KEY: (model(-3.0), 7)})  # the same fit: not sent again
+        publish(3, {**policy, FAST_CRITIC_KEY: (model(2.0), 8)})
 
         def newest_policy_version() -> int:
             return decode_weights(bytes(policy_messages[-1]), {"pi.weight": ((2, 3), np.dtype(np.float32))})[1][
@@ -308,7 +315,7 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
             ]
 
         wait_for(lambda: fast.current[1] == 8 and newest_policy_version() == 3, "the newer fit")
-        assert len(fast_messages) == 2 and learner.fast_risk_version == 8
+        assert len(fast_messages) == 2 and outlet.version == 8
         assert safety.fast.totals_now()["weights_accepted"] == 2
     finally:
         for executor in executors:

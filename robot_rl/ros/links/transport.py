@@ -35,11 +35,9 @@ from robot_rl.core.transport import LearnerProgress, LocalTransport, ProgressBoa
 from ...data.delivery_ledger import Numbered
 from ...data.transition import Transition
 from ...data.wire import TransitionSchema, decode_transitions, decode_weights, encode_transitions, encode_weights
-from ...safety.fast_critic import FAST_CRITIC_KEY
 from ..plumbing import qos
 from ..plumbing.delivery import ACK_TOPIC, CUT_TOPIC, Outbox, cut_message, parse_ack, parse_control
 from ..plumbing.guard import InputGuard, MessageError
-from ..safety.fast_critic import WEIGHTS_TOPIC as FAST_CRITIC_WEIGHTS_TOPIC
 from .robot_tally import RobotTally
 
 TRANSITIONS_TOPIC = "rl/transitions"  # relative: each robot's own, under its namespace
@@ -136,9 +134,6 @@ class RosTransport(Transport):
             if schema is None:
                 raise ValueError("the learner's transport needs the transitions' schema")
             self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
-            # the fast-loop critic goes to the safety nodes on a topic of its own (robot_rl.ros.safety.fast_critic)
-            self._fast_out = node.create_publisher(UInt8MultiArray, FAST_CRITIC_WEIGHTS_TOPIC, qos.LATCHED)
-            self.fast_risk_version: int | None = None  # the fast critic's version last published
             self._progress = node.create_publisher(String, PROGRESS_TOPIC, qos.EVENT)
             self.acks = []
             self.tally = RobotTally()  # what each robot gave (fleet.robots)
@@ -311,17 +306,9 @@ class RosTransport(Transport):
         return self.inbox.receive_transitions(timeout)
 
     def publish_weights(self, version: int, weights: dict[str, Any]) -> None:
-        """The actor's weights on ``/rl/policy_weights``; the fast-loop critic among them (``FAST_CRITIC_KEY``:
-        ``(FastCriticModel, version)``, the learner's newest fit) on ``/rl/fast_risk_weights`` for the safety nodes,
-        each version once (the topic is latched: a safety node that starts later gets it too)."""
+        """The actor's weights on ``/rl/policy_weights`` (latched: an actor that starts later gets them)."""
         self._require("learner")
-        weights = dict(weights)
-        fast = weights.pop(FAST_CRITIC_KEY, None)
         self._out.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "session": self.session})))
-        if fast is not None and fast[1] != self.fast_risk_version:
-            model, fast_version = fast
-            self._fast_out.publish(UInt8MultiArray(data=model.to_bytes(fast_version)))
-            self.fast_risk_version = fast_version
 
     def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
         """What this learner has ingested and made of it, for actors that keep the update-to-data ratio (each

@@ -56,6 +56,7 @@ from ..plumbing import qos
 from ..plumbing.guard import InputGuard, MessageError
 from ..plumbing.node_main import exit_with_error, node_config, node_task_spec, ros_node, spin
 from ..plumbing.sim_clock import ClockError, sim_time_of, wait_for_clock
+from ..safety.fast_critic import FastRiskOutlet
 
 
 def backfill(learner: Learner, path: Path, log) -> int:
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                     if taken:
                         log.info(f"backfilled {taken} episodes from {store}")
         durable = dict(learner.ledger.received)  # per actor: the last transition the checkpoint holds
-        transport.publish_weights(learner.update_calls, learner.published_weights())
+        learner.weights_outlet = FastRiskOutlet(node)  # the fast-loop critic's fits to the safety nodes
+        learner.publish_weights(learner.update_calls)
         learner.report_progress()  # then the learner's thread reports every change
         learner.start()
         saved = node.create_publisher(String, "rl/checkpoint_saved", qos.EPISODE_LOG)

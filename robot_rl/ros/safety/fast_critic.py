@@ -42,6 +42,7 @@ import numpy as np
 from ...safety import Command, Violation
 from ...safety.fast_critic import (
     BYPASS_REASONS,
+    FAST_CRITIC_KEY,
     MAX_CONTEXT,
     FastCriticError,
     FastCriticFilter,
@@ -225,3 +226,26 @@ class FastCritic:
                 f"{record['tick_us']['p99']} us"
             )
             self.stats_pub.publish(self._messages["stats"](data=json.dumps(record)))
+
+
+class FastRiskOutlet:
+    """The learner's side of ``/rl/fast_risk_weights``: its node's route for the fast-loop critic among the weights
+    the learner publishes (:attr:`robot_rl.runtime.learner.Learner.weights_outlet`). Called with the weights, it
+    takes out ``FAST_CRITIC_KEY`` (``(FastCriticModel, version)``), sends each version once (latched: a safety node
+    that starts later gets it too) and returns the rest, the actor's policy, for the weights topic."""
+
+    def __init__(self, node):
+        from std_msgs.msg import UInt8MultiArray
+
+        self._message = UInt8MultiArray
+        self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
+        self.version: int | None = None  # the version last sent
+
+    def __call__(self, weights: dict[str, Any]) -> dict[str, Any]:
+        rest = dict(weights)
+        fast = rest.pop(FAST_CRITIC_KEY, None)
+        if fast is not None and fast[1] != self.version:
+            model, version = fast
+            self._out.publish(self._message(data=model.to_bytes(version)))
+            self.version = version
+        return rest
