@@ -63,10 +63,10 @@ def cell_args(*extra: str) -> list[str]:
 DOCUMENTED = Path(__file__).parents[2] / "docs" / "real_robot.md"
 
 
-def documented_rehearsal() -> list[list[str]]:
-    """docs/real_robot.md's rehearsal ("In one terminal the cell, ..."): its commands, each as the arguments after
+def documented_block(heading: str) -> list[list[str]]:
+    """The commands of the first bash block of docs/real_robot.md after ``heading``, each as the arguments after
     ``robot-rl``, continuation lines joined, comments left out."""
-    block = DOCUMENTED.read_text().split("In one terminal the cell", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    block = DOCUMENTED.read_text().split(heading, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     lines = block.replace("\\\n", " ").splitlines()
     commands = [shlex.split(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
     assert all(command[0] == "robot-rl" for command in commands), commands
@@ -105,7 +105,7 @@ def test_the_documented_cell_rehearsal_demos_classifier_real_train_and_evaluatio
     the SpaceMouse FIFO in the test's folder): the paths chain (step 4's classifier did not leave a folder that
     blocked step 5's run folder, issue 73), and the on-robot session runs unchanged against the emulated cell."""
     require("rclpy")
-    commands = documented_rehearsal()
+    commands = documented_block("In one terminal the cell")
     assert [command[:2] for command in commands] == [
         ["launch", "cell"],
         ["launch", "collect_demos"],
@@ -231,6 +231,36 @@ def test_cell_rehearsal_from_cameras_with_the_frozen_pretrained_encoder(tmp_path
         r"\[learner\] .*checkpoint \(final\): (\d+) updates", output
     )  # the progress line may come first
     assert updates and int(updates.group(1)) > 0, output[-5000:]
+
+
+def test_the_documented_camera_rehearsal_chains_its_paths_and_runs_without_a_tracker():
+    """docs/real_robot.md's rehearsal from the cameras alone (issue 74): every command composes; the demonstrations'
+    store is the classifier's and step 5's demo store, the classifier's file step 5's reward; both cameras everywhere
+    on the frozen backbone; the session graphs start no tracker node. (The session itself runs at tiny scale in
+    test_cell_rehearsal_from_cameras_with_the_frozen_pretrained_encoder.)"""
+    from robot_rl.cli.graph import graph_nodes
+    from robot_rl.core.composed_config import load_config
+
+    commands = documented_block("### From the cameras alone")
+    assert [command[:2] for command in commands] == [
+        ["launch", "cell"],
+        ["launch", "collect_demos"],
+        ["classifier", "classifier.store=data/pick_demos_cameras.zarr"],
+        ["launch", "real_train"],
+    ], commands
+    cell, collect, classifier, train = (
+        load_config([f"graph={command[1]}", *command[2:]]) if command[0] == "launch" else load_config(command[1:])
+        for command in commands
+    )
+    assert list(cell.cell.cameras) == ["front", "wrist"]
+    assert collect.ros.recorder.store == classifier.classifier.store == train.train.demo_store
+    assert classifier.classifier.out == train.classifier.out
+    assert classifier.classifier.camera_encoder == train.classifier.camera_encoder == "pretrained"
+    assert train.agent.camera_encoder == "pretrained"
+    for session in (collect, train):
+        assert list(session.task.cameras) == ["front", "wrist"] and session.task.object_state is False
+        assert "tracker" not in {node.name for node in graph_nodes(session)}
+    assert "reward" in {node.name for node in graph_nodes(train)}  # the classifier: the only reward
 
 
 def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser(tmp_path):
