@@ -5,17 +5,23 @@ scripted demonstrations and human of the README's main job, the frozen pretraine
     python -m benchmarks.pixel_learning_cpu [--seeds 0 1 2] [--steps 2000] [--encoders pretrained drq] [--merge]
         [--max-seconds S] [overrides ...]
 
-Each run is ``robot-rl train`` with the main job's defaults and ``PIXEL_TASK``, one after the other, on
-``train.torch_threads`` (both cores here). Per encoder and seed (``per_encoder.<encoder>.per_seed``): what
-``benchmarks.main_job`` records (steps and seconds to the first evaluation at >= 90%, final success, takeover rate)
-plus ``updates_per_second`` (the learner's updates over the run's wall seconds, demonstrations included). Per encoder:
-``median_steps_to_90``, ``median_seconds_to_90``, ``min_final_eval_success``; and
+Each run is ``robot-rl train`` with the main job's defaults and ``PIXEL_TASK``, one after the other (the actor and
+the learner thread one torch thread each, ``train.torch_threads``). Per encoder and seed
+(``per_encoder.<encoder>.per_seed``): what ``benchmarks.main_job`` records (steps and seconds to the first
+evaluation at >= 90%, final success, takeover rate) plus ``updates_per_second`` (the learner's update calls, each of
+``agent.utd`` critic steps, over the run's wall seconds, demonstrations included). Per encoder:
+``median_steps_to_90`` and ``median_seconds_to_90`` (a seed that never got there counts as infinitely late: null
+when half or more never did), ``seeds_at_90``, ``min_final_eval_success``, ``median_updates_per_second``; and
 ``pretrained_vs_drq_seconds_to_90`` (DrQ's median seconds to 90% over the pretrained encoder's; a run that never
-reached 90% counts its whole wall time). Writes ``benchmarks/results/pixel_learning_cpu.json``; with ``--merge`` the
-encoders of the file already there that this invocation did not run stay in it (one encoder at a time, on the same
-``--steps``). ``--max-seconds``: each run gets Ctrl-C after that many wall seconds, as a person would stop it (DrQ's
-CNN updates on 2 cores take hours for the budget): its record has ``stopped_at_seconds`` and the online steps it
-reached; each encoder's entry keeps its own ``command``, ``max_seconds`` and ``overrides``.
+reached 90% counts its whole wall time, so with ``--max-seconds`` a lower bound). The plot beside it
+(``pixel_learning_cpu.png``): evaluation success against wall seconds and against online steps.
+
+Writes ``benchmarks/results/pixel_learning_cpu.json``; with ``--merge`` the encoders of the file already there that
+this invocation did not run stay in it (one encoder at a time, on the same ``--steps``; ``--merge --encoders`` with
+none runs nothing and recomputes the file's aggregates). ``--max-seconds``: each run gets Ctrl-C after that many wall
+seconds, as a person would stop it (DrQ's CNN updates take hours for the budget on 2 cores): its record has
+``stopped_at_seconds`` and the online steps it reached. Each encoder's entry keeps its own ``command``,
+``max_seconds`` and ``overrides``.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import RESULTS, run_training, write_result
-from benchmarks.main_job import seed_record
+from benchmarks.common import RESULTS, run_training, save_figure, style_success_axis, write_result
+from benchmarks.main_job import THRESHOLD, median_or_none, seed_record
 
 PIXEL_TASK = ["task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=64"]
 ENCODERS = {"pretrained": ["agent.camera_encoder=pretrained"], "drq": ["agent.camera_encoder=cnn"]}  # DrQ-v2's CNN
@@ -39,20 +45,16 @@ def updates_made(run_dir: Path) -> int:
     return int(json.loads((run_dir / "checkpoint" / "counters.json").read_text())["update_calls"])
 
 
-def median_or_none(values: list) -> float | None:
-    values = [value for value in values if value is not None]
-    return statistics.median(values) if values else None
-
-
 def encoder_figures(per_seed: dict[str, dict]) -> dict:
     records = list(per_seed.values())
     return {
         "per_seed": per_seed,
+        # a seed that never reached 90% counts as infinitely late (None: half or more never did)
         "median_steps_to_90": median_or_none([r["steps_to_90"] for r in records]),
         "median_seconds_to_90": median_or_none([r["seconds_to_90"] for r in records]),
         "seeds_at_90": sum(r["steps_to_90"] is not None for r in records),
         "min_final_eval_success": min(r["final_eval_success"] for r in records),
-        "median_updates_per_second": median_or_none([r["updates_per_second"] for r in records]),
+        "median_updates_per_second": statistics.median(r["updates_per_second"] for r in records),
     }
 
 
@@ -60,11 +62,43 @@ def seconds_to_90_or_all(record: dict) -> float:
     return record["seconds_to_90"] if record["seconds_to_90"] is not None else record["wall_seconds_total"]
 
 
+def plot(per_encoder: dict[str, dict], path: Path) -> None:
+    """Evaluation success against wall seconds (left) and online steps (right), a line per encoder and seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=120, sharey=True)
+    colours = {"pretrained": "tab:blue", "drq": "tab:orange"}
+    for encoder, figures in per_encoder.items():
+        for seed, record in figures["per_seed"].items():
+            history = record["eval_history"]  # [env steps, success, intervention rate, wall s, ...]
+            label = encoder if seed == min(figures["per_seed"]) else None
+            for axis, column in zip(axes, (3, 0)):
+                axis.plot(
+                    [h[column] for h in history],
+                    [h[1] for h in history],
+                    "o-",
+                    color=colours.get(encoder),
+                    markersize=2.5,
+                    linewidth=1.1,
+                    alpha=0.85,
+                    label=label,
+                )
+    for axis in axes:
+        axis.axhline(THRESHOLD, color="grey", linestyle="--", linewidth=0.8)
+    style_success_axis(axes[0], "wall seconds (demonstrations included)")
+    style_success_axis(axes[1], "online env steps")
+    figure.suptitle("pixel pick_cube on 2 CPU cores (two 64x64 cameras, no object pose): a line per seed", fontsize=9)
+    save_figure(figure, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=2000, help="online env steps per run (train.env_steps)")
-    parser.add_argument("--encoders", nargs="+", choices=sorted(ENCODERS), default=["pretrained", "drq"])
+    parser.add_argument("--encoders", nargs="*", choices=sorted(ENCODERS), default=["pretrained", "drq"])
     parser.add_argument("--runs", default="runs/pixel_learning_cpu")
     parser.add_argument("--merge", action="store_true", help="keep the other encoders of the results file")
     parser.add_argument("--max-seconds", type=float, default=None, help="Ctrl-C each run after this many seconds")
@@ -85,6 +119,7 @@ def main() -> None:
             sys.exit(2)
         per_encoder = dict(earlier["figures"]["per_encoder"])
         for encoder, figures in per_encoder.items():  # a file from before the entries kept their own settings
+            figures.update(encoder_figures(figures["per_seed"]))  # the aggregates as this code makes them
             figures.setdefault("command", earlier["command"])
             figures.setdefault("max_seconds", None)
             figures.setdefault("overrides", [*ENCODERS[encoder], *earlier["settings"].get("overrides", [])])
@@ -124,7 +159,8 @@ def main() -> None:
         steps=args.steps,
         settings={"seeds": args.seeds, "task": PIXEL_TASK},  # each encoder's overrides in its entry
     )
-    print("wrote", path)
+    plot(per_encoder, path.with_suffix(".png"))
+    print("wrote", path, "and its plot")
 
 
 if __name__ == "__main__":
