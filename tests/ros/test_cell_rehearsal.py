@@ -192,23 +192,37 @@ def test_the_documented_cell_rehearsal_demos_classifier_real_train_and_evaluatio
 
 
 @pytest.mark.slow
-def test_cell_rehearsal_from_cameras_with_the_frozen_pretrained_encoder(tmp_path):
-    """Issue 74: the on-robot session from the front and wrist cameras alone (no object pose: no tracker's state),
-    the frozen ImageNet encoder and a trained head: the operator's demonstrations and the online episodes are
-    recorded with both cameras' frames and the proprioception only, and the learner updates from them."""
+def test_cell_rehearsal_from_cameras_the_documented_commands_with_the_frozen_pretrained_encoder(tmp_path):
+    """Issue 74: docs/real_robot.md's rehearsal from the front and wrist cameras alone (no object pose, no tracker
+    node), its own commands at tiny scale: SpaceMouse demonstrations recorded with both cameras and the
+    proprioception only, the reward classifier on the frozen backbone, then real_train from the cameras with that
+    classifier the only reward and the demonstrations in the demo buffer; the learner updates from the stored
+    features."""
     require("rclpy")
-    cell, fifo = start_cell(tmp_path, "cell.publish_reward=true", "cell.cameras=[front,wrist]")
+    cell_command, collect_command, classifier_command, train_command = documented_block("### From the cameras alone")
+    cell, fifo = start_cell(tmp_path, *CELL, command=cell_command)
+    session = [*SESSION, f"teleop_device.spacemouse_device={fifo}", "task.image_size=48"]
     try:
+        collected = robot_rl(
+            with_overrides(
+                collect_command,
+                *session,
+                *("train.demo_episodes=4", "task.episode_steps=150", "train.run_dir=runs/collect"),
+            ),
+            tmp_path,
+            timeout=420,
+        )
+        assert collected.returncode == 0, collected.stdout[-4000:] + collected.stderr[-2000:]
+        assert "[tracker]" not in collected.stdout + collected.stderr  # no tracker node: the cameras are the view
+        made = robot_rl(with_overrides(classifier_command, "classifier.updates=150"), tmp_path, timeout=300)
+        assert made.returncode == 0, made.stderr[-3000:]
+        assert 0.0 < json.loads(made.stdout)["calibrated_threshold"] < 1.0
         trained = robot_rl(
-            [
-                *("launch", "real_train", *SESSION),
-                f"teleop_device.spacemouse_device={fifo}",
-                *("graph.reward=false", "graph.console=false"),  # the reward: the sim's truth, no classifier
-                *("task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=48"),
-                "agent.camera_encoder=pretrained",
-                *("train.demo_episodes=2", "train.env_steps=60", "train.start_training=20"),
-                *("ros.eval_every_episodes=0", "train.run_dir=run"),
-            ],
+            with_overrides(
+                train_command,
+                *session,
+                *("train.env_steps=60", "train.start_training=20", "ros.eval_every_episodes=0"),
+            ),
             tmp_path,
             timeout=900,
         )
@@ -216,20 +230,20 @@ def test_cell_rehearsal_from_cameras_with_the_frozen_pretrained_encoder(tmp_path
         stop_launch(cell)
     output = trained.stdout + trained.stderr
     assert trained.returncode == 0, output[-5000:]
-    assert "[tracker]" not in output  # no tracker node in the graph: the cameras are the policy's only view
-    store = EpisodeStore.open(tmp_path / "run" / "episodes.zarr")
-    episodes = [store.read_episode(name) for name in store.episode_names()]
-    sources = [store.episode_attrs(name)["source"] for name in store.episode_names()]
-    assert sources.count("demo") == 2 and "online" in sources, sources
+    assert "[reward]" in output and "success when P(success) >" in output  # the classifier's node ran
+    assert "[tracker]" not in output
+    assert "4 recorded demonstrations from train.demo_store=data/pick_demos_cameras.zarr" in output, output[-5000:]
     from robot_rl.runtime.envs import make_env
 
     proprioception = make_env({"name": "pick_cube", "id": "robot_rl/PickCube-v0", "object_state": False})
-    for episode in episodes:
+    demos = EpisodeStore.open(tmp_path / "data" / "pick_demos_cameras.zarr")
+    stored = [demos.read_episode(name) for name in demos.episode_names()]
+    online = [e for e in recorded_episodes(tmp_path / "runs" / "pick_cameras") if e["source"] == "online"]
+    assert len(stored) == 4 and online
+    for episode in stored:
         assert episode["obs"]["front"].shape[1:] == episode["obs"]["wrist"].shape[1:] == (48, 48, 3)
         assert episode["obs"]["state"].shape[1:] == proprioception.observation_space["state"].shape  # no object pose
-    updates = re.search(
-        r"\[learner\] .*checkpoint \(final\): (\d+) updates", output
-    )  # the progress line may come first
+    updates = re.search(r"\[learner\] .*checkpoint \(final\): (\d+) updates", output)  # after a progress line
     assert updates and int(updates.group(1)) > 0, output[-5000:]
 
 
@@ -237,7 +251,7 @@ def test_the_documented_camera_rehearsal_chains_its_paths_and_runs_without_a_tra
     """docs/real_robot.md's rehearsal from the cameras alone (issue 74): every command composes; the demonstrations'
     store is the classifier's and step 5's demo store, the classifier's file step 5's reward; both cameras everywhere
     on the frozen backbone; the session graphs start no tracker node. (The session itself runs at tiny scale in
-    test_cell_rehearsal_from_cameras_with_the_frozen_pretrained_encoder.)"""
+    test_cell_rehearsal_from_cameras_the_documented_commands_with_the_frozen_pretrained_encoder.)"""
     from robot_rl.cli.graph import graph_nodes
     from robot_rl.core.composed_config import load_config
 
