@@ -15,7 +15,9 @@ Each run, in a ROS 2 domain of its own, on the wall clock at the task's 10 Hz:
 Cell time is what the session would take on a cell that holds its rate: the env steps of every episode (demos,
 training, evaluations) at the control rate plus each reset's measured time (homing and the scene reset, from
 home_reset's log); the wall time is reported beside it (on 2 loaded cores the graph may not hold 10 Hz).
-``--zero-shot-steps N`` also trains N steps in process (``robot-rl train``), with and without
+``--cameras front wrist`` rehearses the session from those cameras alone: the cell streams them, the classifier and
+the policy read them through the frozen pretrained encoder, the policy sees no object pose and the graph has no
+tracker node (issue 74). ``--zero-shot-steps N`` also trains N steps in process (``robot-rl train``), with and without
 ``randomization=<--randomization>``, and evaluates each policy on the emulated cell with its non-idealities, nothing
 learned there.
 
@@ -71,6 +73,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=10, help="training episodes between evaluations")
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cameras",
+        nargs="+",
+        default=None,
+        help="the session from these cameras alone (no object pose, no tracker node), the policy and the classifier "
+        "on the frozen pretrained encoder; default: the policy from state and the tracker, the classifier on front",
+    )
     parser.add_argument("--zero-shot-steps", type=int, default=0, help="0: no zero-shot runs")
     parser.add_argument("--randomization", default="state_policy")
     parser.add_argument("--zero-shot-episodes", type=int, default=20)
@@ -185,13 +194,42 @@ def cell_report(log: Path) -> dict[str, Any]:
     return json.loads(text.split("cell report: ")[-1].splitlines()[0])
 
 
-def start_cell(domain: Domain, folder: Path, ground_truth: bool, seed: int) -> tuple[subprocess.Popen, Path]:
+def camera_settings(cameras: list[str] | None) -> dict[str, list[str]]:
+    """What a session from ``cameras`` sets, per command (``cell``, ``collect``, ``classifier``, ``session``): the
+    cameras alone with the frozen pretrained encoder, no object pose; None: the policy from state and the tracker,
+    the classifier on the front camera."""
+    if cameras is None:
+        return {
+            "cell": [],
+            "collect": ["task.cameras=[front]"],
+            "classifier": ["classifier.cameras=[front]"],
+            "session": ["task.cameras=[]", "classifier.cameras=[front]"],
+        }
+    listed = f"[{','.join(cameras)}]"
+    classifier = [f"classifier.cameras={listed}", "classifier.camera_encoder=pretrained"]
+    return {
+        "cell": [f"cell.cameras={listed}"],
+        "collect": [f"task.cameras={listed}"],
+        "classifier": classifier,
+        "session": [
+            f"task.cameras={listed}",
+            "task.object_state=false",
+            "agent.camera_encoder=pretrained",
+            *classifier,
+        ],
+    }
+
+
+def start_cell(
+    domain: Domain, folder: Path, ground_truth: bool, seed: int, extra: list[str]
+) -> tuple[subprocess.Popen, Path]:
     fifo = folder / "spacemouse"
     cell = domain.start(
         [
             "launch",
             "cell",
             *CELL,
+            *extra,
             f"cell.spacemouse={fifo}",
             f"cell.publish_reward={str(ground_truth).lower()}",
             f"seed={seed}",
@@ -215,7 +253,7 @@ def train_classifier(domain: Domain, folder: Path, fifo: Path, args: argparse.Na
             "collect_demos",
             *SESSION,
             f"teleop_device.spacemouse_device={fifo}",
-            "task.cameras=[front]",
+            *camera_settings(args.cameras)["collect"],
             "task.image_size=64",
             "task.terminate_on_success=false",
             "task.episode_steps=90",
@@ -229,7 +267,12 @@ def train_classifier(domain: Domain, folder: Path, fifo: Path, args: argparse.Na
     )
     report = json.loads(
         domain.run(
-            ["classifier", f"classifier.store={store}", "classifier.cameras=[front]", f"classifier.out={out}"],
+            [
+                "classifier",
+                f"classifier.store={store}",
+                *camera_settings(args.cameras)["classifier"],
+                f"classifier.out={out}",
+            ],
             folder / "classifier.log",
             timeout=3600,
         )
@@ -243,7 +286,8 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
     folder.mkdir(parents=True)
     with reserved_ros_domain() as domain_id:
         domain = Domain(domain_id)
-        cell, fifo = start_cell(domain, folder, reward == "ground_truth", args.seed)
+        views = camera_settings(args.cameras)
+        cell, fifo = start_cell(domain, folder, reward == "ground_truth", args.seed, views["cell"])
         try:
             extra: dict[str, Any] = {}
             if reward == "classifier":
@@ -258,8 +302,7 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
                     "real_train",
                     *SESSION,
                     f"teleop_device.spacemouse_device={fifo}",
-                    "task.cameras=[]",
-                    "classifier.cameras=[front]",
+                    *views["session"],
                     *rewarded_by,
                     f"train.run_dir={folder / 'run'}",
                     f"train.demo_episodes={args.demos}",
@@ -310,7 +353,7 @@ def zero_shot_on_cell(args: argparse.Namespace, folder: Path) -> None:
     """Evaluate ``folder``'s trained checkpoint on a cell of its own with its non-idealities (``eval.log``)."""
     with reserved_ros_domain() as domain_id:
         domain = Domain(domain_id)
-        cell, fifo = start_cell(domain, folder, True, args.seed + 1)
+        cell, fifo = start_cell(domain, folder, True, args.seed + 1, [])  # a policy from state
         try:
             domain.run(
                 [
