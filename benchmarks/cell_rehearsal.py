@@ -244,8 +244,11 @@ def start_cell(
     return cell, fifo
 
 
-def train_classifier(domain: Domain, folder: Path, fifo: Path, args: argparse.Namespace) -> tuple[Path, dict]:
-    """SpaceMouse episodes labelled by the operator's success button, then the calibrated classifier."""
+def train_classifier(
+    domain: Domain, folder: Path, fifo: Path, args: argparse.Namespace, views: dict[str, list[str]]
+) -> tuple[Path, dict]:
+    """SpaceMouse episodes labelled by the operator's success button, then the calibrated classifier (``views``:
+    :func:`camera_settings`)."""
     store, out = folder / "classifier_frames.zarr", folder / "reward_classifier.pt"
     output = domain.run(
         [
@@ -253,7 +256,7 @@ def train_classifier(domain: Domain, folder: Path, fifo: Path, args: argparse.Na
             "collect_demos",
             *SESSION,
             f"teleop_device.spacemouse_device={fifo}",
-            *camera_settings(args.cameras)["collect"],
+            *views["collect"],
             "task.image_size=64",
             "task.terminate_on_success=false",
             "task.episode_steps=90",
@@ -270,7 +273,7 @@ def train_classifier(domain: Domain, folder: Path, fifo: Path, args: argparse.Na
             [
                 "classifier",
                 f"classifier.store={store}",
-                *camera_settings(args.cameras)["classifier"],
+                *views["classifier"],
                 f"classifier.out={out}",
             ],
             folder / "classifier.log",
@@ -291,7 +294,7 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
         try:
             extra: dict[str, Any] = {}
             if reward == "classifier":
-                classifier, extra = train_classifier(domain, folder, fifo, args)
+                classifier, extra = train_classifier(domain, folder, fifo, args, views)
                 rewarded_by = [f"classifier.out={classifier}"]
             else:
                 rewarded_by = ["graph.reward=false"]  # no reward node: the cell's truth is the reward

@@ -17,11 +17,11 @@ reached 90% counts its whole wall time, so with ``--max-seconds`` a lower bound)
 (``pixel_learning_cpu.png``): evaluation success against wall seconds and against online steps.
 
 Writes ``benchmarks/results/pixel_learning_cpu.json``; with ``--merge`` the encoders of the file already there that
-this invocation did not run stay in it (one encoder at a time, on the same ``--steps``; ``--merge --encoders`` with
-none runs nothing and recomputes the file's aggregates). ``--max-seconds``: each run gets Ctrl-C after that many wall
-seconds, as a person would stop it (DrQ's CNN updates take hours for the budget on 2 cores): its record has
-``stopped_at_seconds`` and the online steps it reached. Each encoder's entry keeps its own ``command``,
-``max_seconds`` and ``overrides``.
+this invocation did not run stay in it (one encoder at a time, on the same seeds and ``--steps``; ``provenance``
+says which command and date measured each; ``--merge --encoders`` with none runs nothing and recomputes the file's
+aggregates). ``--max-seconds``: each run gets Ctrl-C after that many wall seconds, as a person would stop it (DrQ's
+CNN updates take hours for the budget on 2 cores): its record has ``stopped_at_seconds`` and the online steps it
+reached. Each encoder's entry keeps its own ``max_seconds`` and ``overrides``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import RESULTS, run_training, save_figure, style_success_axis, write_result
+from benchmarks.common import kept_rows, run_training, save_figure, style_success_axis, write_result
 from benchmarks.main_job import THRESHOLD, median_or_none, seed_record
 
 PIXEL_TASK = ["task.cameras=[front,wrist]", "task.object_state=false", "task.image_size=64"]
@@ -112,17 +112,6 @@ def main() -> None:
         )
         sys.exit(2)
     per_encoder = {}
-    if args.merge and (RESULTS / "pixel_learning_cpu.json").exists():
-        earlier = json.loads((RESULTS / "pixel_learning_cpu.json").read_text())
-        if earlier.get("steps") != args.steps:
-            print(f"robot-rl: error: steps={args.steps}; the results file has {earlier.get('steps')}", file=sys.stderr)
-            sys.exit(2)
-        per_encoder = dict(earlier["figures"]["per_encoder"])
-        for encoder, figures in per_encoder.items():  # a file from before the entries kept their own settings
-            figures.update(encoder_figures(figures["per_seed"]))  # the aggregates as this code makes them
-            figures.setdefault("command", earlier["command"])
-            figures.setdefault("max_seconds", None)
-            figures.setdefault("overrides", [*ENCODERS[encoder], *earlier["settings"].get("overrides", [])])
     for encoder in args.encoders:
         per_seed = {}
         for seed in args.seeds:
@@ -141,10 +130,14 @@ def main() -> None:
             )
         per_encoder[encoder] = {
             **encoder_figures(per_seed),
-            "command": " ".join(["python -m benchmarks.pixel_learning_cpu", *sys.argv[1:]]),
             "max_seconds": args.max_seconds,
             "overrides": [*ENCODERS[encoder], *args.overrides],
         }
+    settings = {"seeds": args.seeds, "task": PIXEL_TASK, "steps": args.steps}  # each encoder's overrides in its entry
+    provenance = None
+    if args.merge:  # the other encoders' rows of the last result, their aggregates as this code makes them
+        per_encoder, provenance = kept_rows("pixel_learning_cpu", per_encoder, lambda f: f["per_encoder"], settings)
+        per_encoder = {encoder: {**f, **encoder_figures(f["per_seed"])} for encoder, f in per_encoder.items()}
     figures = {"per_encoder": per_encoder}
     if {"pretrained", "drq"} <= set(per_encoder):
         slow, fast = (
@@ -154,10 +147,7 @@ def main() -> None:
         figures["pretrained_vs_drq_seconds_to_90"] = round(slow / fast, 2)
     print(json.dumps({e: {k: v for k, v in f.items() if k != "per_seed"} for e, f in per_encoder.items()}))
     path = write_result(
-        "pixel_learning_cpu",
-        figures,
-        steps=args.steps,
-        settings={"seeds": args.seeds, "task": PIXEL_TASK},  # each encoder's overrides in its entry
+        "pixel_learning_cpu", figures, settings=settings, **({"provenance": provenance} if provenance else {})
     )
     plot(per_encoder, path.with_suffix(".png"))
     print("wrote", path, "and its plot")

@@ -111,8 +111,8 @@ class _ConvBN(nn.Module):
         self.bias = nn.Parameter(norm.bias - norm.running_mean * scale, requires_grad=False)
         self.stride, self.groups, self.relu = conv.stride, conv.groups, relu
         pad = getattr(conv.static_padding, "padding", (0, 0, 0, 0))  # (left, right, top, bottom)
-        self.padding = (pad[2], pad[0]) if pad[0] == pad[1] and pad[2] == pad[3] else (0, 0)
-        self.uneven = None if pad[0] == pad[1] and pad[2] == pad[3] else tuple(pad)
+        even = pad[0] == pad[1] and pad[2] == pad[3]  # the convolution pads (top, left) itself; else a pad op first
+        self.padding, self.uneven = ((pad[2], pad[0]), None) if even else ((0, 0), tuple(pad))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.uneven is not None:
