@@ -66,9 +66,10 @@ def _vector(key: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
 def safety_limits(limits: Mapping[str, Any], rate_hz: float) -> SafetyLimits:
     """The per-tick hard limits of a safety node ticking at ``rate_hz`` from ``robot.limits``; a missing, unknown or
     out-of-range key raises :class:`ConfigError` naming ``robot.limits.<key>``."""
+    keys = {*VECTORS, *SCALARS, *OPTIONAL}
     if not isinstance(limits, Mapping):
-        raise ConfigError(KEY, limits, f"a mapping with keys {sorted((*VECTORS, *SCALARS, *OPTIONAL))}")
-    unknown, missing = set(limits) - {*VECTORS, *SCALARS, *OPTIONAL}, {*VECTORS, *SCALARS, *OPTIONAL} - set(limits)
+        raise ConfigError(KEY, limits, f"a mapping with keys {sorted(keys)}")
+    unknown, missing = set(limits) - keys, keys - set(limits)
     if unknown or missing:
         name = min(unknown or missing)
         raise ConfigError(f"{KEY}.{name}", limits.get(name), "not a limit" if unknown else "a value (it is missing)")
