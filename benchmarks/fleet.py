@@ -207,7 +207,7 @@ def acting_speed(num_envs: int, steps: int, vectorization: str = "sync") -> floa
         transport,
         [None] * num_envs,
         lambda: int(rng.integers(2**31)),
-        lambda: transport.receive_transitions(0.0),
+        transport.arrivals.take_all,
     ):
         pass
     seconds = time.perf_counter() - started

@@ -195,7 +195,7 @@ def test_a_resumed_actor_draws_on_where_the_run_was_not_from_the_seed_again(tmp_
 
     def actions(learning: LearnerSession, acting: ActorSession, seed: int) -> np.ndarray:
         acting.play(env, learning.learner.transport, None, seed)
-        return np.stack([t.action for t in learning.learner.transport.receive_transitions(0.0)])
+        return np.stack([t.action for t in learning.learner.transport.arrivals.take_all()])
 
     learning, acting = start(resume=False)
     actions(learning, acting, seed=0)
@@ -275,7 +275,7 @@ def test_after_a_takeover_the_gripper_critics_stay_keeps_the_gripper_the_human_l
         head.bias.copy_(torch.tensor([0.0, 1.0, 0.0]).expand_as(head.bias))
     transport = LocalTransport()
     acting.play(env, transport, None, seed=0)
-    grippers = [float(t.action[-1]) for t in transport.receive_transitions(timeout=1.0)]
+    grippers = [float(t.action[-1]) for t in transport.arrivals.take_all()]
     env.close()
     assert grippers == [-1.0] * 3 + [1.0] * 7, grippers
 

@@ -237,3 +237,31 @@ def test_a_wait_for_the_learner_wakes_at_its_progress_not_at_the_next_sleep():
     assert transport.wait_for_learner(lambda: False, timeout=0.1) is False
     assert time.monotonic() - started >= 0.1
     assert transport.wait_for_learner(lambda: True, timeout=60.0) is True
+
+
+def test_what_the_actor_sends_waits_in_one_queue_that_the_learner_takes_from():
+    """The learner took transitions through two queues in a row (the transport's, then its own ``pending``; over
+    ROS 2 three, issue 77 item 3). Now a transport's arrivals are the learner's only queue: what is sent waits there,
+    the learner takes it from there one step at a time, and its thread sleeping on an empty queue is woken by the
+    next arrival (the waiter's timeout is 60 s)."""
+    import threading
+
+    from robot_rl.runtime.learner import in_process_transport
+
+    transport = in_process_transport()
+    rl = Learner(_Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, transport, seed=0)
+    assert not hasattr(rl, "pending")
+    transport.send_transitions(episode(3, human_steps=set()))
+    assert len(transport.arrivals) == 3 and rl.taken == 0
+    rl.ingest_next()
+    assert len(transport.arrivals) == 2 and rl.taken == 1
+    rl.ingest_everything_sent(transport.sent)
+    assert len(transport.arrivals) == 0 and rl.taken == 3 == rl.online_received
+    woken = []
+    waiter = threading.Thread(target=lambda: woken.append(transport.arrivals.wait(timeout=60.0)))
+    waiter.start()
+    transport.send_transitions(episode(1, human_steps=set(), uid="e1"))
+    waiter.join(timeout=60.0)
+    assert woken == [True]
+    assert transport.arrivals.wait(timeout=0.0) is True and transport.arrivals.take() is not None
+    assert transport.arrivals.take() is None and transport.arrivals.wait(timeout=0.01) is False

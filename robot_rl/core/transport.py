@@ -10,10 +10,10 @@ actor's stream by the ROS 2 transport's outbox, unnumbered in one process (``Loc
 from __future__ import annotations
 
 import math
-import queue
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -65,19 +65,52 @@ class ProgressBoard:
             return self._posted.wait_for(condition, timeout)
 
 
+class Arrivals(Generic[Item]):
+    """The learner's one queue: what its link delivered, in order, not yet taken. The link puts (the actor's thread
+    in one process, the executor's over ROS 2); the learner takes one at a time between its updates, and waits here
+    when nothing is left, woken by the next put rather than the next turn of a sleep-poll."""
+
+    def __init__(self) -> None:
+        self._items: deque[Item] = deque()
+        self._arrived = threading.Condition()
+
+    def put(self, items: list[Item]) -> None:
+        with self._arrived:
+            self._items.extend(items)
+            self._arrived.notify_all()
+
+    def take(self) -> Item | None:
+        """The oldest item, or None when there is none."""
+        with self._arrived:
+            return self._items.popleft() if self._items else None
+
+    def take_all(self) -> list[Item]:
+        with self._arrived:
+            items = list(self._items)
+            self._items.clear()
+            return items
+
+    def wait(self, timeout: float) -> bool:
+        """Block until something is here or ``timeout`` s passed; whether something is."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: bool(self._items), timeout)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class Transport(ABC, Generic[Item]):
     """Both sides of the link. A transport holds :attr:`board`, the learner's newest progress as its side hears it
-    (:meth:`publish_progress` on the learner's side, what arrived on the actor's)."""
+    (:meth:`publish_progress` on the learner's side, what arrived on the actor's), and on the learner's side
+    :attr:`arrivals`, the steps delivered to the learner, which takes them from there (its only queue)."""
 
     board: ProgressBoard
+    arrivals: Arrivals[Item]
 
     @abstractmethod
     def send_transitions(self, transitions: list[Any]) -> None:
-        """The actor's steps, in the order made (robot_rl's: transitions); the learner receives each as an ``Item``."""
-
-    @abstractmethod
-    def receive_transitions(self, timeout: float) -> list[Item]:
-        """Everything sent so far and not yet received (waits up to ``timeout`` s for the first)."""
+        """The actor's steps, in the order made (robot_rl's: transitions); each arrives as an ``Item`` in the learner
+        side's :attr:`arrivals`."""
 
     @abstractmethod
     def publish_weights(self, version: int, weights: dict[str, Any]) -> None: ...
@@ -133,27 +166,16 @@ class LocalTransport(Transport[Item]):
 
     def __init__(self, deliver: Callable[[Any], Item] | None = None):
         self._deliver = deliver
-        self._transitions: queue.Queue = queue.Queue()
+        self.arrivals: Arrivals[Item] = Arrivals()
         self._weights: tuple[int, dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self.sent = 0  # transitions sent so far
         self.board = ProgressBoard()
 
     def send_transitions(self, transitions: list[Any]) -> None:
-        for transition in transitions:
-            self._transitions.put(transition if self._deliver is None else self._deliver(transition))
-            self.sent += 1
-
-    def receive_transitions(self, timeout: float) -> list[Item]:
-        try:
-            received = [self._transitions.get(timeout=timeout)]
-        except queue.Empty:
-            return []
-        while True:
-            try:
-                received.append(self._transitions.get_nowait())
-            except queue.Empty:
-                return received
+        deliver = self._deliver or (lambda transition: transition)
+        self.arrivals.put([deliver(transition) for transition in transitions])
+        self.sent += len(transitions)
 
     def publish_weights(self, version: int, weights: dict[str, Any]) -> None:
         with self._lock:

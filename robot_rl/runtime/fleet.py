@@ -117,7 +117,7 @@ class SimActor:
             episode = self.session.play(self.env, self.transport, None, int(self.rng.integers(2**31)))
             stats.append({**episode, "actor": self.name})
         # steps of this actor's stream, unnumbered (the driver takes each hand-in whole, in order)
-        delivered = [Numbered(t.by(self.name)) for t in self.transport.receive_transitions(0.0)]
+        delivered = [Numbered(t.by(self.name)) for t in self.transport.arrivals.take_all()]
         payload = encode_transitions(delivered) if delivered else None
         self.handed_in = time.monotonic()
         report = {

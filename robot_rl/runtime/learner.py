@@ -9,7 +9,8 @@ session (:class:`robot_rl.runtime.session.LearnerSession`) owns it with the agen
 What it counts, each number one thing:
 
 - ``taken``: transitions the delivery ledger judged, every kind, ingested or refused (a duplicate, a gap): with
-  :attr:`Learner.pending`, the transitions handed in so far (what ``LocalTransport`` compares with what it sent);
+  what waits in the transport's :attr:`~robot_rl.core.transport.Transport.arrivals`, the transitions delivered so
+  far (what ``LocalTransport`` compares with what it sent);
 - ``online_received``: online transitions ingested (not demos, not refused): what the update-to-data ratio counts
   (``updates_due``), checkpointed;
 - ``update_calls``: ``agent.update`` calls made, checkpointed;
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -76,9 +76,8 @@ class Learner:
         self.router = ReplayRouter(capacity, shapes, action_dim, device, relabel, settings.demo_fraction, seed, frozen)
         self.ledger = DeliveryLedger()  # what was ingested, per actor stream and episode
         self.online_received = 0  # online transitions ingested (module docstring: the counters)
-        self.pending: deque[Numbered] = deque()  # handed in, not judged yet (one at a time, between updates)
         self.taken = 0  # transitions the ledger judged, ingested or refused
-        self.running = False  # run() is receiving: nobody else may
+        self.running = False  # run() is taking in what arrives: nobody else may
         self.thread: threading.Thread | None = None
         self.update_calls = 0
         self.metrics: dict[str, float] = {}
@@ -183,7 +182,7 @@ class Learner:
         self.thread.start()
 
     def close(self) -> None:
-        """Stop the thread; what it received and did not ingest yet stays in :attr:`pending`."""
+        """Stop the thread; what arrived and was not ingested yet stays in the transport's arrivals."""
         self.stop.set()
         if self.thread is not None:
             self.thread.join()
@@ -201,38 +200,40 @@ class Learner:
             self.update_in_this_thread()
             started, calls_at_start = time.monotonic(), self.update_calls
             while not self.stop.is_set():
-                self.receive(timeout=0.0 if self.pending else 0.01)
                 self.ingest_next()
                 self.report_progress()
                 self.update_while_due()  # also a resumed run's updates, due before anything arrives
                 made = (self.update_calls - calls_at_start) * self.agent.config.utd
                 self.updates_per_second = made / max(time.monotonic() - started, 1e-6)
+                if not self.transport.arrivals:  # woken by the next arrival (and at least every WAKE_AT_LEAST s)
+                    self.transport.arrivals.wait(WAKE_AT_LEAST)
         except BaseException as error:  # noqa: BLE001 - surfaced by the actor thread
             self.error = error
         finally:
             self.running = False
 
-    def receive(self, timeout: float) -> None:
-        received = self.transport.receive_transitions(timeout=timeout)
-        with self.lock:
-            self.pending.extend(received)
-
     def ingest_next(self) -> None:
+        """The oldest arrival into the buffers, if there is one."""
         with self.lock:
-            if self.pending:
-                self.ingest_delivered([self.pending.popleft()])
+            delivered = self.transport.arrivals.take()
+            if delivered is not None:
+                self.ingest_delivered([delivered])
 
     def ingest_everything_sent(self, sent: int) -> None:
         """Put every one of the ``sent`` transitions into the buffers now, their updates left due, so a
         checkpoint holds every step the actor counted. Works while :meth:`run` runs and after it stopped."""
-        while self.taken + len(self.pending) < sent and self.error is None:
-            if self.running:  # run() receives between two updates, and posts its progress after each ingest
-                self.transport.wait_for_learner(lambda: self.taken + len(self.pending) >= sent, WAKE_AT_LEAST)
+        arrivals = self.transport.arrivals
+
+        def all_arrived() -> bool:
+            return self.taken + len(arrivals) >= sent
+
+        while not all_arrived() and self.error is None:
+            if self.running:  # run() ingests between two updates, and posts its progress after each ingest
+                self.transport.wait_for_learner(all_arrived, WAKE_AT_LEAST)
             else:
-                self.receive(timeout=0.01)
+                arrivals.wait(WAKE_AT_LEAST)
         with self.lock:
-            while self.pending:
-                self.ingest_delivered([self.pending.popleft()])
+            self.ingest_delivered(arrivals.take_all())
 
     def update_while_due(self) -> None:
         while self.update_if_due():

@@ -163,7 +163,7 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
         deadline = time.monotonic() + 30
         while (len(learned) < 20 or len(recorded) < 20) and time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.05)
-            learned += learner.receive_transitions(timeout=0)
+            learned += learner.arrivals.take_all()
         assert [n.transition.reward for n in learned] == [float(i) for i in range(20)]
         actors = {n.transition.origin.actor for n in learned}
         assert [n.seq for n in learned] == list(range(1, 21)) and actors == {"actor-1"}
@@ -206,7 +206,7 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
         answering.set()
 
         def acknowledge() -> None:  # as the learner node does every 0.5 s: what it has ingested
-            learned.extend(learner.receive_transitions(timeout=0))
+            learned.extend(learner.arrivals.take_all())
             if answering.is_set():
                 received = max((t.seq for t in learned), default=0)
                 learner.acknowledge({"actor-1": received}, {})

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from std_msgs.msg import String, UInt8MultiArray
 
-from robot_rl.core.transport import LearnerProgress, LocalTransport, ProgressBoard, Transport
+from robot_rl.core.transport import Arrivals, LearnerProgress, ProgressBoard, Transport
 
 from ...data.delivery_ledger import Numbered
 from ...data.transition import Transition
@@ -110,7 +110,8 @@ class RosTransport(Transport):
         self.node, self.role = node, role
         self.guard = guard or InputGuard(node)
         self.session = uuid.uuid4().hex[:8]
-        self.inbox: LocalTransport[Numbered] = LocalTransport()  # what arrived, in arrival order
+        self.arrivals: Arrivals[Numbered] = Arrivals()  # the learner's: transitions in arrival order
+        self._weights: tuple[int, dict[str, Any]] | None = None  # the actor's: (weights_received, the newest)
         self.weights_received = 0
         self.weights_meta: dict[str, Any] = {}
         self.transitions_received = 0
@@ -212,7 +213,7 @@ class RosTransport(Transport):
         """(count of weights messages received, weights): the count changes with every new message,
         also when a restarted learner starts counting its updates from its checkpoint again."""
         self._require("actor")
-        return self.inbox.latest_weights()
+        return self._weights  # replaced whole by the executor's thread
 
     def weights_version(self) -> int | None:
         return self.weights_meta.get("version")
@@ -224,7 +225,7 @@ class RosTransport(Transport):
         weights, meta = decode_weights(msg.data, self.expected_weights, self.risk_input)
         self.weights_received += 1  # executor thread only: one writer
         self.weights_meta = meta
-        self.inbox.publish_weights(self.weights_received, weights)
+        self._weights = (self.weights_received, weights)
 
     def _on_ack(self, msg) -> None:
         ack = parse_ack(msg.data)
@@ -301,10 +302,6 @@ class RosTransport(Transport):
                 self.outbox.record_locally(uid)
 
     # ----------------------------------------------------------------- learner side
-    def receive_transitions(self, timeout: float) -> list[Numbered]:
-        self._require("learner")
-        return self.inbox.receive_transitions(timeout)
-
     def publish_weights(self, version: int, weights: dict[str, Any]) -> None:
         """The actor's weights on ``/rl/policy_weights`` (latched: an actor that starts later gets them)."""
         self._require("learner")
@@ -324,7 +321,7 @@ class RosTransport(Transport):
         self.transitions_received += len(transitions)
         if robot is not None:
             self.tally.add(robot, transitions)
-        self.inbox.send_transitions(transitions)
+        self.arrivals.put(transitions)
 
     def acknowledge(self, received: dict[str, int], durable: dict[str, int]) -> None:
         """Tell the actors what this learner has ingested and what is in its checkpoint."""
