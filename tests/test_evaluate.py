@@ -47,3 +47,19 @@ def test_an_evaluation_goes_through_the_learned_safety_filter_as_training_does()
     assert len(executed) == 12 and result["filter_interventions"] == 12, result
     longest = max(float(np.linalg.norm(action[:-1])) for action in executed)
     assert longest <= 0.3, f"the evaluation executed a step of {longest:.2f} the filter refuses"
+
+
+def test_one_evaluation_cadence_serves_runs_the_cell_actor_and_pretraining():
+    """``EvalSchedule`` is the one rule of when to evaluate (issue 77 item 1), whatever a way of running counts:
+    online steps (a run), training episodes (the actor node on a cell), critic steps (pretraining). Every ``every``
+    since the last evaluation, the final one once; ``every`` 0: only the final one; a restart goes on from its last
+    evaluation."""
+    from robot_rl.runtime.run_loop import EvalSchedule
+
+    steps = EvalSchedule(500)
+    assert [n for n in (260, 499, 530, 790, 1040, 1100) if steps.due(n)] == [530, 1040]
+    assert steps.due(1210, finished=True) and not steps.due(1230, finished=True)  # the final one, once
+    episodes = EvalSchedule(10, last=20)  # an actor restarted after 27 episodes, its last evaluation at 20
+    assert [n for n in range(27, 45) if episodes.due(n)] == [30, 40]
+    updates = EvalSchedule(0)  # pretrain.eval_every=0: only at the end
+    assert not any(updates.due(n) for n in range(4, 400, 4)) and updates.due(400, finished=True)

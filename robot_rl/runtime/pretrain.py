@@ -46,6 +46,7 @@ from robot_rl.runtime.envs import make_env, observation_shapes
 from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
 from robot_rl.runtime.offline_data import load_offline, store_paths, store_weights
 from robot_rl.runtime.replay_router import SafetyRelabel
+from robot_rl.runtime.run_loop import EvalSchedule
 from robot_rl.runtime.safety_learning import safety_settings
 from robot_rl.runtime.session import make_agent, run_definition
 from robot_rl.safety.fast_critic import fast_critic_config
@@ -129,6 +130,7 @@ def pretrain(cfg: Config) -> dict[str, Any]:
         utd = int(getattr(agent.config, "utd", 1))
         calls = math.ceil(settings.updates / utd)
         history: list[dict[str, Any]] = []
+        evaluations = EvalSchedule(settings.eval_every)
         started, interrupted = time.monotonic(), False
         progress = tqdm(total=calls * utd, desc=f"pretrain {task.get('name')}", unit="update", mininterval=1.0)
         with interrupt_requests() as stop:
@@ -140,7 +142,7 @@ def pretrain(cfg: Config) -> dict[str, Any]:
                     for name, value in metrics.items():
                         tb.add_scalar(f"pretrain/{name}", float(value), steps)
                 last = call == calls or stop.is_set()
-                if settings.eval_episodes and (last or (settings.eval_every and steps % settings.eval_every < utd)):
+                if settings.eval_episodes and evaluations.due(steps, finished=last):
                     result = evaluate(agent, env, settings.eval_episodes, seed=EVAL_SEED)
                     history.append({"updates": steps, "wall_seconds": time.monotonic() - started, **result})
                     tb.add_scalar("eval/success", result["success_rate"], steps)

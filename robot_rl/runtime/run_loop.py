@@ -95,7 +95,10 @@ class Run:
         self.evaluate = evaluate
         self.before_checkpoint, self.after_checkpoint = before_checkpoint, after_checkpoint
         self.started = time.monotonic() - counters.wall_seconds  # a resumed run's clock goes on
-        self.evaluations = EvalSchedule(self.settings.eval_every, counters.history)
+        # a resumed run goes on from its last evaluation
+        self.evaluations = EvalSchedule(
+            self.settings.eval_every, counters.history[-1]["env_steps"] if counters.history else 0
+        )
         self.stop = StopRequest()  # a stop request (Ctrl-C under interruptible(), or the caller's)
         self.interrupted = False  # a second Ctrl-C or SIGTERM ended the loop at once
         self.target_reached = False  # an evaluation reached train.stop_at_success: the caller ends the run
@@ -318,19 +321,22 @@ def policy_evaluation(
 
 
 class EvalSchedule:
-    """When a run evaluates: every ``train.eval_every`` online steps, and once more when the step budget is spent
-    (the last episodes of several envs or actors all end after it: the final evaluation is made once)."""
+    """When to evaluate, the one rule of every way of running: every ``every`` units of progress since the last
+    evaluation (at ``last``), and once more when the budget is spent (the last episodes of several envs or actors all
+    end after it: the final evaluation is made once); ``every`` 0: only the final one. A run counts online steps
+    (``train.eval_every``), the actor node on a cell its training episodes (``ros.eval_every_episodes``), pretraining
+    its critic steps (``pretrain.eval_every``)."""
 
-    def __init__(self, every: int, history: list[dict[str, Any]]):
-        self.every = every
-        self.last = history[-1]["env_steps"] if history else 0  # a resumed run's last evaluation
+    def __init__(self, every: int, last: int = 0):
+        self.every, self.last = every, last
         self.final_made = False
 
-    def due(self, env_steps: int, finished: bool) -> bool:
-        """Whether to evaluate now, at ``env_steps`` online steps (``finished``: the budget is spent)."""
-        if self.final_made or not (finished or env_steps - self.last >= self.every):
+    def due(self, count: int, finished: bool = False) -> bool:
+        """Whether to evaluate now, at ``count`` (``finished``: the budget is spent)."""
+        regular = self.every > 0 and count - self.last >= self.every
+        if self.final_made or not (finished or regular):
             return False
-        self.last, self.final_made = env_steps, finished
+        self.last, self.final_made = count, finished
         return True
 
 

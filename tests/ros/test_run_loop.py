@@ -34,7 +34,7 @@ def checkpoint_state(run_dir) -> dict:
 
 def evaluation_points(ends: list[int]) -> list[int]:
     """Where the evaluation rule evaluates a run whose online episodes ended at ``ends`` online steps."""
-    schedule = EvalSchedule(EVERY_EVAL, [])
+    schedule = EvalSchedule(EVERY_EVAL)
     return [end for end in ends if schedule.due(end, end >= BUDGET)]
 
 

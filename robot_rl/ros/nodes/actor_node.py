@@ -51,6 +51,7 @@ from robot_rl.core.config import ConfigError, non_negative, positive
 from robot_rl.core.folders import write_text_atomically
 from robot_rl.runtime.evaluate import evaluation_episode, evaluation_summary
 from robot_rl.runtime.run_folder import recorded_counts
+from robot_rl.runtime.run_loop import EvalSchedule
 from robot_rl.runtime.safety_learning import safety_settings
 from robot_rl.runtime.session import ActorSession, load_checkpoint_agent, require_one_env
 
@@ -432,6 +433,8 @@ class ActorLoop:
         # (clock, topics), so a start refused before then leaves no run folder behind
         self.keep_state()
         self.announce_start()
+        every, episodes = int(ros.eval_every_episodes), self.counters.episodes
+        evaluations = EvalSchedule(every, episodes - episodes % every if every else 0)  # a restart goes on from there
         while not self.session.budget_spent:
             self.load_new_weights()
             if ros.demos_only and not self.session.demo_due:
@@ -471,7 +474,7 @@ class ActorLoop:
             self.publish("demo" if demo else "train", {**stats, **({"stopped": True} if self.session.ended else {})})
             if self.session.ended:
                 return
-            if not demo and ros.eval_every_episodes and self.counters.episodes % ros.eval_every_episodes == 0:
+            if not demo and evaluations.due(self.counters.episodes):
                 self.load_new_weights()
                 evaluation = self.evaluate_on_cell()
                 self.publish("eval", evaluation)
