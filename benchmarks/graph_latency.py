@@ -34,17 +34,21 @@ PIXEL_TASK = ["task=reach", "task.cameras=[front,wrist]", "task.image_size=128"]
 SENDER = textwrap.dedent(
     """
     import sys, time, numpy as np, rclpy
-    from robot_rl.data.transition import Transition
-    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.data.transition import Provenance, Transition
+    from robot_rl.ros.links.transport import RosActorLink
+    from robot_rl.ros.plumbing.delivery import Outbox
     rclpy.init()
     node = rclpy.create_node("bench_transition_sender")
-    transport = RosTransport(node, "actor")
+    outbox = Outbox("bench", memory_limit=2**34, record_timeout=3600.0, spill=lambda episode: None)
+    transport = RosActorLink(node, expected_weights={}, outbox=outbox)
     transport.wait_for_subscribers(["bench_transition_receiver"], 30)
     rng = np.random.default_rng(0)
     obs = {"state": rng.random(19, dtype=np.float32), "front": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8),
            "wrist": rng.integers(0, 255, (128, 128, 3), dtype=np.uint8)}
     for sent in range(int(sys.argv[1])):
-        transport.send_transitions([Transition(obs, np.zeros(4, np.float32), 0.0, obs, False, False)])
+        origin = Provenance(episode="bench", step=sent)
+        step = Transition(obs, np.zeros(4, np.float32), 0.0, obs, False, False, first=sent == 0, origin=origin)
+        transport.send_transitions([step])
     print(transport.flush(timeout=120), flush=True)
     """
 )
@@ -168,10 +172,12 @@ def policy_act_ms(overrides: list[str]) -> float:
 
 
 def transitions_per_second(rclpy, count: int) -> dict:
-    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.data.wire import TransitionSchema
+    from robot_rl.ros.links.transport import RosLearnerLink
 
     receiver = rclpy.create_node("bench_transition_receiver")
-    transport = RosTransport(receiver, "learner")
+    schema = TransitionSchema({"state": (19,), "front": (128, 128, 3), "wrist": (128, 128, 3)}, 4)
+    transport = RosLearnerLink(receiver, schema=schema)
     sender = subprocess.Popen([sys.executable, "-c", SENDER, str(count)], stdout=subprocess.PIPE, text=True)
     try:
         while transport.transitions_received == 0 and sender.poll() is None:

@@ -154,7 +154,7 @@ def test_the_backlog_never_reads_caught_up_while_a_step_is_half_ingested():
     """The actor reads the backlog from its own thread with no lock (train.sync, train.deterministic): a step
     counted as taken before its update is due made the backlog read 0 mid-ingest, so a deterministic run could
     take weights and act before the update that step made due (a flaky reproducibility test under load). The actor
-    reads the progress the learner publishes between two ingests and after each update (``Transport.backlog``)."""
+    reads the progress the learner publishes between two ingests and after each update (``ActorLink.backlog``)."""
     transport = LocalTransport()
     rl = Learner(_Agent(), TrainSettings(buffer_capacity=200, start_training=0), {"state": (3,)}, 2, transport, seed=0)
     transitions = episode(5, human_steps=set())
@@ -255,7 +255,7 @@ def test_what_the_actor_sends_waits_in_one_queue_that_the_learner_takes_from():
     assert len(transport.arrivals) == 3 and rl.taken == 0
     rl.ingest_next()
     assert len(transport.arrivals) == 2 and rl.taken == 1
-    rl.ingest_everything_sent(transport.sent)
+    rl.ingest_everything_sent(transport)
     assert len(transport.arrivals) == 0 and rl.taken == 3 == rl.online_received
     woken = []
     waiter = threading.Thread(target=lambda: woken.append(transport.arrivals.wait(timeout=60.0)))

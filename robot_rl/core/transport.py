@@ -1,8 +1,9 @@
-"""How the actor and the learner exchange transitions (actor -> learner) and policy weights
-(learner -> actor). The in-process transport is a queue; the ROS 2 transport (topics with
-standard message types across machines) implements the same interface.
+"""How the actor and the learner exchange transitions (actor -> learner) and policy weights (learner -> actor): one
+link per side, the actor's end (:class:`ActorLink`) and the learner's (:class:`LearnerLink`). In one process one
+object is both ends (:class:`LocalTransport`); over ROS 2 each node holds its own end
+(:mod:`robot_rl.ros.links.transport`: topics with standard message types, across machines).
 
-A transport carries transitions without reading them (the core floor knows no data type above it): :class:`Transport`
+A link carries transitions without reading them (the core floor knows no data type above it): :class:`LearnerLink`
 is generic in what it delivers to the learner. robot_rl's actor sends a :class:`robot_rl.data.transition.Transition`
 and its learner receives it in a delivery envelope, :class:`robot_rl.data.delivery_ledger.Numbered`: numbered in the
 actor's stream by the ROS 2 transport's outbox, unnumbered in one process (``LocalTransport(deliver=Numbered)``)."""
@@ -29,7 +30,7 @@ def updates_due(online_received: int, update_calls: int, start_training: int, up
 
 @dataclass
 class LearnerProgress:
-    """What the learner last said it has done (:meth:`Transport.publish_progress`), and when that came (monotonic
+    """What the learner last said it has done (:meth:`LearnerLink.publish_progress`), and when that came (monotonic
     s): online transitions ingested, update calls made, per actor stream the highest ``seq`` ingested, and (in one
     process) the transitions taken of every kind."""
 
@@ -99,21 +100,16 @@ class Arrivals(Generic[Item]):
         return len(self._items)
 
 
-class Transport(ABC, Generic[Item]):
-    """Both sides of the link. A transport holds :attr:`board`, the learner's newest progress as its side hears it
-    (:meth:`publish_progress` on the learner's side, what arrived on the actor's), and on the learner's side
-    :attr:`arrivals`, the steps delivered to the learner, which takes them from there (its only queue)."""
+class ActorLink(ABC):
+    """The actor's end of its link to the learner: it sends its steps, takes the newest weights and hears the learner's
+    progress, which it holds on :attr:`board` (and waits on there)."""
 
     board: ProgressBoard
-    arrivals: Arrivals[Item]
 
     @abstractmethod
     def send_transitions(self, transitions: list[Any]) -> None:
-        """The actor's steps, in the order made (robot_rl's: transitions); each arrives as an ``Item`` in the learner
-        side's :attr:`arrivals`."""
-
-    @abstractmethod
-    def publish_weights(self, version: int, weights: dict[str, Any]) -> None: ...
+        """The actor's steps, in the order made (robot_rl's: transitions); each arrives in the learner's end's
+        :attr:`LearnerLink.arrivals`."""
 
     @abstractmethod
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
@@ -131,14 +127,10 @@ class Transport(ABC, Generic[Item]):
     def cut_episode(self, uid: str) -> None:
         """The step budget cut episode ``uid`` short after the last step sent: it is finished as it is. In one
         process the driver's own recorder ends it (:meth:`~robot_rl.data.EpisodeRecorder.end_episode`): nothing to
-        send; across processes the recorder must hear it (:class:`~robot_rl.ros.links.transport.RosTransport`)."""
-
-    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
-        """The learner's online transitions ingested, updates made, per actor stream the highest ``seq`` ingested and
-        transitions taken in all, for the actors that keep the update-to-data ratio (:meth:`backlog`)."""
+        send; across processes the recorder must hear it (:class:`~robot_rl.ros.links.transport.RosActorLink`)."""
 
     def learner_progress(self) -> LearnerProgress:
-        """What the learner last published (:meth:`publish_progress`), as this transport's actor hears it."""
+        """What the learner last published (:meth:`LearnerLink.publish_progress`), as this actor hears it."""
         return self.board.read()
 
     def wait_for_learner(self, condition: Callable[[], bool], timeout: float) -> bool:
@@ -148,20 +140,35 @@ class Transport(ABC, Generic[Item]):
 
     @abstractmethod
     def not_ingested(self, progress: LearnerProgress) -> int:
-        """Of the transitions this transport's actor sent, those the learner had not ingested at ``progress``."""
+        """Of the transitions this actor sent, those the learner had not ingested at ``progress``."""
 
     def backlog(self, start_training: int, update_every: int) -> int:
-        """How far the learner is behind this transport's actor, by what it last published: the actor's transitions
-        it has not ingested yet plus the updates it owes (``train.start_training``, ``train.update_every``). The
-        learner publishes between two ingests and after each update, so a half-ingested step never reads as taken
-        but not yet due."""
+        """How far the learner is behind this actor, by what it last published: the actor's transitions it has not
+        ingested yet plus the updates it owes (``train.start_training``, ``train.update_every``). The learner
+        publishes between two ingests and after each update, so a half-ingested step never reads as taken but not
+        yet due."""
         progress = self.learner_progress()
         due = updates_due(progress.online_received, progress.update_calls, start_training, update_every)
         return self.not_ingested(progress) + due
 
 
-class LocalTransport(Transport[Item]):
-    """Actor and learner in one process (threads). ``deliver`` makes what the learner receives of each step sent
+class LearnerLink(ABC, Generic[Item]):
+    """The learner's end: :attr:`arrivals`, the steps delivered to it (its only queue, which it takes from), and
+    weights and progress out to the actors."""
+
+    arrivals: Arrivals[Item]
+
+    @abstractmethod
+    def publish_weights(self, version: int, weights: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
+        """The learner's online transitions ingested, updates made, per actor stream the highest ``seq`` ingested and
+        transitions taken in all, for the actors that keep the update-to-data ratio (:meth:`ActorLink.backlog`)."""
+
+
+class LocalTransport(ActorLink, LearnerLink[Item]):
+    """Both ends in one process (threads): the actor's and the learner's. ``deliver`` makes what the learner receives of each step sent
     (robot_rl's: ``Numbered``, an unnumbered delivery envelope); None: the step itself."""
 
     def __init__(self, deliver: Callable[[Any], Item] | None = None):

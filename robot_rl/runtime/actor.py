@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.core.interrupts import deferred_interrupt
-from robot_rl.core.transport import Transport
+from robot_rl.core.transport import ActorLink
 from robot_rl.data.recorder import EpisodeRecorder
 from robot_rl.data.transition import Provenance, Transition
 from robot_rl.runtime.evaluate import continuity_cost, task_progress
@@ -36,7 +36,7 @@ class EpisodePlay:
         env,
         human,
         safety,
-        transport: Transport,
+        transport: ActorLink,
         recorder: EpisodeRecorder | None,
         demo: bool,
         seed: int | None,
@@ -143,7 +143,7 @@ def run_episode(
     agent,
     human,
     safety,
-    transport: Transport,
+    transport: ActorLink,
     recorder: EpisodeRecorder | None,
     demo: bool,
     seed: int | None,
@@ -177,7 +177,7 @@ def run_envs(
     agent,
     humans: Sequence[Any],
     safeties: Sequence[Any],
-    transport: Transport,
+    transport: ActorLink,
     recorders: Sequence[EpisodeRecorder | None],
     seeds: Callable[[], int],
     after_step: Callable[[bool], bool],

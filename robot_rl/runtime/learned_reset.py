@@ -155,7 +155,7 @@ class LearnedResets:
         with who set its scene, logged; None when ``stop`` came during it."""
         if self.recorder is not None:
             self.recorder.annotate(policy=BACKWARD, reset_by=PERSON if scene is None else POLICY)
-        between_steps = self.learner.keep_pace if self.acting.settings.sync else None
+        between_steps = (lambda: self.learner.keep_pace(self.transport)) if self.acting.settings.sync else None
         stats = self.acting.play(self.env, self.transport, self.recorder, seed, between_steps, stop, scene)
         if stats is None:
             return None
@@ -174,7 +174,7 @@ class LearnedResets:
 
     def save(self) -> None:
         """The backward policy's checkpoint (after the forward one), holding every step its actor sent."""
-        self.learner.ingest_everything_sent(self.transport.sent)
+        self.learner.ingest_everything_sent(self.transport)
         self.learning.save(self.counters)
 
     def figures(self) -> dict[str, str]:
@@ -200,7 +200,7 @@ class LearnedResets:
         """Stop the learner (every step sent ingested: the last checkpoint was written before) and close the env; an
         episode still open in the recorder is dropped."""
         self.learner.close()
-        self.learner.ingest_everything_sent(self.transport.sent)
+        self.learner.ingest_everything_sent(self.transport)
         if self.recorder is not None:
             self.recorder.discard()
         self.env.close()

@@ -9,7 +9,7 @@ session (:class:`robot_rl.runtime.session.LearnerSession`) owns it with the agen
 What it counts, each number one thing:
 
 - ``taken``: transitions the delivery ledger judged, every kind, ingested or refused (a duplicate, a gap): with
-  what waits in the transport's :attr:`~robot_rl.core.transport.Transport.arrivals`, the transitions delivered so
+  what waits in the transport's :attr:`~robot_rl.core.transport.LearnerLink.arrivals`, the transitions delivered so
   far (what ``LocalTransport`` compares with what it sent);
 - ``online_received``: online transitions ingested (not demos, not refused): what the update-to-data ratio counts
   (``updates_due``), checkpointed;
@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from robot_rl.core.checkpoint import load_agent
-from robot_rl.core.transport import LearnerProgress, LocalTransport, Transport, updates_due
+from robot_rl.core.transport import ActorLink, LearnerLink, LearnerProgress, LocalTransport, updates_due
 from robot_rl.data import ReplayBuffer
 from robot_rl.data.batches import Batch
 from robot_rl.data.delivery_ledger import DeliveryLedger, Numbered
@@ -63,7 +63,7 @@ class Learner:
         settings: TrainSettings,
         shapes: dict[str, tuple[int, ...]],
         action_dim: int,
-        transport: Transport[Numbered],
+        transport: LearnerLink[Numbered],
         seed: int,
         relabel: SafetyRelabel | None = None,
         auxiliaries: dict[str, AuxiliaryLearner] | None = None,
@@ -219,17 +219,17 @@ class Learner:
             if delivered is not None:
                 self.ingest_delivered([delivered])
 
-    def ingest_everything_sent(self, sent: int) -> None:
-        """Put every one of the ``sent`` transitions into the buffers now, their updates left due, so a
+    def ingest_everything_sent(self, actor: LocalTransport) -> None:
+        """Put every transition the in-process ``actor`` sent into the buffers now, their updates left due, so a
         checkpoint holds every step the actor counted. Works while :meth:`run` runs and after it stopped."""
-        arrivals = self.transport.arrivals
+        arrivals, sent = self.transport.arrivals, actor.sent
 
         def all_arrived() -> bool:
             return self.taken + len(arrivals) >= sent
 
         while not all_arrived() and self.error is None:
             if self.running:  # run() ingests between two updates, and posts its progress after each ingest
-                self.transport.wait_for_learner(all_arrived, WAKE_AT_LEAST)
+                actor.wait_for_learner(all_arrived, WAKE_AT_LEAST)
             else:
                 arrivals.wait(WAKE_AT_LEAST)
         with self.lock:
@@ -266,27 +266,24 @@ class Learner:
                 settled.online_received, settled.update_calls, settled.received, settled.taken
             )
 
-    def keep_pace(self) -> None:
-        """Block while the actor runs more than ``train.max_lag`` steps ahead of this learner (sim, ``train.sync``: the
+    def keep_pace(self, actor: ActorLink) -> None:
+        """Block while ``actor`` runs more than ``train.max_lag`` steps ahead of this learner (sim, ``train.sync``: the
         update-to-data ratio holds), unless the learner failed."""
         settings = self.settings
-        while self.transport.backlog(settings.start_training, settings.update_every) > settings.max_lag and (
-            self.error is None
-        ):
-            self.transport.wait_for_learner(
-                lambda: self.transport.backlog(settings.start_training, settings.update_every) <= settings.max_lag,
-                WAKE_AT_LEAST,
-            )
 
-    def wait_until_caught_up(self) -> None:
-        """Block until every transition sent on the transport is ingested and its updates are made (in one process:
+        def within_lag() -> bool:
+            return actor.backlog(settings.start_training, settings.update_every) <= settings.max_lag
+
+        while not within_lag() and self.error is None:
+            actor.wait_for_learner(within_lag, WAKE_AT_LEAST)
+
+    def wait_until_caught_up(self, actor: ActorLink) -> None:
+        """Block until every transition ``actor`` sent is ingested and its updates are made (in one process:
         :meth:`run` publishes its progress as it goes)."""
         settings = self.settings
-        while (
-            self.transport.backlog(settings.start_training, settings.update_every) > 0
-            and self.error is None
-            and not self.stop.is_set()
-        ):
-            self.transport.wait_for_learner(
-                lambda: self.transport.backlog(settings.start_training, settings.update_every) <= 0, WAKE_AT_LEAST
-            )
+
+        def caught_up() -> bool:
+            return actor.backlog(settings.start_training, settings.update_every) <= 0
+
+        while not caught_up() and self.error is None and not self.stop.is_set():
+            actor.wait_for_learner(caught_up, WAKE_AT_LEAST)

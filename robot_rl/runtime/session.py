@@ -23,7 +23,7 @@ from robot_rl.core.checkpoint import check_task_definition, load_agent, task_def
 from robot_rl.core.composed_config import save_config
 from robot_rl.core.config import Config, ConfigError, plain, settings_of
 from robot_rl.core.folders import latest, replacing
-from robot_rl.core.transport import Transport
+from robot_rl.core.transport import ActorLink, LearnerLink
 from robot_rl.data import EpisodeRecorder
 from robot_rl.policies.fast_critic import FastCriticLearner, fast_critic_fit_settings
 from robot_rl.runtime.actor import (
@@ -166,7 +166,7 @@ class ActorSession:
         for env, saved in zip(envs, state.get("envs", [])):
             load_env_random_state(env, saved)
 
-    def take_weights(self, transport: Transport) -> bool:
+    def take_weights(self, transport: ActorLink) -> bool:
         """Act on the newest weights the learner published if they are new; True when they were."""
         published = transport.latest_weights()
         if published is None or published[0] == self.weights_key:
@@ -179,11 +179,11 @@ class ActorSession:
         self.fast_model = weights.get(FAST_CRITIC_KEY, self.fast_model)
         return True
 
-    def between_episodes(self, learner: Learner, transport: Transport) -> bool:
+    def between_episodes(self, learner: Learner, transport: ActorLink) -> bool:
         """After an episode in one process: wait until ``learner`` caught up (``train.deterministic``), raise its
         failure, and act on its newest weights; True when they were new."""
         if self.settings.deterministic:
-            learner.wait_until_caught_up()
+            learner.wait_until_caught_up(transport)
         if learner.error is not None:
             raise RuntimeError("the learner failed") from learner.error
         return self.take_weights(transport)
@@ -198,7 +198,7 @@ class ActorSession:
     def play(
         self,
         env,
-        transport: Transport,
+        transport: ActorLink,
         recorder: EpisodeRecorder | None,
         seed: int | None,
         between_steps: Callable[[], None] | None = None,
@@ -262,7 +262,7 @@ class ActorSession:
         self,
         envs: list,
         humans: list,
-        transport: Transport,
+        transport: ActorLink,
         recorders: list[EpisodeRecorder | None],
         seeds: Callable[[], int],
         between_steps: Callable[[], None] | None = None,
@@ -296,7 +296,7 @@ class LearnerSession:
     another task definition is refused before anything is loaded).
     """
 
-    def __init__(self, cfg: Config, shapes: dict[str, tuple[int, ...]], action_dim: int, transport: Transport):
+    def __init__(self, cfg: Config, shapes: dict[str, tuple[int, ...]], action_dim: int, transport: LearnerLink):
         self.cfg, self.settings = cfg, settings_from(cfg["train"])
         seed = int(cfg["seed"])
         safety = safety_settings(cfg.get("safety"))

@@ -4,7 +4,7 @@ The actor (main thread) steps the env with the latest policy weights, lets the t
 take over, records every episode to the run's episode store and sends transitions to the
 learner. The learner (its own thread) fills the replay buffers (demos -> demo buffer,
 interventions -> both, policy steps -> online), updates the agent on mixed batches and
-publishes weights. They only talk through a :class:`~robot_rl.core.transport.Transport`.
+publishes weights. They only talk through a :class:`~robot_rl.core.transport.LocalTransport` (both ends of the link).
 
 Run folder: ``tb/`` (TensorBoard), ``episodes.zarr``, ``checkpoint/`` (agent, buffers,
 counters; ``train.resume=true`` continues from it), ``summary.json``, ``learning_curve.png``.
@@ -70,7 +70,7 @@ def train(cfg: Config) -> dict[str, Any]:
 
     def before_checkpoint() -> None:
         """The checkpoint holds every step counted (and the learned-reset rule's counts)."""
-        learner.ingest_everything_sent(transport.sent)
+        learner.ingest_everything_sent(transport)
         if resets is not None:
             resets.before_checkpoint(counters)
 
@@ -98,7 +98,7 @@ def train(cfg: Config) -> dict[str, Any]:
         """Show the count, and keep within ``train.max_lag`` steps of the learner (sim, ``train.sync``)."""
         run.show_steps()
         if settings.sync:
-            learner.keep_pace()
+            learner.keep_pace(transport)
 
     def ended(stats: dict[str, Any]) -> Iterator[list[EpisodeEnd]]:
         """An episode's end to the run (its log, evaluation and checkpoint when due), after the actor took new weights;
@@ -143,7 +143,7 @@ def train(cfg: Config) -> dict[str, Any]:
         finally:
             run.close_progress()
             learner.close()
-            learner.ingest_everything_sent(transport.sent)
+            learner.ingest_everything_sent(transport)
             if resets is not None:
                 resets.close()
             for each in [*envs, eval_env]:

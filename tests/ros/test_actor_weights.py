@@ -49,7 +49,7 @@ def actor_loop(*, demos: int, weights_after: int | None, subscribers: list[str],
     loop = SimpleNamespace(
         cfg=SimpleNamespace(ros=ros),
         session=session,
-        counters=None,
+        counters=SimpleNamespace(episodes=0),
         env=None,
         transport=None,
         between_steps=None,

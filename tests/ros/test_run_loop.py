@@ -63,7 +63,7 @@ def test_train_the_fleet_and_the_learner_node_share_one_run_loop(tmp_path, monke
     from robot_rl.data import EpisodeStore
     from robot_rl.data.transition import stored_transitions
     from robot_rl.data.wire import weight_shapes
-    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.links.transport import RosActorLink
     from robot_rl.ros.plumbing.delivery import Outbox
     from robot_rl.runtime.fleet import train_fleet
     from robot_rl.runtime.session import make_agent
@@ -101,7 +101,7 @@ def test_train_the_fleet_and_the_learner_node_share_one_run_loop(tmp_path, monke
     try:
         graph.start("learner")
         outbox = Outbox("actor-run", memory_limit=2**26, record_timeout=60.0, spill=lambda _: None, for_recorder=False)
-        actor = RosTransport(node, "actor", expected_weights=weight_shapes(policy), outbox=outbox)
+        actor = RosActorLink(node, expected_weights=weight_shapes(policy), outbox=outbox)
         assert actor.wait_for_subscribers(["robot_rl_learner"], timeout=60.0) == []
         for start in range(0, len(stream), 16):
             actor.send_transitions(stream[start : start + 16])

@@ -37,12 +37,12 @@ def of_episode(uid: str, index: int, **changes: Any) -> Transition:
 
 @contextmanager
 def actor_transport() -> Iterator[tuple[Any, Any, list[list[Transition]]]]:
-    """An actor's :class:`RosTransport` on a real node of its own context, its outbox recording at once what no
+    """An actor's :class:`RosActorLink` on a real node of its own context, its outbox recording at once what no
     recorder confirmed (``record_timeout`` 0) into a list: (transport, outbox, episodes the actor's store got)."""
     rclpy = require("rclpy")
     from rclpy.context import Context
 
-    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.links.transport import RosActorLink
     from robot_rl.ros.plumbing.delivery import Outbox
 
     context = Context()
@@ -51,7 +51,7 @@ def actor_transport() -> Iterator[tuple[Any, Any, list[list[Transition]]]]:
         stored: list[list[Numbered]] = []
         outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=0.0, spill=stored.append)
         node = rclpy.create_node("robot_rl_actor", context=context)
-        yield RosTransport(node, "actor", expected_weights={}, outbox=outbox), outbox, stored
+        yield RosActorLink(node, expected_weights={}, outbox=outbox), outbox, stored
     finally:
         rclpy.shutdown(context=context)
 
@@ -125,7 +125,7 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     from std_msgs.msg import UInt8MultiArray
 
     from robot_rl.data.wire import TransitionSchema, decode_transitions
-    from robot_rl.ros.links.transport import TRANSITIONS_TOPIC, RosTransport
+    from robot_rl.ros.links.transport import TRANSITIONS_TOPIC, RosActorLink, RosLearnerLink
     from robot_rl.ros.plumbing import qos
     from robot_rl.ros.plumbing.delivery import Outbox
 
@@ -135,15 +135,15 @@ def test_the_actor_waits_for_its_named_subscribers_and_they_get_every_transition
     rclpy.init(context=cell_context)
     try:
         outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=10.0, spill=lambda episode: None)
-        actor = RosTransport(
-            rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={}, outbox=outbox
+        actor = RosActorLink(
+            rclpy.create_node("robot_rl_actor", context=actor_context), expected_weights={}, outbox=outbox
         )
         schema = TransitionSchema({"state": (5,)}, 4)
         started = time.monotonic()
         assert actor.wait_for_subscribers(["robot_rl_recorder"], timeout=0.5) == ["robot_rl_recorder"]
         assert time.monotonic() - started >= 0.5  # it waited the whole timeout for a node that is not there
 
-        learner = RosTransport(rclpy.create_node("robot_rl_learner", context=cell_context), "learner", schema=schema)
+        learner = RosLearnerLink(rclpy.create_node("robot_rl_learner", context=cell_context), schema=schema)
         recorder_node = rclpy.create_node("robot_rl_recorder", context=cell_context)
         recorded: list[Numbered] = []
         recorder_node.create_subscription(
@@ -182,7 +182,7 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
     from rclpy.executors import SingleThreadedExecutor
 
     from robot_rl.data.wire import TransitionSchema
-    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.links.transport import RosActorLink, RosLearnerLink
     from robot_rl.ros.plumbing.delivery import Outbox
 
     actor_context, cell_context = Context(), Context()
@@ -191,14 +191,13 @@ def test_an_actor_at_its_exit_resends_until_a_learner_that_answers_has_every_tra
     executors = [SingleThreadedExecutor(context=actor_context), SingleThreadedExecutor(context=cell_context)]
     try:
         outbox = Outbox("actor-1", memory_limit=2**20, record_timeout=10.0, spill=lambda episode: None)
-        actor = RosTransport(
-            rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={}, outbox=outbox
+        actor = RosActorLink(
+            rclpy.create_node("robot_rl_actor", context=actor_context), expected_weights={}, outbox=outbox
         )
         for index in range(10):  # sent while no learner listens: lost for it
             actor.send_transitions([transition(index)])
-        learner = RosTransport(
+        learner = RosLearnerLink(
             rclpy.create_node("robot_rl_learner", context=cell_context),
-            "learner",
             schema=TransitionSchema({"state": (5,)}, 4),
         )
         learned: list[Numbered] = []
@@ -249,7 +248,7 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
     from std_msgs.msg import UInt8MultiArray
 
     from robot_rl.data.wire import TransitionSchema, decode_weights
-    from robot_rl.ros.links.transport import WEIGHTS_TOPIC, RosTransport
+    from robot_rl.ros.links.transport import WEIGHTS_TOPIC, RosLearnerLink
     from robot_rl.ros.plumbing import qos
     from robot_rl.ros.safety.fast_critic import WEIGHTS_TOPIC as FAST_TOPIC
     from robot_rl.ros.safety.fast_critic import FastRiskOutlet
@@ -271,9 +270,8 @@ def test_the_learner_publishes_its_fast_critic_to_the_safety_nodes_once_per_vers
     rclpy.init(context=cell_context)
     executors = [SingleThreadedExecutor(context=learner_context), SingleThreadedExecutor(context=cell_context)]
     try:
-        learner = RosTransport(
+        learner = RosLearnerLink(
             rclpy.create_node("robot_rl_learner", context=learner_context),
-            "learner",
             schema=TransitionSchema({"state": (5,)}, 4),
         )
         outlet = FastRiskOutlet(learner.node)  # the learner node's route for the fast critic
@@ -337,7 +335,7 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
     from std_msgs.msg import String
 
     from robot_rl.cli.graph import Launcher
-    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.links.transport import RosActorLink
     from robot_rl.ros.nodes.actor_node import STOPPED_WAIT, ExitWaits
     from robot_rl.ros.plumbing import qos
     from robot_rl.ros.plumbing.delivery import ACK_TOPIC, Outbox
@@ -354,8 +352,8 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
     try:
         spilled: list[list[Transition]] = []
         outbox = Outbox("actor-1", 2**20, record_timeout=10.0, spill=spilled.append, for_learner=False)
-        actor = RosTransport(
-            rclpy.create_node("robot_rl_actor", context=actor_context), "actor", expected_weights={}, outbox=outbox
+        actor = RosActorLink(
+            rclpy.create_node("robot_rl_actor", context=actor_context), expected_weights={}, outbox=outbox
         )
         recorder = rclpy.create_node("robot_rl_recorder", context=cell_context)
         acks = recorder.create_publisher(String, ACK_TOPIC, qos.EVENT)
@@ -387,3 +385,18 @@ def test_an_actor_whose_budget_is_spent_waits_for_a_slow_recorder_and_a_stopped_
             executor.shutdown()
         rclpy.shutdown(context=actor_context)
         rclpy.shutdown(context=cell_context)
+
+
+def test_each_node_holds_its_own_end_of_the_link():
+    """One class played both sides (``RosTransport(role=...)``, each method checking the role at run time; issue 77
+    item 3). The actor node holds the actor's end, the learner node the learner's: neither has the other side's
+    methods, and in one process ``LocalTransport`` is both ends."""
+    require("rclpy")
+    from robot_rl.core.transport import ActorLink, LearnerLink, LocalTransport
+    from robot_rl.ros.links.transport import RosActorLink, RosLearnerLink
+
+    assert issubclass(RosActorLink, ActorLink) and not issubclass(RosActorLink, LearnerLink)
+    assert issubclass(RosLearnerLink, LearnerLink) and not issubclass(RosLearnerLink, ActorLink)
+    assert not any(hasattr(RosActorLink, name) for name in ("publish_weights", "publish_progress", "acknowledge"))
+    assert not any(hasattr(RosLearnerLink, name) for name in ("send_transitions", "latest_weights", "backlog"))
+    assert issubclass(LocalTransport, ActorLink) and issubclass(LocalTransport, LearnerLink)

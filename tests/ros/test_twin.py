@@ -261,7 +261,7 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     from robot_rl.core.transport import LocalTransport
     from robot_rl.data.delivery_ledger import Numbered
     from robot_rl.data.wire import weight_shapes
-    from robot_rl.ros.links.transport import RosTransport
+    from robot_rl.ros.links.transport import RosActorLink
     from robot_rl.ros.plumbing.delivery import Outbox
     from robot_rl.runtime.envs import make_env, make_expert, observation_shapes
     from robot_rl.runtime.learner import Learner
@@ -298,7 +298,7 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
     )
     local_transport.send_transitions(stream)
     learner.start()
-    learner.wait_until_caught_up()
+    learner.wait_until_caught_up(local_transport)
     learner.close()
     assert learner.error is None and learner.update_calls == LEARNER_UPDATES
     version, local_weights = local_transport.latest_weights()
@@ -313,7 +313,7 @@ def test_twin_learner_node_and_in_process_learner_make_the_same_weights(tmp_path
         outbox = Outbox(
             "actor-twin", memory_limit=2**26, record_timeout=60.0, spill=lambda episode: None, for_recorder=False
         )
-        actor = RosTransport(node, "actor", expected_weights=weight_shapes(local_weights), outbox=outbox)
+        actor = RosActorLink(node, expected_weights=weight_shapes(local_weights), outbox=outbox)
         assert actor.wait_for_subscribers(["robot_rl_learner"], timeout=60.0) == []
         for start in range(0, len(stream), 16):
             actor.send_transitions([replace(t) for t in stream[start : start + 16]])

@@ -1,4 +1,5 @@
-"""The actor <-> learner :class:`~robot_rl.core.transport.Transport` over ROS 2 topics.
+"""The actor <-> learner link over ROS 2 topics: the actor's end (:class:`RosActorLink`) and the learner's
+(:class:`RosLearnerLink`), each node holding its own.
 
 Transitions go actor -> learner on ``rl/transitions`` (in the actor's namespace: ``/rl/transitions``, or
 ``/<robot>/rl/transitions`` for each robot of a fleet, all of which the one learner subscribes) and weights
@@ -30,7 +31,7 @@ from typing import Any, NamedTuple
 
 from std_msgs.msg import String, UInt8MultiArray
 
-from robot_rl.core.transport import Arrivals, LearnerProgress, ProgressBoard, Transport
+from robot_rl.core.transport import ActorLink, Arrivals, LearnerLink, LearnerProgress, ProgressBoard
 
 from ...data.delivery_ledger import Numbered
 from ...data.transition import Transition
@@ -75,78 +76,49 @@ def robot_topic(robot: str | None, topic: str) -> str:
 
 
 class LeftEpisode(NamedTuple):
-    """An episode the actor left without its last step (:meth:`RosTransport.leave_episode`): ``abandoned`` (a
+    """An episode the actor left without its last step (:meth:`RosActorLink.leave_episode`): ``abandoned`` (a
     demonstration, played again: no store records it) or cut there (an online one: recorded as it is)."""
 
     uid: str
     abandoned: bool
 
 
-class RosTransport(Transport):
-    """``role="actor"`` sends transitions and receives weights; ``role="learner"`` the reverse.
+class RosActorLink(ActorLink):
+    """The actor's end: sends its transitions on its robot's ``rl/transitions`` and receives the latched weights.
 
-    The actor gives ``expected_weights`` (:func:`~robot_rl.data.wire.weight_shapes` of its own
-    policy) and ``risk_input`` (state and action size, when it runs the safety filter), and an
-    :class:`~robot_rl.ros.plumbing.delivery.Outbox`; the learner gives the ``schema`` of the transitions it
-    takes and the ``robots`` whose transitions it subscribes (None: the one robot of the root namespace).
-    Received messages are decoded in the executor's thread and queued; the interface methods may be called from
-    any other thread.
+    ``expected_weights`` (:func:`~robot_rl.data.wire.weight_shapes` of its own policy) and ``risk_input`` (state and
+    action size, when it runs the safety filter) check what arrives; the
+    :class:`~robot_rl.ros.plumbing.delivery.Outbox` numbers each step in the actor's stream and keeps it until the
+    learner and the recorder hold it. Received messages are decoded in the executor's thread; the methods may be
+    called from any other thread.
     """
 
     def __init__(
         self,
         node,
-        role: str,
         *,
-        schema: TransitionSchema | None = None,
-        expected_weights: dict | None = None,
+        expected_weights: dict,
+        outbox: Outbox,
         risk_input: tuple[int, int] | None = None,
-        outbox: Outbox | None = None,
         guard: InputGuard | None = None,
-        robots: Sequence[str] | None = None,
     ):
-        if role not in ("actor", "learner"):
-            raise ValueError(f"role must be 'actor' or 'learner', got {role!r}")
-        self.node, self.role = node, role
-        self.guard = guard or InputGuard(node)
+        self.node, self.guard = node, guard or InputGuard(node)
         self.session = uuid.uuid4().hex[:8]
-        self.arrivals: Arrivals[Numbered] = Arrivals()  # the learner's: transitions in arrival order
-        self._weights: tuple[int, dict[str, Any]] | None = None  # the actor's: (weights_received, the newest)
+        self.expected_weights, self.risk_input, self.outbox = expected_weights, risk_input, outbox
+        self._weights: tuple[int, dict[str, Any]] | None = None  # (weights_received, the newest)
         self.weights_received = 0
         self.weights_meta: dict[str, Any] = {}
-        self.transitions_received = 0
-        self.schema, self.expected_weights, self.risk_input = schema, expected_weights, risk_input
-        self.outbox = outbox
         self.lock = threading.Lock()  # the outbox: actor thread and executor thread
         self.resend_requested = False
         self.current_episode: str | None = None
         self.board = ProgressBoard()  # the learner's progress as this actor hears it
-        # the learner's replay buffer sizes ({"online_size": n, "demo_size": n}) for its progress: its node sets it
-        self.replay_sizes: Callable[[], dict[str, int]] | None = None
-        if role == "actor":
-            if expected_weights is None or outbox is None:
-                raise ValueError("the actor's transport needs expected_weights and an outbox")
-            self._out = node.create_publisher(UInt8MultiArray, TRANSITIONS_TOPIC, qos.TRANSITIONS)
-            self._cuts = node.create_publisher(String, CUT_TOPIC, qos.EVENT)
-            self.guard.subscribe(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
-            self.guard.subscribe(String, ACK_TOPIC, self._on_ack, qos.EVENT)
-            self.guard.subscribe(String, PROGRESS_TOPIC, self._on_progress, qos.EVENT)
-        else:
-            if schema is None:
-                raise ValueError("the learner's transport needs the transitions' schema")
-            self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
-            self._progress = node.create_publisher(String, PROGRESS_TOPIC, qos.EVENT)
-            self.acks = []
-            self.tally = RobotTally()  # what each robot gave (fleet.robots)
-            for robot in robots or [None]:
-                self.acks.append(node.create_publisher(String, robot_topic(robot, ACK_TOPIC), qos.EVENT))
-                topic = robot_topic(robot, TRANSITIONS_TOPIC)
-                receive = functools.partial(self._on_transitions, robot=robot)
-                self.guard.subscribe(UInt8MultiArray, topic, receive, qos.TRANSITIONS)
+        self._out = node.create_publisher(UInt8MultiArray, TRANSITIONS_TOPIC, qos.TRANSITIONS)
+        self._cuts = node.create_publisher(String, CUT_TOPIC, qos.EVENT)
+        self.guard.subscribe(UInt8MultiArray, WEIGHTS_TOPIC, self._on_weights, qos.LATCHED)
+        self.guard.subscribe(String, ACK_TOPIC, self._on_ack, qos.EVENT)
+        self.guard.subscribe(String, PROGRESS_TOPIC, self._on_progress, qos.EVENT)
 
-    # ----------------------------------------------------------------- actor side
     def send_transitions(self, transitions: list[Transition]) -> None:
-        self._require("actor")
         if not transitions:
             return
         numbered, cuts = [], []
@@ -161,7 +133,6 @@ class RosTransport(Transport):
 
     def cut_episode(self, uid: str) -> None:
         """The budget cut episode ``uid`` short: it is finished, and the recorder hears which step was its last."""
-        self._require("actor")
         with self.lock:
             cut = self._cut(uid)
         self._publish_cuts([cut])
@@ -173,7 +144,6 @@ class RosTransport(Transport):
         its episodes from the stores); the recorder hears which step was its last. A demonstration is played again
         (not counted), so the one left is abandoned: the learner has its steps, no store records it. Returns what
         became of the episode (None: there was none, or it had ended already), for the actor's counts and log."""
-        self._require("actor")
         with self.lock:
             uid, abandoned_before = self.current_episode, set(self.outbox.abandoned)
             cut = None if uid is None else self._leave(uid)
@@ -212,7 +182,6 @@ class RosTransport(Transport):
     def latest_weights(self) -> tuple[int, dict[str, Any]] | None:
         """(count of weights messages received, weights): the count changes with every new message,
         also when a restarted learner starts counting its updates from its checkpoint again."""
-        self._require("actor")
         return self._weights  # replaced whole by the executor's thread
 
     def weights_version(self) -> int | None:
@@ -241,14 +210,12 @@ class RosTransport(Transport):
 
     def not_ingested(self, progress: LearnerProgress) -> int:
         """The actor's transitions (numbered by its outbox) beyond the highest the learner said it ingested."""
-        self._require("actor")
         return self.outbox.seq - progress.received.get(self.outbox.actor_id, 0)
 
     def service(self, read_spilled: Callable[[list[tuple[str, int]]], list[list[Numbered]]]) -> None:
         """The actor thread's housekeeping between steps: resend what a restarted learner lacks
         (spilled episodes through ``read_spilled``), record episodes the recorder did not
         acknowledge, keep the outbox under its memory limit."""
-        self._require("actor")
         with self.lock:
             resend, self.resend_requested = self.resend_requested, False
             for uid in self.outbox.unrecorded_due():
@@ -268,7 +235,6 @@ class RosTransport(Transport):
         """At the actor's exit: go on resending what the learner lacks (a restarted learner still catching
         up, a lost message) until it acknowledged every transition, it was silent for ``silence`` s (down,
         or none started) or ``timeout`` s passed; returns how many transitions it still lacks."""
-        self._require("actor")
         deadline = time.monotonic() + timeout
         while True:
             with self.lock:
@@ -301,39 +267,6 @@ class RosTransport(Transport):
             for uid in self.outbox.unconfirmed():
                 self.outbox.record_locally(uid)
 
-    # ----------------------------------------------------------------- learner side
-    def publish_weights(self, version: int, weights: dict[str, Any]) -> None:
-        """The actor's weights on ``/rl/policy_weights`` (latched: an actor that starts later gets them)."""
-        self._require("learner")
-        self._out.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "session": self.session})))
-
-    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
-        """What this learner has ingested and made of it, for actors that keep the update-to-data ratio (each
-        counts its own transitions by ``received``: ``taken`` is not sent)."""
-        self._require("learner")
-        progress = {"online": int(online_received), "updates": int(update_calls), "received": received}
-        if self.replay_sizes is not None:
-            progress.update(self.replay_sizes())
-        self._progress.publish(String(data=json.dumps(progress)))
-
-    def _on_transitions(self, msg, robot: str | None = None) -> None:
-        transitions, _ = decode_transitions(msg.data, self.schema)
-        self.transitions_received += len(transitions)
-        if robot is not None:
-            self.tally.add(robot, transitions)
-        self.arrivals.put(transitions)
-
-    def acknowledge(self, received: dict[str, int], durable: dict[str, int]) -> None:
-        """Tell the actors what this learner has ingested and what is in its checkpoint."""
-        self._require("learner")
-        actors = {
-            actor: {"received": int(seq), "durable": int(durable.get(actor, 0))} for actor, seq in received.items()
-        }
-        ack = String(data=json.dumps({"node": "learner", "session": self.session, "actors": actors}))
-        for publisher in self.acks:
-            publisher.publish(ack)
-
-    # ----------------------------------------------------------------- both
     def wait_for_subscribers(self, nodes: Sequence[str], timeout: float) -> list[str]:
         """Wait up to ``timeout`` s until every named node subscribes to our topic and our publisher
         has matched each subscriber it knows of (DDS discovery); returns the names still missing.
@@ -358,6 +291,60 @@ class RosTransport(Transport):
 
         return self._out.wait_for_all_acked(Duration(seconds=timeout))
 
-    def _require(self, role: str) -> None:
-        if self.role != role:
-            raise RuntimeError(f"this transport plays the {self.role}; that call belongs to the {role}")
+
+class RosLearnerLink(LearnerLink[Numbered]):
+    """The learner's end: subscribes to the ``rl/transitions`` of each of ``robots`` (None: the one robot of the root
+    namespace), checks each message against ``schema`` and puts its steps in :attr:`arrivals` (in the executor's
+    thread: the learner's one queue), publishes the latched weights, its progress and its acknowledgements."""
+
+    def __init__(
+        self,
+        node,
+        *,
+        schema: TransitionSchema,
+        robots: Sequence[str] | None = None,
+        guard: InputGuard | None = None,
+    ):
+        self.node, self.guard, self.schema = node, guard or InputGuard(node), schema
+        self.session = uuid.uuid4().hex[:8]
+        self.arrivals: Arrivals[Numbered] = Arrivals()
+        self.transitions_received = 0
+        # the learner's replay buffer sizes ({"online_size": n, "demo_size": n}) for its progress: its node sets it
+        self.replay_sizes: Callable[[], dict[str, int]] | None = None
+        self._out = node.create_publisher(UInt8MultiArray, WEIGHTS_TOPIC, qos.LATCHED)
+        self._progress = node.create_publisher(String, PROGRESS_TOPIC, qos.EVENT)
+        self.acks = []
+        self.tally = RobotTally()  # what each robot gave (fleet.robots)
+        for robot in robots or [None]:
+            self.acks.append(node.create_publisher(String, robot_topic(robot, ACK_TOPIC), qos.EVENT))
+            topic = robot_topic(robot, TRANSITIONS_TOPIC)
+            receive = functools.partial(self._on_transitions, robot=robot)
+            self.guard.subscribe(UInt8MultiArray, topic, receive, qos.TRANSITIONS)
+
+    def publish_weights(self, version: int, weights: dict[str, Any]) -> None:
+        """The actor's weights on ``/rl/policy_weights`` (latched: an actor that starts later gets them)."""
+        self._out.publish(UInt8MultiArray(data=encode_weights(weights, {"version": version, "session": self.session})))
+
+    def publish_progress(self, online_received: int, update_calls: int, received: dict[str, int], taken: int) -> None:
+        """What this learner has ingested and made of it, for actors that keep the update-to-data ratio (each
+        counts its own transitions by ``received``: ``taken`` is not sent)."""
+        progress = {"online": int(online_received), "updates": int(update_calls), "received": received}
+        if self.replay_sizes is not None:
+            progress.update(self.replay_sizes())
+        self._progress.publish(String(data=json.dumps(progress)))
+
+    def _on_transitions(self, msg, robot: str | None = None) -> None:
+        transitions, _ = decode_transitions(msg.data, self.schema)
+        self.transitions_received += len(transitions)
+        if robot is not None:
+            self.tally.add(robot, transitions)
+        self.arrivals.put(transitions)
+
+    def acknowledge(self, received: dict[str, int], durable: dict[str, int]) -> None:
+        """Tell the actors what this learner has ingested and what is in its checkpoint."""
+        actors = {
+            actor: {"received": int(seq), "durable": int(durable.get(actor, 0))} for actor, seq in received.items()
+        }
+        ack = String(data=json.dumps({"node": "learner", "session": self.session, "actors": actors}))
+        for publisher in self.acks:
+            publisher.publish(ack)

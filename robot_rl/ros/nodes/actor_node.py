@@ -3,7 +3,7 @@
 It runs :func:`robot_rl.runtime.actor.run_episode` on a :class:`~robot_rl.ros.links.topic_env.TopicEnv` with
 the intervention mux (:class:`~robot_rl.ros.links.teleop_source.TopicTeleop`) and the learned safety
 filter when the learner publishes one, sends every transition to the learner
-(:class:`~robot_rl.ros.links.transport.RosTransport`) and loads new weights between episodes. Its first online episode
+(:class:`~robot_rl.ros.links.transport.RosActorLink`) and loads new weights between episodes. Its first online episode
 waits (at most ``ros.startup_timeout`` s) for the learner's first weights; without a learner it acts on the weights
 it has. A stream that goes silent pauses the actor
 (logged with the topic) until it returns; so does the operator's pause (``/rl/pause`` true, the console's: a
@@ -62,7 +62,7 @@ from ...data.wire import weight_shapes
 from ...safety.fast_critic import fast_critic_config
 from ..links.teleop_source import TopicTeleop
 from ..links.topic_env import EPISODE_STATS, STOP, OperatorPause, StreamStalled, TopicEnv, TopicEnvSettings
-from ..links.transport import RosTransport
+from ..links.transport import RosActorLink
 from ..plumbing import qos
 from ..plumbing.delivery import Outbox, numbered
 from ..plumbing.node_main import (
@@ -155,9 +155,8 @@ class ActorLoop:
             for_recorder="robot_rl_recorder" in self.transition_subscribers,
         )
         risk_input = (shapes["state"][0], action_dim) if safety.enabled and "state" in shapes else None
-        self.transport = RosTransport(
+        self.transport = RosActorLink(
             node,
-            "actor",
             expected_weights=weight_shapes(self.agent.policy_state()),
             risk_input=risk_input,
             outbox=outbox,

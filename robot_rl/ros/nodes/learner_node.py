@@ -1,7 +1,7 @@
 """The learner node: transitions in, weights out, checkpoints.
 
 It runs the same :class:`robot_rl.runtime.session.LearnerSession` as ``robot-rl train`` behind a
-:class:`~robot_rl.ros.links.transport.RosTransport`: demo transitions fill the demo buffer,
+:class:`~robot_rl.ros.links.transport.RosLearnerLink`: demo transitions fill the demo buffer,
 interventions both buffers, policy steps the online buffer; updates start after
 ``train.start_training`` online transitions, one update call (``agent.utd`` critic steps) per
 ``train.update_every`` online transitions;
@@ -51,7 +51,7 @@ from ...data.episode_store import EpisodeStoreError
 from ...data.transition import stored_transitions
 from ...data.wire import TransitionSchema
 from ..links.topic_env import EPISODE_STATS
-from ..links.transport import RosTransport
+from ..links.transport import RosLearnerLink
 from ..plumbing import qos
 from ..plumbing.guard import InputGuard, MessageError
 from ..plumbing.node_main import exit_with_error, node_config, node_task_spec, ros_node, spin
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(settings.torch_threads)
     with ros_node("robot_rl_learner", ros_args, sim_time) as node:
         log = node.get_logger()
-        transport = RosTransport(node, "learner", schema=TransitionSchema(shapes, action_dim), robots=robots)
+        transport = RosLearnerLink(node, schema=TransitionSchema(shapes, action_dim), robots=robots)
         try:
             session = LearnerSession(cfg, shapes, action_dim, transport)
             if sim_time:
