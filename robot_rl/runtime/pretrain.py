@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import asdict
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from robot_rl.core.checkpoint import PRETRAIN_FILE, write_task_definition
 from robot_rl.core.composed_config import save_config
@@ -38,7 +36,7 @@ from robot_rl.core.config import (
     yaml_defaults,
 )
 from robot_rl.core.folders import replacing
-from robot_rl.core.interrupts import deferred_interrupt, interrupt_requests
+from robot_rl.core.interrupts import deferred_interrupt
 from robot_rl.data.batches import Batch
 from robot_rl.data.samplers import WeightedSampler
 from robot_rl.policies.conservative import ConservativeConfig
@@ -46,7 +44,7 @@ from robot_rl.runtime.envs import make_env, observation_shapes
 from robot_rl.runtime.evaluate import EVAL_SEED, evaluate
 from robot_rl.runtime.offline_data import load_offline, store_paths, store_weights
 from robot_rl.runtime.replay_router import SafetyRelabel
-from robot_rl.runtime.run_loop import EvalSchedule
+from robot_rl.runtime.run_loop import RunRecord
 from robot_rl.runtime.safety_learning import safety_settings
 from robot_rl.runtime.session import make_agent, run_definition
 from robot_rl.safety.fast_critic import fast_critic_config
@@ -122,37 +120,34 @@ def pretrain(cfg: Config) -> dict[str, Any]:
     def sample_batch() -> Batch:
         return sampler.sample(settings.batch_size, n_step, agent.config.discount, agent.sequence_length)
 
-    from torch.utils.tensorboard import SummaryWriter
-
     with replacing(out) as tmp:  # a crash or Ctrl-C leaves no half-written run folder
         save_config(cfg, tmp / "config.yaml")
-        tb = SummaryWriter(str(tmp / "tb"))
         utd = int(getattr(agent.config, "utd", 1))
         calls = math.ceil(settings.updates / utd)
         history: list[dict[str, Any]] = []
-        evaluations = EvalSchedule(settings.eval_every)
-        started, interrupted = time.monotonic(), False
-        progress = tqdm(total=calls * utd, desc=f"pretrain {task.get('name')}", unit="update", mininterval=1.0)
-        with interrupt_requests() as stop:
+        run = RunRecord(
+            tmp,
+            f"pretrain {task.get('name')}",
+            total=calls * utd,
+            unit="update",
+            eval_every=settings.eval_every,
+            history=history,
+        )
+        with run.interruptible() as stop:
             for call in range(1, calls + 1):
                 metrics = agent.update(sample_batch)
                 steps = call * utd
-                progress.update(utd)
+                run.progress.update(utd)
                 if steps % settings.log_every < utd or call == calls:
                     for name, value in metrics.items():
-                        tb.add_scalar(f"pretrain/{name}", float(value), steps)
+                        run.tb.add_scalar(f"pretrain/{name}", float(value), steps)
                 last = call == calls or stop.is_set()
-                if settings.eval_episodes and evaluations.due(steps, finished=last):
-                    result = evaluate(agent, env, settings.eval_episodes, seed=EVAL_SEED)
-                    history.append({"updates": steps, "wall_seconds": time.monotonic() - started, **result})
-                    tb.add_scalar("eval/success", result["success_rate"], steps)
-                    tb.add_scalar("eval/return", result["mean_return"], steps)
-                    progress.set_postfix(eval_success=f"{result['success_rate']:.2f}")
+                if settings.eval_episodes and run.evaluations.due(steps, finished=last):
+                    run.log_evaluation("updates", steps, evaluate(agent, env, settings.eval_episodes, seed=EVAL_SEED))
                 if stop.is_set():
-                    interrupted = True
                     break
-        progress.close()
-        tb.close()
+        run.close_progress()
+        run.tb.close()
         env.close()
         with deferred_interrupt():
             summary = {
@@ -163,10 +158,10 @@ def pretrain(cfg: Config) -> dict[str, Any]:
                 "weights": settings.weights,
                 "transitions": [len(buffer) for buffer in buffers],
                 "updates": agent.updates,
-                "wall_seconds": time.monotonic() - started,
+                "wall_seconds": run.elapsed(),
                 "final_eval_success": history[-1]["success_rate"] if history else None,
                 "eval_history": history,
-                "interrupted": interrupted,
+                "interrupted": run.stopped,
             }
             (tmp / "checkpoint").mkdir()
             write_task_definition(tmp / "checkpoint", run_definition(cfg, agent))

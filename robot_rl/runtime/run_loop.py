@@ -64,60 +64,38 @@ class EpisodeEnd:
 Turn = Callable[[StopRequest], Iterable[list[EpisodeEnd]]]  # what comes next: the episodes that ended, a list at a time
 
 
-class Run:
-    """The outer loop of the training run of ``learning`` with its ``counters`` (of task ``task_name``).
-
-    ``evaluate`` plays the evaluations (None: the run does not evaluate, as the learner node, which has no env);
-    ``before_checkpoint()`` runs before each checkpoint is written (take in every transition counted, flush the
-    recorders), ``after_checkpoint(reason)`` after (reason: ``due``, ``operator`` or ``final``); ``progress_bar``: a tqdm
-    bar of the online steps; without one (the learner node, whose output is a launch's log) ``progress_log(line)`` gets
-    the same bar as a line every ``progress_every`` s; TensorBoard (``<run_dir>/tb``), ``summary.json``
-    and the learning curve are kept either way; ``title`` begins the progress bar (``train``, ``fleet``); ``figures()``
-    adds figures of the caller's to the progress (learned resets: person resets per forward episode)."""
+class RunRecord:
+    """What every run keeps as it goes, whatever it counts (a training run its online steps, pretraining its critic
+    steps): the wall clock (``wall_seconds`` spent in its earlier sessions go on), Ctrl-C (:meth:`interruptible`),
+    the progress bar of a budget of ``total`` ``unit``s from ``initial`` (or, without a bar, nothing here),
+    TensorBoard (``<run_dir>/tb``), the evaluation cadence (:class:`EvalSchedule`, every ``eval_every`` from
+    ``last_evaluation``) and each evaluation into ``history``, TensorBoard and the bar."""
 
     def __init__(
         self,
-        learning: LearnerSession,
-        counters: Counters,
-        task_name: str | None,
+        run_dir: Path,
+        title: str,
         *,
-        evaluate: Evaluation | None = None,
-        before_checkpoint: Callable[[], None] | None = None,
-        after_checkpoint: Callable[[str], None] | None = None,
+        total: int,
+        unit: str,
+        eval_every: int,
+        history: list[dict[str, Any]],
+        initial: int = 0,
+        last_evaluation: int = 0,
+        wall_seconds: float = 0.0,
         progress_bar: bool = True,
-        title: str = "train",
-        progress_log: Callable[[str], None] | None = None,
-        progress_every: float = 30.0,
-        figures: Callable[[], dict[str, str]] | None = None,
     ):
-        self.learning, self.counters, self.task_name = learning, counters, task_name
-        self.settings, self.learner = learning.settings, learning.learner
-        self.evaluate = evaluate
-        self.before_checkpoint, self.after_checkpoint = before_checkpoint, after_checkpoint
-        self.started = time.monotonic() - counters.wall_seconds  # a resumed run's clock goes on
-        # a resumed run goes on from its last evaluation
-        self.evaluations = EvalSchedule(
-            self.settings.eval_every, counters.history[-1]["env_steps"] if counters.history else 0
-        )
+        self.title, self.history = title, history
+        self.started = time.monotonic() - wall_seconds  # a resumed run's clock goes on
+        self.evaluations = EvalSchedule(eval_every, last_evaluation)
         self.stop = StopRequest()  # a stop request (Ctrl-C under interruptible(), or the caller's)
         self.interrupted = False  # a second Ctrl-C or SIGTERM ended the loop at once
-        self.target_reached = False  # an evaluation reached train.stop_at_success: the caller ends the run
         self.progress = None
-        self.title = title
-        self.progress_log, self.progress_every = progress_log, progress_every
-        self.figures = figures
-        self.logged_at = -np.inf  # the run's elapsed s at the last progress line (progress_log)
         from torch.utils.tensorboard import SummaryWriter
 
-        self.tb = SummaryWriter(str(learning.run_dir / "tb"))
+        self.tb = SummaryWriter(str(Path(run_dir) / "tb"))
         if progress_bar:
-            self.progress = tqdm(
-                total=self.settings.env_steps,
-                initial=counters.env_steps,
-                desc=f"{title} {task_name}",
-                unit="step",
-                mininterval=1.0,
-            )
+            self.progress = tqdm(total=total, initial=initial, desc=title, unit=unit, mininterval=1.0)
 
     def elapsed(self) -> float:
         """Wall seconds of the run so far (its earlier sessions' included)."""
@@ -146,6 +124,70 @@ class Run:
         if self.progress is not None:
             self.progress.close()
 
+    def log_evaluation(self, count_key: str, count: int, result: dict[str, Any], **extra: Any) -> None:
+        """An evaluation's figures (:func:`~robot_rl.runtime.evaluate.evaluation_summary`'s) made at ``count`` (the
+        run's ``count_key``: ``env_steps``, ``updates``) into the history (with ``extra`` entries), TensorBoard and
+        the progress bar."""
+        self.history.append({count_key: count, "wall_seconds": self.elapsed(), **extra, **result})
+        self.tb.add_scalar("eval/success", result["success_rate"], count)
+        self.tb.add_scalar("eval/episode_length", result["mean_length"], count)
+        self.tb.add_scalar("eval/return", result["mean_return"], count)
+        self.tb.add_scalar("eval/continuity_cost", result["continuity_cost"], count)
+        if self.progress is not None:
+            self.progress.set_postfix(self.progress_figures())
+
+    def progress_figures(self) -> dict[str, str]:
+        """What the progress bar shows beside the count: the last evaluation's success."""
+        return {"eval_success": f"{self.history[-1]['success_rate']:.2f}"} if self.history else {}
+
+
+class Run(RunRecord):
+    """The outer loop of the training run of ``learning`` with its ``counters`` (of task ``task_name``).
+
+    ``evaluate`` plays the evaluations (None: the run does not evaluate, as the learner node, which has no env);
+    ``before_checkpoint()`` runs before each checkpoint is written (take in every transition counted, flush the
+    recorders), ``after_checkpoint(reason)`` after (reason: ``due``, ``operator`` or ``final``); ``progress_bar``: a tqdm
+    bar of the online steps; without one (the learner node, whose output is a launch's log) ``progress_log(line)`` gets
+    the same bar as a line every ``progress_every`` s; TensorBoard (``<run_dir>/tb``), ``summary.json``
+    and the learning curve are kept either way; ``title`` begins the progress bar (``train``, ``fleet``); ``figures()``
+    adds figures of the caller's to the progress (learned resets: person resets per forward episode)."""
+
+    def __init__(
+        self,
+        learning: LearnerSession,
+        counters: Counters,
+        task_name: str | None,
+        *,
+        evaluate: Evaluation | None = None,
+        before_checkpoint: Callable[[], None] | None = None,
+        after_checkpoint: Callable[[str], None] | None = None,
+        progress_bar: bool = True,
+        title: str = "train",
+        progress_log: Callable[[str], None] | None = None,
+        progress_every: float = 30.0,
+        figures: Callable[[], dict[str, str]] | None = None,
+    ):
+        super().__init__(
+            learning.run_dir,
+            f"{title} {task_name}",
+            total=learning.settings.env_steps,
+            unit="step",
+            eval_every=learning.settings.eval_every,
+            history=counters.history,
+            initial=counters.env_steps,
+            last_evaluation=counters.history[-1]["env_steps"] if counters.history else 0,  # a resumed run's last
+            wall_seconds=counters.wall_seconds,
+            progress_bar=progress_bar,
+        )
+        self.learning, self.counters, self.task_name, self.way = learning, counters, task_name, title
+        self.settings, self.learner = learning.settings, learning.learner
+        self.evaluate = evaluate
+        self.before_checkpoint, self.after_checkpoint = before_checkpoint, after_checkpoint
+        self.target_reached = False  # an evaluation reached train.stop_at_success: the caller ends the run
+        self.progress_log, self.progress_every = progress_log, progress_every
+        self.figures = figures
+        self.logged_at = -np.inf  # the run's elapsed s at the last progress line (progress_log)
+
     def show_steps(self) -> None:
         """Bring the progress bar to the online steps counted (without a bar: a progress line when one is due)."""
         if self.progress is not None:
@@ -162,9 +204,8 @@ class Run:
             "episodes": str(counters.episodes),
             "updates": str(updates),
             "updates_per_step": f"{updates / max(counters.env_steps, 1):.2f}",
+            **super().progress_figures(),
         }
-        if counters.history:
-            figures["eval_success"] = f"{counters.history[-1]['success_rate']:.2f}"
         figures["interventions"] = f"{recent_intervention_rate(counters):.2f}"
         return figures if self.figures is None else {**figures, **self.figures()}
 
@@ -176,7 +217,7 @@ class Run:
             self.settings.env_steps,
             self.elapsed(),
             ncols=0,
-            prefix=f"{self.title} {self.task_name}",
+            prefix=self.title,
             ascii=True,
             unit="step",
             postfix=postfix,
@@ -260,7 +301,7 @@ class Run:
         if not finished and self.settings.target_reached(result["success_rate"]):
             self.target_reached = True
             tqdm.write(
-                f"robot-rl {self.title}: evaluation success {result['success_rate']:.2f} at "
+                f"robot-rl {self.way}: evaluation success {result['success_rate']:.2f} at "
                 f"{self.counters.env_steps} online steps reached train.stop_at_success="
                 f"{self.settings.stop_at_success:g}: the final evaluation, then the end of the run",
                 file=sys.stderr,
@@ -269,22 +310,15 @@ class Run:
     def evaluation_made(self, result: dict[str, Any]) -> None:
         """An evaluation's figures (:func:`~robot_rl.runtime.evaluate.evaluation_summary`'s: this run's, or an actor's
         on the cell that the learner node hears of) into the run's history, TensorBoard and the progress bar."""
-        counters, metrics = self.counters, self.learner.metrics
-        entry = {
-            "env_steps": counters.env_steps,
-            "wall_seconds": self.elapsed(),
-            "intervention_rate": recent_intervention_rate(counters),
+        metrics = self.learner.metrics
+        self.log_evaluation(
+            "env_steps",
+            self.counters.env_steps,
+            result,
+            intervention_rate=recent_intervention_rate(self.counters),
             # the learner's last temperature and exploration entropy (SAC's; absent for agents without them)
             **{key: float(metrics[key]) for key in LEARNER_KEYS_PER_EVALUATION if key in metrics},
-            **result,
-        }
-        counters.history.append(entry)
-        self.tb.add_scalar("eval/success", result["success_rate"], counters.env_steps)
-        self.tb.add_scalar("eval/episode_length", result["mean_length"], counters.env_steps)
-        self.tb.add_scalar("eval/return", result["mean_return"], counters.env_steps)
-        self.tb.add_scalar("eval/continuity_cost", result["continuity_cost"], counters.env_steps)
-        if self.progress is not None:
-            self.progress.set_postfix(self.progress_figures())
+        )
 
     def finish(self, **extra: Any) -> dict[str, Any]:
         """The end of the run: the final checkpoint (a Ctrl-C meanwhile waits for it), ``summary.json`` (with
