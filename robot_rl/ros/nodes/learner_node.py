@@ -29,8 +29,10 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import rclpy
 import torch
 from rclpy.clock import Clock, ClockType
 from std_msgs.msg import Empty, String
@@ -40,7 +42,7 @@ from robot_rl.core.folders import write_text_atomically
 from robot_rl.runtime.fleet_settings import fleet_settings, robot_path
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.run_folder import given_keys, resumed_config, run_folder
-from robot_rl.runtime.run_loop import Run
+from robot_rl.runtime.run_loop import EpisodeEnd, Run
 from robot_rl.runtime.safety_learning import SAFETY_COUNTS
 from robot_rl.runtime.session import LearnerSession
 from robot_rl.runtime.train_settings import settings_from
@@ -54,7 +56,7 @@ from ..links.topic_env import EPISODE_STATS
 from ..links.transport import RosLearnerLink
 from ..plumbing import qos
 from ..plumbing.guard import InputGuard, MessageError
-from ..plumbing.node_main import exit_with_error, node_config, node_task_spec, ros_node, spin
+from ..plumbing.node_main import exit_with_error, node_config, node_task_spec, ros_node, serving
 from ..plumbing.sim_clock import ClockError, sim_time_of, wait_for_clock
 from ..safety.fast_critic import FastRiskOutlet
 
@@ -162,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                     log.info(line)
                 write_text_atomically(session.run_dir / "robots.json", json.dumps(transport.tally.summary(), indent=2))
 
-        # the run's loop without an env: its counts are the transitions ingested and the actors' episode records, its
-        # evaluations the actors' on the cell; TensorBoard, summary.json and the learning curve as robot-rl train's
+        # the run's loop without an env, over the topics: its counts are the transitions ingested and the actors'
+        # episode records, its evaluations the actors' on the cell; TensorBoard, summary.json and the learning curve as
+        # robot-rl train's
         run = Run(
             session,
             counters,
@@ -175,10 +178,12 @@ def main(argv: list[str] | None = None) -> int:
             progress_every=progress_every,
         )
 
+        ended: list[EpisodeEnd] = []  # online episodes the actors' records ended since the run's last turn
+
         def on_record(msg) -> None:
-            """An actor's episode record (``/rl/episode_stats``): a demonstration or an online episode counted and
-            logged (one a pause cut short counted, as the actor and the recorder count it), an evaluation into the
-            run's history."""
+            """An actor's episode record (``/rl/episode_stats``): a demonstration or an online episode counted (one a
+            pause cut short counted, as the actor and the recorder count it; a whole one for the run to log), an
+            evaluation into the run's history."""
             kind, record = episode_record(msg.data)
             counters.env_steps = learner.online_received
             if kind == "demo":
@@ -186,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             elif kind == "train":
                 counters.count_episode(demo=False)  # its steps are the transitions ingested
                 counters.intervention_steps += int(record["interventions"])
-                run.episode_ended({**record, "demo": False}, actor=record.get("actor"))
+                ended.append(EpisodeEnd({**record, "demo": False}, actor=record.get("actor")))
             elif kind == "eval":
                 run.evaluation_made({key: record[key] for key in EVALUATION_KEYS})
             elif kind in ("paused", "started") and record.get("episode_cut") is True:
@@ -194,22 +199,33 @@ def main(argv: list[str] | None = None) -> int:
 
         InputGuard(node).subscribe(String, EPISODE_STATS, on_record, qos.EPISODE_LOG)
 
-        def checkpoint_if_due() -> None:
-            counters.env_steps = learner.online_received
-            run.show_steps()
-            run.checkpoint_if_due()
-
         def acknowledge() -> None:
             with learner.lock:
                 received = dict(learner.ledger.received)
             transport.acknowledge(received, durable)
 
         wall = Clock(clock_type=ClockType.STEADY_TIME)  # the delivery protocol's timeouts are on the wall clock
-        node.create_timer(1.0, checkpoint_if_due)
         InputGuard(node).subscribe(Empty, "rl/checkpoint_now", lambda msg: run.checkpoint("operator"), qos.EVENT)
         node.create_timer(0.5, acknowledge, clock=wall)
+
+        def turn(executor) -> Iterator[list[EpisodeEnd]]:
+            """What the topics bring in the next 0.1 s at most (the node's callbacks: transitions, the actors' records,
+            the operator's checkpoint request), then the online episodes that ended, for the run to log and to
+            checkpoint after when one is due."""
+            executor.spin_once(timeout_sec=0.1)
+            counters.env_steps = learner.online_received
+            run.show_steps()
+            episodes = list(ended)
+            ended.clear()
+            yield episodes
+
         try:
-            spin(node, until=lambda: learner.error is not None)
+            with serving(node) as (executor, stop):  # until Ctrl-C / SIGTERM (the launch's stop) or the learner fails
+                run.drive(
+                    lambda _: turn(executor),
+                    finished=lambda: learner.error is not None,
+                    can_go_on=lambda: rclpy.ok() and not stop.is_set(),
+                )
         finally:
             learner.close()
             if learner.error is not None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
@@ -286,7 +286,7 @@ def stop_requests() -> Iterator[StopRequest]:
 
 def executor_of(node):
     """A single-threaded executor serving ``node``, to call ``spin_once`` on in a loop (``rclpy.spin_once`` adds
-    the node to the global executor and removes it again at every call: a millisecond each on this machine)."""
+    the node to the global executor and removes it again at every call, about a millisecond each)."""
     from rclpy.executors import SingleThreadedExecutor
 
     executor = SingleThreadedExecutor()
@@ -303,20 +303,30 @@ def release(executor, node) -> None:
     executor.shutdown(timeout_sec=0)
 
 
-def spin(node, until: Callable[[], bool] = lambda: False) -> None:
-    """Spin until Ctrl-C / SIGTERM or ``until()`` (waking every 0.1 s so both are seen when no messages come)."""
-    import rclpy
+@contextmanager
+def serving(node) -> Iterator[tuple[Any, StopRequest]]:
+    """For a loop of the caller's that serves ``node`` (``executor.spin_once``): the node's executor and Ctrl-C /
+    SIGTERM as a stop request (:func:`stop_requests`); rclpy's shutdown ends the block quietly, and the executor lets
+    the node go after it."""
     from rclpy.executors import ExternalShutdownException
 
     executor = executor_of(node)
     with stop_requests() as stop:
         try:
-            while rclpy.ok() and not stop.is_set() and not until():
-                executor.spin_once(timeout_sec=0.1)
+            yield executor, stop
         except ExternalShutdownException:
             pass
         finally:
             release(executor, node)
+
+
+def spin(node, until: Callable[[], bool] = lambda: False) -> None:
+    """Spin until Ctrl-C / SIGTERM or ``until()`` (waking every 0.1 s so both are seen when no messages come)."""
+    import rclpy
+
+    with serving(node) as (executor, stop):
+        while rclpy.ok() and not stop.is_set() and not until():
+            executor.spin_once(timeout_sec=0.1)
 
 
 STALL_WARNING_PERIOD = 60.0  # s between two warnings of a tick loop that cannot keep its rate
