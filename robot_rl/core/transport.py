@@ -168,8 +168,8 @@ class LearnerLink(ABC, Generic[Item]):
 
 
 class LocalTransport(ActorLink, LearnerLink[Item]):
-    """Both ends in one process (threads): the actor's and the learner's. ``deliver`` makes what the learner receives of each step sent
-    (robot_rl's: ``Numbered``, an unnumbered delivery envelope); None: the step itself."""
+    """Both ends in one process (threads): the actor's and the learner's. ``deliver`` makes what the learner receives
+    of each step sent (robot_rl's: ``Numbered``, an unnumbered delivery envelope); None: the step itself."""
 
     def __init__(self, deliver: Callable[[Any], Item] | None = None):
         self._deliver = deliver
