@@ -186,10 +186,12 @@ def test_faults_learner_restart_actor_death_and_camera_stall(tmp_path):
         # the hold began at the first tick after the command went stale (ticks every 10 ms): no later than the last tick
         # of the first status that came after it. Not a wall-clock bound from the command: on a loaded 2-core machine
         # the safety node's loop stalled for 980 ms right there once (its log: "the last stall 980.0 ms"), and its
-        # first tick after the stall held the arm, as it should (CI of this test's commit's parent)
+        # first tick after the stall held the arm, as it should (CI of this test's commit's parent). No bound below:
+        # a command in flight at the kill may arrive after the hold began (the status then names it, 0.15 s after
+        # the hold's start once)
         stale = held["command"] + timeout
         first_after = min(s["ticked"] for s in statuses if s["ticked"] is not None and s["ticked"] >= stale)
-        assert stale - 0.02 <= held["holding_since"] <= first_after + 0.02, (held, first_after)
+        assert held["holding_since"] <= first_after + 0.02, (held, first_after)
         # the last command was one the actor sent before it died (one in flight may arrive after the kill)
         assert held["command"] < killed + 1.0, (held, killed)
         watcher.spin(0.5)
