@@ -21,7 +21,12 @@ tracker node (issue 74). ``--zero-shot-steps N`` also trains N steps in process 
 ``randomization=<--randomization>``, and evaluates each policy on the emulated cell with its non-idealities, nothing
 learned there.
 
-    python -m benchmarks.cell_rehearsal --steps 8000 --rewards classifier ground_truth [agent=cqn_as ...]
+    python -m benchmarks.cell_rehearsal --steps 8000 --rewards classifier ground_truth [--seeds 0 1 2] [agent=cqn_as ...]
+
+The record: per session the median over seeds of ``minutes_to_90``, ``intervention_steps`` and ``cell_minutes``, the
+classifier's false successes per failed episode pooled over the seeds, and under ``per_seed`` each seed's sessions
+(their success against cell minutes, the classifier's calibration and the cell's count, and ``learner_pace``: the
+learner's update calls and updates per online step over the session).
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import RESULTS, actor_records, stop_launch, write_result
+from benchmarks.common import LOG_STAMP, RESULTS, actor_records, stop_launch, write_result
+from benchmarks.main_job import median_or_none
 from robot_rl.cli.graph import reserved_ros_domain
 
 CONTROL_RATE = 10.0  # Hz: pick_cube's
@@ -62,6 +68,7 @@ SESSION = [
 ]
 SCENE_TRUTH = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_cell\]: cell: scene \d+ truly (succeeded|failed)")
 RESET_DONE = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_home_reset\]: reset: ready in ([\d.]+) s")
+LEARNER_PROGRESS = re.compile(r" (\d+)/\d+ \[.*updates=(\d+), updates_per_step=([\d.]+)")  # the learner's progress line
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,7 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rewards", nargs="+", default=["classifier", "ground_truth"])
     parser.add_argument("--eval-every", type=int, default=10, help="training episodes between evaluations")
     parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="one rehearsal per seed, one after the other (--work/seed<N>)"
+    )
     parser.add_argument(
         "--cameras",
         nargs="+",
@@ -185,6 +194,21 @@ def cell_time(output: str, truths: list[tuple[float, bool]] | None = None) -> di
         "wall_minutes": round(wall / 60, 2),
         "tracebacks": output.count("Traceback (most recent call last)"),
     }
+
+
+def learner_pace(output: str) -> list[list[float]]:
+    """The learner's pace over the session from its progress lines (``ros.progress_every`` s apart): [wall minutes
+    since its first line, online steps received, update calls, update calls per online step] per line (each call
+    ``agent.utd`` critic steps)."""
+    rows = []
+    for line in output.splitlines():
+        match = LEARNER_PROGRESS.search(line) if line.startswith("[learner]") else None
+        if match:
+            rows.append((float(LOG_STAMP.search(line).group(1)), *match.groups()))
+    first = rows[0][0] if rows else 0.0
+    return [
+        [round((at - first) / 60, 2), int(online), int(updates), float(ratio)] for at, online, updates, ratio in rows
+    ]
 
 
 def cell_report(log: Path) -> dict[str, Any]:
@@ -327,7 +351,8 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
 
 def session_figures(folder: Path) -> dict[str, Any]:
     """A session's figures from its logs (``real_train.log``, and ``cell.log`` for the truth)."""
-    return cell_time((folder / "real_train.log").read_text(), scene_truths((folder / "cell.log").read_text()))
+    output = (folder / "real_train.log").read_text()
+    return {**cell_time(output, scene_truths((folder / "cell.log").read_text())), "learner_pace": learner_pace(output)}
 
 
 def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[str, Any]:
@@ -386,21 +411,24 @@ def zero_shot_figures(folder: Path) -> dict[str, Any]:
     return {"success": evals[-1]["success_rate"], "sim_final_success": summary.get("final_eval_success")}
 
 
-def plot(sessions: dict[str, dict[str, Any]], path: Path) -> None:
+def plot(per_seed: dict[str, dict[str, Any]], path: Path) -> None:
+    """Success against cell minutes, a line per seed and session."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for reward, figures in sessions.items():
-        curve = figures.get("success_at_minutes") or {}
-        ax.plot([float(m) for m in curve], list(curve.values()), marker="o", label=reward.replace("_", " "))
+    for seed, figures in per_seed.items():
+        for reward, session_record in figures["sessions"].items():
+            curve = session_record.get("success_at_minutes") or {}
+            label = f"{reward.replace('_', ' ')}, seed {seed}"
+            ax.plot([float(m) for m in curve], list(curve.values()), marker="o", markersize=3, label=label)
     ax.axhline(0.9, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("minutes of cell time (env steps at 10 Hz + resets)")
     ax.set_ylabel("evaluation success")
     ax.set_title("pick_cube on the emulated Franka cell")
-    ax.legend()
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -410,14 +438,15 @@ def rescore(name: str) -> Path:
     changed, the run stands); the record keeps its settings and notes this command."""
     record = json.loads((RESULTS / f"{name}.json").read_text())
     work = Path(record["settings"]["work"])
-    sessions = record["figures"]["sessions"]
-    for reward, figures in sessions.items():
-        if (work / reward / "real_train.log").exists():
-            figures.update(session_figures(work / reward))
-    figures = {**record["figures"], **keyed(sessions)}
+    per_seed = record["figures"]["per_seed"]
+    for seed, figures in per_seed.items():
+        for reward, session_record in figures["sessions"].items():
+            if (work / f"seed{seed}" / reward / "real_train.log").exists():
+                session_record.update(session_figures(work / f"seed{seed}" / reward))
+        figures.update(keyed(figures["sessions"]))
     settings = {**record["settings"], "run_by": record["command"], "run_on": record["date"]}
-    path = write_result(name, figures, settings=settings)
-    plot(sessions, RESULTS / f"{name}.png")
+    path = write_result(name, across_seeds(per_seed), settings=settings)
+    plot(per_seed, RESULTS / f"{name}.png")
     return path
 
 
@@ -438,24 +467,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {assemble(args)}")
         return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="cell_rehearsal_"))
+    per_seed = {}
+    for seed in args.seeds:
+        per_seed[str(seed)] = rehearse(argparse.Namespace(**vars(args), seed=seed), work / f"seed{seed}")
+    path = write_result(args.name, across_seeds(per_seed), settings=vars(args) | {"work": str(work)})
+    plot(per_seed, RESULTS / f"{args.name}.png")
+    print(f"wrote {path}")
+    return 0
+
+
+def rehearse(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """One seed's sessions (``--rewards``) and zero-shot runs in ``work``: :func:`figures_of`."""
     sessions: dict[str, dict[str, Any]] = {}
     for reward in args.rewards:
         try:
             sessions[reward] = session(args, work, reward)
         except RuntimeError as error:  # a failed session is its result; the others still run
             sessions[reward] = {"error": str(error)[-1500:]}
-        print(json.dumps({reward: sessions[reward]}, default=str)[:2000], flush=True)
+        print(json.dumps({"seed": args.seed, reward: sessions[reward]}, default=str)[:2000], flush=True)
     zero_shots = {}
     if args.zero_shot_steps:
         zero_shots = {"with_randomization": zero_shot(args, work, True), "without": zero_shot(args, work, False)}
-    path = write_result(args.name, figures_of(sessions, zero_shots), settings=vars(args) | {"work": str(work)})
-    plot(sessions, RESULTS / f"{args.name}.png")
-    print(f"wrote {path}")
-    return 0
+    return figures_of(sessions, zero_shots)
 
 
 def figures_of(sessions: dict[str, dict[str, Any]], zero_shots: dict[str, Any]) -> dict[str, Any]:
-    """The record's figures: the issue's keys by session, the classifier's rates on the cell, every session's
+    """One seed's figures: the issue's keys by session, the classifier's rates on the cell, every session's
     figures, and the zero-shot successes when there are."""
     figures: dict[str, Any] = keyed(sessions)
     classifier = sessions.get("classifier", {})
@@ -471,28 +508,55 @@ def figures_of(sessions: dict[str, dict[str, Any]], zero_shots: dict[str, Any]) 
     return figures
 
 
+def across_seeds(per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The record's figures: per session the median over seeds of ``minutes_to_90`` (a seed that never reached 90%
+    counts as never; None when half or more never did), ``intervention_steps`` and ``cell_minutes``; the classifier's
+    false successes per failed episode pooled over the seeds' failed scenes (the emulator's count), and each seed's
+    figures under ``per_seed``."""
+    rewards = sorted({reward for figures in per_seed.values() for reward in figures["sessions"]})
+    figures: dict[str, Any] = {"seeds": [int(seed) for seed in per_seed]}
+    for key in ("minutes_to_90", "intervention_steps", "cell_minutes"):
+        figures[key] = {
+            reward: median_or_none([seed_figures[key].get(reward) for seed_figures in per_seed.values()])
+            for reward in rewards
+        }
+    counts = [
+        seed_figures["sessions"].get("classifier", {}).get("cell", {}).get("classifier", {})
+        for seed_figures in per_seed.values()
+    ]
+    failed = sum(count.get("failed_scenes", 0) for count in counts)
+    declared = sum(count.get("failed_scenes_declared_success", 0) for count in counts)
+    figures["classifier_failed_episodes"] = failed
+    figures["classifier_false_success_per_failed_episode"] = declared / failed if failed else None
+    figures["per_seed"] = per_seed
+    return figures
+
+
 def assemble(args: argparse.Namespace) -> Path:
-    """The record of a run that stopped before writing it, from the logs in ``--work``: its sessions, and its
-    zero-shot runs (a trained one not yet evaluated on the cell is evaluated now)."""
-    work = args.work
-    sessions: dict[str, dict[str, Any]] = {}
-    for reward in args.rewards:
-        folder = work / reward
-        if not (folder / "real_train.log").exists():
-            continue
-        sessions[reward] = {**session_figures(folder), "cell": cell_report(folder / "cell.log")}
-        if (folder / "classifier.log").exists():
-            sessions[reward]["classifier"] = json.loads((folder / "classifier.log").read_text())
-            sessions[reward]["collect"] = cell_time((folder / "collect.log").read_text())
-    zero_shots = {}
-    for key, name in (("with_randomization", "zero_shot_with"), ("without", "zero_shot_without")):
-        folder = work / name
-        if (folder / "run" / "summary.json").exists():
-            if not (folder / "eval.log").exists():
-                zero_shot_on_cell(args, folder)
-            zero_shots[key] = zero_shot_figures(folder)
-    path = write_result(args.name, figures_of(sessions, zero_shots), settings=vars(args) | {"work": str(work)})
-    plot(sessions, RESULTS / f"{args.name}.png")
+    """The record of a run that stopped before writing it, from the logs in ``--work`` (a folder per seed): its
+    sessions, and its zero-shot runs (a trained one not yet evaluated on the cell is evaluated now)."""
+    per_seed = {}
+    for seed in args.seeds:
+        work, one = args.work / f"seed{seed}", argparse.Namespace(**vars(args), seed=seed)
+        sessions: dict[str, dict[str, Any]] = {}
+        for reward in args.rewards:
+            folder = work / reward
+            if not (folder / "real_train.log").exists():
+                continue
+            sessions[reward] = {**session_figures(folder), "cell": cell_report(folder / "cell.log")}
+            if (folder / "classifier.log").exists():
+                sessions[reward]["classifier"] = json.loads((folder / "classifier.log").read_text())
+                sessions[reward]["collect"] = cell_time((folder / "collect.log").read_text())
+        zero_shots = {}
+        for key, name in (("with_randomization", "zero_shot_with"), ("without", "zero_shot_without")):
+            folder = work / name
+            if (folder / "run" / "summary.json").exists():
+                if not (folder / "eval.log").exists():
+                    zero_shot_on_cell(one, folder)
+                zero_shots[key] = zero_shot_figures(folder)
+        per_seed[str(seed)] = figures_of(sessions, zero_shots)
+    path = write_result(args.name, across_seeds(per_seed), settings=vars(args) | {"work": str(args.work)})
+    plot(per_seed, RESULTS / f"{args.name}.png")
     return path
 
 

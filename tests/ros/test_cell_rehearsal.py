@@ -613,3 +613,36 @@ def test_the_cell_counts_false_successes_per_truly_failed_episode():
     rates = tally.rates()
     assert rates["false_success_per_failed_episode"] == 0.5 and tally.counts["failed_scenes"] == 2
     assert rates["false_positive_rate"] == 2 / 8
+
+
+def test_the_benchmark_reads_the_learners_pace_and_pools_the_classifiers_false_successes_over_seeds():
+    """Issue 72: the rehearsal over seeds gives the median minutes to 90% (a seed that never got there counts as
+    never), the false successes per failed episode pooled over the seeds' failed scenes, and the learner's update
+    calls per online step over each session from its progress lines."""
+    from benchmarks.cell_rehearsal import across_seeds, learner_pace
+
+    progress = "train pick_cube:  {0}% {1}/1500 [00:01<?, ?step/s, episodes=3, updates={2}, updates_per_step={3}]"
+    output = "\n".join(
+        [
+            f"[learner] [INFO] [100.000] [robot_rl_learner]: {progress.format(0, 0, 0, '0.00')}",
+            "[actor] [INFO] [110.000] [robot_rl_actor]: updates=5, updates_per_step=9.99",  # not the learner's
+            f"[learner] [INFO] [130.000] [robot_rl_learner]: {progress.format(20, 300, 260, '0.87')}",
+        ]
+    )
+    assert learner_pace(output) == [[0.0, 0, 0, 0.0], [0.5, 300, 260, 0.87]]
+
+    def seed(minutes: float | None, failed: int, declared: int) -> dict:
+        count = {"failed_scenes": failed, "failed_scenes_declared_success": declared}
+        return {
+            "minutes_to_90": {"classifier": minutes},
+            "intervention_steps": {"classifier": 100},
+            "cell_minutes": {"classifier": 20.0},
+            "sessions": {"classifier": {"cell": {"classifier": count}}},
+        }
+
+    figures = across_seeds({"0": seed(9.0, 10, 0), "1": seed(None, 20, 1), "2": seed(12.0, 10, 2)})
+    assert figures["minutes_to_90"] == {"classifier": 12.0}
+    assert figures["classifier_false_success_per_failed_episode"] == 3 / 40
+    assert figures["classifier_failed_episodes"] == 40 and figures["seeds"] == [0, 1, 2]
+    never = across_seeds({"0": seed(None, 1, 0), "1": seed(None, 1, 0), "2": seed(5.0, 1, 0)})
+    assert never["minutes_to_90"] == {"classifier": None}
