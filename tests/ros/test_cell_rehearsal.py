@@ -601,18 +601,45 @@ def test_the_cell_counts_false_successes_per_truly_failed_episode():
     from robot_rl.ros.emulation.cell_node import ClassifierTally
 
     tally = ClassifierTally()
+    tally.begin_scene()
     for said in (False, True, True, False):  # a failed scene, declared a success on two frames
         tally.add(said, truth=False)
     tally.end_scene(succeeded=False)
+    tally.begin_scene()
     for said, truth in ((False, False), (True, True)):  # a scene that succeeded, and was said to
         tally.add(said, truth)
     tally.end_scene(succeeded=True)
+    tally.begin_scene()
     for _ in range(3):  # a failed scene never declared a success
         tally.add(False, truth=False)
     tally.end_scene(succeeded=False)
     rates = tally.rates()
     assert rates["false_success_per_failed_episode"] == 0.5 and tally.counts["failed_scenes"] == 2
     assert rates["false_positive_rate"] == 2 / 8
+
+
+def test_the_cells_count_per_episode_is_of_the_scenes_it_placed():
+    """The cell's false successes per failed episode (issue 72's figure) count the scenes the cell placed: the
+    classifier's word while the person puts the objects back (the last scene, lifted cube and all, still in view
+    until the new one is placed) is not the next scene's, and the scene the cell starts with, cleared before any
+    episode, is no failed episode. The old tally charged both to the session: a failed first episode declared a
+    success by the frames of the demonstration before it, and one failed scene too many."""
+    require("rclpy")
+    from robot_rl.ros.emulation.cell_node import ClassifierTally
+
+    tally = ClassifierTally()
+    tally.add(False, truth=False)  # the scene as the cell was found
+    tally.end_scene(succeeded=False)  # the first reset clears it
+    tally.begin_scene()
+    tally.add(True, truth=True)  # a demonstration that succeeded
+    tally.end_scene(succeeded=True)
+    tally.add(True, truth=True)  # its frames while the person resets: the cube still up
+    tally.begin_scene()
+    tally.add(False, truth=False)  # an episode that fails, never said to succeed
+    tally.end_scene(succeeded=False)
+    assert tally.counts["failed_scenes"] == 1
+    assert tally.rates()["false_success_per_failed_episode"] == 0.0
+    assert tally.counts["true_positive"] == 2  # per frame, every decision counts
 
 
 def test_the_benchmark_reads_the_learners_pace_and_pools_the_classifiers_false_successes_over_seeds():
