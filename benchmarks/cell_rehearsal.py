@@ -7,6 +7,8 @@ Each run, in a ROS 2 domain of its own, on the wall clock at the task's 10 Hz:
    object tracker's and the scripted operator's SpaceMouse);
 2. classifier run only: ``collect_demos`` with the SpaceMouse (the operator holds the success button while the cube
    is up, labelling every success frame), then ``robot-rl classifier`` on them (calibrated on held-out episodes);
+   with ``--classifier-near-misses S`` the operator plays that share of them as near misses (the cube lifted short
+   of the task's height: failed episodes that look like successes) on a cell of its own, stopped before the session's;
 3. ``robot-rl launch real_train`` on that cell: a policy from state (arm + tracker), the reward classifier on the
    front camera as the only reward (ground-truth run: the cell publishes the sim's reward and success, and the
    graph has no reward node, ``graph.reward=false``), the operator's demonstrations and takeovers, evaluations on the cell
@@ -76,6 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=8000, help="online env steps of each real_train session")
     parser.add_argument("--demos", type=int, default=20, help="operator demonstrations at the session's start")
     parser.add_argument("--classifier-demos", type=int, default=20, help="SpaceMouse episodes for the classifier")
+    parser.add_argument(
+        "--classifier-near-misses",
+        type=float,
+        default=0.0,
+        help="share of the classifier's episodes the operator plays as near misses (cell.operator_near_misses); above "
+        "0 they are recorded on a cell of their own (collection_cell.log), so the session's demonstrations are whole",
+    )
     parser.add_argument("--rewards", nargs="+", default=["classifier", "ground_truth"])
     parser.add_argument("--eval-every", type=int, default=10, help="training episodes between evaluations")
     parser.add_argument("--eval-episodes", type=int, default=10)
@@ -245,9 +254,10 @@ def camera_settings(cameras: list[str] | None) -> dict[str, list[str]]:
 
 
 def start_cell(
-    domain: Domain, folder: Path, ground_truth: bool, seed: int, extra: list[str]
+    domain: Domain, folder: Path, ground_truth: bool, seed: int, extra: list[str], name: str = "cell"
 ) -> tuple[subprocess.Popen, Path]:
-    fifo = folder / "spacemouse"
+    """``robot-rl launch cell`` logging to ``folder/<name>.log``, its SpaceMouse FIFO ``folder/<name>_spacemouse``."""
+    fifo, log = folder / f"{name}_spacemouse", folder / f"{name}.log"
     cell = domain.start(
         [
             "launch",
@@ -258,12 +268,12 @@ def start_cell(
             f"cell.publish_reward={str(ground_truth).lower()}",
             f"seed={seed}",
         ],
-        folder / "cell.log",
+        log,
     )
     deadline = time.monotonic() + 120
     while not fifo.exists():
         if cell.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the cell did not start: {(folder / 'cell.log').read_text()[-800:]}")
+            raise RuntimeError(f"the cell did not start: {log.read_text()[-800:]}")
         time.sleep(0.2)
     return cell, fifo
 
@@ -314,11 +324,21 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
     with reserved_ros_domain() as domain_id:
         domain = Domain(domain_id)
         views = camera_settings(args.cameras)
-        cell, fifo = start_cell(domain, folder, reward == "ground_truth", args.seed, views["cell"])
+        extra: dict[str, Any] = {}
+        separate = reward == "classifier" and args.classifier_near_misses  # near misses: the classifier's own cell
+        cell = None
         try:
-            extra: dict[str, Any] = {}
-            if reward == "classifier":
+            if separate:
+                near_misses = [*views["cell"], f"cell.operator_near_misses={args.classifier_near_misses}"]
+                collection, fifo = start_cell(domain, folder, False, args.seed, near_misses, "collection_cell")
+                try:
+                    classifier, extra = train_classifier(domain, folder, fifo, args, views)
+                finally:
+                    stop_launch(collection)
+            cell, fifo = start_cell(domain, folder, reward == "ground_truth", args.seed, views["cell"])
+            if reward == "classifier" and not separate:
                 classifier, extra = train_classifier(domain, folder, fifo, args, views)
+            if reward == "classifier":
                 rewarded_by = [f"classifier.out={classifier}"]
             else:
                 rewarded_by = ["graph.reward=false"]  # no reward node: the cell's truth is the reward
@@ -344,7 +364,8 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
             )
             wall = round((time.monotonic() - started) / 60, 2)
         finally:
-            stop_launch(cell)
+            if cell is not None:
+                stop_launch(cell)
     figures = {**session_figures(folder), "wall_minutes_session": wall}
     return {**figures, **extra, "cell": cell_report(folder / "cell.log")}
 

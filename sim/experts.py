@@ -57,11 +57,14 @@ class ReachExpert(ScriptedExpert):
 
 
 class PickCubeExpert(ScriptedExpert):
-    """Hover above the cube, descend with the gripper open, close, lift."""
+    """Hover above the cube, descend with the gripper open, close, lift. With ``near_miss_height`` set, a near miss
+    played on purpose: the cube lifted only that far (m, its bottom above the table, below the task's lift height) and
+    held there, a failure that looks like a success (the negatives a reward classifier confuses most)."""
 
     env: PickCubeEnv
     hover = 0.06  # m above the cube centre
     align_tol = 0.008  # m, xy distance at which the descent starts
+    near_miss_height: float | None = None
 
     def act(self, obs=None) -> np.ndarray:
         env = self.env
@@ -69,7 +72,8 @@ class PickCubeExpert(ScriptedExpert):
         cube_width = 2 * env.cube_half_size
         xy_err = np.linalg.norm(cube[:2] - tcp[:2])
         grasp_rot = self._grasp_rotation()
-        lift_to = np.array([tcp[0], tcp[1], env.cube_half_size + env.lift_height + 0.04])
+        lift = env.lift_height + 0.04 if self.near_miss_height is None else self.near_miss_height
+        lift_to = np.array([tcp[0], tcp[1], env.cube_half_size + lift])
         at_grasp_height = abs(tcp[2] - cube[2]) < 0.01
 
         if env.grasped():

@@ -319,6 +319,63 @@ def test_the_operators_hid_reports_read_back_through_the_teleop_nodes_own_parser
     assert not state.success_held
 
 
+def test_the_operator_asked_for_near_misses_lifts_the_cube_short_of_success_in_that_share_of_demonstrations(
+    tmp_path,
+):
+    """Issue 72 (the classifier's promise per episode): a classifier data session needs failed episodes that look
+    like successes. With ``cell.operator_near_misses`` the emulated operator plays that share of its demonstrations
+    as near misses (the cube grasped and held short of the lift height, the success button never pressed) and every
+    other one as before; policy episodes are never touched."""
+    require("rclpy")
+    from robot_rl.core.composed_config import load_config
+    from robot_rl.core.config import ConfigError
+    from robot_rl.ros.emulation.scripted_operator import HidFifo, ScriptedOperator
+    from robot_rl.runtime.envs import make_env, make_expert
+    from robot_rl.runtime.teleop import InterventionRules, ScriptedHuman
+
+    cfg = load_config(["task=pick_cube", "task.terminate_on_success=false"])
+    env = make_env(cfg.task)
+    rules = InterventionRules(**{key: cfg.human[key] for key in InterventionRules.__dataclass_fields__})
+    teleop = cfg.teleop_device
+
+    def operator(task, task_env, near_misses: float) -> ScriptedOperator:
+        human = ScriptedHuman(make_expert(task, task_env), rules)
+        device = HidFifo(tmp_path / f"spacemouse{near_misses}")  # nobody reads it: reports are dropped
+        buttons = dict(teleop.spacemouse_buttons)
+        return ScriptedOperator(task_env, human, device, {}, teleop.full_scale, buttons, 0.1, near_misses, seed=3)
+
+    player = operator(cfg.task, env.unwrapped, 0.5)
+    drawn = []
+    for _ in range(40):
+        player.begin_episode(demo=True)
+        drawn.append(player.human.expert.near_miss_height)
+    near = [height for height in drawn if height is not None]
+    assert 12 <= len(near) <= 28  # about half
+    assert all(0.3 * 0.1 <= height <= 0.8 * 0.1 for height in near)  # of the task's 0.1 m lift
+    player.begin_episode(demo=False)
+    assert player.human.expert.near_miss_height is None  # the policy's episodes: the operator's own judgement
+
+    expert = player.human.expert
+    for near_miss in (0.05, None):  # a near miss, then a demonstration as before
+        env.reset(seed=1)
+        expert.near_miss_height = near_miss
+        succeeded, highest = False, 0.0
+        for _ in range(90):
+            env.step(expert.act(None))
+            succeeded |= env.unwrapped.is_success()
+            highest = max(highest, env.unwrapped.lifted() if env.unwrapped.grasped() else 0.0)
+        if near_miss is None:
+            assert succeeded
+        else:
+            assert not succeeded and 0.03 < highest < 0.07  # grasped and held about 5 cm up
+    env.close()
+    reach_task = load_config(["task=reach"]).task
+    reach = make_env(reach_task)
+    with pytest.raises(ConfigError, match="cell.operator_near_misses"):
+        operator(reach_task, reach.unwrapped, 0.3)  # reach has no near miss to play
+    reach.close()
+
+
 def test_the_tracker_builds_the_tasks_object_state_as_the_sim_lays_it_out():
     """The tracker node's features are the sim observation's (pick_cube: cube_pos, cube_rel, cube_quat w-first), so
     a policy trained in sim acts on the tracker's state unchanged; a feature no tracker gives is named."""

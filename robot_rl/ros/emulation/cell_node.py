@@ -91,6 +91,7 @@ class CellSettings:
     reflex_speed: float
     spacemouse: str
     operator_rate_hz: float
+    operator_near_misses: float
     publish_reward: bool
     report_period: float
 
@@ -132,6 +133,7 @@ class CellSettings:
             reflex_speed=positive("cell.reflex.max_speed", reflex["max_speed"]),
             spacemouse=str(cell["spacemouse"]),
             operator_rate_hz=positive("cell.operator_rate_hz", cell["operator_rate_hz"]),
+            operator_near_misses=share("operator_near_misses"),
             publish_reward=bool(cell["publish_reward"]),
             report_period=positive("cell.report_period", cell["report_period"]),
         )
@@ -559,7 +561,22 @@ def main(argv: list[str] | None = None) -> int:
         teleop = cfg.teleop_device
         human = ScriptedHuman(make_expert(task, env), rules) if task.get("expert") and settings.spacemouse else None
         device = HidFifo(settings.spacemouse) if human is not None else None
+        operator = None
+        if device is not None:
+            operator = ScriptedOperator(
+                env,
+                human,
+                device,
+                dict(teleop.spacemouse_signs),
+                float(teleop.full_scale),
+                dict(teleop.spacemouse_buttons),
+                1.0 / env.control_rate_hz,
+                settings.operator_near_misses,
+                int(cfg.seed),
+            )
     except ConfigError as error:
+        if device is not None:
+            device.close()
         return exit_with_error("robot_rl.ros.emulation.cell_node", error)
     try:
         with ros_node("robot_rl_cell", ros_args) as node:
@@ -576,17 +593,6 @@ def main(argv: list[str] | None = None) -> int:
                 )
             except ConfigError as error:
                 return exit_with_error("robot_rl.ros.emulation.cell_node", error)
-            operator = None
-            if device is not None:
-                operator = ScriptedOperator(
-                    env,
-                    human,
-                    device,
-                    dict(teleop.spacemouse_signs),
-                    float(teleop.full_scale),
-                    dict(teleop.spacemouse_buttons),
-                    1.0 / env.control_rate_hz,
-                )
             cell.start(operator)
             node.get_logger().info(
                 f"cell: {task.get('name')} on the wall clock, state at {settings.state_rate_hz:g} Hz, cameras "

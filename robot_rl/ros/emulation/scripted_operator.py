@@ -15,6 +15,12 @@ scaling and button mapping run:
   closing on the cube) and, in a demonstration, holds the success button for as long as the task is done (every
   frame of a success is labelled, as HIL-SERL's operators label a classifier's positives).
 
+Asked for near misses (``cell.operator_near_misses``, a share of the demonstrations; pick_cube), the operator fails
+some demonstrations on purpose the way a task is nearly done: the cube grasped and lifted to between
+``NEAR_MISS_LIFT`` of the task's lift height, held there, the success button never pressed: the classifier's
+hardest negatives, and whole failed episodes for its per-episode calibration (HIL-SERL's operators record failures and
+near misses beside the successes).
+
 A FIFO has no report boundaries, so every report is padded to the 64 bytes the teleop node reads at once: each
 read returns one report, as it does from hidraw.
 """
@@ -34,6 +40,7 @@ from robot_rl.runtime.teleop import ScriptedHuman
 from ...sim.panda_env import PandaTaskEnv
 
 REPORT_SIZE = 64  # bytes the teleop node reads per report
+NEAR_MISS_LIFT = (0.3, 0.8)  # a near miss lifts the cube this share of the task's lift height (uniform)
 AXES = ("x", "y", "z", "rx", "ry", "rz")
 
 
@@ -125,8 +132,15 @@ class ScriptedOperator:
         full_scale: float,
         buttons: dict[str, int],
         control_period: float,
+        near_misses: float = 0.0,
+        seed: int = 0,
     ):
+        """``near_misses``: the share of demonstrations played as near misses (module docstring), drawn from
+        ``seed``."""
+        if near_misses and not hasattr(human.expert, "near_miss_height"):
+            raise ConfigError("cell.operator_near_misses", near_misses, "0 for a task without near misses (pick_cube)")
         self.env, self.human, self.device = env, human, device
+        self.near_misses, self.rng = near_misses, np.random.default_rng([seed, 0x4E4D])
         self.signs = np.array([float(signs.get(axis, 1.0)) for axis in AXES])
         self.full_scale, self.buttons, self.period = float(full_scale), dict(buttons), control_period
         self.takeover_on = False  # the teleop node's take-over switch, as the operator's presses left it
@@ -139,6 +153,10 @@ class ScriptedOperator:
     def begin_episode(self, demo: bool) -> None:
         """A new episode's scene is ready: a demonstration (the operator drives every step) or a policy episode."""
         self.human.begin_episode(demo)
+        if self.near_misses:
+            near_miss = demo and self.rng.random() < self.near_misses
+            lift = self.rng.uniform(*NEAR_MISS_LIFT) * self.env.lift_height
+            self.human.expert.near_miss_height = lift if near_miss else None
         self.next_decision, self.first, self.active = 0.0, True, False
         self.set_takeover(False)
         self.hold_success(False)
