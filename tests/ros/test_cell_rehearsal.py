@@ -655,7 +655,7 @@ def test_the_cell_counts_false_successes_per_truly_failed_episode():
     """Issue 72 item 3: the emulated cell counted the classifier's frames against the sim's truth; what its calibration
     promises is per episode: the share of truly failed scenes in which it said success at least once."""
     require("rclpy")
-    from robot_rl.ros.emulation.cell_node import ClassifierTally
+    from robot_rl.ros.emulation.classifier_tally import ClassifierTally
 
     tally = ClassifierTally()
     tally.begin_scene()
@@ -682,7 +682,7 @@ def test_the_cells_count_per_episode_is_of_the_scenes_it_placed():
     episode, is no failed episode. The old tally charged both to the session: a failed first episode declared a
     success by the frames of the demonstration before it, and one failed scene too many."""
     require("rclpy")
-    from robot_rl.ros.emulation.cell_node import ClassifierTally
+    from robot_rl.ros.emulation.classifier_tally import ClassifierTally
 
     tally = ClassifierTally()
     tally.add(False, truth=False)  # the scene as the cell was found
