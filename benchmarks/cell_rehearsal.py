@@ -45,10 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from benchmarks.common import LOG_STAMP, RESULTS, actor_records, stop_launch, write_result
 from benchmarks.main_job import median_or_none
 from robot_rl.cli.graph import reserved_ros_domain
+from robot_rl.core.transport import updates_due
 
 CONTROL_RATE = 10.0  # Hz: pick_cube's
 CELL = [
@@ -205,19 +207,29 @@ def cell_time(output: str, truths: list[tuple[float, bool]] | None = None) -> di
     }
 
 
-def learner_pace(output: str) -> list[list[float]]:
+def learner_pace(output: str, start_training: int, update_every: int) -> list[list[float | None]]:
     """The learner's pace over the session from its progress lines (``ros.progress_every`` s apart): [wall minutes
-    since its first line, online steps received, update calls, update calls per online step] per line (each call
-    ``agent.utd`` critic steps)."""
+    since its first line, online steps received, update calls, update calls per online step, share of the update
+    calls the settings ask for by then] per line (each call ``agent.utd`` critic steps; the settings ask for one per
+    ``update_every`` online steps after the first ``start_training``; None before the first is due)."""
     rows = []
     for line in output.splitlines():
         match = LEARNER_PROGRESS.search(line) if line.startswith("[learner]") else None
         if match:
             rows.append((float(LOG_STAMP.search(line).group(1)), *match.groups()))
     first = rows[0][0] if rows else 0.0
-    return [
-        [round((at - first) / 60, 2), int(online), int(updates), float(ratio)] for at, online, updates, ratio in rows
-    ]
+    paced = []
+    for at, online, updates, ratio in rows:
+        due = updates_due(int(online), 0, start_training, update_every)
+        share = round(int(updates) / due, 3) if due > 0 else None
+        paced.append([round((at - first) / 60, 2), int(online), int(updates), float(ratio), share])
+    return paced
+
+
+def lowest_share(pace: list[list[float | None]]) -> float | None:
+    """The lowest share of the asked-for update calls the learner held over a session (:func:`learner_pace`)."""
+    shares = [row[4] for row in pace if len(row) > 4 and row[4] is not None]
+    return min(shares) if shares else None
 
 
 def cell_report(log: Path) -> dict[str, Any]:
@@ -373,7 +385,13 @@ def session(args: argparse.Namespace, work: Path, reward: str) -> dict[str, Any]
 def session_figures(folder: Path) -> dict[str, Any]:
     """A session's figures from its logs (``real_train.log``, and ``cell.log`` for the truth)."""
     output = (folder / "real_train.log").read_text()
-    return {**cell_time(output, scene_truths((folder / "cell.log").read_text())), "learner_pace": learner_pace(output)}
+    train = yaml.safe_load((folder / "run" / "config.yaml").read_text())["train"]
+    pace = learner_pace(output, int(train["start_training"]), int(train["update_every"]))
+    return {
+        **cell_time(output, scene_truths((folder / "cell.log").read_text())),
+        "learner_pace": pace,
+        "learner_lowest_share_of_updates": lowest_share(pace),
+    }
 
 
 def zero_shot(args: argparse.Namespace, work: Path, randomized: bool) -> dict[str, Any]:
@@ -475,7 +493,14 @@ def keyed(sessions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The issue's figures, each keyed by session (``classifier``, ``ground_truth``)."""
     return {
         key: {reward: figures.get(key) for reward, figures in sessions.items()}
-        for key in ("success_at_minutes", "minutes_to_90", "intervention_steps", "cell_minutes", "wall_minutes")
+        for key in (
+            "success_at_minutes",
+            "minutes_to_90",
+            "intervention_steps",
+            "cell_minutes",
+            "wall_minutes",
+            "learner_lowest_share_of_updates",
+        )
     }
 
 
@@ -531,7 +556,8 @@ def figures_of(sessions: dict[str, dict[str, Any]], zero_shots: dict[str, Any]) 
 
 def across_seeds(per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The record's figures: per session the median over seeds of ``minutes_to_90`` (a seed that never reached 90%
-    counts as never; None when half or more never did), ``intervention_steps`` and ``cell_minutes``; the classifier's
+    counts as never; None when half or more never did), ``intervention_steps`` and ``cell_minutes``; the lowest share of
+    the asked-for update calls any seed's learner held (``learner_lowest_share_of_updates``); the classifier's
     false successes per failed episode pooled over the seeds' failed scenes (the emulator's count), and each seed's
     figures under ``per_seed``."""
     rewards = sorted({reward for figures in per_seed.values() for reward in figures["sessions"]})
@@ -541,6 +567,17 @@ def across_seeds(per_seed: dict[str, dict[str, Any]]) -> dict[str, Any]:
             reward: median_or_none([seed_figures[key].get(reward) for seed_figures in per_seed.values()])
             for reward in rewards
         }
+    shares = {
+        reward: [
+            seed_figures["sessions"].get(reward, {}).get("learner_lowest_share_of_updates")
+            for seed_figures in per_seed.values()
+        ]
+        for reward in rewards
+    }
+    figures["learner_lowest_share_of_updates"] = {
+        reward: min(held) if (held := [share for share in listed if share is not None]) else None
+        for reward, listed in shares.items()
+    }
     counts = [
         seed_figures["sessions"].get("classifier", {}).get("cell", {}).get("classifier", {})
         for seed_figures in per_seed.values()

@@ -702,29 +702,35 @@ def test_the_cells_count_per_episode_is_of_the_scenes_it_placed():
 def test_the_benchmark_reads_the_learners_pace_and_pools_the_classifiers_false_successes_over_seeds():
     """Issue 72: the rehearsal over seeds gives the median minutes to 90% (a seed that never got there counts as
     never), the false successes per failed episode pooled over the seeds' failed scenes, and the learner's update
-    calls per online step over each session from its progress lines."""
-    from benchmarks.cell_rehearsal import across_seeds, learner_pace
+    calls per online step over each session from its progress lines, and the share of the calls its settings ask
+    for (one per online step after the first 200 here) that it held."""
+    from benchmarks.cell_rehearsal import across_seeds, learner_pace, lowest_share
 
     progress = "train pick_cube:  {0}% {1}/1500 [00:01<?, ?step/s, episodes=3, updates={2}, updates_per_step={3}]"
     output = "\n".join(
         [
             f"[learner] [INFO] [100.000] [robot_rl_learner]: {progress.format(0, 0, 0, '0.00')}",
             "[actor] [INFO] [110.000] [robot_rl_actor]: updates=5, updates_per_step=9.99",  # not the learner's
-            f"[learner] [INFO] [130.000] [robot_rl_learner]: {progress.format(20, 300, 260, '0.87')}",
+            f"[learner] [INFO] [130.000] [robot_rl_learner]: {progress.format(20, 300, 90, '0.30')}",
+            f"[learner] [INFO] [160.000] [robot_rl_learner]: {progress.format(40, 600, 400, '0.67')}",
         ]
     )
-    assert learner_pace(output) == [[0.0, 0, 0, 0.0], [0.5, 300, 260, 0.87]]
+    pace = learner_pace(output, start_training=200, update_every=1)
+    assert pace == [[0.0, 0, 0, 0.0, None], [0.5, 300, 90, 0.3, 0.9], [1.0, 600, 400, 0.67, 1.0]]
+    assert lowest_share(pace) == 0.9  # the session's pace by the settings, not calls per step (0.67 at most 2/3 here)
+    assert learner_pace(output, start_training=200, update_every=2)[1][4] == 1.8
 
-    def seed(minutes: float | None, failed: int, declared: int) -> dict:
+    def seed(minutes: float | None, failed: int, declared: int, share: float | None = 1.0) -> dict:
         count = {"failed_scenes": failed, "failed_scenes_declared_success": declared}
         return {
             "minutes_to_90": {"classifier": minutes},
             "intervention_steps": {"classifier": 100},
             "cell_minutes": {"classifier": 20.0},
-            "sessions": {"classifier": {"cell": {"classifier": count}}},
+            "sessions": {"classifier": {"cell": {"classifier": count}, "learner_lowest_share_of_updates": share}},
         }
 
-    figures = across_seeds({"0": seed(9.0, 10, 0), "1": seed(None, 20, 1), "2": seed(12.0, 10, 2)})
+    figures = across_seeds({"0": seed(9.0, 10, 0), "1": seed(None, 20, 1, 0.93), "2": seed(12.0, 10, 2, None)})
+    assert figures["learner_lowest_share_of_updates"] == {"classifier": 0.93}  # the slowest seed's
     assert figures["minutes_to_90"] == {"classifier": 12.0}
     assert figures["classifier_false_success_per_failed_episode"] == 3 / 40
     assert figures["classifier_failed_episodes"] == 40 and figures["seeds"] == [0, 1, 2]
