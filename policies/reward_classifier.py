@@ -10,7 +10,8 @@ agents' frozen EfficientNet-Lite0 backbone and a trained head, :mod:`robot_rl.po
 runs once per training frame, on ``pretrained_views`` shifted views of it, and never enters the saved file), then an
 MLP to one logit; training uses random-shift augmentation, class-balanced batches and an episode-wise held-out
 split, and reports held-out accuracy.
-``probability(obs)`` > ``threshold`` is the success signal.
+``probability(obs)`` > ``threshold`` on ``consecutive_frames`` frames in a row (:class:`SustainedSuccess`) is the
+success signal.
 
 Calibration: the 50/50 batches make P(success) = 0.5 the boundary between equal priors, while on a
 cell positives are rare and a false success rewards the policy for a failure and ends its episode. What matters is
@@ -18,7 +19,9 @@ per episode, not per frame: an episode's frames are not independent, and one fra
 before the task is done is enough (a per-frame rate of 0.011 gives 63% of 100-step failures a false success if the
 frames were independent). So the threshold is picked on whole held-out episodes (:func:`pick_episode_threshold`):
 each episode's highest score before its first success frame (all of a failed episode's frames) is a would-be
-false success, each succeeded episode's highest success-frame score a success caught; the threshold lets at most
+false success, each succeeded episode's highest success-frame score a success caught (with
+``consecutive_frames`` k > 1 a frame's score is its lowest over the k frames ending with it: the rule the reward node
+applies, :func:`sustained`, so a lone frame's spike is no false success); the threshold lets at most
 ``target_false_success`` of the episodes be declared a success before their task is done, at the most successes
 caught. The promise is measured out of sample, cross-validated by episode (:func:`cross_validated_promise`: each
 fold's threshold picked on the other folds' episodes), with a Clopper-Pearson upper bound that says how many
@@ -64,6 +67,7 @@ class RewardClassifierConfig:
     updates: int = 1500
     shift_pad: int = 4  # pixels of random-shift augmentation
     threshold: float | None = None  # P(success) above which a frame counts as success; None: the calibrated one
+    consecutive_frames: int = 1  # frames in a row above the threshold that make a success (calibrated with it)
     target_false_success: float = 0.05  # share of episodes declared a success before their task is done
     validation_fraction: float = 0.2  # share of episodes held out (they calibrate the threshold, cross-validated)
 
@@ -84,6 +88,10 @@ class RewardClassifierConfig:
                 "threshold": (
                     self.threshold is None or (is_number(self.threshold) and 0.0 < self.threshold < 1.0),
                     "null (the calibrated threshold) or a probability in (0, 1)",
+                ),
+                "consecutive_frames": (
+                    is_integer(self.consecutive_frames) and self.consecutive_frames >= 1,
+                    "an integer >= 1",
                 ),
                 "target_false_success": (
                     is_number(self.target_false_success) and 0.0 <= self.target_false_success < 1.0,
@@ -107,6 +115,7 @@ UNCALIBRATED_THRESHOLD = 0.5  # P(success) of a file saved without a calibration
 # threshold (None where a class has none). A file of an older robot_rl has the frame keys only.
 CALIBRATION_KEYS = (
     "threshold",
+    "consecutive_frames",
     "target_false_success",
     "episodes",
     "false_successes",
@@ -186,9 +195,6 @@ class RewardClassifier(nn.Module):
                 )
             return float(c["threshold"]), promise(c)
         return UNCALIBRATED_THRESHOLD, f"default {UNCALIBRATED_THRESHOLD}: the classifier file has no calibration"
-
-    def is_success(self, obs: dict[str, np.ndarray]) -> bool:
-        return self.probability(obs) > self.decision_threshold()[0]
 
     def save(self, path: str | Path) -> None:
         """Config, image shapes, weights and calibration (plain values and tensors), written beside ``path`` and
@@ -302,17 +308,48 @@ def pick_threshold(scores: np.ndarray, labels: np.ndarray, target_fpr: float) ->
     return float(threshold if last_negative <= threshold < first_positive else last_negative)
 
 
-def episode_maxima(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sustained(scores: np.ndarray, frames: int) -> np.ndarray:
+    """Each frame's lowest score over the ``frames`` frames of one episode that end with it (0.0 for the first
+    ``frames - 1``, where no run of that length has ended yet): above a threshold exactly where
+    :class:`SustainedSuccess` says success, so the calibration judges the rule the reward node applies."""
+    scores = np.asarray(scores, np.float64)
+    held = scores.copy()
+    for back in range(1, frames):
+        held[back:] = np.minimum(held[back:], scores[:-back])
+    held[: frames - 1] = 0.0
+    return held
+
+
+class SustainedSuccess:
+    """The reward node's success rule over one episode's frames: P(success) above ``threshold`` on ``frames`` frames
+    in a row (one: every frame on its own). :meth:`clear` when an episode ends."""
+
+    def __init__(self, threshold: float, frames: int):
+        self.threshold, self.frames, self.run = threshold, frames, 0
+
+    def update(self, probability: float) -> bool:
+        """The newest frame's P(success) in; whether the episode is a success by the rule now."""
+        self.run = self.run + 1 if probability > self.threshold else 0
+        return self.run >= self.frames
+
+    def clear(self) -> None:
+        self.run = 0
+
+
+def episode_maxima(
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, frames: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """(before (E,), caught (S,)): each episode's highest score before its first success frame (a would-be false
     success: all of a failed episode's frames; a recorded episode starts with a negative reset frame; one that starts
     on a success frame counts its other negative frames, where it has any), and each succeeded episode's highest
-    success-frame score (a success caught when above the threshold). Episodes in order of ``groups``' first
-    appearance; frames of an episode in order."""
+    success-frame score (a success caught when above the threshold), a frame's score being its lowest over the
+    ``frames`` frames that end with it (:func:`sustained`). Episodes in order of ``groups``' first appearance; frames
+    of an episode in order."""
     scores, labels, groups = np.asarray(scores, np.float64), np.asarray(labels, bool), np.asarray(groups)
     before, caught = [], []
     for episode in dict.fromkeys(groups.tolist()):
         mine = groups == episode
-        episode_scores, episode_labels = scores[mine], labels[mine]
+        episode_scores, episode_labels = sustained(scores[mine], frames), labels[mine]
         first = int(np.argmax(episode_labels)) if episode_labels.any() else len(episode_labels)
         negatives = episode_scores[:first] if first else episode_scores[~episode_labels]
         if len(negatives):
@@ -322,10 +359,13 @@ def episode_maxima(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray) -
     return np.asarray(before), np.asarray(caught)
 
 
-def pick_episode_threshold(scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, target: float) -> float:
+def pick_episode_threshold(
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, target: float, frames: int = 1
+) -> float:
     """The success threshold for at most ``target`` of the episodes declared a success before their task is done,
-    at the most success episodes caught (:func:`pick_threshold` on the episodes' maxima, :func:`episode_maxima`)."""
-    before, caught = episode_maxima(scores, labels, groups)
+    at the most success episodes caught, a success being ``frames`` frames in a row above it (:func:`pick_threshold`
+    on the episodes' maxima, :func:`episode_maxima`)."""
+    before, caught = episode_maxima(scores, labels, groups, frames)
     return pick_threshold(
         np.concatenate([before, caught]), np.r_[np.zeros(len(before), bool), np.ones(len(caught), bool)], target
     )
@@ -348,7 +388,7 @@ def upper_bound(failures: int, trials: int, confidence: float = 0.95) -> float:
 
 
 def cross_validated_promise(
-    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, target: float, folds: int = 5
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, target: float, folds: int = 5, frames: int = 1
 ) -> dict[str, Any]:
     """What the threshold promises on new episodes, measured out of sample: the episodes split into ``folds`` folds
     (as many as episodes when fewer), each fold scored at the threshold picked on the others. Counts of false
@@ -362,8 +402,8 @@ def cross_validated_promise(
         inside = np.isin(groups, fold)
         if inside.all():  # one episode: nothing to calibrate on apart from it
             break
-        threshold = pick_episode_threshold(scores[~inside], labels[~inside], groups[~inside], target)
-        before, successes = episode_maxima(scores[inside], labels[inside], groups[inside])
+        threshold = pick_episode_threshold(scores[~inside], labels[~inside], groups[~inside], target, frames)
+        before, successes = episode_maxima(scores[inside], labels[inside], groups[inside], frames)
         false_successes += int((before > threshold).sum())
         trials += len(before)
         caught += int((successes > threshold).sum())
@@ -381,8 +421,10 @@ def cross_validated_promise(
 def promise(calibration: dict[str, Any]) -> str:
     """The reward node's promise per episode, in words, from a calibration (:data:`CALIBRATION_KEYS`)."""
     c = calibration
+    frames = c.get("consecutive_frames") or 1  # a file of an older robot_rl: one frame
+    rule = "" if frames == 1 else f" (a success: {frames} frames in a row above the threshold)"
     return (
-        f"calibrated for classifier.target_false_success={c['target_false_success']}: cross-validated on "
+        f"calibrated for classifier.target_false_success={c['target_false_success']}{rule}: cross-validated on "
         f"{c['episodes']} held-out episodes, {c['false_successes']} declared a success before the task was done"
         f" ({_share(c['false_success_rate'])} per episode, at most {_share(c['false_success_upper_95'])} at 95%"
         f" confidence), {_share(c['successes_caught'])} of {c['success_episodes']} successes caught"
@@ -480,14 +522,15 @@ def train_reward_classifier(
     held_scores = probabilities(model, {c: images[c][held_out] for c in config.cameras})
     train_scores = probabilities(model, {c: images[c][~held_out] for c in config.cameras})
     held_labels, held_groups = labels[held_out], groups[held_out]  # every episode's reset frame is a negative
-    target = config.target_false_success
-    calibrated = pick_episode_threshold(held_scores, held_labels, held_groups, target)
+    target, frames = config.target_false_success, config.consecutive_frames
+    calibrated = pick_episode_threshold(held_scores, held_labels, held_groups, target, frames)
     if not held_labels.any():  # where successes score is unknown: never below the uncalibrated 0.5 (a threshold
         calibrated = max(calibrated, UNCALIBRATED_THRESHOLD)  # just above the failures calls everything a success)
-    promised = cross_validated_promise(held_scores, held_labels, held_groups, target)
+    promised = cross_validated_promise(held_scores, held_labels, held_groups, target, frames=frames)
     rates = error_rates(held_scores, held_labels, calibrated)
     model.calibration = {
         "threshold": calibrated,
+        "consecutive_frames": frames,
         "target_false_success": float(target),
         **promised,
         **rates,

@@ -43,6 +43,7 @@ def train_classifier(cfg: Config) -> dict[str, Any]:
                 "pretrained_views",
                 "updates",
                 "threshold",
+                "consecutive_frames",
                 "target_false_success",
             )
         },

@@ -9,6 +9,7 @@ from robot_rl.core.config import ConfigError
 from robot_rl.policies.reward_classifier import (
     RewardClassifier,
     RewardClassifierConfig,
+    SustainedSuccess,
     cross_validated_promise,
     episode_maxima,
     error_rates,
@@ -16,6 +17,7 @@ from robot_rl.policies.reward_classifier import (
     pick_episode_threshold,
     pick_threshold,
     refusal,
+    sustained,
     train_reward_classifier,
     upper_bound,
 )
@@ -77,6 +79,8 @@ def test_bad_input_is_named(tmp_path):
         RewardClassifierConfig(threshold=1.5)
     with pytest.raises(ConfigError, match="classifier.target_false_success"):
         RewardClassifierConfig(target_false_success=1.0)
+    with pytest.raises(ConfigError, match="classifier.consecutive_frames=0 .* an integer >= 1"):
+        RewardClassifierConfig(consecutive_frames=0)
     images = {"front": np.zeros((10, 32, 32, 3), np.uint8)}
     with pytest.raises(ConfigError, match="both success and failure frames"):
         train_reward_classifier(images, np.zeros(10, bool), np.arange(10), RewardClassifierConfig(updates=1))
@@ -87,11 +91,13 @@ def test_bad_input_is_named(tmp_path):
 def test_a_saved_classifier_round_trips_and_a_crafted_file_never_runs(tmp_path):
     from tests.test_bad_input import _Payload
 
-    model = RewardClassifier({"front": (32, 32, 3)}, RewardClassifierConfig(cameras=("front",), threshold=0.7))
+    config = RewardClassifierConfig(cameras=("front",), threshold=0.7, consecutive_frames=3)
+    model = RewardClassifier({"front": (32, 32, 3)}, config)
     model.save(tmp_path / "classifier.pt")
     loaded = RewardClassifier.load(tmp_path / "classifier.pt")  # tensors and plain values only
     assert loaded.image_shapes == {"front": (32, 32, 3)}
     assert loaded.config.threshold is None  # an override is the run's choice, never saved into the file
+    assert loaded.config.consecutive_frames == 3  # the rule its threshold was calibrated for travels with it
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
     assert sorted(p.name for p in tmp_path.iterdir()) == ["classifier.pt"]  # written beside it, then renamed
@@ -282,6 +288,33 @@ def test_the_promise_is_measured_out_of_sample_with_a_bound_that_says_how_many_e
     assert promised["false_success_upper_95"] > promised["false_success_rate"]
     assert upper_bound(0, 4) == pytest.approx(1 - 0.05 ** (1 / 4), abs=1e-6)  # 0 of 4: up to 0.53
     assert upper_bound(0, 300) < 0.01 and upper_bound(5, 100) == pytest.approx(0.1023, abs=1e-3)
+
+
+def test_two_frames_in_a_row_ignore_a_lone_spike_and_the_calibration_judges_the_rule_the_node_applies():
+    """Issue 72 item 3's k-consecutive-frames rule: failed episodes whose frames spike above every success now and
+    then (a glint, an exposure step), successes held for their 10 frames. One frame is enough for a false success, so
+    the one-frame threshold must clear the spikes and misses the successes; with two frames in a row the spikes are
+    no false success and the successes are caught. The calibration's frame scores (:func:`sustained`) fire exactly
+    where the reward node's rule (:class:`SustainedSuccess`) does."""
+    rng = np.random.default_rng(3)
+    scores, labels, groups = independent_frames(rng, 60, 60, 30)
+    spikes = np.flatnonzero(~labels & (rng.random(len(labels)) < 0.02))
+    scores[spikes] = rng.uniform(0.97, 1.0, len(spikes))  # lone frames above the successes' Beta(8, 2)
+    one = cross_validated_promise(scores, labels, groups, 0.05)
+    two = cross_validated_promise(scores, labels, groups, 0.05, frames=2)
+    assert one["successes_caught"] < 0.5, one  # clearing the spikes misses the successes
+    assert two["successes_caught"] >= 0.9 and two["false_success_rate"] <= 0.05, two
+    threshold = pick_episode_threshold(scores, labels, groups, 0.05, frames=2)
+    for episode in range(60):
+        mine = scores[groups == episode]
+        rule = SustainedSuccess(threshold, 2)
+        assert [rule.update(p) for p in mine] == (sustained(mine, 2) > threshold).tolist()
+    rule = SustainedSuccess(0.5, 3)
+    assert [rule.update(p) for p in (0.9, 0.9, 0.2, 0.9, 0.9, 0.9, 0.9)] == [False] * 5 + [True, True]
+    rule.clear()  # an episode ended: the next needs its own three
+    assert [rule.update(p) for p in (0.9, 0.9, 0.9)] == [False, False, True]
+    assert sustained(np.array([0.9, 0.1, 0.8, 0.7]), 1).tolist() == [0.9, 0.1, 0.8, 0.7]
+    assert sustained(np.array([0.9, 0.1, 0.8, 0.7]), 2).tolist() == [0.0, 0.1, 0.1, 0.7]
 
 
 def test_a_classifier_that_misses_most_held_out_successes_is_refused_with_what_to_label_next():

@@ -252,6 +252,60 @@ def test_a_silent_second_camera_stops_the_scores_instead_of_its_last_frame_being
         rclpy.shutdown()
 
 
+class Brightness(RewardClassifier):
+    """A classifier whose P(success) is the frame's mean brightness (0-255 -> 0-1): scores a test sets exactly."""
+
+    def probability(self, obs) -> float:
+        return float(np.mean(obs["front"]) / 255.0)
+
+
+def test_the_node_says_success_only_after_the_frames_in_a_row_its_classifier_was_calibrated_for():
+    """Issue 72 item 3: with ``classifier.consecutive_frames=2`` (saved in the file, its threshold calibrated for it)
+    a lone frame above the threshold is no success; two in a row are; an episode's end starts the count afresh."""
+    rclpy = require("rclpy")
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Bool, String
+
+    from robot_rl.ros.nodes.reward_node import RewardPublisher
+    from robot_rl.ros.plumbing import qos
+    from robot_rl.ros.plumbing.messages import image_msg
+    from robot_rl.ros.plumbing.node_main import spinning_in_background
+    from tests.ros.graph_helpers import wait_until
+
+    model = Brightness({"front": (16, 16, 3)}, RewardClassifierConfig(consecutive_frames=2))
+    rclpy.init()
+    node, driver = rclpy.create_node("robot_rl_reward"), rclpy.create_node("robot_rl_test_camera")
+    RewardPublisher(node, model, threshold=0.5)
+    camera = driver.create_publisher(Image, "/camera/front/color/image_raw", qos.STREAM_PUBLISHER)
+    records = driver.create_publisher(String, "/rl/episode_stats", qos.EPISODE_LOG)
+    label = driver.create_publisher(Bool, "/rl/operator_label", qos.EVENT)
+    said: list[bool] = []
+    driver.create_subscription(Bool, "/rl/success", lambda m: said.append(m.data), qos.STREAM_SUBSCRIBER)
+
+    def show(brightness: int) -> bool:
+        """One frame of ``brightness`` scored; the success the node said of it."""
+        count = len(said)
+        camera.publish(image_msg(np.full((16, 16, 3), brightness, np.uint8), 0.0, "front"))
+        wait_until(lambda: len(said) == count + 1, f"a score of brightness {brightness}")
+        return said[-1]
+
+    try:
+        with spinning_in_background(node), spinning_in_background(driver):
+            publishers = (camera, records, label)
+            wait_until(lambda: all(p.get_subscription_count() for p in publishers), "the reward node")
+            assert [show(b) for b in (40, 240, 40, 240, 40)] == [False] * 5  # lone spikes
+            assert [show(b) for b in (240, 240, 240)] == [False, True, True]
+            label.publish(Bool(data=True))  # the operator's word holds until the episode's end
+            wait_until(lambda: show(240) and show(240), "the operator's label")
+            records.publish(String(data=json.dumps({"kind": "train", "episode": 1})))  # the episode ended
+            wait_until(lambda: not show(240), "the label's end")  # a new run of bright frames: its first
+            assert show(240), "two bright frames in a row of the new episode are a success"
+    finally:
+        node.destroy_node()
+        driver.destroy_node()
+        rclpy.shutdown()
+
+
 def test_launching_a_session_on_a_classifier_that_misses_most_successes_is_refused_before_any_node(
     tmp_path, monkeypatch, capsys
 ):

@@ -2,7 +2,8 @@
 
 For every new set of frames from ``classifier.cameras`` (``/camera/<name>/color/image_raw``,
 resized to the classifier's input size: a new frame from every camera since the last score) it publishes
-``/rl/success`` (std_msgs/Bool, P(success) > the threshold), then ``/rl/reward`` (std_msgs/Float64, 1.0 on success
+``/rl/success`` (std_msgs/Bool: P(success) above the threshold on ``classifier.consecutive_frames`` scores in a row
+of the episode, the rule the threshold was calibrated for and saved with it), then ``/rl/reward`` (std_msgs/Float64, 1.0 on success
 else 0.0: the sparse reward of HIL-SERL; it carries the success before it, :mod:`robot_rl.ros.links.topic_env`) and
 ``/rl/success_probability`` (Float64). A camera that goes silent stops the scores (no frame is scored twice, nor a
 dead camera's last one with a live one's new frames): the actor pauses on the silent ``/rl/reward``, and the node
@@ -11,7 +12,8 @@ readable colour image (size, step, encoding) is dropped and counted (``guard.dro
 
 The operator's label (``/rl/operator_label``, std_msgs/Bool: the console's success or failure) overrides the
 classifier for the rest of the episode: ``/rl/success`` and ``/rl/reward`` then say the label (P(success) still goes
-out as computed) until the actor's next ``/rl/episode_stats`` record, which it publishes when an episode ends.
+out as computed) until the actor's next ``/rl/episode_stats`` record, which it publishes when an episode ends; that
+record also starts the run of frames above the threshold afresh.
 
 The threshold (a probability) is ``classifier.threshold`` when that is a number, else the one
 ``robot-rl classifier`` calibrated on held-out frames and saved in ``classifier.out`` (0.5 for a
@@ -30,6 +32,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, Float64, String
 
 from robot_rl.core.config import ConfigError
+from robot_rl.policies.reward_classifier import SustainedSuccess
 from robot_rl.runtime.classifier import load_classifier
 
 from ..links.topic_env import camera_topic
@@ -43,7 +46,8 @@ SILENT_AFTER = 1.0  # s without a frame from a camera the others still send: the
 
 class RewardPublisher:
     def __init__(self, node, classifier, threshold: float):
-        self.classifier, self.threshold, self.log = classifier, threshold, node.get_logger()
+        self.classifier, self.log = classifier, node.get_logger()
+        self.rule = SustainedSuccess(threshold, classifier.config.consecutive_frames)
         self.latest: dict[str, object] = {}  # camera -> its newest frame not yet scored
         self.arrived: dict[str, float] = {}  # camera -> monotonic time of its last frame
         self.override: bool | None = None  # the operator's label of the episode in progress (None: the classifier's)
@@ -68,6 +72,7 @@ class RewardPublisher:
         if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
             raise MessageError("expected a JSON object with a kind")
         self.override = None
+        self.rule.clear()
 
     def _on_image(self, camera: str, msg) -> None:
         self.latest[camera] = colour_image(msg, self.classifier.image_shapes[camera][:2])
@@ -76,7 +81,8 @@ class RewardPublisher:
             return  # a camera has no new frame yet
         frames, self.latest = self.latest, {}
         probability = self.classifier.probability(frames)
-        success = probability > self.threshold if self.override is None else self.override
+        sustained = self.rule.update(probability)
+        success = sustained if self.override is None else self.override
         self.success_pub.publish(Bool(data=bool(success)))
         self.reward_pub.publish(Float64(data=float(success)))
         self.probability_pub.publish(Float64(data=probability))
@@ -105,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         RewardPublisher(node, classifier, threshold)
         node.get_logger().info(
             f"reward classifier {cfg.classifier.out} on {list(classifier.config.cameras)}:"
-            f" success when P(success) > {threshold:.4f} ({source})"
+            f" success when P(success) > {threshold:.4f}"
+            + (f" on {frames} frames in a row" if (frames := classifier.config.consecutive_frames) > 1 else "")
+            + f" ({source})"
         )
         spin(node)
     return 0
