@@ -34,6 +34,7 @@ learner's update calls and updates per online step over the session).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import re
@@ -47,7 +48,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from benchmarks.common import LOG_STAMP, RESULTS, actor_records, stop_launch, write_result
+from benchmarks.common import LOG_STAMP, RESULTS, actor_records, result_command, stop_launch, write_result
 from benchmarks.main_job import median_or_none
 from robot_rl.cli.graph import reserved_ros_domain
 from robot_rl.core.transport import updates_due
@@ -72,6 +73,7 @@ SESSION = [
 ]
 SCENE_TRUTH = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_cell\]: cell: scene \d+ truly (succeeded|failed)")
 RESET_DONE = re.compile(r"\[(\d+\.\d+)\] \[robot_rl_home_reset\]: reset: ready in ([\d.]+) s")
+CAMERAS_SECTION = "cameras"  # the record's section of a session from the cameras alone (issue 74)
 LEARNER_PROGRESS = re.compile(r" (\d+)/\d+ \[.*updates=(\d+), updates_per_step=([\d.]+)")  # the learner's progress line
 
 
@@ -472,21 +474,21 @@ def plot(per_seed: dict[str, dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def rescore(name: str) -> Path:
-    """Score ``results/<name>.json``'s sessions again from the logs its run left in its work folder (the scoring
-    changed, the run stands); the record keeps its settings and notes this command."""
+def rescore(name: str, cameras: bool) -> Path:
+    """Score ``results/<name>.json``'s sessions again (its ``cameras`` section with ``cameras``) from the logs its run
+    left in its work folder (the scoring changed, the run stands); the record keeps its settings and provenance."""
     record = json.loads((RESULTS / f"{name}.json").read_text())
-    work = Path(record["settings"]["work"])
-    per_seed = record["figures"]["per_seed"]
+    measured = record["figures"][CAMERAS_SECTION] if cameras else record["figures"]
+    settings = measured["settings"] if cameras else record["settings"]
+    work, per_seed = Path(settings["work"]), measured["per_seed"]
     for seed, figures in per_seed.items():
         for reward, session_record in figures["sessions"].items():
             if (work / f"seed{seed}" / reward / "real_train.log").exists():
                 session_record.update(session_figures(work / f"seed{seed}" / reward))
         figures.update(keyed(figures["sessions"]))
-    settings = {**record["settings"], "run_by": record["command"], "run_on": record["date"]}
-    path = write_result(name, across_seeds(per_seed), settings=settings)
-    plot(per_seed, RESULTS / f"{name}.png")
-    return path
+    provenance = record["figures"].get("provenance", {}).get(CAMERAS_SECTION if cameras else "state", {})
+    run = {"run_by": provenance.get("command", record["command"]), "run_on": provenance.get("date", record["date"])}
+    return write_record(name, across_seeds(per_seed), {**settings, **run})
 
 
 def keyed(sessions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -507,7 +509,7 @@ def keyed(sessions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rescore:
-        print(f"wrote {rescore(args.name)}")
+        print(f"wrote {rescore(args.name, bool(args.cameras))}")
         return 0
     if args.assemble:
         print(f"wrote {assemble(args)}")
@@ -516,10 +518,36 @@ def main(argv: list[str] | None = None) -> int:
     per_seed = {}
     for seed in args.seeds:
         per_seed[str(seed)] = rehearse(argparse.Namespace(**vars(args), seed=seed), work / f"seed{seed}")
-    path = write_result(args.name, across_seeds(per_seed), settings=vars(args) | {"work": str(work)})
-    plot(per_seed, RESULTS / f"{args.name}.png")
-    print(f"wrote {path}")
+    print(f"wrote {write_record(args.name, across_seeds(per_seed), vars(args) | {'work': str(work)})}")
     return 0
+
+
+def write_record(name: str, figures: dict[str, Any], settings: dict[str, Any]) -> Path:
+    """``results/<name>.json`` with a run's figures: a session from state as the record's figures, one from
+    ``--cameras`` as its ``cameras`` section (issue 74), the other kept from the file as it was; ``provenance`` says
+    which command measured each (and a rescore's, ``scored_by``) (and ``cameras.settings`` the camera run's settings); the plot beside it
+    (``<name>.png``, ``<name>_cameras.png``)."""
+    path = RESULTS / f"{name}.json"
+    record = json.loads(path.read_text()) if path.exists() else {"figures": {}, "settings": {}}
+    section = CAMERAS_SECTION if settings.get("cameras") else "state"
+    provenance = record["figures"].get("provenance") or {
+        "state": {"command": record.get("command"), "date": record.get("date")}
+    }
+    now = {"command": result_command(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    rescored = "run_by" in settings  # a rescore: the run's own command and date, the rescore's beside them
+    provenance[section] = (
+        {"command": settings["run_by"], "date": settings["run_on"], "scored_by": now} if rescored else now
+    )
+    if section == CAMERAS_SECTION:
+        kept = {key: value for key, value in record["figures"].items() if key != CAMERAS_SECTION}
+        figures = {**kept, CAMERAS_SECTION: {**figures, "settings": settings}}
+        settings = record["settings"]
+    elif CAMERAS_SECTION in record["figures"]:
+        figures = {**figures, CAMERAS_SECTION: record["figures"][CAMERAS_SECTION]}
+    written = write_result(name, {**figures, "provenance": provenance}, settings=settings)
+    shown = figures[CAMERAS_SECTION] if section == CAMERAS_SECTION else figures
+    plot(shown["per_seed"], RESULTS / (f"{name}_cameras.png" if section == CAMERAS_SECTION else f"{name}.png"))
+    return written
 
 
 def rehearse(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -613,9 +641,7 @@ def assemble(args: argparse.Namespace) -> Path:
                     zero_shot_on_cell(one, folder)
                 zero_shots[key] = zero_shot_figures(folder)
         per_seed[str(seed)] = figures_of(sessions, zero_shots)
-    path = write_result(args.name, across_seeds(per_seed), settings=vars(args) | {"work": str(args.work)})
-    plot(per_seed, RESULTS / f"{args.name}.png")
-    return path
+    return write_record(args.name, across_seeds(per_seed), vars(args) | {"work": str(args.work)})
 
 
 if __name__ == "__main__":

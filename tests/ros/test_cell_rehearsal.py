@@ -736,3 +736,30 @@ def test_the_benchmark_reads_the_learners_pace_and_pools_the_classifiers_false_s
     assert figures["classifier_failed_episodes"] == 40 and figures["seeds"] == [0, 1, 2]
     never = across_seeds({"0": seed(None, 1, 0), "1": seed(None, 1, 0), "2": seed(5.0, 1, 0)})
     assert never["minutes_to_90"] == {"classifier": None}
+
+
+def test_the_camera_session_is_the_records_cameras_section_beside_the_state_sessions_figures(tmp_path, monkeypatch):
+    """Issue 74 asks for a ``cameras`` section in cell_rehearsal.json: a run from the cameras writes that section and
+    keeps the state figures; a later run from state keeps the section; each section says which command made it."""
+    import benchmarks.cell_rehearsal as rehearsal
+    from benchmarks import common
+
+    monkeypatch.setattr(rehearsal, "RESULTS", tmp_path)
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(rehearsal, "plot", lambda per_seed, path: path.write_text(str(sorted(per_seed))))
+
+    def figures(minutes: float) -> dict:
+        return {"minutes_to_90": {"classifier": minutes}, "per_seed": {"0": {}}}
+
+    rehearsal.write_record("cell_rehearsal", figures(9.0), {"cameras": None, "work": "/w/state"})
+    rehearsal.write_record("cell_rehearsal", figures(18.0), {"cameras": ["front", "wrist"], "work": "/w/cam"})
+    record = json.loads((tmp_path / "cell_rehearsal.json").read_text())
+    assert record["figures"]["minutes_to_90"] == {"classifier": 9.0}  # the state session's, kept
+    assert record["figures"]["cameras"]["minutes_to_90"] == {"classifier": 18.0}
+    assert record["figures"]["cameras"]["settings"]["work"] == "/w/cam" and record["settings"]["work"] == "/w/state"
+    assert set(record["figures"]["provenance"]) == {"state", "cameras"}
+    assert (tmp_path / "cell_rehearsal_cameras.png").exists() and (tmp_path / "cell_rehearsal.png").exists()
+    rehearsal.write_record("cell_rehearsal", figures(8.0), {"cameras": None, "work": "/w/state2"})
+    record = json.loads((tmp_path / "cell_rehearsal.json").read_text())
+    assert record["figures"]["minutes_to_90"] == {"classifier": 8.0}
+    assert record["figures"]["cameras"]["minutes_to_90"] == {"classifier": 18.0}  # a state rerun keeps it
