@@ -653,23 +653,25 @@ def test_the_benchmark_scores_an_evaluation_by_the_scenes_reset_after_its_episod
 
 def test_the_cell_counts_false_successes_per_truly_failed_episode():
     """Issue 72 item 3: the emulated cell counted the classifier's frames against the sim's truth; what its calibration
-    promises is per episode: the share of truly failed scenes in which it said success at least once."""
+    promises is per episode: the share of truly failed scenes in which it said success at least once. The log says
+    what the task's state was at a failed scene's first false success (a near miss or a spike)."""
     require("rclpy")
-    from robot_rl.ros.emulation.classifier_tally import ClassifierTally
+    from robot_rl.ros.emulation.classifier_tally import ClassifierTally, described
 
     tally = ClassifierTally()
     tally.begin_scene()
-    for said in (False, True, True, False):  # a failed scene, declared a success on two frames
-        tally.add(said, truth=False)
-    tally.end_scene(succeeded=False)
+    for said, height in ((False, 0.02), (True, 0.093), (True, 0.095), (False, 0.0)):  # a failed scene, declared a
+        tally.add(said, truth=False, task_state={"grasped": True, "cube_height": height})  # success on two frames
+    first_false = tally.end_scene(succeeded=False)
+    assert described(first_false) == "grasped=True, cube_height=0.093"  # what the log says of it: a near miss
     tally.begin_scene()
     for said, truth in ((False, False), (True, True)):  # a scene that succeeded, and was said to
         tally.add(said, truth)
-    tally.end_scene(succeeded=True)
+    assert tally.end_scene(succeeded=True) is None
     tally.begin_scene()
     for _ in range(3):  # a failed scene never declared a success
         tally.add(False, truth=False)
-    tally.end_scene(succeeded=False)
+    assert tally.end_scene(succeeded=False) is None
     rates = tally.rates()
     assert rates["false_success_per_failed_episode"] == 0.5 and tally.counts["failed_scenes"] == 2
     assert rates["false_positive_rate"] == 2 / 8

@@ -55,7 +55,7 @@ from ...sim.camera_drift import CameraDrift, offset_camera
 from ...sim.panda_env import PandaTaskEnv
 from ..plumbing import qos
 from ..plumbing.messages import camera_info_msg, image_msg, pinhole_matrix, pose_msg
-from .classifier_tally import ClassifierTally
+from .classifier_tally import ClassifierTally, described
 from .scripted_operator import HidFifo, ScriptedOperator
 from .sim_robot_node import SimRobot
 
@@ -238,9 +238,10 @@ class CellEmulator(SimRobot):
         played on the scene before is over: whether it truly succeeded is logged (``cell: scene N truly ...``)."""
         if self.scene_due is None:
             self.truth.append(self.scene_succeeded)
-            self.tally.end_scene(self.scene_succeeded)
+            false_success = self.tally.end_scene(self.scene_succeeded)
+            said = "" if false_success is None else f" (the classifier said success at {described(false_success)})"
             self.node.get_logger().info(
-                f"cell: scene {len(self.truth) - 1} truly {'succeeded' if self.scene_succeeded else 'failed'}"
+                f"cell: scene {len(self.truth) - 1} truly {'succeeded' if self.scene_succeeded else 'failed'}{said}"
             )
             self.scene_due = (time.monotonic() + self.settings.scene_reset_time, bool(msg.data))
 
@@ -342,7 +343,7 @@ class CellEmulator(SimRobot):
         return False
 
     def _on_classifier(self, msg) -> None:
-        self.tally.add(bool(msg.data), bool(self.env.is_success()))
+        self.tally.add(bool(msg.data), bool(self.env.is_success()), self.env.task_info())
 
     # ----------------------------------------------------------------- the cell's clock
     def tick(self) -> None:
