@@ -114,7 +114,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="write the record of a stopped run from --work's logs (a trained "
         "zero-shot policy not yet evaluated is evaluated on the cell)",
     )
-    parser.add_argument("overrides", nargs="*", help="of every training and evaluation, e.g. agent=cqn_as")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="of every training and evaluation, e.g. agent=cqn_as; classifier.* ones also of the classifier's training",
+    )
     return parser.parse_args(argv)
 
 
@@ -323,6 +327,7 @@ def train_classifier(
                 f"classifier.store={store}",
                 *views["classifier"],
                 f"classifier.out={out}",
+                *[override for override in args.overrides if override.startswith("classifier.")],
             ],
             folder / "classifier.log",
             timeout=3600,
