@@ -1,4 +1,4 @@
-"""Image augmentation on sampled batches (DrQ-v2 random shift), on the batch's device."""
+"""Image augmentation on sampled batches (DrQ-v2 random shift, a camera's exposure and white-balance drift)."""
 
 from __future__ import annotations
 
@@ -36,3 +36,17 @@ def random_shift(images: torch.Tensor, pad: int = 4, generator: torch.Generator 
     )
     start = torch.arange(batch, device=device) * padded[0].numel() + shift_y * row + shift_x * channels
     return crops.index_select(0, start).view(batch, height, width, channels).permute(0, 3, 1, 2)
+
+
+def photometric_jitter(
+    images: torch.Tensor, exposure: float, white_balance: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Each RGB image (B, 3, H, W, values 0-255) as a camera's auto exposure and white balance might show it: scaled
+    by a gain exp(N(0, exposure^2)) and each colour channel by exp(N(0, white_balance^2)) (stds of the log gains,
+    drawn from ``generator`` on the CPU), clipped to 0-255; float32 on the images' device. Zero stds: the images
+    as float32."""
+    batch = images.shape[0]
+    exposure_log = torch.randn((batch, 1, 1, 1), generator=generator) * exposure
+    balance_log = torch.randn((batch, images.shape[1], 1, 1), generator=generator) * white_balance
+    gains = (exposure_log + balance_log).exp().to(images.device)
+    return (images.float() * gains).clamp(0.0, 255.0)

@@ -42,6 +42,8 @@ def train_classifier(cfg: Config) -> dict[str, Any]:
                 "pretrained_blocks",
                 "pretrained_views",
                 "updates",
+                "exposure_jitter",
+                "white_balance_jitter",
                 "threshold",
                 "consecutive_frames",
                 "target_false_success",

@@ -6,6 +6,7 @@ import torch
 
 from robot_rl.core.composed_config import load_config
 from robot_rl.core.config import ConfigError
+from robot_rl.data.augment import photometric_jitter
 from robot_rl.policies.reward_classifier import (
     RewardClassifier,
     RewardClassifierConfig,
@@ -16,6 +17,7 @@ from robot_rl.policies.reward_classifier import (
     frames_from_store,
     pick_episode_threshold,
     pick_threshold,
+    probabilities,
     refusal,
     sustained,
     train_reward_classifier,
@@ -70,6 +72,36 @@ def test_held_out_accuracy_is_at_least_95_percent(pick_cube_frames, tmp_path, en
     assert loaded.probability(frame) == pytest.approx(model.probability(frame), abs=1e-6)
 
 
+@pytest.mark.slow
+def test_a_classifier_trained_under_drawn_light_holds_its_word_when_the_camera_darkens(pick_cube_frames):
+    """Issue 72: every classifier of the cell rehearsals fired on 10-20% of its failure frames darkened by exp(-0.2),
+    two stds of the emulated cell's auto-exposure drift: the false successes the cell counted. Trained under drawn
+    exposure and white balance (``exposure_jitter``, ``white_balance_jitter``) it holds: here, without them, 68% of
+    the failure frames darkened by exp(-0.3) fired and 0.2% with them (seed 0, 250 updates, 2026-12-08)."""
+    images, labels, groups = pick_cube_frames
+    darkened = {"front": (images["front"] * np.exp(-0.3)).astype(np.uint8)}
+    fired = {}
+    for jitter in (0.0, 0.3):
+        config = RewardClassifierConfig(updates=250, exposure_jitter=jitter, white_balance_jitter=jitter / 5)
+        model, _ = train_reward_classifier(images, labels, groups, config, seed=0)
+        said = probabilities(model, darkened) > model.decision_threshold()[0]
+        fired[jitter] = (float(said[~labels].mean()), float(said[labels].mean()))
+    assert fired[0.3][0] <= 0.02 and fired[0.3][1] >= 0.9, fired  # failures stay failures, successes are caught
+    assert fired[0.0][0] > 0.2, fired  # the old training: a darker camera turns failures into successes
+
+
+def test_the_photometric_jitter_draws_an_exposure_and_a_white_balance_per_image():
+    images = torch.full((64, 3, 4, 4), 100.0)
+    lit = photometric_jitter(images, exposure=0.3, white_balance=0.0, generator=torch.Generator().manual_seed(0))
+    gains = lit[:, :, 0, 0] / 100.0
+    assert torch.allclose(gains, gains[:, :1].expand(-1, 3))  # exposure alone: one gain per image, every channel
+    assert 0.2 < gains[:, 0].log().std() < 0.4 and (lit <= 255.0).all()
+    balanced = photometric_jitter(images, 0.0, 0.05, torch.Generator().manual_seed(0))[:, :, 0, 0]
+    assert not torch.allclose(balanced[:, 0], balanced[:, 1])  # white balance: a gain per channel
+    assert torch.equal(photometric_jitter(images.byte(), 0.0, 0.0), images)  # zero stds: the images as float
+    assert photometric_jitter(torch.full((2, 3, 1, 1), 250.0), 2.0, 0.0).max() <= 255.0  # clipped
+
+
 def test_bad_input_is_named(tmp_path):
     with pytest.raises(ConfigError, match="classifier.camera_encoder='resnet10' .* cnn or pretrained"):
         RewardClassifierConfig(camera_encoder="resnet10")  # the ResNet-10 from a weights file is gone
@@ -81,6 +113,8 @@ def test_bad_input_is_named(tmp_path):
         RewardClassifierConfig(target_false_success=1.0)
     with pytest.raises(ConfigError, match="classifier.consecutive_frames=0 .* an integer >= 1"):
         RewardClassifierConfig(consecutive_frames=0)
+    with pytest.raises(ConfigError, match="classifier.exposure_jitter=-0.1 .* a std >= 0"):
+        RewardClassifierConfig(exposure_jitter=-0.1)
     images = {"front": np.zeros((10, 32, 32, 3), np.uint8)}
     with pytest.raises(ConfigError, match="both success and failure frames"):
         train_reward_classifier(images, np.zeros(10, bool), np.arange(10), RewardClassifierConfig(updates=1))
