@@ -72,7 +72,7 @@ class RewardClassifierConfig:
     exposure_jitter: float = 0.3
     white_balance_jitter: float = 0.06
     threshold: float | None = None  # P(success) above which a frame counts as success; None: the calibrated one
-    consecutive_frames: int = 1  # frames in a row above the threshold that make a success (calibrated with it)
+    consecutive_frames: int = 3  # frames in a row above the threshold that make a success (calibrated with it)
     target_false_success: float = 0.05  # share of episodes declared a success before their task is done
     validation_fraction: float = 0.2  # share of episodes held out (they calibrate the threshold, cross-validated)
 
@@ -230,7 +230,8 @@ class RewardClassifier(nn.Module):
         try:
             # files saved before calibration carry the then-default threshold 0.5 in their config: not an override
             known = {f.name for f in fields(RewardClassifierConfig)} - {"threshold"}  # older files: target_fpr
-            config = {k: v for k, v in saved["config"].items() if k in known}
+            config = {"consecutive_frames": 1} | {k: v for k, v in saved["config"].items() if k in known}  # older
+            # files: calibrated for one frame
             model = cls(saved["image_shapes"], RewardClassifierConfig(**config, threshold=threshold))
             model.load_state_dict(saved["state_dict"])
             calibration = saved.get("calibration")

@@ -82,7 +82,9 @@ def test_a_classifier_trained_under_drawn_light_holds_its_word_when_the_camera_d
     darkened = {"front": (images["front"] * np.exp(-0.3)).astype(np.uint8)}
     fired = {}
     for jitter in (0.0, 0.3):
-        config = RewardClassifierConfig(updates=250, exposure_jitter=jitter, white_balance_jitter=jitter / 5)
+        config = RewardClassifierConfig(
+            updates=250, exposure_jitter=jitter, white_balance_jitter=jitter / 5, consecutive_frames=1
+        )  # a threshold for single frames: the claim is per frame
         model, _ = train_reward_classifier(images, labels, groups, config, seed=0)
         said = probabilities(model, darkened) > model.decision_threshold()[0]
         fired[jitter] = (float(said[~labels].mean()), float(said[labels].mean()))
@@ -132,9 +134,14 @@ def test_a_saved_classifier_round_trips_and_a_crafted_file_never_runs(tmp_path):
     assert loaded.image_shapes == {"front": (32, 32, 3)}
     assert loaded.config.threshold is None  # an override is the run's choice, never saved into the file
     assert loaded.config.consecutive_frames == 3  # the rule its threshold was calibrated for travels with it
+    saved = torch.load(tmp_path / "classifier.pt", weights_only=True)
+    del saved["config"]["consecutive_frames"]  # a file of an older robot_rl: calibrated for one frame
+    (tmp_path / "older").mkdir()
+    torch.save(saved, tmp_path / "older" / "classifier.pt")
+    assert RewardClassifier.load(tmp_path / "older" / "classifier.pt").config.consecutive_frames == 1
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["classifier.pt"]  # written beside it, then renamed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["classifier.pt", "older"]  # written beside, renamed
 
     marker = tmp_path / "payload_ran"
     torch.save({"config": _Payload(marker), "image_shapes": {}, "state_dict": {}}, tmp_path / "crafted.pt")

@@ -157,7 +157,7 @@ def train_classifier(path):
         {"front": frames.astype(np.uint8)},
         labels,
         np.arange(16) // 4,
-        RewardClassifierConfig(updates=2, batch_size=8),
+        RewardClassifierConfig(updates=2, batch_size=8, consecutive_frames=1),  # alternating frames
         seed=0,
     )
     model.save(path)
