@@ -354,19 +354,23 @@ def episode_maxima(
     success: all of a failed episode's frames; a recorded episode starts with a negative reset frame; one that starts
     on a success frame counts its other negative frames, where it has any), and each succeeded episode's highest
     success-frame score (a success caught when above the threshold), a frame's score being its lowest over the
-    ``frames`` frames that end with it (:func:`sustained`). Episodes in order of ``groups``' first appearance; frames
-    of an episode in order."""
+    ``frames`` frames that end with it (:func:`sustained`). A success's frames count among themselves: a task done
+    stays done on a cell while the reward node waits for its frames in a row, so a recording that ended at the
+    first success frame (``task.terminate_on_success``), with fewer than ``frames`` of them, is judged by those it
+    has. Episodes in order of ``groups``' first appearance; frames of an episode in order."""
     scores, labels, groups = np.asarray(scores, np.float64), np.asarray(labels, bool), np.asarray(groups)
     before, caught = [], []
     for episode in dict.fromkeys(groups.tolist()):
         mine = groups == episode
-        episode_scores, episode_labels = sustained(scores[mine], frames), labels[mine]
+        episode_scores, episode_labels = scores[mine], labels[mine]
+        held = sustained(episode_scores, frames)
         first = int(np.argmax(episode_labels)) if episode_labels.any() else len(episode_labels)
-        negatives = episode_scores[:first] if first else episode_scores[~episode_labels]
+        negatives = held[:first] if first else held[~episode_labels]
         if len(negatives):
             before.append(negatives.max())
         if episode_labels.any():
-            caught.append(episode_scores[episode_labels].max())
+            success_scores = episode_scores[episode_labels]
+            caught.append(sustained(success_scores, min(frames, len(success_scores))).max())
     return np.asarray(before), np.asarray(caught)
 
 

@@ -354,6 +354,10 @@ def test_two_frames_in_a_row_ignore_a_lone_spike_and_the_calibration_judges_the_
     assert [rule.update(p) for p in (0.9, 0.9, 0.2, 0.9, 0.9, 0.9, 0.9)] == [False] * 5 + [True, True]
     rule.clear()  # an episode ended: the next needs its own three
     assert [rule.update(p) for p in (0.9, 0.9, 0.9)] == [False, False, True]
+    # a demonstration recorded up to its first success frame (task.terminate_on_success): caught by that frame, as
+    # the task stays done on a cell while the node waits for its frames in a row; the frames before it are no success
+    before, caught = episode_maxima(np.array([0.1, 0.6, 0.95]), np.array([False, False, True]), np.zeros(3), 3)
+    assert before.tolist() == [0.0] and caught.tolist() == [0.95]  # no run of 3 before the success
     assert sustained(np.array([0.9, 0.1, 0.8, 0.7]), 1).tolist() == [0.9, 0.1, 0.8, 0.7]
     assert sustained(np.array([0.9, 0.1, 0.8, 0.7]), 2).tolist() == [0.0, 0.1, 0.1, 0.7]
 
