@@ -66,9 +66,7 @@ class RewardClassifierConfig:
     batch_size: int = 64
     updates: int = 1500
     shift_pad: int = 4  # pixels of random-shift augmentation
-    # photometric augmentation, stds of log gains: each training frame brightened or darkened (exposure) and each colour
-    # channel scaled (white balance), as a camera's auto exposure follows a lab's light. Without it the classifiers of
-    # the cell rehearsals fired on 10-20% of failure frames darkened by exp(-0.2) (2 stds of the emulated cell's drift)
+    # stds of log gains drawn per training frame (auto exposure, white balance): configs/settings/tools.yaml
     exposure_jitter: float = 0.3
     white_balance_jitter: float = 0.06
     threshold: float | None = None  # P(success) above which a frame counts as success; None: the calibrated one
