@@ -77,7 +77,7 @@ def test_a_classifier_trained_under_drawn_light_holds_its_word_when_the_camera_d
     """Issue 72: every classifier of the cell rehearsals fired on 10-20% of its failure frames darkened by exp(-0.2),
     two stds of the emulated cell's auto-exposure drift: the false successes the cell counted. Trained under drawn
     exposure and white balance (``exposure_jitter``, ``white_balance_jitter``) it holds: here, without them, 68% of
-    the failure frames darkened by exp(-0.3) fired and 0.2% with them (seed 0, 250 updates, 2026-12-08; on CI's machine
+    the failure frames darkened by exp(-0.3) fired and 0.2% with them (seed 0, 250 updates, 2026-12-08; in a CI run
     none fired and 32% of the successes were caught without them, 0% and 93% with them)."""
     images, labels, groups = pick_cube_frames
     darkened = {"front": (images["front"] * np.exp(-0.3)).astype(np.uint8)}
@@ -90,8 +90,8 @@ def test_a_classifier_trained_under_drawn_light_holds_its_word_when_the_camera_d
         said = probabilities(model, darkened) > model.decision_threshold()[0]
         fired[jitter] = (float(said[~labels].mean()), float(said[labels].mean()))
     assert fired[0.3][0] <= 0.02 and fired[0.3][1] >= 0.9, fired  # failures stay failures, successes are caught
-    # the old training: a darker camera changes its word on many frames, failures called successes (68% here) or,
-    # on another machine's arithmetic, successes missed (68% on CI's)
+    # the old training: a darker camera changes its word on many frames, failures called successes (68% run here)
+    # or successes missed (68% in a CI run of the same code, CI=true on a fresh clone)
     assert fired[0.0][0] + (1.0 - fired[0.0][1]) > 0.2, fired
 
 
