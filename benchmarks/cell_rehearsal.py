@@ -529,9 +529,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_record(name: str, figures: dict[str, Any], settings: dict[str, Any]) -> Path:
     """``results/<name>.json`` with a run's figures: a session from state as the record's figures, one from
-    ``--cameras`` as its ``cameras`` section (issue 74), the other kept from the file as it was; ``provenance`` says
-    which command measured each (and a rescore's, ``scored_by``) (and ``cameras.settings`` the camera run's settings); the plot beside it
-    (``<name>.png``, ``<name>_cameras.png``)."""
+    ``--cameras`` as its ``cameras`` section (issue 74) with that run's settings, the other kept from the file as it
+    was; ``provenance`` names the command and date that measured each (a rescore's under ``scored_by``); the plot
+    beside it (``<name>.png``, ``<name>_cameras.png``)."""
     path = RESULTS / f"{name}.json"
     record = json.loads(path.read_text()) if path.exists() else {"figures": {}, "settings": {}}
     section = CAMERAS_SECTION if settings.get("cameras") else "state"
