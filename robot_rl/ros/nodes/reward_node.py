@@ -3,8 +3,8 @@
 For every new set of frames from ``classifier.cameras`` (``/camera/<name>/color/image_raw``,
 resized to the classifier's input size: a new frame from every camera since the last score) it publishes
 ``/rl/success`` (std_msgs/Bool: P(success) above the threshold on ``classifier.consecutive_frames`` scores in a row
-of the episode, the rule the threshold was calibrated for and saved with it), then ``/rl/reward`` (std_msgs/Float64, 1.0 on success
-else 0.0: the sparse reward of HIL-SERL; it carries the success before it, :mod:`robot_rl.ros.links.topic_env`) and
+of the episode, the rule the threshold was calibrated for and saved with it), then ``/rl/reward``
+(std_msgs/Float64, 1.0 on success else 0.0: the sparse reward of HIL-SERL; it carries the success before it, :mod:`robot_rl.ros.links.topic_env`) and
 ``/rl/success_probability`` (Float64). A camera that goes silent stops the scores (no frame is scored twice, nor a
 dead camera's last one with a live one's new frames): the actor pauses on the silent ``/rl/reward``, and the node
 names the camera in its log every ``SILENT_AFTER`` s. A frame that is not a
